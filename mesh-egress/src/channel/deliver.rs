@@ -1,0 +1,411 @@
+//! [`Deliver`]: render -> commit -> send each part in order, for every [`Channel`].
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use super::{Channel, RenderError};
+use crate::degrade::{Commitment, Reply};
+use crate::egress::AgentMessage;
+use crate::outbound::{CommitError, CommittedPart, DeliveryId, Outbound};
+
+mod sealed {
+    use crate::degrade::Commitment;
+    use crate::egress::AgentMessage;
+
+    /// Seals [`Deliver`](super::Deliver): only the blanket impl for channels exists.
+    pub trait SealedDeliver {}
+
+    /// What a deliverable value amounts to.
+    pub enum Delivery {
+        Message {
+            message: AgentMessage,
+            commitment: Option<Commitment>,
+        },
+        Silence,
+        Resume(super::Undelivered),
+    }
+
+    /// Seals [`Deliverable`](super::Deliverable).
+    pub trait SealedDeliverable {
+        fn into_delivery(self) -> Delivery;
+    }
+}
+
+use sealed::Delivery;
+
+/// A value that may be delivered to a person: an [`AgentMessage`], a [`Reply`], or the
+/// [`Undelivered`] rest of a failed delivery. Sealed.
+///
+/// Never an `EgressError`, an `Egress`, `Markdown` or a string: the compiler refuses them here.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be delivered to a user channel",
+    label = "only an `AgentMessage`, a `Reply` or an `Undelivered` remainder can be delivered",
+    note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
+    note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`"
+)]
+pub trait Deliverable: sealed::SealedDeliverable + Send + 'static {}
+
+impl sealed::SealedDeliverable for AgentMessage {
+    fn into_delivery(self) -> Delivery {
+        Delivery::Message {
+            message: self,
+            commitment: None,
+        }
+    }
+}
+impl Deliverable for AgentMessage {}
+
+impl sealed::SealedDeliverable for Reply {
+    fn into_delivery(self) -> Delivery {
+        match self {
+            Reply::Answer(message) | Reply::Handoff { message } => Delivery::Message {
+                message,
+                commitment: None,
+            },
+            Reply::Holding {
+                message,
+                commitment,
+            } => Delivery::Message {
+                message,
+                commitment: Some(commitment),
+            },
+            Reply::Silence => Delivery::Silence,
+        }
+    }
+}
+impl Deliverable for Reply {}
+
+impl sealed::SealedDeliverable for Undelivered {
+    fn into_delivery(self) -> Delivery {
+        Delivery::Resume(self)
+    }
+}
+impl Deliverable for Undelivered {}
+
+/// Delivers a [`Deliverable`] through a channel: render, commit, then send each part in order.
+///
+/// Sealed and implemented for every [`Channel`]; it can be neither overridden nor implemented
+/// elsewhere, so every delivery takes the same typed path.
+pub trait Deliver: sealed::SealedDeliver {
+    /// Delivers `message`. Silence sends nothing and returns an empty [`Receipt`].
+    fn deliver<M: Deliverable>(
+        &self,
+        message: M,
+    ) -> impl Future<Output = Result<Receipt, DeliveryError>> + Send;
+}
+
+impl<C: Channel + ?Sized> sealed::SealedDeliver for C {}
+
+impl<C: Channel + ?Sized> Deliver for C {
+    fn deliver<M: Deliverable>(
+        &self,
+        message: M,
+    ) -> impl Future<Output = Result<Receipt, DeliveryError>> + Send {
+        async move {
+            match message.into_delivery() {
+                Delivery::Silence => Ok(Receipt::silent()),
+                Delivery::Message {
+                    message,
+                    commitment,
+                } => {
+                    let rendered = Outbound::new(message).render(self.renderer())?;
+                    let committed = rendered.commit(self).await?;
+                    let delivery = committed.delivery_id();
+                    let parts = committed.into_parts().collect();
+                    send_in_order(self, delivery, parts, Vec::new(), commitment).await
+                }
+                Delivery::Resume(rest) => {
+                    send_in_order(
+                        self,
+                        rest.delivery,
+                        rest.parts,
+                        rest.delivered,
+                        rest.commitment,
+                    )
+                    .await
+                }
+            }
+        }
+    }
+}
+
+async fn send_in_order<C: Channel + ?Sized>(
+    channel: &C,
+    delivery: DeliveryId,
+    parts: Vec<CommittedPart>,
+    mut delivered: Vec<PartReceipt>,
+    commitment: Option<Commitment>,
+) -> Result<Receipt, DeliveryError> {
+    let mut pending = parts.into_iter();
+    while let Some(part) = pending.next() {
+        let index = part.index();
+        let total = part.total();
+        match channel.send(part).await {
+            Ok(mut receipt) => {
+                receipt.index = index;
+                delivered.push(receipt);
+            }
+            Err(mut error) => {
+                let mut parts: Vec<CommittedPart> = error.part.take().into_iter().collect();
+                parts.extend(pending);
+                return Err(DeliveryError::Send {
+                    failed: index,
+                    total,
+                    source: error,
+                    undelivered: Undelivered {
+                        delivery,
+                        parts,
+                        delivered,
+                        commitment,
+                    },
+                });
+            }
+        }
+    }
+    Ok(Receipt {
+        delivery: Some(delivery),
+        parts: delivered,
+        commitment,
+    })
+}
+
+/// What a channel returns for one part it sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartReceipt {
+    index: usize,
+    id: String,
+}
+
+impl PartReceipt {
+    /// A receipt carrying the surface's id for the sent part (message id, `ts`, ...).
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            index: 0,
+            id: id.into(),
+        }
+    }
+
+    /// The part's position in its message, from 0 (filled in by [`Deliver`]).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The surface's id for the sent part.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// What a completed delivery produced.
+#[derive(Debug, Default)]
+#[must_use = "a receipt may carry a commitment that must be followed up"]
+pub struct Receipt {
+    delivery: Option<DeliveryId>,
+    parts: Vec<PartReceipt>,
+    commitment: Option<Commitment>,
+}
+
+impl Receipt {
+    fn silent() -> Self {
+        Self::default()
+    }
+
+    /// The delivery id, or `None` for silence.
+    pub fn delivery_id(&self) -> Option<DeliveryId> {
+        self.delivery
+    }
+
+    /// Every part delivered, in order (including parts delivered before a resume).
+    pub fn parts(&self) -> &[PartReceipt] {
+        &self.parts
+    }
+
+    /// The surface's ids of the delivered parts, in order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.parts.iter().map(PartReceipt::id).collect()
+    }
+
+    /// How many parts were delivered.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether nothing was delivered (silence).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// The promise made by a delivered holding line, if any.
+    pub fn commitment(&self) -> Option<&Commitment> {
+        self.commitment.as_ref()
+    }
+
+    /// Takes the promise out, to hand it to a follow-up runner.
+    pub fn take_commitment(&mut self) -> Option<Commitment> {
+        self.commitment.take()
+    }
+}
+
+/// The parts of a delivery that did not go, ready to be delivered again. Delivering it sends
+/// exactly these parts, in order, and nothing that had already gone.
+#[must_use = "undelivered parts are lost unless delivered again"]
+pub struct Undelivered {
+    delivery: DeliveryId,
+    parts: Vec<CommittedPart>,
+    delivered: Vec<PartReceipt>,
+    commitment: Option<Commitment>,
+}
+
+impl Undelivered {
+    /// The delivery these parts belong to.
+    pub fn delivery_id(&self) -> DeliveryId {
+        self.delivery
+    }
+
+    /// The indexes of the parts still to send, in order.
+    pub fn indexes(&self) -> Vec<usize> {
+        self.parts.iter().map(CommittedPart::index).collect()
+    }
+
+    /// The receipts of the parts that had gone.
+    pub fn delivered(&self) -> &[PartReceipt] {
+        &self.delivered
+    }
+
+    /// The parts still to send.
+    pub fn parts(&self) -> &[CommittedPart] {
+        &self.parts
+    }
+}
+
+impl fmt::Debug for Undelivered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Undelivered")
+            .field("delivery", &self.delivery)
+            .field("indexes", &self.indexes())
+            .field("delivered", &self.delivered.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a channel could not send one part. Hand the part back with it so the delivery can
+/// resume.
+pub struct SendError {
+    part: Option<CommittedPart>,
+    retryable: bool,
+    retry_after: Option<Duration>,
+    source: Box<dyn StdError + Send + Sync>,
+}
+
+impl SendError {
+    /// The part `part` could not be sent because of `source`. Retryable by default.
+    pub fn new(part: CommittedPart, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        Self {
+            part: Some(part),
+            retryable: true,
+            retry_after: None,
+            source: source.into(),
+        }
+    }
+
+    /// Marks whether sending the part again could succeed.
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// The surface asked us to wait this long before trying again.
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
+    }
+
+    /// Whether sending again could succeed.
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// How long the surface asked us to wait, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The part that was not sent (`None` once a delivery has taken it into [`Undelivered`]).
+    pub fn part(&self) -> Option<&CommittedPart> {
+        self.part.as_ref()
+    }
+
+    /// Takes the unsent part back.
+    pub fn into_part(self) -> Option<CommittedPart> {
+        self.part
+    }
+}
+
+impl fmt::Debug for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("part", &self.part.as_ref().map(CommittedPart::index))
+            .field("retryable", &self.retryable)
+            .field("retry_after", &self.retry_after)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the channel did not accept the part")
+    }
+}
+
+impl StdError for SendError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// Why a delivery did not complete. For a failed send it carries the [`Undelivered`] parts,
+/// so delivering them again sends only what is missing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliveryError {
+    /// The body could not be rendered for this channel; nothing was sent.
+    #[error("the message could not be rendered for this channel")]
+    Render(#[from] RenderError),
+    /// The message could not cross the commit boundary; nothing was sent.
+    #[error("the message could not be committed")]
+    Commit(#[from] CommitError),
+    /// A part failed to send.
+    #[error("part {} of {total} was not sent ({} had gone)", failed + 1, undelivered.delivered.len())]
+    Send {
+        /// The index of the part that failed.
+        failed: usize,
+        /// How many parts the message has.
+        total: usize,
+        /// Why.
+        #[source]
+        source: SendError,
+        /// The failed part and everything after it.
+        undelivered: Undelivered,
+    },
+}
+
+impl DeliveryError {
+    /// The parts still to send, if the failure happened while sending.
+    pub fn into_undelivered(self) -> Option<Undelivered> {
+        match self {
+            Self::Send { undelivered, .. } => Some(undelivered),
+            _ => None,
+        }
+    }
+
+    /// The receipts of the parts that had gone before the failure.
+    pub fn delivered(&self) -> &[PartReceipt] {
+        match self {
+            Self::Send { undelivered, .. } => undelivered.delivered(),
+            _ => &[],
+        }
+    }
+}

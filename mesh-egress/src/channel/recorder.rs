@@ -1,0 +1,124 @@
+//! [`Recorder`]: an in-memory channel to assert against.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{Channel, PartReceipt, PlainText, SendError};
+use crate::outbound::{CommitError, CommitRecord, CommittedPart};
+use crate::turn::Ownership;
+
+/// An in-memory [`Channel`] that records every delivered part, for tests and demos.
+///
+/// Plain text, no part limit unless [`with_limit`](Self::with_limit) sets one. Clones share the
+/// same record, so a test can hand one clone to the code under test and read the other.
+///
+/// ```
+/// use mesh_egress::{AgentMessage, Attribution};
+/// use mesh_egress::channel::{Deliver, Recorder};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let rec = Recorder::new();
+/// rec.deliver(AgentMessage::new("hi", Attribution::new("a", "c", "r"))).await.unwrap();
+/// assert_eq!(rec.sent(), ["hi"]);
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct Recorder {
+    renderer: PlainText,
+    ownership: Option<Ownership>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    sent: Vec<String>,
+    fail_next: usize,
+    attempts: usize,
+}
+
+impl Recorder {
+    /// A plain-text recorder with no limit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Splits messages into parts of at most `limit` characters.
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.renderer = PlainText::new().with_limit(limit);
+        self
+    }
+
+    /// Refuses to commit once `ownership` is lost.
+    pub fn with_ownership(mut self, ownership: Ownership) -> Self {
+        self.ownership = Some(ownership);
+        self
+    }
+
+    /// Makes the next `n` sends fail (retryably), to exercise resumable delivery.
+    pub fn fail_next_sends(&self, n: usize) {
+        self.lock().fail_next = n;
+    }
+
+    /// Every delivered part's text, in order.
+    pub fn sent(&self) -> Vec<String> {
+        self.lock().sent.clone()
+    }
+
+    /// How many sends were attempted, failed ones included.
+    pub fn attempts(&self) -> usize {
+        self.lock().attempts
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("sent", &self.lock().sent.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error a [`Recorder`] reports for a send it was told to fail.
+#[derive(Debug, thiserror::Error)]
+#[error("recorder was told to fail this send")]
+pub struct InjectedFailure;
+
+impl Channel for Recorder {
+    type Renderer = PlainText;
+
+    fn renderer(&self) -> &PlainText {
+        &self.renderer
+    }
+
+    fn commit(
+        &self,
+        _record: &CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), CommitError>> + Send {
+        let held = self.ownership.as_ref().is_none_or(Ownership::is_held);
+        std::future::ready(if held {
+            Ok(())
+        } else {
+            Err(CommitError::OwnershipLost)
+        })
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let mut state = self.lock();
+        state.attempts += 1;
+        let result = if state.fail_next > 0 {
+            state.fail_next -= 1;
+            Err(SendError::new(part, InjectedFailure))
+        } else {
+            state.sent.push(part.text().to_owned());
+            Ok(PartReceipt::new(format!("rec-{}", state.sent.len())))
+        };
+        std::future::ready(result)
+    }
+}

@@ -1,0 +1,37 @@
+//! [`Render`]: canonical Markdown in, wire-ready parts out.
+
+use crate::egress::Markdown;
+
+/// Turns canonical Markdown into the parts a channel can show, in order, each within the
+/// channel's limit.
+///
+/// Rendering is the only way Markdown becomes wire text; a [`Channel`](super::Channel) names its
+/// renderer and [`Deliver`](super::Deliver) always calls it.
+pub trait Render: Send + Sync {
+    /// Renders `body` into one or more parts, in order. A body with nothing to show is an error
+    /// ([`RenderError::Empty`]), never an empty send.
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError>;
+}
+
+impl<R: Render + ?Sized> Render for &R {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        (**self).render(body)
+    }
+}
+
+/// Why a body could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    /// The body is empty or only whitespace: there is nothing to send.
+    #[error("the message body is empty or whitespace-only; nothing would be sent")]
+    Empty,
+    /// The channel's limit is smaller than one unsplittable piece of the output.
+    #[error("a part limit of {limit} is smaller than an unsplittable piece of {needed}")]
+    LimitTooSmall {
+        /// The configured limit, in the channel's unit.
+        limit: usize,
+        /// The size of the smallest piece that did not fit.
+        needed: usize,
+    },
+}

@@ -1,0 +1,387 @@
+//! The egress values: what may cross toward a user ([`AgentMessage`]) and what never may
+//! ([`EgressError`]).
+//!
+//! The two are distinct types on purpose. A delivery path accepts only [`AgentMessage`]; an
+//! [`EgressError`] has no `Display`, no `ToString`, no `std::error::Error` and no conversion into
+//! any message or string type, so turning one into user-visible text has to be written on
+//! purpose, through [`EgressError::internal_cause`], which exists for logs.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Canonical CommonMark text, before any channel has rendered it.
+///
+/// `Markdown` has no `Display`: nothing turns it into wire text except a renderer
+/// ([`Render`](crate::channel::Render)), so unrendered Markdown cannot reach a channel by accident.
+///
+/// ```
+/// use mesh_egress::Markdown;
+/// let md = Markdown::new("**hello**");
+/// assert_eq!(md.as_str(), "**hello**");
+/// let same: Markdown = "**hello**".into();
+/// assert_eq!(md, same);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Markdown(String);
+
+impl Markdown {
+    /// Wraps canonical Markdown text.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The Markdown source.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the body holds nothing but whitespace (such a body is never sent).
+    pub fn is_blank(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+}
+
+impl fmt::Debug for Markdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Markdown").field(&self.0).finish()
+    }
+}
+
+impl From<String> for Markdown {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl From<&str> for Markdown {
+    fn from(text: &str) -> Self {
+        Self(text.to_owned())
+    }
+}
+
+/// Which agent (perspective), conversation and run a value belongs to.
+///
+/// Every message, error, ledger row and log event carries one, so an operator can trace what a
+/// person saw back to the run that produced it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Attribution {
+    agent: String,
+    conversation: String,
+    run: String,
+}
+
+impl Attribution {
+    /// An attribution for `agent` speaking in `conversation` during `run`.
+    pub fn new(
+        agent: impl Into<String>,
+        conversation: impl Into<String>,
+        run: impl Into<String>,
+    ) -> Self {
+        Self {
+            agent: agent.into(),
+            conversation: conversation.into(),
+            run: run.into(),
+        }
+    }
+
+    /// The agent (perspective) that speaks.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The conversation the value belongs to.
+    pub fn conversation(&self) -> &str {
+        &self.conversation
+    }
+
+    /// The run (turn execution) that produced the value.
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+}
+
+/// A deliverable agent message: canonical Markdown plus its attribution.
+///
+/// This is the only kind of value a channel's delivery path accepts (directly, or inside a
+/// [`Reply`](crate::Reply)).
+///
+/// ```
+/// use mesh_egress::{AgentMessage, Attribution};
+/// let msg = AgentMessage::new("Done: **3** tickets closed.", Attribution::new("ops", "c1", "r1"));
+/// assert_eq!(msg.body().as_str(), "Done: **3** tickets closed.");
+/// assert_eq!(msg.attribution().conversation(), "c1");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentMessage {
+    body: Markdown,
+    attribution: Attribution,
+}
+
+impl AgentMessage {
+    /// A message with `body` (canonical Markdown) attributed to `attribution`.
+    pub fn new(body: impl Into<Markdown>, attribution: Attribution) -> Self {
+        Self {
+            body: body.into(),
+            attribution,
+        }
+    }
+
+    /// The Markdown body, pre-render.
+    pub fn body(&self) -> &Markdown {
+        &self.body
+    }
+
+    /// Who said it, where, in which run.
+    pub fn attribution(&self) -> &Attribution {
+        &self.attribution
+    }
+
+    /// Splits the message into its body and attribution.
+    pub fn into_parts(self) -> (Markdown, Attribution) {
+        (self.body, self.attribution)
+    }
+}
+
+/// The two failure classes of the specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The runtime already knows the call failed: a status code, a timeout, an empty completion.
+    Transport,
+    /// The output exists but is wrong to send: a refusal, leaked reasoning, a prompt echo.
+    Semantic,
+}
+
+impl FailureClass {
+    /// A stable lowercase name for logs and ledgers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transport => "transport",
+            Self::Semantic => "semantic",
+        }
+    }
+}
+
+/// The boxed internal cause an [`EgressError`] carries.
+pub type Cause = Box<dyn StdError + Send + Sync + 'static>;
+
+/// A structured failure that must never be rendered to a user.
+///
+/// It is logged (once, at the boundary), attributed, retried or escalated, and Layer C decides
+/// what the person sees instead. It deliberately implements neither `Display` nor
+/// `std::error::Error` and converts into no message or string type; its `Debug` omits the cause.
+/// The cause is reachable only through [`internal_cause`](Self::internal_cause), meant for logs
+/// and error tracking.
+///
+/// ```
+/// use mesh_egress::{Attribution, EgressError, FailureClass};
+/// let err = EgressError::transport("upstream said 503", Attribution::new("a", "c", "r"));
+/// assert_eq!(err.class(), FailureClass::Transport);
+/// assert!(err.retryable());
+/// assert!(!format!("{err:?}").contains("503"));
+/// assert_eq!(err.internal_cause().to_string(), "upstream said 503");
+/// ```
+#[must_use = "an EgressError must reach the boundary (`degrade::resolve` or `#[egress_boundary]`)"]
+pub struct EgressError {
+    class: FailureClass,
+    retryable: bool,
+    attempt: u32,
+    attribution: Attribution,
+    cause: Cause,
+}
+
+impl EgressError {
+    fn new(class: FailureClass, cause: Cause, attribution: Attribution) -> Self {
+        Self {
+            class,
+            retryable: true,
+            attempt: 1,
+            attribution,
+            cause,
+        }
+    }
+
+    /// A transport/infra failure (Class 1). Retryable unless marked otherwise.
+    pub fn transport(cause: impl Into<Cause>, attribution: Attribution) -> Self {
+        Self::new(FailureClass::Transport, cause.into(), attribution)
+    }
+
+    /// A semantic/quality failure (Class 2). Retryable unless marked otherwise.
+    pub fn semantic(cause: impl Into<Cause>, attribution: Attribution) -> Self {
+        Self::new(FailureClass::Semantic, cause.into(), attribution)
+    }
+
+    /// Marks whether a later retry could succeed (a 401 or a 400 cannot).
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Records how many attempts were made before giving up (at least 1).
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt.max(1);
+        self
+    }
+
+    /// Transport or semantic.
+    pub fn class(&self) -> FailureClass {
+        self.class
+    }
+
+    /// Whether a later retry could succeed.
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// How many attempts were made.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Which agent, conversation and run failed.
+    pub fn attribution(&self) -> &Attribution {
+        &self.attribution
+    }
+
+    /// The full internal cause, **for logs and error tracking only**.
+    ///
+    /// Never put what this returns in front of a person: that is the leak this crate exists to
+    /// prevent. The boundary already logs it once (target `mesh_egress::egress`).
+    pub fn internal_cause(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.cause
+    }
+}
+
+impl fmt::Debug for EgressError {
+    // The cause is left out on purpose: `{:?}` ends up in panics, test output and user-facing
+    // "debug" replies more often than anyone intends.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EgressError")
+            .field("class", &self.class)
+            .field("retryable", &self.retryable)
+            .field("attempt", &self.attempt)
+            .field("attribution", &self.attribution)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Either side of the boundary, for code that holds one or the other.
+///
+/// `Result<AgentMessage, EgressError>` is the everyday form; `Egress` exists for code that
+/// stores or passes either without the `?` ergonomics.
+#[derive(Debug)]
+pub enum Egress {
+    /// A deliverable message.
+    Message(AgentMessage),
+    /// A failure that must not be rendered.
+    Error(EgressError),
+}
+
+impl Egress {
+    /// The everyday form.
+    pub fn into_result(self) -> Result<AgentMessage, EgressError> {
+        match self {
+            Self::Message(msg) => Ok(msg),
+            Self::Error(err) => Err(err),
+        }
+    }
+}
+
+impl From<AgentMessage> for Egress {
+    fn from(msg: AgentMessage) -> Self {
+        Self::Message(msg)
+    }
+}
+
+impl From<EgressError> for Egress {
+    fn from(err: EgressError) -> Self {
+        Self::Error(err)
+    }
+}
+
+impl From<Result<AgentMessage, EgressError>> for Egress {
+    fn from(result: Result<AgentMessage, EgressError>) -> Self {
+        match result {
+            Ok(msg) => Self::Message(msg),
+            Err(err) => Self::Error(err),
+        }
+    }
+}
+
+/// Turns any `Result<T, E: Error>` into `Result<T, EgressError>` attributed to a turn.
+///
+/// ```
+/// use mesh_egress::{Attribution, EgressResultExt, Turn};
+/// let turn = Turn::new(Attribution::new("a", "c", "r"));
+/// let parsed: Result<u32, _> = "12x".parse::<u32>().egress(&turn);
+/// let err = parsed.unwrap_err();
+/// assert_eq!(err.attribution().run(), "r");
+/// ```
+pub trait EgressResultExt<T> {
+    /// Wraps the error as a retryable transport [`EgressError`] with the turn's attribution.
+    fn egress(self, turn: &crate::Turn) -> Result<T, EgressError>;
+
+    /// Like [`egress`](Self::egress), with an explicit attribution.
+    fn egress_for(self, attribution: &Attribution) -> Result<T, EgressError>;
+}
+
+impl<T, E> EgressResultExt<T> for Result<T, E>
+where
+    E: StdError + Send + Sync + 'static,
+{
+    fn egress(self, turn: &crate::Turn) -> Result<T, EgressError> {
+        self.egress_for(turn.attribution())
+    }
+
+    fn egress_for(self, attribution: &Attribution) -> Result<T, EgressError> {
+        self.map_err(|e| EgressError::transport(e, attribution.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use static_assertions::{assert_impl_all, assert_not_impl_any};
+
+    // The boundary's guarantees, as facts the compiler checks on every build.
+    assert_not_impl_any!(EgressError: fmt::Display, StdError, Clone, Into<AgentMessage>, Into<Markdown>, Into<String>);
+    assert_not_impl_any!(Markdown: fmt::Display);
+    assert_not_impl_any!(AgentMessage: fmt::Display, From<EgressError>, From<Markdown>, From<String>);
+    assert_not_impl_any!(String: From<EgressError>);
+    assert_not_impl_any!(Markdown: From<EgressError>);
+    assert_impl_all!(EgressError: Send, Sync, fmt::Debug);
+    assert_impl_all!(AgentMessage: Send, Sync, Clone);
+
+    #[test]
+    fn debug_of_an_egress_error_leaves_the_cause_out() {
+        let err = EgressError::transport(
+            "MARKER-7f3a secret provider body",
+            Attribution::new("a", "c", "r"),
+        );
+        let dbg = format!("{err:?}");
+        assert!(!dbg.contains("MARKER-7f3a"), "{dbg}");
+        assert!(dbg.contains("Transport"));
+        assert_eq!(
+            err.internal_cause().to_string(),
+            "MARKER-7f3a secret provider body"
+        );
+    }
+
+    #[test]
+    fn attempt_is_at_least_one() {
+        let err = EgressError::semantic("x", Attribution::new("a", "c", "r")).with_attempt(0);
+        assert_eq!(err.attempt(), 1);
+    }
+
+    #[test]
+    fn egress_round_trips_through_result() {
+        let attr = Attribution::new("a", "c", "r");
+        let ok: Egress = AgentMessage::new("hi", attr.clone()).into();
+        assert!(ok.into_result().is_ok());
+        let err: Egress = EgressError::transport("x", attr).into();
+        assert!(err.into_result().is_err());
+    }
+}

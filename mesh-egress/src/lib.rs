@@ -1,0 +1,72 @@
+//! # mesh-egress
+//!
+//! A typed egress boundary for LLM agents that talk to people. The compiler guards the types:
+//! an [`EgressError`] or unrendered [`Markdown`] cannot be sent to a user channel. Layer A
+//! absorbs transient model failures with bounded retries and route fallback that cost nothing
+//! when nothing fails; Layer C decides what a person sees when the turn truly cannot answer (a
+//! warm holding line, a handoff, or silence — never the cause). The opt-in quality gate guards
+//! the strings: failure text disguised as ordinary model output.
+//!
+//! ```
+//! use mesh_egress::channel::{Deliver, Recorder};
+//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn, healthy: bool) -> Result<AgentMessage, EgressError> {
+//!     if !healthy {
+//!         return Err(EgressError::transport("LLM request failed: 503", turn.attribution().clone()));
+//!     }
+//!     Ok(AgentMessage::new("The build is **green**.", turn.attribution().clone()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+//! let channel = Recorder::new();
+//!
+//! let reply: Reply = answer(&turn, true).await;
+//! channel.deliver(reply).await?;
+//!
+//! let mut receipt = channel.deliver(answer(&turn, false).await).await?;
+//! let promise = receipt.take_commitment().expect("a holding line promises a follow-up");
+//! # let _ = promise;
+//!
+//! let sent = channel.sent();
+//! assert_eq!(sent[0], "The build is green.");
+//! assert!(!sent[1].contains("503")); // a holding line, never the cause
+//! # Ok(()) }
+//! ```
+//!
+//! Trying to deliver the error itself does not compile:
+//!
+//! ```compile_fail
+//! use mesh_egress::channel::{Deliver, Recorder};
+//! use mesh_egress::{Attribution, EgressError};
+//! # async fn f() {
+//! let err = EgressError::transport("boom", Attribution::new("a", "c", "r"));
+//! Recorder::new().deliver(err).await;
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod channel;
+pub mod degrade;
+mod egress;
+pub mod ledger;
+mod outbound;
+mod turn;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use degrade::Reply;
+pub use egress::{
+    AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
+};
+pub use mesh_egress_macros::egress_boundary;
+pub use outbound::state;
+pub use outbound::{
+    CommitBoundary, CommitError, CommitRecord, CommittedPart, DeliveryId, Outbound,
+};
+pub use turn::{Cancellation, Ownership, StopReason, Turn};

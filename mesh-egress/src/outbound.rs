@@ -1,0 +1,345 @@
+//! [`Outbound<S>`]: a message on its way out, `Unrendered -> Rendered -> Committed`.
+//!
+//! Each step consumes the previous state, and no later state can be built any other way: the
+//! states are sealed, their fields are private, and nothing (`Default`, `Clone`, `From`,
+//! `Deserialize`, a struct literal, a generic cast, `__private`) produces one. Only the parts of
+//! an `Outbound<Committed>` ([`CommittedPart`]) reach [`Channel::send`](crate::channel::Channel::send).
+//!
+//! ```
+//! use mesh_egress::{AgentMessage, Attribution, Outbound};
+//! use mesh_egress::channel::{Channel, PlainText, Recorder};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = Recorder::new();
+//! let msg = AgentMessage::new("All *green*.", Attribution::new("ops", "c1", "r1"));
+//! let rendered = Outbound::new(msg).render(&PlainText::new())?;
+//! let committed = rendered.commit(&channel).await?;
+//! for part in committed.into_parts() {
+//!     channel.send(part).await?;
+//! }
+//! assert_eq!(channel.sent(), ["All green."]);
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::channel::{Render, RenderError};
+use crate::egress::{AgentMessage, Attribution};
+use crate::turn::Ownership;
+
+mod sealed {
+    /// The seal: only this crate names it, so only this crate adds states. Each state carries
+    /// its own data, so a state cannot be reinterpreted as another.
+    pub trait Sealed {
+        type Data;
+    }
+}
+
+/// The states of an [`Outbound`](super::Outbound).
+pub mod state {
+    /// A state of [`Outbound`](crate::Outbound). Sealed: implemented only by the three states
+    /// below.
+    pub trait State: super::sealed::Sealed {}
+
+    /// Canonical Markdown that no renderer has touched.
+    pub struct Unrendered {
+        _sealed: (),
+    }
+
+    /// Rendered into the parts a channel can show; not yet committed.
+    pub struct Rendered {
+        _sealed: (),
+    }
+
+    /// Past the commit boundary: its parts may be sent.
+    pub struct Committed {
+        _sealed: (),
+    }
+
+    impl State for Unrendered {}
+    impl State for Rendered {}
+    impl State for Committed {}
+}
+
+use state::{Committed, Rendered, State, Unrendered};
+
+impl sealed::Sealed for Unrendered {
+    type Data = AgentMessage;
+}
+
+impl sealed::Sealed for Rendered {
+    type Data = RenderedData;
+}
+
+impl sealed::Sealed for Committed {
+    type Data = CommittedData;
+}
+
+#[doc(hidden)]
+pub struct RenderedData {
+    attribution: Attribution,
+    parts: Vec<String>,
+}
+
+#[doc(hidden)]
+pub struct CommittedData {
+    attribution: Attribution,
+    delivery: DeliveryId,
+    parts: Vec<String>,
+}
+
+/// A message on its way to a channel, in state `S`.
+#[must_use = "an outbound message does nothing until it is rendered, committed and sent"]
+pub struct Outbound<S: State> {
+    data: <S as sealed::Sealed>::Data,
+    // `fn() -> S` keeps `Outbound` Send + Sync whatever the marker is, and says we never own
+    // an `S`.
+    _state: PhantomData<fn() -> S>,
+}
+
+impl<S: State> Outbound<S> {
+    fn with(data: <S as sealed::Sealed>::Data) -> Self {
+        Self {
+            data,
+            _state: PhantomData,
+        }
+    }
+}
+
+impl Outbound<Unrendered> {
+    /// Starts a message on its way out.
+    pub fn new(message: AgentMessage) -> Self {
+        Self::with(message)
+    }
+
+    /// The message, still Markdown.
+    pub fn message(&self) -> &AgentMessage {
+        &self.data
+    }
+
+    /// Renders the Markdown body into the parts a channel can show.
+    pub fn render(self, renderer: &impl Render) -> Result<Outbound<Rendered>, RenderError> {
+        let parts = renderer.render(self.data.body())?;
+        if parts.is_empty() || parts.iter().all(|p| p.trim().is_empty()) {
+            return Err(RenderError::Empty);
+        }
+        let (_, attribution) = self.data.into_parts();
+        Ok(Outbound::with(RenderedData { attribution, parts }))
+    }
+}
+
+impl Outbound<Rendered> {
+    /// The rendered parts, read-only.
+    pub fn parts(&self) -> &[String] {
+        &self.data.parts
+    }
+
+    /// Who is speaking.
+    pub fn attribution(&self) -> &Attribution {
+        &self.data.attribution
+    }
+
+    /// Crosses the commit boundary: `boundary` checks ownership and, where configured, writes a
+    /// durable record. Only a committed message can be sent.
+    pub async fn commit<B>(self, boundary: &B) -> Result<Outbound<Committed>, CommitError>
+    where
+        B: CommitBoundary + ?Sized,
+    {
+        let delivery = DeliveryId::next();
+        boundary
+            .commit(&CommitRecord {
+                delivery,
+                attribution: &self.data.attribution,
+                parts: &self.data.parts,
+            })
+            .await?;
+        let RenderedData { attribution, parts } = self.data;
+        Ok(Outbound::with(CommittedData {
+            attribution,
+            delivery,
+            parts,
+        }))
+    }
+}
+
+impl Outbound<Committed> {
+    /// The delivery id assigned at commit; every part carries it.
+    pub fn delivery_id(&self) -> DeliveryId {
+        self.data.delivery
+    }
+
+    /// How many parts will be sent.
+    pub fn len(&self) -> usize {
+        self.data.parts.len()
+    }
+
+    /// Whether there are no parts (never true: rendering refuses empty output).
+    pub fn is_empty(&self) -> bool {
+        self.data.parts.is_empty()
+    }
+
+    /// The parts, in order, each to be sent exactly once.
+    pub fn into_parts(self) -> impl ExactSizeIterator<Item = CommittedPart> + Send {
+        let CommittedData {
+            attribution,
+            delivery,
+            parts,
+        } = self.data;
+        let total = parts.len();
+        parts
+            .into_iter()
+            .enumerate()
+            .map(move |(index, text)| CommittedPart {
+                delivery,
+                index,
+                total,
+                text,
+                attribution: attribution.clone(),
+            })
+    }
+}
+
+impl<S: State> fmt::Debug for Outbound<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbound")
+            .field("state", &std::any::type_name::<S>().rsplit("::").next())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One rendered, committed part: the only thing [`Channel::send`](crate::channel::Channel::send)
+/// accepts.
+///
+/// It is neither `Clone` nor constructible outside this crate, so each part is sent at most
+/// once; its delivery id and index make a natural idempotency key.
+pub struct CommittedPart {
+    delivery: DeliveryId,
+    index: usize,
+    total: usize,
+    text: String,
+    attribution: Attribution,
+}
+
+impl CommittedPart {
+    /// The exact payload to put on the wire.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Position in the message, from 0.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// How many parts the message has.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// The delivery this part belongs to.
+    pub fn delivery_id(&self) -> DeliveryId {
+        self.delivery
+    }
+
+    /// Who is speaking.
+    pub fn attribution(&self) -> &Attribution {
+        &self.attribution
+    }
+
+    /// An idempotency key unique to this part of this delivery (`<delivery>-<index>`).
+    pub fn idempotency_key(&self) -> String {
+        format!("{}-{}", self.delivery, self.index)
+    }
+}
+
+impl fmt::Debug for CommittedPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommittedPart")
+            .field("delivery", &self.delivery)
+            .field("index", &self.index)
+            .field("total", &self.total)
+            .field("len", &self.text.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Identifies one delivery (one committed message). Unique within a process and unlikely to
+/// repeat across restarts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeliveryId(u64);
+
+impl DeliveryId {
+    fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Seed from the clock once so ids from two runs of the same process rarely collide.
+        if NEXT.load(Ordering::Relaxed) == 0 {
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| (d.as_nanos() as u64) << 16 | 1);
+            let _ = NEXT.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The raw id.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// What is being committed: handed to a [`CommitBoundary`].
+#[derive(Debug)]
+pub struct CommitRecord<'a> {
+    /// The id every part will carry.
+    pub delivery: DeliveryId,
+    /// Who is speaking.
+    pub attribution: &'a Attribution,
+    /// The rendered parts, in order.
+    pub parts: &'a [String],
+}
+
+/// What crossing the commit boundary means: an ownership check, a durable record, or nothing.
+///
+/// Every [`Channel`](crate::channel::Channel) is a boundary (its
+/// [`commit`](crate::channel::Channel::commit) method, in memory by default); so is an
+/// [`Ownership`], which refuses once ownership is lost.
+pub trait CommitBoundary: Send + Sync {
+    /// Accepts or refuses `record`.
+    fn commit(
+        &self,
+        record: &CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), CommitError>> + Send;
+}
+
+impl CommitBoundary for Ownership {
+    fn commit(
+        &self,
+        _record: &CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), CommitError>> + Send {
+        std::future::ready(if self.is_held() {
+            Ok(())
+        } else {
+            Err(CommitError::OwnershipLost)
+        })
+    }
+}
+
+/// Why a message could not cross the commit boundary.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// This process no longer owns the conversation; another owner may answer.
+    #[error("ownership of the conversation was lost before commit")]
+    OwnershipLost,
+    /// The durable record could not be written.
+    #[error("the commit record could not be written")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
