@@ -99,11 +99,8 @@ pub trait Deliver: sealed::SealedDeliver {
 impl<C: Channel + ?Sized> sealed::SealedDeliver for C {}
 
 impl<C: Channel + ?Sized> Deliver for C {
-    fn deliver<M: Deliverable>(
-        &self,
-        message: M,
-    ) -> impl Future<Output = Result<Receipt, DeliveryError>> + Send {
-        async move {
+    async fn deliver<M: Deliverable>(&self, message: M) -> Result<Receipt, DeliveryError> {
+        {
             match message.into_delivery() {
                 Delivery::Silence => Ok(Receipt::silent()),
                 Delivery::Message {
@@ -154,12 +151,12 @@ async fn send_in_order<C: Channel + ?Sized>(
                     failed: index,
                     total,
                     source: error,
-                    undelivered: Undelivered {
+                    undelivered: Box::new(Undelivered {
                         delivery,
                         parts,
                         delivered,
                         commitment,
-                    },
+                    }),
                 });
             }
         }
@@ -388,7 +385,7 @@ pub enum DeliveryError {
         #[source]
         source: SendError,
         /// The failed part and everything after it.
-        undelivered: Undelivered,
+        undelivered: Box<Undelivered>,
     },
 }
 
@@ -396,7 +393,7 @@ impl DeliveryError {
     /// The parts still to send, if the failure happened while sending.
     pub fn into_undelivered(self) -> Option<Undelivered> {
         match self {
-            Self::Send { undelivered, .. } => Some(undelivered),
+            Self::Send { undelivered, .. } => Some(*undelivered),
             _ => None,
         }
     }
