@@ -1,7 +1,7 @@
 //! `#[egress_boundary]`: parse the arguments, check the signature, rewrite what leaves the fn.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Expr, GenericArgument, Ident, ItemFn, PathArguments, ReturnType, Token, Type};
@@ -24,7 +24,10 @@ optionally followed by `, policy = <expr>`";
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         if input.is_empty() {
-            return Err(input.error(format!("missing mode: {USAGE}")));
+            return Err(syn::Error::new(
+                Span::call_site(),
+                format!("missing mode: {USAGE}"),
+            ));
         }
         let mode_ident: Ident = input
             .parse()
@@ -135,8 +138,8 @@ fn check_return_type(func: &ItemFn) -> syn::Result<()> {
         ReturnType::Type(_, ty) => ty.as_ref(),
     };
     let plain_text = |what: &str| {
-        syn::Error::new(
-            ty.span(),
+        syn::Error::new_spanned(
+            ty,
             format!(
                 "{SHAPE}, not `{what}`: plain text has no attribution and cannot cross the boundary; \
                  wrap it as `Ok(AgentMessage::new(text, turn.attribution().clone()))`"
@@ -144,17 +147,15 @@ fn check_return_type(func: &ItemFn) -> syn::Result<()> {
         )
     };
     match ty {
-        Type::Tuple(t) if t.elems.is_empty() => Err(syn::Error::new(
-            ty.span(),
+        Type::Tuple(t) if t.elems.is_empty() => Err(syn::Error::new_spanned(
+            ty,
             format!(
                 "{SHAPE}, not `()`: return the answer as `Ok(AgentMessage::new(text, attribution))`"
             ),
         )),
-        _ if is_text(ty) => Err(plain_text(
-            &ty.to_token_stream().to_string().replace(' ', ""),
-        )),
-        Type::ImplTrait(_) => Err(syn::Error::new(
-            ty.span(),
+        _ if is_text(ty) => Err(plain_text(text_name(ty))),
+        Type::ImplTrait(_) => Err(syn::Error::new_spanned(
+            ty,
             format!("{SHAPE}; `impl Trait` cannot be checked, so name the type"),
         )),
         Type::Path(p) => {
@@ -168,18 +169,27 @@ fn check_return_type(func: &ItemFn) -> syn::Result<()> {
                 && let Some(GenericArgument::Type(ok)) = args.args.first()
                 && is_text(ok)
             {
-                return Err(syn::Error::new(
-                    ok.span(),
+                return Err(syn::Error::new_spanned(
+                    ok,
                     format!(
                         "{SHAPE}: the `Ok` side must be `AgentMessage`, not `{}`; wrap the text as \
                          `AgentMessage::new(text, turn.attribution().clone())`",
-                        ok.to_token_stream().to_string().replace(' ', "")
+                        text_name(ok)
                     ),
                 ));
             }
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+/// How to name a text type in a message.
+fn text_name(ty: &Type) -> &'static str {
+    match ty {
+        Type::Reference(_) => "&str",
+        Type::Paren(p) => text_name(&p.elem),
+        _ => "String",
     }
 }
 

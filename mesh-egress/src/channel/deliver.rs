@@ -3,6 +3,8 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{Channel, RenderError};
@@ -90,40 +92,69 @@ impl Deliverable for Undelivered {}
 /// elsewhere, so every delivery takes the same typed path.
 pub trait Deliver: sealed::SealedDeliver {
     /// Delivers `message`. Silence sends nothing and returns an empty [`Receipt`].
-    fn deliver<M: Deliverable>(
-        &self,
-        message: M,
-    ) -> impl Future<Output = Result<Receipt, DeliveryError>> + Send;
+    fn deliver<M: Deliverable>(&self, message: M) -> Delivering<'_>;
 }
 
 impl<C: Channel + ?Sized> sealed::SealedDeliver for C {}
 
 impl<C: Channel + ?Sized> Deliver for C {
-    async fn deliver<M: Deliverable>(&self, message: M) -> Result<Receipt, DeliveryError> {
-        {
-            match message.into_delivery() {
-                Delivery::Silence => Ok(Receipt::silent()),
-                Delivery::Message {
-                    message,
-                    commitment,
-                } => {
-                    let rendered = Outbound::new(message).render(self.renderer())?;
-                    let committed = rendered.commit(self).await?;
-                    let delivery = committed.delivery_id();
-                    let parts = committed.into_parts().collect();
-                    send_in_order(self, delivery, parts, Vec::new(), commitment).await
-                }
-                Delivery::Resume(rest) => {
-                    send_in_order(
-                        self,
-                        rest.delivery,
-                        rest.parts,
-                        rest.delivered,
-                        rest.commitment,
-                    )
-                    .await
-                }
-            }
+    fn deliver<M: Deliverable>(&self, message: M) -> Delivering<'_> {
+        // Converting before the future is built keeps the future's type independent of `M`, so
+        // a value that is not `Deliverable` is reported once, at the argument, instead of once
+        // per place the opaque future mentions `M`.
+        let delivery = message.into_delivery();
+        Delivering {
+            inner: Box::pin(deliver_parts(self, delivery)),
+        }
+    }
+}
+
+/// The future [`Deliver::deliver`] returns: `Send`, resolving to the [`Receipt`] or the
+/// [`DeliveryError`].
+#[must_use = "a delivery does nothing until awaited"]
+pub struct Delivering<'a> {
+    // One allocation per delivered message (not per part), paid next to a network send.
+    inner: Pin<Box<dyn Future<Output = Result<Receipt, DeliveryError>> + Send + 'a>>,
+}
+
+impl Future for Delivering<'_> {
+    type Output = Result<Receipt, DeliveryError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Delivering<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivering").finish_non_exhaustive()
+    }
+}
+
+async fn deliver_parts<C: Channel + ?Sized>(
+    channel: &C,
+    delivery: Delivery,
+) -> Result<Receipt, DeliveryError> {
+    match delivery {
+        Delivery::Silence => Ok(Receipt::silent()),
+        Delivery::Message {
+            message,
+            commitment,
+        } => {
+            let rendered = Outbound::new(message).render(channel.renderer())?;
+            let committed = rendered.commit(channel).await?;
+            let delivery = committed.delivery_id();
+            let parts = committed.into_parts().collect();
+            send_in_order(channel, delivery, parts, Vec::new(), commitment).await
+        }
+        Delivery::Resume(rest) => {
+            let Undelivered {
+                delivery,
+                parts,
+                delivered,
+                commitment,
+            } = rest;
+            send_in_order(channel, delivery, parts, delivered, commitment).await
         }
     }
 }

@@ -23,7 +23,7 @@ mod stdout;
 use std::future::Future;
 
 pub use deliver::{
-    Deliver, Deliverable, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
+    Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};

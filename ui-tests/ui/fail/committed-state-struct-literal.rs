@@ -1,0 +1,7 @@
+use mesh_egress::state::Committed;
+
+fn forge() -> Committed {
+    Committed { _sealed: () }
+}
+
+fn main() {}
