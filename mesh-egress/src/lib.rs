@@ -60,6 +60,11 @@ mod turn;
 #[path = "private.rs"]
 pub mod __private;
 
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,

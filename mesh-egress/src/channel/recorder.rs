@@ -32,6 +32,7 @@ pub struct Recorder {
 #[derive(Default)]
 struct State {
     sent: Vec<String>,
+    succeed_first: usize,
     fail_next: usize,
     attempts: usize,
 }
@@ -56,7 +57,14 @@ impl Recorder {
 
     /// Makes the next `n` sends fail (retryably), to exercise resumable delivery.
     pub fn fail_next_sends(&self, n: usize) {
-        self.lock().fail_next = n;
+        self.fail_sends_after(0, n);
+    }
+
+    /// Lets the next `successes` sends through, then fails the `n` after them.
+    pub fn fail_sends_after(&self, successes: usize, n: usize) {
+        let mut state = self.lock();
+        state.succeed_first = successes;
+        state.fail_next = n;
     }
 
     /// Every delivered part's text, in order.
@@ -112,10 +120,11 @@ impl Channel for Recorder {
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
         let mut state = self.lock();
         state.attempts += 1;
-        let result = if state.fail_next > 0 {
+        let result = if state.succeed_first == 0 && state.fail_next > 0 {
             state.fail_next -= 1;
             Err(SendError::new(part, InjectedFailure))
         } else {
+            state.succeed_first = state.succeed_first.saturating_sub(1);
             state.sent.push(part.text().to_owned());
             Ok(PartReceipt::new(format!("rec-{}", state.sent.len())))
         };

@@ -1,0 +1,234 @@
+//! End-to-end: a handler's `Reply` goes straight to `deliver`, and nothing a person receives ever
+//! contains the internal cause.
+
+mod support;
+
+use mesh_egress::channel::{Deliver, DeliveryError, Recorder};
+use mesh_egress::degrade::DegradationPolicy;
+use mesh_egress::ledger::{CommitmentState, Ledger, LedgerRecord};
+use mesh_egress::{
+    AgentMessage, Attribution, CommitError, EgressError, Ownership, Reply, Turn, egress_boundary,
+};
+use support::{LogCapture, marker};
+
+fn turn(conversation: &str) -> Turn {
+    Turn::new(Attribution::new("support-bot", conversation, "run-42"))
+}
+
+#[egress_boundary(interactive)]
+async fn interactive(turn: &Turn, cause: Option<String>) -> Result<AgentMessage, EgressError> {
+    if let Some(cause) = cause {
+        return Err(EgressError::transport(cause, turn.attribution().clone()));
+    }
+    Ok(AgentMessage::new(
+        "Your order **#1234** shipped today.",
+        turn.attribution().clone(),
+    ))
+}
+
+#[egress_boundary(proactive)]
+async fn digest(turn: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(cause, turn.attribution().clone()))
+}
+
+#[tokio::test]
+async fn an_interactive_failure_delivers_a_holding_line_and_never_the_cause() {
+    let cause = marker("interactive");
+    let channel = Recorder::new();
+    let mut receipt = channel
+        .deliver(interactive(&turn("c-1"), Some(cause.clone())).await)
+        .await
+        .expect("a holding line is deliverable");
+    let sent = channel.sent();
+    assert_eq!(sent.len(), 1);
+    assert!(!sent.concat().contains(&cause), "cause leaked: {sent:?}");
+    assert!(!sent.concat().contains("CAUSE-"), "cause leaked: {sent:?}");
+    let promise = receipt
+        .take_commitment()
+        .expect("a holding line carries a commitment");
+    assert_eq!(promise.attribution().conversation(), "c-1");
+}
+
+#[tokio::test]
+async fn a_proactive_failure_delivers_nothing() {
+    let channel = Recorder::new();
+    let receipt = channel
+        .deliver(digest(&turn("c-2"), marker("proactive")).await)
+        .await
+        .expect("silence is a valid delivery");
+    assert!(receipt.is_empty());
+    assert!(channel.sent().is_empty());
+    assert_eq!(channel.attempts(), 0, "silence must not touch the channel");
+}
+
+#[tokio::test]
+async fn a_successful_handler_delivers_its_message() {
+    let channel = Recorder::new();
+    let reply = interactive(&turn("c-3"), None).await;
+    assert!(reply.is_answer());
+    let receipt = channel.deliver(reply).await.expect("delivered");
+    assert_eq!(receipt.len(), 1);
+    assert!(receipt.commitment().is_none());
+    assert_eq!(channel.sent(), ["Your order #1234 shipped today."]);
+}
+
+#[tokio::test]
+async fn the_cause_appears_once_in_the_error_tracking_event_with_its_attribution() {
+    let logs = LogCapture::default();
+    let _guard = logs.install();
+    let cause = marker("tracked");
+    let channel = Recorder::new();
+    let _ = channel
+        .deliver(interactive(&turn("c-4"), Some(cause.clone())).await)
+        .await
+        .expect("delivered");
+
+    let events = logs.events();
+    let carrying: Vec<_> = events
+        .iter()
+        .filter(|e| e.to_string().contains(&cause))
+        .collect();
+    assert_eq!(
+        carrying.len(),
+        1,
+        "exactly one event may carry the cause: {events:#?}"
+    );
+    let event = carrying[0];
+    assert_eq!(event["target"], "mesh_egress::egress");
+    assert_eq!(event["fields"]["cause"], cause.as_str());
+    assert_eq!(event["fields"]["agent"], "support-bot");
+    assert_eq!(event["fields"]["conversation"], "c-4");
+    assert_eq!(event["fields"]["run"], "run-42");
+    assert!(
+        events.iter().any(|e| e["target"] == "mesh_egress::degrade"),
+        "the degradation is logged too: {events:#?}"
+    );
+}
+
+struct Bot {
+    policy: DegradationPolicy,
+}
+
+impl Bot {
+    #[egress_boundary(interactive, policy = self.policy)]
+    async fn answer(&self, turn: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+        Err(EgressError::transport(cause, turn.attribution().clone()))
+    }
+
+    #[egress_boundary(interactive, policy = self.policy)]
+    fn refuse(&self, turn: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+        Err(EgressError::transport(cause, turn.attribution().clone()).with_retryable(false))
+    }
+}
+
+#[tokio::test]
+async fn a_method_handler_uses_its_own_policy_and_records_on_its_ledger() {
+    let ledger = Ledger::in_memory();
+    let bot = Bot {
+        policy: DegradationPolicy::default()
+            .with_holding_lines(["First, one sec.", "Second, nearly there."])
+            .with_handoff("Priya from support", "Handing you to {to} now.")
+            .with_ledger(ledger.clone()),
+    };
+    let channel = Recorder::new();
+    let cause = marker("method");
+    for _ in 0..2 {
+        let mut receipt = channel
+            .deliver(bot.answer(&turn("c-5"), cause.clone()).await)
+            .await
+            .expect("delivered");
+        let _ = receipt.take_commitment().expect("promise");
+    }
+    let reply = bot.refuse(&turn("c-5"), cause.clone());
+    assert!(matches!(reply, Reply::Handoff { .. }));
+    let receipt = channel.deliver(reply).await.expect("delivered");
+    assert!(receipt.commitment().is_none(), "a handoff makes no promise");
+
+    assert_eq!(
+        channel.sent(),
+        [
+            "First, one sec.",
+            "Second, nearly there.",
+            "Handing you to Priya from support now."
+        ]
+    );
+    let rows = ledger.entries();
+    assert!(
+        !format!("{rows:?}").contains(&cause),
+        "the ledger never holds a cause"
+    );
+    assert_eq!(
+        rows.iter()
+            .filter(|r| matches!(r.record, LedgerRecord::BoundaryError(_)))
+            .count(),
+        3
+    );
+    let promises = ledger.commitments();
+    assert_eq!(promises.len(), 2);
+    assert!(
+        promises
+            .iter()
+            .all(|(_, p)| p.state == CommitmentState::Pending)
+    );
+}
+
+#[tokio::test]
+async fn a_failed_part_is_resumed_without_resending_what_went() {
+    let channel = Recorder::new().with_limit(5);
+    channel.fail_sends_after(1, 1); // part 0 goes, part 1 fails once
+    let err = channel
+        .deliver(AgentMessage::new(
+            "11111222223333",
+            Attribution::new("a", "c", "r"),
+        ))
+        .await
+        .expect_err("the second part fails");
+    let DeliveryError::Send { failed, total, .. } = &err else {
+        panic!("expected a send failure, got {err:?}");
+    };
+    assert_eq!((*failed, *total), (1, 3));
+    assert_eq!(err.delivered().len(), 1);
+    let rest = err.into_undelivered().expect("undelivered parts");
+    assert_eq!(rest.indexes(), [1, 2]);
+    assert_eq!(channel.sent(), ["11111"]);
+
+    let receipt = channel.deliver(rest).await.expect("resumed");
+    assert_eq!(
+        receipt.len(),
+        3,
+        "the receipt covers every part of the message"
+    );
+    assert_eq!(
+        receipt
+            .parts()
+            .iter()
+            .map(|p| p.index())
+            .collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(channel.sent(), ["11111", "22222", "3333"]);
+    assert_eq!(
+        channel.attempts(),
+        4,
+        "three parts sent once each, plus the one failure"
+    );
+}
+
+#[tokio::test]
+async fn losing_ownership_before_commit_sends_nothing() {
+    let ownership = Ownership::held();
+    let channel = Recorder::new().with_ownership(ownership.clone());
+    ownership.revoke();
+    let err = channel
+        .deliver(AgentMessage::new(
+            "late answer",
+            Attribution::new("a", "c", "r"),
+        ))
+        .await
+        .expect_err("ownership was lost");
+    assert!(matches!(
+        err,
+        DeliveryError::Commit(CommitError::OwnershipLost)
+    ));
+    assert_eq!(channel.attempts(), 0);
+}
