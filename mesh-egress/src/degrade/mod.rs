@@ -26,11 +26,14 @@
 //! ));
 //! ```
 
-use std::collections::HashMap;
-use std::fmt;
+mod follow_up;
+mod policy;
+
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+pub use follow_up::{FollowUpOutcome, FollowUpRunner};
+pub use policy::{DegradationPolicy, FollowUp};
 
 use crate::egress::{AgentMessage, Attribution, EgressError};
 use crate::ledger::{
@@ -141,202 +144,6 @@ impl Commitment {
     }
 }
 
-/// The follow-up a holding line promises: the first delay and the number of tries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FollowUp {
-    /// Delay before the first follow-up.
-    pub first_delay: Duration,
-    /// Follow-up tries before handing off.
-    pub attempts: u32,
-}
-
-impl Default for FollowUp {
-    fn default() -> Self {
-        Self {
-            first_delay: Duration::from_secs(30),
-            attempts: 3,
-        }
-    }
-}
-
-const DEFAULT_HOLDING_LINES: [&str; 3] = [
-    "Give me a moment on this one. I'm hitting a snag, and I'll follow up right here.",
-    "Still on it. Something is slow on my side; I'll come back to you here shortly.",
-    "Bear with me a little longer. I'll get back to you here with the answer.",
-];
-
-const DEFAULT_HANDOFF_TO: &str = "a teammate";
-const DEFAULT_HANDOFF_LINE: &str = "I can't finish this one myself right now, so I've passed it to {to}, who will pick it up here.";
-
-/// How many conversations' rotation positions are remembered before the oldest are forgotten.
-const ROTATION_MEMORY: usize = 10_000;
-
-/// What Layer C says when a turn cannot answer. Cheap to clone; clones share the holding-line
-/// rotation.
-///
-/// ```
-/// use mesh_egress::degrade::DegradationPolicy;
-/// use std::time::Duration;
-/// let policy = DegradationPolicy::default()
-///     .with_holding_lines(["One sec, checking.", "Still checking, back shortly."])
-///     .with_handoff("the on-call engineer", "I've passed this to {to}; they'll reply here.")
-///     .with_follow_up(Duration::from_secs(10), 2);
-/// assert_eq!(policy.follow_up().attempts, 2);
-/// ```
-#[derive(Clone)]
-pub struct DegradationPolicy {
-    inner: Arc<PolicyInner>,
-}
-
-struct PolicyInner {
-    holding_lines: Vec<String>,
-    handoff_to: String,
-    handoff_line: String,
-    always_hand_off: bool,
-    follow_up: FollowUp,
-    ledger: Option<Ledger>,
-    rotation: Mutex<HashMap<String, usize>>,
-}
-
-impl Clone for PolicyInner {
-    fn clone(&self) -> Self {
-        Self {
-            holding_lines: self.holding_lines.clone(),
-            handoff_to: self.handoff_to.clone(),
-            handoff_line: self.handoff_line.clone(),
-            always_hand_off: self.always_hand_off,
-            follow_up: self.follow_up,
-            ledger: self.ledger.clone(),
-            rotation: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
-impl Default for DegradationPolicy {
-    fn default() -> Self {
-        Self {
-            inner: Arc::new(PolicyInner {
-                holding_lines: DEFAULT_HOLDING_LINES
-                    .iter()
-                    .map(|s| (*s).to_owned())
-                    .collect(),
-                handoff_to: DEFAULT_HANDOFF_TO.to_owned(),
-                handoff_line: DEFAULT_HANDOFF_LINE.to_owned(),
-                always_hand_off: false,
-                follow_up: FollowUp::default(),
-                ledger: None,
-                rotation: Mutex::new(HashMap::new()),
-            }),
-        }
-    }
-}
-
-impl DegradationPolicy {
-    fn edit(mut self, f: impl FnOnce(&mut PolicyInner)) -> Self {
-        f(Arc::make_mut(&mut self.inner));
-        self
-    }
-
-    /// The holding lines to rotate through (an empty set keeps the current lines).
-    pub fn with_holding_lines<I, S>(self, lines: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        let lines: Vec<String> = lines
-            .into_iter()
-            .map(Into::into)
-            .filter(|l| !l.trim().is_empty())
-            .collect();
-        if lines.is_empty() {
-            return self;
-        }
-        self.edit(|p| p.holding_lines = lines)
-    }
-
-    /// Who a handoff goes to, and the line that says so (`{to}` is replaced by `to`).
-    pub fn with_handoff(self, to: impl Into<String>, line: impl Into<String>) -> Self {
-        let (to, line) = (to.into(), line.into());
-        self.edit(|p| {
-            p.handoff_to = to;
-            if !line.trim().is_empty() {
-                p.handoff_line = line;
-            }
-        })
-    }
-
-    /// Hand off on every interactive failure, retryable or not (no holding lines).
-    pub fn always_hand_off(self, yes: bool) -> Self {
-        self.edit(|p| p.always_hand_off = yes)
-    }
-
-    /// The follow-up a holding line promises.
-    pub fn with_follow_up(self, first_delay: Duration, attempts: u32) -> Self {
-        self.edit(|p| {
-            p.follow_up = FollowUp {
-                first_delay,
-                attempts: attempts.max(1),
-            }
-        })
-    }
-
-    /// Records every outcome on `ledger`.
-    pub fn with_ledger(self, ledger: Ledger) -> Self {
-        self.edit(|p| p.ledger = Some(ledger))
-    }
-
-    /// The promised follow-up.
-    pub fn follow_up(&self) -> FollowUp {
-        self.inner.follow_up
-    }
-
-    /// The ledger outcomes are recorded on, if any.
-    pub fn ledger(&self) -> Option<&Ledger> {
-        self.inner.ledger.as_ref()
-    }
-
-    /// The next holding line for `conversation`; consecutive lines in one conversation differ
-    /// whenever the policy has more than one.
-    pub fn next_holding_line(&self, conversation: &str) -> &str {
-        let lines = &self.inner.holding_lines;
-        let mut rotation = self
-            .inner
-            .rotation
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if rotation.len() >= ROTATION_MEMORY && !rotation.contains_key(conversation) {
-            rotation.clear();
-        }
-        let slot = rotation.entry(conversation.to_owned()).or_insert(0);
-        let line = &lines[*slot % lines.len()];
-        *slot = slot.wrapping_add(1);
-        line
-    }
-
-    /// The handoff line, with its recipient filled in.
-    pub fn handoff_line(&self) -> String {
-        self.inner
-            .handoff_line
-            .replace("{to}", &self.inner.handoff_to)
-    }
-
-    /// Who handoffs go to.
-    pub fn handoff_to(&self) -> &str {
-        &self.inner.handoff_to
-    }
-}
-
-impl fmt::Debug for DegradationPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DegradationPolicy")
-            .field("holding_lines", &self.inner.holding_lines.len())
-            .field("handoff_to", &self.inner.handoff_to)
-            .field("always_hand_off", &self.inner.always_hand_off)
-            .field("follow_up", &self.inner.follow_up)
-            .finish_non_exhaustive()
-    }
-}
-
 fn next_commitment_id() -> CommitmentId {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     CommitmentId(NEXT.fetch_add(1, Ordering::Relaxed))
@@ -360,7 +167,7 @@ pub fn resolve(
 }
 
 /// The error-tracking event: the one place a cause is written.
-fn track(error: &EgressError, ledger: Option<&Ledger>) {
+pub(crate) fn track(error: &EgressError, ledger: Option<&Ledger>) {
     let attr = error.attribution();
     tracing::error!(
         target: "mesh_egress::egress",
@@ -394,7 +201,7 @@ fn degrade(mode: Mode, policy: &DegradationPolicy, error: &EgressError) -> Reply
                 retry_next_cycle: true,
             },
         ),
-        Mode::Interactive if error.retryable() && !policy.inner.always_hand_off => {
+        Mode::Interactive if error.retryable() && !policy.always_hands_off() => {
             let line = policy
                 .next_holding_line(attribution.conversation())
                 .to_owned();

@@ -1,0 +1,363 @@
+//! [`FollowUpRunner`]: keeps the promise a holding line made.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::policy::DegradationPolicy;
+use super::{Commitment, track};
+use crate::channel::{Channel, Deliver, DeliveryError, Receipt};
+use crate::egress::{AgentMessage, EgressError};
+use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
+use crate::turn::Cancellation;
+
+/// The longest wait between two follow-ups unless configured otherwise.
+const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
+
+/// Re-runs a turn after a holding line until the real answer can be delivered, or hands the
+/// conversation off after the last try — so a person who was told "give me a sec" is never left
+/// waiting.
+///
+/// The runner is a future the caller owns and awaits (spawn it on your own runtime if you want
+/// it in the background): it starts no task of its own, and dropping it or cancelling its
+/// [`Cancellation`] stops it at once.
+///
+/// Follow-up `k` (from 1) runs `first_delay × 2^(k-1)` after the previous try (capped at
+/// [`with_max_delay`](Self::with_max_delay), 10 minutes by default), for at most the
+/// commitment's `attempts` tries. Each failure is recorded exactly like a failure at the
+/// boundary (one error-tracking event carrying the cause) but mints no new promise; a failure
+/// that cannot be retried hands off at once.
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::channel::{Deliver, Recorder};
+/// use mesh_egress::degrade::{resolve, DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+/// use mesh_egress::{AgentMessage, Attribution, EgressError};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let attr = Attribution::new("bot", "dm-1", "run-1");
+/// let policy = DegradationPolicy::default().with_follow_up(Duration::from_secs(5), 3);
+/// let channel = Recorder::new();
+///
+/// let reply = resolve(Mode::Interactive, &policy, Err(EgressError::transport("503", attr.clone())));
+/// let mut receipt = channel.deliver(reply).await.unwrap();
+/// let promise = receipt.take_commitment().unwrap();
+///
+/// let runner = FollowUpRunner::new(policy);
+/// let outcome = runner
+///     .run(promise, &channel, || async { Ok(AgentMessage::new("Here it is.", attr.clone())) })
+///     .await
+///     .unwrap();
+/// assert!(matches!(outcome, FollowUpOutcome::Fulfilled { follow_ups: 1, .. }));
+/// assert_eq!(channel.sent().last().unwrap(), "Here it is.");
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FollowUpRunner {
+    policy: DegradationPolicy,
+    cancellation: Cancellation,
+    max_delay: Duration,
+}
+
+/// How a commitment ended.
+#[derive(Debug)]
+#[must_use]
+pub enum FollowUpOutcome {
+    /// The real answer was delivered.
+    Fulfilled {
+        /// The delivery of the answer.
+        receipt: Receipt,
+        /// Follow-up tries it took.
+        follow_ups: u32,
+    },
+    /// Every try failed (or one could not be retried); a handoff was delivered instead.
+    HandedOff {
+        /// The delivery of the handoff line.
+        receipt: Receipt,
+        /// Follow-up tries made.
+        follow_ups: u32,
+    },
+    /// The caller cancelled the follow-up; nothing more was sent.
+    Cancelled {
+        /// Follow-up tries made before the cancellation.
+        follow_ups: u32,
+    },
+}
+
+impl FollowUpRunner {
+    /// A runner that hands off with `policy`'s handoff line and records on its ledger.
+    pub fn new(policy: DegradationPolicy) -> Self {
+        Self {
+            policy,
+            cancellation: Cancellation::new(),
+            max_delay: DEFAULT_MAX_DELAY,
+        }
+    }
+
+    /// Stops the runner when `cancellation` fires.
+    pub fn with_cancellation(mut self, cancellation: Cancellation) -> Self {
+        self.cancellation = cancellation;
+        self
+    }
+
+    /// Caps the wait between two follow-ups.
+    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = max_delay;
+        self
+    }
+
+    /// The runner's cancellation token.
+    pub fn cancellation(&self) -> &Cancellation {
+        &self.cancellation
+    }
+
+    /// The wait before follow-up `k` (from 1).
+    pub fn delay_before(&self, commitment: &Commitment, k: u32) -> Duration {
+        let factor = 1u32.checked_shl(k.saturating_sub(1)).unwrap_or(u32::MAX);
+        commitment
+            .first_delay()
+            .checked_mul(factor)
+            .unwrap_or(self.max_delay)
+            .min(self.max_delay)
+    }
+
+    /// Keeps `commitment`: re-runs `turn` after each backoff and delivers the first answer to
+    /// `channel`, or a handoff after the last failed try. A delivery failure is returned as is
+    /// (the commitment stays pending on the ledger, so an operator sees it).
+    pub async fn run<C, F, Fut>(
+        &self,
+        commitment: Commitment,
+        channel: &C,
+        mut turn: F,
+    ) -> Result<FollowUpOutcome, DeliveryError>
+    where
+        C: Channel + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<AgentMessage, EgressError>>,
+    {
+        let attempts = commitment.attempts().max(1);
+        for k in 1..=attempts {
+            let delay = self.delay_before(&commitment, k);
+            let result = tokio::select! {
+                biased;
+                () = self.cancellation.cancelled() => None,
+                result = async {
+                    tokio::time::sleep(delay).await;
+                    turn().await
+                } => Some(result),
+            };
+            let Some(result) = result else {
+                self.record(&commitment, CommitmentState::Cancelled, k - 1);
+                return Ok(FollowUpOutcome::Cancelled { follow_ups: k - 1 });
+            };
+            match result {
+                Ok(answer) => {
+                    let receipt = channel.deliver(answer).await?;
+                    self.record(&commitment, CommitmentState::Fulfilled, k);
+                    return Ok(FollowUpOutcome::Fulfilled {
+                        receipt,
+                        follow_ups: k,
+                    });
+                }
+                Err(error) => {
+                    track(&error, self.policy.ledger());
+                    if !error.retryable() || k == attempts {
+                        return self.hand_off(commitment, channel, k).await;
+                    }
+                    self.record(&commitment, CommitmentState::Pending, k);
+                }
+            }
+        }
+        // `attempts >= 1`, so the loop always returns; reaching here would be a logic error,
+        // and handing off is still the right thing to do for the person waiting.
+        self.hand_off(commitment, channel, attempts).await
+    }
+
+    async fn hand_off<C: Channel + ?Sized>(
+        &self,
+        commitment: Commitment,
+        channel: &C,
+        follow_ups: u32,
+    ) -> Result<FollowUpOutcome, DeliveryError> {
+        let line = AgentMessage::new(self.policy.handoff_line(), commitment.attribution().clone());
+        let receipt = channel.deliver(line).await?;
+        self.record(&commitment, CommitmentState::HandedOff, follow_ups);
+        Ok(FollowUpOutcome::HandedOff {
+            receipt,
+            follow_ups,
+        })
+    }
+
+    fn record(&self, commitment: &Commitment, state: CommitmentState, follow_ups: u32) {
+        let attr = commitment.attribution();
+        tracing::info!(
+            target: "mesh_egress::degrade",
+            agent = attr.agent(),
+            conversation = attr.conversation(),
+            run = attr.run(),
+            commitment = %commitment.id(),
+            state = state.as_str(),
+            follow_ups,
+            "commitment updated"
+        );
+        if let Some(ledger) = self.policy.ledger() {
+            ledger.record(
+                attr,
+                LedgerRecord::Commitment(CommitmentRecord {
+                    id: commitment.id(),
+                    state,
+                    follow_ups,
+                    max_follow_ups: commitment.attempts(),
+                }),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::Recorder;
+    use crate::degrade::{Mode, Reply, resolve};
+    use crate::egress::Attribution;
+    use crate::ledger::Ledger;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tokio::time::Instant;
+
+    const CAUSE: &str = "FOLLOWUP-CAUSE-5d1e";
+
+    fn attr() -> Attribution {
+        Attribution::new("bot", "dm-7", "run-3")
+    }
+
+    fn setup(attempts: u32) -> (DegradationPolicy, Ledger, Recorder, Commitment) {
+        let ledger = Ledger::in_memory();
+        let policy = DegradationPolicy::default()
+            .with_follow_up(Duration::from_secs(10), attempts)
+            .with_handoff("Sam", "Sam will take it from here.")
+            .with_ledger(ledger.clone());
+        let channel = Recorder::new();
+        let Reply::Holding { commitment, .. } = resolve(
+            Mode::Interactive,
+            &policy,
+            Err(EgressError::transport(CAUSE, attr())),
+        ) else {
+            panic!("expected a holding line");
+        };
+        (policy, ledger, channel, commitment)
+    }
+
+    fn final_state(ledger: &Ledger) -> (CommitmentState, u32) {
+        let promises = ledger.commitments();
+        assert_eq!(promises.len(), 1);
+        (promises[0].1.state, promises[0].1.follow_ups)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_follow_up_that_succeeds_delivers_the_answer_after_the_backoff() {
+        let (policy, ledger, channel, commitment) = setup(3);
+        let calls = Arc::new(AtomicU32::new(0));
+        let start = Instant::now();
+        let seen = calls.clone();
+        let outcome = FollowUpRunner::new(policy)
+            .run(commitment, &channel, move || {
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n == 0 {
+                        Err(EgressError::transport(CAUSE, attr()))
+                    } else {
+                        Ok(AgentMessage::new("the answer", attr()))
+                    }
+                }
+            })
+            .await
+            .expect("delivered");
+        assert!(matches!(
+            outcome,
+            FollowUpOutcome::Fulfilled { follow_ups: 2, .. }
+        ));
+        // 10 s before the first try, 20 s before the second.
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+        assert_eq!(channel.sent(), ["the answer"]);
+        assert_eq!(final_state(&ledger), (CommitmentState::Fulfilled, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn exhausted_follow_ups_hand_off_instead_of_leaving_the_person_waiting() {
+        let (policy, ledger, channel, commitment) = setup(3);
+        let start = Instant::now();
+        let outcome = FollowUpRunner::new(policy)
+            .run(commitment, &channel, || async {
+                Err(EgressError::transport(CAUSE, attr()))
+            })
+            .await
+            .expect("delivered");
+        assert!(matches!(
+            outcome,
+            FollowUpOutcome::HandedOff { follow_ups: 3, .. }
+        ));
+        assert_eq!(start.elapsed(), Duration::from_secs(10 + 20 + 40));
+        assert_eq!(channel.sent(), ["Sam will take it from here."]);
+        assert!(!channel.sent().concat().contains(CAUSE));
+        assert_eq!(final_state(&ledger), (CommitmentState::HandedOff, 3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_terminal_failure_during_follow_up_hands_off_at_once() {
+        let (policy, ledger, channel, commitment) = setup(5);
+        let start = Instant::now();
+        let outcome = FollowUpRunner::new(policy)
+            .run(commitment, &channel, || async {
+                Err(EgressError::transport(CAUSE, attr()).with_retryable(false))
+            })
+            .await
+            .expect("delivered");
+        assert!(matches!(
+            outcome,
+            FollowUpOutcome::HandedOff { follow_ups: 1, .. }
+        ));
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(final_state(&ledger), (CommitmentState::HandedOff, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelling_mid_wait_ends_at_once_and_sends_nothing() {
+        let (policy, ledger, channel, commitment) = setup(3);
+        let runner = FollowUpRunner::new(policy);
+        let token = runner.cancellation().clone();
+        let start = Instant::now();
+        let cancel = async {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            token.cancel();
+        };
+        let (outcome, ()) = tokio::join!(
+            runner.run(commitment, &channel, || async {
+                Ok(AgentMessage::new("too late", attr()))
+            }),
+            cancel
+        );
+        assert!(matches!(
+            outcome.expect("no delivery attempted"),
+            FollowUpOutcome::Cancelled { follow_ups: 0 }
+        ));
+        assert_eq!(start.elapsed(), Duration::from_secs(4));
+        assert!(channel.sent().is_empty());
+        assert_eq!(final_state(&ledger), (CommitmentState::Cancelled, 0));
+        assert_eq!(
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks(),
+            0,
+            "the runner leaves no task behind"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let (policy, _ledger, _channel, commitment) = setup(3);
+        let runner = FollowUpRunner::new(policy).with_max_delay(Duration::from_secs(35));
+        let delays: Vec<u64> = (1..=4)
+            .map(|k| runner.delay_before(&commitment, k).as_secs())
+            .collect();
+        assert_eq!(delays, [10, 20, 35, 35]);
+    }
+}
