@@ -1,0 +1,379 @@
+//! The per-part send loop every HTTP connector shares: bounded tries, a bounded wait, the
+//! surface's rate-limit answer honoured, and the part handed back when it still fails.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use tokio::time::Instant;
+
+use super::{ChannelError, ChannelErrorKind, Surface, Token};
+use crate::channel::{PartReceipt, SendError};
+use crate::outbound::CommittedPart;
+
+/// How hard a connector tries to send one part before handing it back.
+///
+/// For each part, at most [`max_tries`](Self::max_tries) requests are made, and the waits
+/// between them add up to at most [`max_wait`](Self::max_wait). A wait is the surface's own
+/// rate-limit answer when it gives one (Slack's `Retry-After` header, Discord's `retry_after`
+/// body field, Telegram's `parameters.retry_after`), otherwise exponential backoff for 5xx
+/// answers and connection failures: `backoff * 2^(try - 1)`. Every wait is cut to what is left
+/// of the part's budget; once the budget or the tries are spent, the part comes back in a
+/// [`SendError`] (with the surface's requested wait in
+/// [`retry_after`](SendError::retry_after) when there was one).
+///
+/// A rate limit also pauses the connector: later parts (and clones sharing the connector) wait
+/// until the surface's requested instant, still within their own budget.
+///
+/// Defaults: 5 tries, 30 s of waiting per part, 250 ms initial backoff, 10 s per request.
+/// No jitter: a connector sends one part at a time and the surface's own wait, when it gives
+/// one, is what the wait follows.
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::channel::http::SendPolicy;
+///
+/// let policy = SendPolicy::default().max_tries(3).max_wait(Duration::from_secs(5));
+/// assert_eq!(policy.tries(), 3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendPolicy {
+    max_tries: u32,
+    max_wait: Duration,
+    backoff: Duration,
+    timeout: Duration,
+}
+
+impl Default for SendPolicy {
+    fn default() -> Self {
+        Self {
+            max_tries: 5,
+            max_wait: Duration::from_secs(30),
+            backoff: Duration::from_millis(250),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl SendPolicy {
+    /// The default policy (see the type's docs).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// At most `tries` requests per part (at least 1; `1` disables retries).
+    pub fn max_tries(mut self, tries: u32) -> Self {
+        self.max_tries = tries.max(1);
+        self
+    }
+
+    /// At most `wait` of waiting, in total, per part (`Duration::ZERO` disables retries).
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
+        self
+    }
+
+    /// The first backoff after a 5xx or a connection failure; it doubles with each try.
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// How long one request may take before it counts as a transport failure.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The configured number of tries per part.
+    pub fn tries(&self) -> u32 {
+        self.max_tries
+    }
+
+    /// The configured wait budget per part.
+    pub fn wait_budget(&self) -> Duration {
+        self.max_wait
+    }
+
+    fn backoff_for(&self, tries: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(tries.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.backoff.saturating_mul(factor)
+    }
+}
+
+/// What one request ended with, as a connector reads its surface's answer.
+pub(crate) enum Outcome {
+    /// Posted; the surface's id for it.
+    Sent(String),
+    /// Rate limited, with the surface's requested wait.
+    RateLimited {
+        wait: Option<Duration>,
+        global: bool,
+    },
+    /// A failure that sending again may fix (5xx, a transient API error).
+    Retry(ChannelErrorKind),
+    /// A failure not retried here; `retryable` says whether delivering again later could work.
+    Fail {
+        kind: ChannelErrorKind,
+        retryable: bool,
+    },
+}
+
+/// One request, ready to send as many times as it takes.
+pub(crate) struct Request {
+    pub(crate) url: String,
+    pub(crate) authorization: Option<String>,
+    pub(crate) body: serde_json::Value,
+}
+
+/// Reads a surface's answer: status, headers and body bytes.
+pub(crate) type Classify = fn(StatusCode, &HeaderMap, &[u8], &Token) -> Outcome;
+
+/// The HTTP side of a connector: client, policy, token and the shared rate-limit pause.
+#[derive(Clone)]
+pub(crate) struct Transport {
+    pub(crate) surface: Surface,
+    pub(crate) client: reqwest::Client,
+    pub(crate) policy: SendPolicy,
+    pub(crate) token: Token,
+    paused_until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("surface", &self.surface)
+            .field("policy", &self.policy)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(surface: Surface, token: Token) -> Self {
+        Self {
+            surface,
+            client: reqwest::Client::new(),
+            policy: SendPolicy::default(),
+            token,
+            paused_until: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn pause_left(&self) -> Duration {
+        let paused = *self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        paused.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        })
+    }
+
+    fn pause_for(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut paused = self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if paused.is_none_or(|p| p < until) {
+            *paused = Some(until);
+        }
+    }
+
+    /// Sends `part` as `request`, retrying within the policy; hands the part back on failure.
+    pub(crate) async fn send(
+        &self,
+        part: CommittedPart,
+        request: Request,
+        classify: Classify,
+    ) -> Result<PartReceipt, SendError> {
+        let policy = self.policy;
+        let surface = self.surface.as_str();
+        let delivery = part.delivery_id().to_string();
+        let index = part.index();
+        let mut spent = Duration::ZERO;
+        let mut tries = 0u32;
+        loop {
+            let pause = self.pause_left().min(policy.max_wait.saturating_sub(spent));
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+                spent += pause;
+            }
+            tries += 1;
+            let outcome = self.attempt(&request, classify).await;
+            let (kind, wait, asked) = match outcome {
+                Outcome::Sent(id) => {
+                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, "part sent");
+                    return Ok(PartReceipt::new(id));
+                }
+                Outcome::RateLimited { wait, global } => {
+                    let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
+                    self.pause_for(pause);
+                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| w.as_millis() as u64), "rate limited");
+                    (
+                        ChannelErrorKind::RateLimited {
+                            retry_after: wait,
+                            global,
+                        },
+                        pause,
+                        wait,
+                    )
+                }
+                Outcome::Retry(kind) => {
+                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "send failed; retrying");
+                    (kind, policy.backoff_for(tries), None)
+                }
+                Outcome::Fail { kind, retryable } => {
+                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "part refused");
+                    let error = ChannelError::new(self.surface, tries, kind);
+                    return Err(SendError::new(part, error).with_retryable(retryable));
+                }
+            };
+            let left = policy.max_wait.saturating_sub(spent);
+            if tries >= policy.max_tries || left.is_zero() {
+                tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "gave up on part");
+                let error = SendError::new(part, ChannelError::new(self.surface, tries, kind));
+                return Err(match asked {
+                    Some(wait) => error.with_retry_after(wait),
+                    None => error,
+                });
+            }
+            let wait = wait.min(left);
+            tokio::time::sleep(wait).await;
+            spent += wait;
+        }
+    }
+
+    async fn attempt(&self, request: &Request, classify: Classify) -> Outcome {
+        let mut builder = self
+            .client
+            .post(&request.url)
+            .timeout(self.policy.timeout)
+            .json(&request.body);
+        if let Some(auth) = &request.authorization {
+            builder = builder.header(reqwest::header::AUTHORIZATION, auth);
+        }
+        let response = match builder.send().await {
+            Ok(response) => response,
+            Err(error) => return Outcome::Retry(self.transport_failure(error)),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        match response.bytes().await {
+            Ok(body) => classify(status, &headers, &body, &self.token),
+            Err(error) => Outcome::Retry(self.transport_failure(error)),
+        }
+    }
+
+    /// A transport failure's description, without the request URL (which may hold the token).
+    fn transport_failure(&self, error: reqwest::Error) -> ChannelErrorKind {
+        let what = if error.is_timeout() {
+            "timed out"
+        } else if error.is_connect() {
+            "could not connect"
+        } else {
+            "connection failed"
+        };
+        let error = error.without_url();
+        let mut detail = what.to_owned();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            detail.push_str(": ");
+            detail.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ChannelErrorKind::Transport {
+            detail: self.token.scrub(&detail),
+        }
+    }
+}
+
+fn kind_name(kind: &ChannelErrorKind) -> &'static str {
+    match kind {
+        ChannelErrorKind::RateLimited { .. } => "rate_limited",
+        ChannelErrorKind::Server { .. } => "server",
+        ChannelErrorKind::Refused { .. } => "refused",
+        ChannelErrorKind::Malformed { .. } => "malformed",
+        ChannelErrorKind::Transport { .. } => "transport",
+    }
+}
+
+/// A `Retry-After` header in seconds (integer or decimal), if present and sane.
+pub(crate) fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    seconds(value.trim().parse::<f64>().ok()?)
+}
+
+/// `secs` as a duration, if it is finite and not negative.
+pub(crate) fn seconds(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+/// What a non-JSON or unexpected body means for `status`: a 5xx is a server failure worth
+/// retrying; anything else is ambiguous or a refusal.
+pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
+    if status.is_server_error() {
+        Outcome::Retry(ChannelErrorKind::Server {
+            status: status.as_u16(),
+        })
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
+        Outcome::RateLimited {
+            wait: None,
+            global: false,
+        }
+    } else if status.is_success() {
+        // The part may have been posted: sending it again could duplicate it.
+        Outcome::Fail {
+            kind: ChannelErrorKind::Malformed {
+                status: status.as_u16(),
+            },
+            retryable: true,
+        }
+    } else {
+        Outcome::Fail {
+            kind: ChannelErrorKind::Malformed {
+                status: status.as_u16(),
+            },
+            retryable: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_configured_start_and_saturates() {
+        let policy = SendPolicy::new().backoff(Duration::from_millis(100));
+        assert_eq!(policy.backoff_for(1), Duration::from_millis(100));
+        assert_eq!(policy.backoff_for(3), Duration::from_millis(400));
+        assert_eq!(policy.backoff_for(200), Duration::MAX);
+    }
+
+    #[test]
+    fn retry_after_accepts_integer_and_decimal_seconds_and_refuses_nonsense() {
+        let mut headers = HeaderMap::new();
+        headers.insert(reqwest::header::RETRY_AFTER, "2".parse().unwrap());
+        assert_eq!(retry_after_header(&headers), Some(Duration::from_secs(2)));
+        headers.insert(reqwest::header::RETRY_AFTER, "0.25".parse().unwrap());
+        assert_eq!(
+            retry_after_header(&headers),
+            Some(Duration::from_millis(250))
+        );
+        headers.insert(reqwest::header::RETRY_AFTER, "-1".parse().unwrap());
+        assert_eq!(retry_after_header(&headers), None);
+        headers.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
+        assert_eq!(retry_after_header(&headers), None);
+    }
+
+    #[test]
+    fn zero_tries_is_raised_to_one() {
+        assert_eq!(SendPolicy::new().max_tries(0).tries(), 1);
+    }
+}
