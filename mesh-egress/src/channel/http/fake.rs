@@ -38,6 +38,8 @@ use super::Surface;
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Fault {
+    /// No fault: the request is accepted as usual (to script a success between failures).
+    Pass,
     /// A `429` asking for this wait, in the surface's own form: Slack's `Retry-After` header
     /// (whole seconds, rounded up), Discord's `retry_after` body field (fractional seconds,
     /// `global: false`), Telegram's `parameters.retry_after` (whole seconds, rounded up).
@@ -236,7 +238,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Answer {
         return refuse_auth(surface);
     };
     match fault {
-        None => Ok(accept(&shared, target, body)?),
+        None | Some(Fault::Pass) => Ok(accept(&shared, target, body)?),
         Some(Fault::LoseResponse) => {
             accept(&shared, target, body)?;
             Err(Hangup)
