@@ -133,13 +133,10 @@ impl Channel for BoxedChannel {
         &self.renderer
     }
 
-    fn commit(
-        &self,
-        record: &CommitRecord<'_>,
-    ) -> impl Future<Output = Result<(), CommitError>> + Send {
-        // An async block, not the boxed future itself: the box's lifetime is the shorter of
-        // `self`'s and `record`'s, which the opaque return type cannot name.
-        async move { self.renderer.channel.commit_dyn(record).await }
+    // An async fn, not the boxed future itself: the box's lifetime is the shorter of `self`'s
+    // and `record`'s, which the trait's opaque return type cannot name.
+    async fn commit(&self, record: &CommitRecord<'_>) -> Result<(), CommitError> {
+        self.renderer.channel.commit_dyn(record).await
     }
 
     fn send(

@@ -123,6 +123,11 @@ impl FakeApi {
         })
     }
 
+    /// The surface this fake speaks for.
+    pub fn surface(&self) -> Surface {
+        self.shared.surface
+    }
+
     /// The base URL to configure the connector with.
     pub fn base_url(&self) -> String {
         match self.shared.surface {
