@@ -2,6 +2,7 @@
 //! surface's rate-limit answer honoured, and the part handed back when it still fails.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -192,6 +193,19 @@ impl Transport {
         request: Request,
         classify: Classify,
     ) -> Result<PartReceipt, SendError> {
+        self.retry(part, || self.attempt(&request, classify)).await
+    }
+
+    /// The retry loop, apart from HTTP so its timing can be tested on paused time.
+    async fn retry<F, Fut>(
+        &self,
+        part: CommittedPart,
+        mut attempt: F,
+    ) -> Result<PartReceipt, SendError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Outcome>,
+    {
         let policy = self.policy;
         let surface = self.surface.as_str();
         let delivery = part.delivery_id().to_string();
@@ -205,7 +219,7 @@ impl Transport {
                 spent += pause;
             }
             tries += 1;
-            let outcome = self.attempt(&request, classify).await;
+            let outcome = attempt().await;
             let (kind, wait, asked) = match outcome {
                 Outcome::Sent(id) => {
                     tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, "part sent");
@@ -346,7 +360,144 @@ pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use super::*;
+    use crate::channel::PlainText;
+    use crate::egress::{AgentMessage, Attribution};
+    use crate::outbound::Outbound;
+    use crate::turn::Ownership;
+
+    async fn committed(n: usize) -> Vec<CommittedPart> {
+        let text = "x".repeat(n);
+        let message = AgentMessage::new(text, Attribution::new("a", "c", "r"));
+        let rendered = Outbound::new(message)
+            .render(&PlainText::new().with_limit(1))
+            .unwrap();
+        rendered
+            .commit(&Ownership::held())
+            .await
+            .unwrap()
+            .into_parts()
+            .collect()
+    }
+
+    fn transport(policy: SendPolicy) -> Transport {
+        let mut transport = Transport::new(Surface::Slack, Token::new("t"));
+        transport.policy = policy;
+        transport
+    }
+
+    /// Sends `part` through the loop, answering each try from `script` (then `Sent`), and
+    /// returns the result with the instant of every try, measured from the start.
+    async fn run(
+        transport: &Transport,
+        part: CommittedPart,
+        script: Vec<Outcome>,
+    ) -> (Result<PartReceipt, SendError>, Vec<Duration>) {
+        let start = Instant::now();
+        let script = Mutex::new(VecDeque::from(script));
+        let tries = Mutex::new(Vec::new());
+        let result = transport
+            .retry(part, || {
+                tries.lock().unwrap().push(start.elapsed());
+                let next = script.lock().unwrap().pop_front();
+                std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))
+            })
+            .await;
+        (result, tries.into_inner().unwrap())
+    }
+
+    fn limited(secs: u64) -> Outcome {
+        Outcome::RateLimited {
+            wait: Some(Duration::from_secs(secs)),
+            global: false,
+        }
+    }
+
+    fn server() -> Outcome {
+        Outcome::Retry(ChannelErrorKind::Server { status: 503 })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_is_waited_out_exactly_as_the_surface_asked() {
+        let t = transport(SendPolicy::new());
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run(&t, part, vec![limited(2)]).await;
+        assert_eq!(result.unwrap().id(), "ok");
+        assert_eq!(at, [Duration::ZERO, Duration::from_secs(2)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn server_errors_back_off_exponentially_from_the_configured_start() {
+        let t = transport(SendPolicy::new().backoff(Duration::from_millis(250)));
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run(&t, part, vec![server(), server(), server()]).await;
+        assert!(result.is_ok());
+        let ms = Duration::from_millis;
+        assert_eq!(at, [ms(0), ms(250), ms(750), ms(1750)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_are_cut_to_the_parts_budget_and_the_part_comes_back_with_the_asked_wait() {
+        let t = transport(SendPolicy::new().max_wait(Duration::from_secs(30)));
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run(&t, part, vec![limited(60), limited(60)]).await;
+        let error = result.unwrap_err();
+        assert_eq!(at, [Duration::ZERO, Duration::from_secs(30)]);
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(60)));
+        assert!(error.retryable());
+        assert_eq!(error.part().map(CommittedPart::index), Some(0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_part_comes_back_after_the_last_try() {
+        let t = transport(
+            SendPolicy::new()
+                .max_tries(2)
+                .backoff(Duration::from_millis(10)),
+        );
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run(&t, part, vec![server(), server(), server()]).await;
+        let error = result.unwrap_err();
+        let cause = std::error::Error::source(&error)
+            .and_then(|e| e.downcast_ref::<ChannelError>())
+            .unwrap();
+        assert_eq!(cause.tries(), 2);
+        assert_eq!(at.len(), 2);
+        assert_eq!(error.retry_after(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_is_returned_at_once_without_waiting() {
+        let t = transport(SendPolicy::new());
+        let part = committed(1).await.pop().unwrap();
+        let refused = Outcome::Fail {
+            kind: ChannelErrorKind::Refused {
+                status: 200,
+                detail: "invalid_auth".into(),
+            },
+            retryable: false,
+        };
+        let (result, at) = run(&t, part, vec![refused]).await;
+        assert!(!result.unwrap_err().retryable());
+        assert_eq!(at, [Duration::ZERO]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_also_holds_back_the_next_part_until_the_asked_instant() {
+        let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
+        let mut parts = committed(2).await.into_iter();
+        let start = Instant::now();
+        // The surface asks for 3 s; the first part may wait only 1 s and gives up.
+        let (first, _) = run(&t, parts.next().unwrap(), vec![limited(3), limited(3)]).await;
+        assert!(first.is_err());
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // The next part waits what is left of the pause, within its own 1 s budget.
+        let (second, at) = run(&t, parts.next().unwrap(), vec![]).await;
+        assert!(second.is_ok());
+        assert_eq!(at, [Duration::from_secs(1)]);
+    }
 
     #[test]
     fn backoff_doubles_from_the_configured_start_without_overflowing() {
