@@ -15,16 +15,24 @@
 //!
 //! ```no_run
 //! use mesh_egress::channel::{Deliver, PlainText, SlackChannel};
-//! use mesh_egress::{AgentMessage, Attribution};
-//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-//! let slack = SlackChannel::new("xoxb-…", "C0123456789", PlainText::new().with_limit(4000));
-//! let msg = AgentMessage::new("Deployed **v2**.", Attribution::new("ops", "c1", "r1"));
-//! slack.deliver(msg).await?;
+//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
+//!     Ok(AgentMessage::new("The build is **green**.", turn.attribution().clone()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789", PlainText::new().with_limit(4000));
+//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+//! let reply: Reply = answer(&turn).await;
+//! slack.deliver(reply).await?;
 //! # Ok(()) }
 //! ```
 
 mod discord;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod fake;
 mod retry;
 mod slack;
