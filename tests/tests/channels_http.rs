@@ -316,6 +316,34 @@ async fn a_non_json_5xx_is_retried_and_a_non_json_2xx_is_handed_back_unretried()
     }
 }
 
+#[tokio::test]
+async fn a_token_no_header_can_carry_is_refused_before_any_request() {
+    for surface in [Surface::Slack, Surface::Discord] {
+        let api = fake(surface).await;
+        let renderer = PlainText::new();
+        let channel = match surface {
+            Surface::Slack => BoxedChannel::new(
+                SlackChannel::new("xoxb-bad\ntoken", "C1", renderer).base_url(api.base_url()),
+            ),
+            _ => BoxedChannel::new(
+                DiscordChannel::new("bad\ntoken", "1", renderer).base_url(api.base_url()),
+            ),
+        };
+
+        let error = channel.deliver(message("hello")).await.unwrap_err();
+
+        let DeliveryError::Send { source, .. } = &error else {
+            panic!("{surface}: expected a send failure");
+        };
+        assert_eq!(
+            channel_error(source).kind(),
+            &ChannelErrorKind::InvalidToken
+        );
+        assert!(!source.retryable());
+        assert_eq!(api.attempts(), 0, "{surface}");
+    }
+}
+
 /// Collects formatted log lines.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);

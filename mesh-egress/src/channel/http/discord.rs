@@ -53,6 +53,20 @@ impl<R: Render> DiscordChannel<R> {
         }
     }
 
+    /// The same bot posting to another channel: shares this connector's client, token, policy
+    /// and the global rate-limit pause, so a `global: true` answer holds back every channel.
+    pub fn for_channel(&self, channel_id: impl Into<String>) -> Self
+    where
+        R: Clone,
+    {
+        Self {
+            renderer: self.renderer.clone(),
+            transport: self.transport.sibling(),
+            base_url: self.base_url.clone(),
+            channel: channel_id.into(),
+        }
+    }
+
     /// Talks to the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in
     /// tests).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {

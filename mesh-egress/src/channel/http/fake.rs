@@ -179,6 +179,8 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: give the system a moment rather than spin.
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         // Reap finished connections so the set does not grow without bound.

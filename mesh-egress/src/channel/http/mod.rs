@@ -148,7 +148,11 @@ pub enum ChannelErrorKind {
         /// The HTTP status.
         status: u16,
     },
-    /// No answer: the connection failed, was reset, or timed out.
+    /// The bot token cannot go into a request: it holds characters HTTP headers refuse.
+    #[error("the bot token is not a valid HTTP header value")]
+    InvalidToken,
+    /// No answer: the connection failed, was reset, or timed out (or the request could not be
+    /// built from the configured base URL).
     #[error("transport failure: {detail}")]
     Transport {
         /// What failed, without the request URL.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
@@ -25,8 +25,9 @@ use crate::outbound::CommittedPart;
 /// [`SendError`] (with the surface's requested wait in
 /// [`retry_after`](SendError::retry_after) when there was one).
 ///
-/// A rate limit also pauses the connector: later parts (and clones sharing the connector) wait
-/// until the surface's requested instant, still within their own budget.
+/// A rate limit also pauses the connector: later parts (and clones of the connector) wait until
+/// the surface's requested instant, still within their own budget. A bot-wide limit (Discord's
+/// `global: true`) pauses every connector made from the same one with `for_channel`/`for_chat`.
 ///
 /// Defaults: 5 tries, 30 s of waiting per part, 250 ms initial backoff, 10 s per request.
 /// No jitter: a connector sends one part at a time and the surface's own wait, when it gives
@@ -141,7 +142,32 @@ pub(crate) struct Transport {
     pub(crate) client: reqwest::Client,
     pub(crate) policy: SendPolicy,
     pub(crate) token: Token,
-    paused_until: Arc<Mutex<Option<Instant>>>,
+    /// Until when this route is rate limited; clones share it.
+    route_paused: Pause,
+    /// Until when the whole bot is rate limited (Discord's global limit); clones and siblings
+    /// share it.
+    bot_paused: Pause,
+}
+
+/// An instant before which no request should be sent, shared by whoever holds a clone.
+#[derive(Clone, Default)]
+struct Pause(Arc<Mutex<Option<Instant>>>);
+
+impl Pause {
+    fn left(&self) -> Duration {
+        let until = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        })
+    }
+
+    fn extend(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut paused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if paused.is_none_or(|p| p < until) {
+            *paused = Some(until);
+        }
+    }
 }
 
 impl fmt::Debug for Transport {
@@ -161,28 +187,29 @@ impl Transport {
             client: reqwest::Client::new(),
             policy: SendPolicy::default(),
             token,
-            paused_until: Arc::new(Mutex::new(None)),
+            route_paused: Pause::default(),
+            bot_paused: Pause::default(),
+        }
+    }
+
+    /// The same bot on another route (channel, chat): shares the client, token, policy and the
+    /// bot-wide pause, with a route pause of its own.
+    pub(crate) fn sibling(&self) -> Self {
+        Self {
+            route_paused: Pause::default(),
+            ..self.clone()
         }
     }
 
     fn pause_left(&self) -> Duration {
-        let paused = *self
-            .paused_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        paused.map_or(Duration::ZERO, |until| {
-            until.saturating_duration_since(Instant::now())
-        })
+        self.route_paused.left().max(self.bot_paused.left())
     }
 
-    fn pause_for(&self, wait: Duration) {
-        let until = Instant::now() + wait;
-        let mut paused = self
-            .paused_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if paused.is_none_or(|p| p < until) {
-            *paused = Some(until);
+    fn pause_for(&self, wait: Duration, global: bool) {
+        if global {
+            self.bot_paused.extend(wait);
+        } else {
+            self.route_paused.extend(wait);
         }
     }
 
@@ -227,7 +254,7 @@ impl Transport {
                 }
                 Outcome::RateLimited { wait, global } => {
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
-                    self.pause_for(pause);
+                    self.pause_for(pause, global);
                     tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| w.as_millis() as u64), "rate limited");
                     (
                         ChannelErrorKind::RateLimited {
@@ -270,10 +297,26 @@ impl Transport {
             .timeout(self.policy.timeout)
             .json(&request.body);
         if let Some(auth) = &request.authorization {
-            builder = builder.header(reqwest::header::AUTHORIZATION, auth);
+            let Ok(mut value) = HeaderValue::from_str(auth) else {
+                return Outcome::Fail {
+                    kind: ChannelErrorKind::InvalidToken,
+                    retryable: false,
+                };
+            };
+            // Kept out of any Debug output of the request.
+            value.set_sensitive(true);
+            builder = builder.header(reqwest::header::AUTHORIZATION, value);
         }
         let response = match builder.send().await {
             Ok(response) => response,
+            // A request that could not be built (a base URL or token that makes no valid URL)
+            // will not build next time either.
+            Err(error) if error.is_builder() => {
+                return Outcome::Fail {
+                    kind: self.transport_failure(error),
+                    retryable: false,
+                };
+            }
             Err(error) => return Outcome::Retry(self.transport_failure(error)),
         };
         let status = response.status();
@@ -286,7 +329,9 @@ impl Transport {
 
     /// A transport failure's description, without the request URL (which may hold the token).
     fn transport_failure(&self, error: reqwest::Error) -> ChannelErrorKind {
-        let what = if error.is_timeout() {
+        let what = if error.is_builder() {
+            "the request could not be built"
+        } else if error.is_timeout() {
             "timed out"
         } else if error.is_connect() {
             "could not connect"
@@ -314,6 +359,7 @@ fn kind_name(kind: &ChannelErrorKind) -> &'static str {
         ChannelErrorKind::Refused { .. } => "refused",
         ChannelErrorKind::Malformed { .. } => "malformed",
         ChannelErrorKind::Transport { .. } => "transport",
+        ChannelErrorKind::InvalidToken => "invalid_token",
     }
 }
 
@@ -529,5 +575,31 @@ mod tests {
     #[test]
     fn zero_tries_is_raised_to_one() {
         assert_eq!(SendPolicy::new().max_tries(0).tries(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_global_limit_holds_back_sibling_routes_and_a_route_limit_does_not() {
+        let t = transport(SendPolicy::new().max_tries(1));
+        let other_route = t.sibling();
+        let mut parts = committed(4).await.into_iter();
+        let global = Outcome::RateLimited {
+            wait: Some(Duration::from_secs(2)),
+            global: true,
+        };
+        let (limited_globally, _) = run(&t, parts.next().unwrap(), vec![global]).await;
+        assert!(limited_globally.is_err());
+        let (sent, at) = run(&other_route, parts.next().unwrap(), vec![]).await;
+        assert!(sent.is_ok());
+        assert_eq!(
+            at,
+            [Duration::from_secs(2)],
+            "the sibling waited out the global limit"
+        );
+
+        let (limited_here, _) = run(&t, parts.next().unwrap(), vec![limited(5)]).await;
+        assert!(limited_here.is_err());
+        let (sent, at) = run(&other_route, parts.next().unwrap(), vec![]).await;
+        assert!(sent.is_ok());
+        assert_eq!(at, [Duration::ZERO], "a route limit stays on its route");
     }
 }

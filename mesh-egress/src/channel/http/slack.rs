@@ -65,6 +65,21 @@ impl<R: Render> SlackChannel<R> {
         }
     }
 
+    /// The same bot posting to another channel: shares this connector's client, token, policy
+    /// and bot-wide rate-limit pause (not the thread).
+    pub fn for_channel(&self, channel: impl Into<String>) -> Self
+    where
+        R: Clone,
+    {
+        Self {
+            renderer: self.renderer.clone(),
+            transport: self.transport.sibling(),
+            base_url: self.base_url.clone(),
+            channel: channel.into(),
+            thread_ts: None,
+        }
+    }
+
     /// Posts every part as a reply in the thread whose parent message has timestamp `ts`.
     pub fn in_thread(mut self, ts: impl Into<String>) -> Self {
         self.thread_ts = Some(ts.into());

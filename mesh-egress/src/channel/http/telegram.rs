@@ -44,16 +44,27 @@ impl<R: Render> TelegramChannel<R> {
     /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`, rendering
     /// with `renderer` (whose output must be Telegram HTML).
     pub fn new(token: impl Into<String>, chat_id: impl Into<String>, renderer: R) -> Self {
-        let chat_id = chat_id.into();
-        let chat = chat_id
-            .parse::<i64>()
-            .map_or_else(|_| Value::from(chat_id), Value::from);
         Self {
             renderer,
             transport: Transport::new(Surface::Telegram, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
-            chat,
+            chat: chat_value(chat_id.into()),
             topic: None,
+        }
+    }
+
+    /// The same bot posting to another chat: shares this connector's client, token, policy and
+    /// bot-wide rate-limit pause (not the topic).
+    pub fn for_chat(&self, chat_id: impl Into<String>) -> Self
+    where
+        R: Clone,
+    {
+        Self {
+            chat: chat_value(chat_id.into()),
+            topic: None,
+            renderer: self.renderer.clone(),
+            transport: self.transport.sibling(),
+            base_url: self.base_url.clone(),
         }
     }
 
@@ -124,6 +135,13 @@ impl<R: Render> Channel for TelegramChannel<R> {
         };
         self.transport.send(part, request, classify)
     }
+}
+
+/// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
+fn chat_value(chat_id: String) -> Value {
+    chat_id
+        .parse::<i64>()
+        .map_or_else(|_| Value::from(chat_id), Value::from)
 }
 
 fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
