@@ -162,7 +162,8 @@ impl Pause {
     }
 
     fn extend(&self, wait: Duration) {
-        let until = Instant::now() + wait;
+        // A surface may ask for any wait; a day is plenty and cannot overflow an instant.
+        let until = Instant::now() + wait.min(Duration::from_secs(24 * 60 * 60));
         let mut paused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if paused.is_none_or(|p| p < until) {
             *paused = Some(until);
@@ -601,5 +602,18 @@ mod tests {
         let (sent, at) = run(&other_route, parts.next().unwrap(), vec![]).await;
         assert!(sent.is_ok());
         assert_eq!(at, [Duration::ZERO], "a route limit stays on its route");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_absurd_requested_wait_is_cut_to_the_budget_without_overflowing() {
+        let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
+        let part = committed(1).await.pop().unwrap();
+        let absurd = || Outcome::RateLimited {
+            wait: Some(Duration::MAX),
+            global: true,
+        };
+        let (result, at) = run(&t, part, vec![absurd(), absurd()]).await;
+        assert_eq!(result.unwrap_err().retry_after(), Some(Duration::MAX));
+        assert_eq!(at, [Duration::ZERO, Duration::from_secs(1)]);
     }
 }
