@@ -14,7 +14,11 @@
 //! # Ok(()) }
 //! ```
 
+mod boxed;
 mod deliver;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 mod plain;
 mod recorder;
 mod render;
@@ -22,6 +26,7 @@ mod stdout;
 
 use std::future::Future;
 
+pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
@@ -29,6 +34,9 @@ pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
 pub use render::{Render, RenderError};
 pub use stdout::Stdout;
+
+#[cfg(feature = "http")]
+pub use http::{DiscordChannel, SlackChannel, TelegramChannel};
 
 use crate::outbound::{CommitBoundary, CommitError, CommitRecord, CommittedPart};
 

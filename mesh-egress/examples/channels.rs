@@ -1,0 +1,130 @@
+//! Delivers one long reply to loopback fakes of Slack, Discord and Telegram, and prints what
+//! each API received.
+//!
+//! ```text
+//! cargo run -p mesh-egress --features http,testing --example channels
+//! ```
+//!
+//! Each surface gets the reply split to its own limit, one API call per part, in order. The fakes
+//! also throw in each surface's own trouble (a Slack `429` with `Retry-After`, a Discord global
+//! rate limit, a Telegram `503`), which the connectors ride out within their `SendPolicy`.
+
+use std::time::Duration;
+
+use mesh_egress::channel::http::fake::{FakeApi, Fault};
+use mesh_egress::channel::http::{
+    DISCORD_TEXT_LIMIT, SLACK_TEXT_LIMIT, SendPolicy, Surface, TELEGRAM_TEXT_LIMIT,
+};
+use mesh_egress::channel::{
+    BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
+};
+use mesh_egress::{AgentMessage, Attribution};
+
+/// A long mixed reply: a heading, emoji, a table, a code block, a long list and a long link.
+fn reply() -> String {
+    let mut text = String::from(
+        "## Release 2.4 is out 🚀\n\n\
+         Thanks, everyone 🎉 — here is what changed since 2.3, and what to do about it.\n\n\
+         | service | p50 before | p50 after |\n\
+         |---------|-----------:|----------:|\n\
+         | api     | 120 ms     | 45 ms     |\n\
+         | search  | 340 ms     | 210 ms    |\n\
+         | billing | 95 ms      | 90 ms     |\n\n\
+         To pin the new client:\n\n\
+         ```rust\n\
+         let client = Client::builder()\n    .timeout(Duration::from_secs(10))\n    .build()?;\n\
+         ```\n\n",
+    );
+    for i in 1..=60 {
+        let mood = ["✅", "🛠️", "📈", "👩‍💻"][i % 4];
+        text.push_str(&format!(
+            "- {mood} change {i}: tightened the retry budget of worker pool {i} and moved its \
+             metrics to the shared dashboard\n"
+        ));
+    }
+    text.push_str(
+        "\nFull notes: https://example.com/releases/2.4/notes?utm_source=chat&utm_medium=bot\
+         &utm_campaign=release-2-4&section=performance-and-reliability-improvements#p50-latency\n",
+    );
+    text
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let policy = SendPolicy::new().max_wait(Duration::from_secs(3));
+
+    let slack_api = FakeApi::start(Surface::Slack, "xoxb-demo").await?;
+    slack_api.script([Fault::Pass, Fault::RateLimited(Duration::from_secs(1))]);
+    let discord_api = FakeApi::start(Surface::Discord, "discord-demo").await?;
+    discord_api.script([Fault::GlobalRateLimited(Duration::from_millis(250))]);
+    let telegram_api = FakeApi::start(Surface::Telegram, "123:telegram-demo").await?;
+    telegram_api.script([Fault::ServerError(503)]);
+
+    // One bot, three surfaces, one type. The renderers here are plain text cut to each
+    // surface's limit.
+    let surfaces = [
+        (
+            &slack_api,
+            BoxedChannel::new(
+                SlackChannel::new(
+                    "xoxb-demo",
+                    "C024BE91L",
+                    PlainText::new().with_limit(SLACK_TEXT_LIMIT),
+                )
+                .base_url(slack_api.base_url())
+                .policy(policy),
+            ),
+        ),
+        (
+            &discord_api,
+            BoxedChannel::new(
+                DiscordChannel::new(
+                    "discord-demo",
+                    "1100000000000000001",
+                    PlainText::new().with_limit(DISCORD_TEXT_LIMIT),
+                )
+                .base_url(discord_api.base_url())
+                .policy(policy),
+            ),
+        ),
+        (
+            &telegram_api,
+            BoxedChannel::new(
+                TelegramChannel::new(
+                    "123:telegram-demo",
+                    "-1001234567890",
+                    PlainText::new().with_limit(TELEGRAM_TEXT_LIMIT),
+                )
+                .base_url(telegram_api.base_url())
+                .policy(policy),
+            ),
+        ),
+    ];
+
+    let text = reply();
+    println!("reply: {} characters\n", text.chars().count());
+    for (api, channel) in &surfaces {
+        let message = AgentMessage::new(text.clone(), Attribution::new("release-bot", "c1", "r1"));
+        let receipt = channel.deliver(message).await?;
+        let received = api.received();
+        println!(
+            "==== {}: {} parts delivered in {} requests; ids {:?}",
+            api.surface(),
+            receipt.len(),
+            api.attempts(),
+            receipt.ids()
+        );
+        for (n, got) in received.iter().enumerate() {
+            println!(
+                "---- part {} of {} to {} ({} characters)\n{}",
+                n + 1,
+                received.len(),
+                got.target,
+                got.text.chars().count(),
+                got.text
+            );
+        }
+        println!();
+    }
+    Ok(())
+}

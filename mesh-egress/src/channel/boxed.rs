@@ -1,0 +1,202 @@
+//! [`DynChannel`] and [`BoxedChannel`]: several chat surfaces behind one type.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::{Channel, PartReceipt, Render, RenderError, SendError};
+use crate::egress::Markdown;
+use crate::outbound::{CommitError, CommitRecord, CommittedPart};
+
+/// A boxed future, as [`DynChannel`] returns them.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+mod sealed {
+    /// Seals [`DynChannel`](super::DynChannel): only the blanket impl for channels exists.
+    pub trait SealedDyn {}
+}
+
+/// The object-safe face of a [`Channel`], so one bot can hold several surfaces as
+/// `Arc<dyn DynChannel>`.
+///
+/// Sealed and implemented for every `Channel`: its methods are the channel's own, boxed. It is
+/// not delivered to directly: wrap it in a [`BoxedChannel`], which is a `Channel` and so goes
+/// through the same [`Deliver`](super::Deliver) path (render, commit, send each committed part
+/// in order) as any other.
+pub trait DynChannel: sealed::SealedDyn + Send + Sync {
+    /// The channel's renderer, applied to `body`.
+    fn render_dyn(&self, body: &Markdown) -> Result<Vec<String>, RenderError>;
+
+    /// The channel's [`Channel::commit`], boxed.
+    fn commit_dyn<'a>(
+        &'a self,
+        record: &'a CommitRecord<'_>,
+    ) -> BoxFuture<'a, Result<(), CommitError>>;
+
+    /// The channel's [`Channel::send`], boxed.
+    fn send_dyn(&self, part: CommittedPart) -> BoxFuture<'_, Result<PartReceipt, SendError>>;
+}
+
+impl<C: Channel + ?Sized> sealed::SealedDyn for C {}
+
+impl<C: Channel + ?Sized> DynChannel for C {
+    fn render_dyn(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        self.renderer().render(body)
+    }
+
+    fn commit_dyn<'a>(
+        &'a self,
+        record: &'a CommitRecord<'_>,
+    ) -> BoxFuture<'a, Result<(), CommitError>> {
+        Box::pin(Channel::commit(self, record))
+    }
+
+    fn send_dyn(&self, part: CommittedPart) -> BoxFuture<'_, Result<PartReceipt, SendError>> {
+        Box::pin(Channel::send(self, part))
+    }
+}
+
+/// Any [`Channel`] behind one type: a `Channel` itself, so delivering to it takes the usual
+/// sealed [`Deliver`](super::Deliver) path and only committed parts reach the surface.
+///
+/// Clones share the channel.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mesh_egress::{AgentMessage, Attribution};
+/// use mesh_egress::channel::{BoxedChannel, Deliver, DynChannel, Recorder, Stdout};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let recorder = Recorder::new();
+/// let surfaces: Vec<BoxedChannel> = vec![BoxedChannel::new(recorder.clone()), BoxedChannel::new(Stdout::new())];
+/// for surface in &surfaces {
+///     surface.deliver(AgentMessage::new("Deployed.", Attribution::new("ops", "c1", "r1"))).await?;
+/// }
+/// let shared: Arc<dyn DynChannel> = Arc::new(Recorder::new());
+/// BoxedChannel::from(shared).deliver(AgentMessage::new("Hi.", Attribution::new("ops", "c1", "r2"))).await?;
+/// assert_eq!(recorder.sent(), ["Deployed."]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct BoxedChannel {
+    renderer: BoxedRenderer,
+}
+
+impl BoxedChannel {
+    /// Boxes `channel`.
+    pub fn new(channel: impl Channel + 'static) -> Self {
+        Self::from(Arc::new(channel) as Arc<dyn DynChannel>)
+    }
+
+    /// The shared channel inside.
+    pub fn as_dyn(&self) -> &Arc<dyn DynChannel> {
+        &self.renderer.channel
+    }
+}
+
+impl From<Arc<dyn DynChannel>> for BoxedChannel {
+    fn from(channel: Arc<dyn DynChannel>) -> Self {
+        Self {
+            renderer: BoxedRenderer { channel },
+        }
+    }
+}
+
+impl fmt::Debug for BoxedChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BoxedChannel").finish_non_exhaustive()
+    }
+}
+
+/// The renderer of a [`BoxedChannel`]: the boxed channel's own.
+#[derive(Clone)]
+pub struct BoxedRenderer {
+    channel: Arc<dyn DynChannel>,
+}
+
+impl fmt::Debug for BoxedRenderer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BoxedRenderer").finish_non_exhaustive()
+    }
+}
+
+impl Render for BoxedRenderer {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        self.channel.render_dyn(body)
+    }
+}
+
+impl Channel for BoxedChannel {
+    type Renderer = BoxedRenderer;
+
+    fn renderer(&self) -> &BoxedRenderer {
+        &self.renderer
+    }
+
+    // An async fn, not the boxed future itself: the box's lifetime is the shorter of `self`'s
+    // and `record`'s, which the trait's opaque return type cannot name.
+    async fn commit(&self, record: &CommitRecord<'_>) -> Result<(), CommitError> {
+        self.renderer.channel.commit_dyn(record).await
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        self.renderer.channel.send_dyn(part)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::channel::{Deliver, Recorder};
+    use crate::egress::{AgentMessage, Attribution};
+    use crate::turn::Ownership;
+
+    fn msg(text: &str) -> AgentMessage {
+        AgentMessage::new(text, Attribution::new("a", "c", "r"))
+    }
+
+    static_assertions::assert_obj_safe!(DynChannel);
+
+    #[tokio::test]
+    async fn a_boxed_channel_renders_with_the_inner_renderer_and_splits_alike() {
+        let inner = Recorder::new().with_limit(4);
+        let boxed = BoxedChannel::new(inner.clone());
+        let receipt = boxed.deliver(msg("abcdefgh")).await.unwrap();
+        assert_eq!(receipt.len(), 2);
+        assert_eq!(inner.sent(), ["abcd", "efgh"]);
+    }
+
+    #[tokio::test]
+    async fn a_boxed_channel_keeps_the_inner_commit_boundary() {
+        let ownership = Ownership::held();
+        let inner = Recorder::new().with_ownership(ownership.clone());
+        let boxed = BoxedChannel::from(Arc::new(inner.clone()) as Arc<dyn DynChannel>);
+        ownership.revoke();
+        let error = boxed.deliver(msg("late")).await.unwrap_err();
+        assert!(matches!(
+            error,
+            crate::channel::DeliveryError::Commit(CommitError::OwnershipLost)
+        ));
+        assert!(inner.sent().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_boxed_delivery_resumes_with_only_the_missing_parts() {
+        let inner = Recorder::new().with_limit(1);
+        let boxed = BoxedChannel::new(inner.clone());
+        let first = boxed.deliver(msg("ab")).await.unwrap();
+        assert_eq!(first.len(), 2);
+        inner.fail_next_sends(1);
+        let error = boxed.deliver(msg("xyz")).await.unwrap_err();
+        let rest = error.into_undelivered().unwrap();
+        assert_eq!(rest.indexes(), [0, 1, 2]);
+        let receipt = boxed.deliver(rest).await.unwrap();
+        assert_eq!(receipt.len(), 3);
+        assert_eq!(inner.sent(), ["a", "b", "x", "y", "z"]);
+    }
+}

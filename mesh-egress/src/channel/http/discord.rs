@@ -1,0 +1,205 @@
+//! [`DiscordChannel`]: Discord's create-message endpoint with a bot token.
+
+use std::fmt;
+use std::future::Future;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
+use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use crate::channel::{Channel, PartReceipt, PlainText, Render, SendError};
+use crate::outbound::CommittedPart;
+
+/// The most characters (code points) Discord accepts in one message's `content`.
+pub const DISCORD_TEXT_LIMIT: usize = 2000;
+
+const DEFAULT_BASE_URL: &str = "https://discord.com/api/v10";
+
+/// Discord caps a message nonce at 25 characters.
+const NONCE_LIMIT: usize = 25;
+
+/// A Discord channel (or thread), posted to with `POST /channels/{id}/messages` and a bot token.
+///
+/// Each part is one message, in order. Every request carries the part's idempotency key
+/// (`<delivery>-<index>`) as `nonce` with `enforce_nonce: true`, so when a response is lost and
+/// the part is sent again, Discord returns the message it already created instead of posting a
+/// duplicate. A `429` is retried after the body's `retry_after` (seconds, fractional; its
+/// `global` flag is reported), within the [`SendPolicy`].
+///
+/// ```
+/// use mesh_egress::channel::{DiscordChannel, PlainText, http::DISCORD_TEXT_LIMIT};
+///
+/// let discord = DiscordChannel::new("bot-token", "123456789012345678", PlainText::new().with_limit(DISCORD_TEXT_LIMIT));
+/// assert!(!format!("{discord:?}").contains("bot-token"));
+/// ```
+#[derive(Clone)]
+pub struct DiscordChannel<R = PlainText> {
+    renderer: R,
+    transport: Transport,
+    base_url: String,
+    channel: String,
+}
+
+impl<R: Render> DiscordChannel<R> {
+    /// Posts to channel (or thread) `channel_id` with bot `token`, rendering with `renderer`.
+    pub fn new(token: impl Into<String>, channel_id: impl Into<String>, renderer: R) -> Self {
+        Self {
+            renderer,
+            transport: Transport::new(Surface::Discord, Token::new(token)),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            channel: channel_id.into(),
+        }
+    }
+
+    /// The same bot posting to another channel: shares this connector's client, token, policy
+    /// and the global rate-limit pause, so a `global: true` answer holds back every channel.
+    pub fn for_channel(&self, channel_id: impl Into<String>) -> Self
+    where
+        R: Clone,
+    {
+        Self {
+            renderer: self.renderer.clone(),
+            transport: self.transport.sibling(),
+            base_url: self.base_url.clone(),
+            channel: channel_id.into(),
+        }
+    }
+
+    /// Talks to the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in
+    /// tests).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = trim_base(url);
+        self
+    }
+
+    /// Retries within `policy` instead of the default.
+    pub fn policy(mut self, policy: SendPolicy) -> Self {
+        self.transport.policy = policy;
+        self
+    }
+
+    /// Sends through `client` (shared connection pool, proxy settings).
+    pub fn client(mut self, client: reqwest::Client) -> Self {
+        self.transport.client = client;
+        self
+    }
+}
+
+impl<R> fmt::Debug for DiscordChannel<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiscordChannel")
+            .field("channel", &self.channel)
+            .field("base_url", &self.base_url)
+            .field("token", &self.transport.token)
+            .field("policy", &self.transport.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Render> Channel for DiscordChannel<R> {
+    type Renderer = R;
+
+    fn renderer(&self) -> &R {
+        &self.renderer
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let mut body = json!({ "content": part.text() });
+        let nonce = part.idempotency_key();
+        // The key is 16 hex digits, a dash and the index: within Discord's limit for any
+        // message of fewer than 10^8 parts.
+        if nonce.len() <= NONCE_LIMIT {
+            body["nonce"] = Value::from(nonce);
+            body["enforce_nonce"] = Value::from(true);
+        }
+        let request = Request {
+            url: format!("{}/channels/{}/messages", self.base_url, self.channel),
+            authorization: Some(format!("Bot {}", self.transport.token.expose())),
+            body,
+        };
+        self.transport.send(part, request, classify)
+    }
+}
+
+fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+    let answer = serde_json::from_slice::<Value>(body).ok();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        let field = |name: &str| answer.as_ref().and_then(|a| a.get(name).cloned());
+        let wait = field("retry_after")
+            .and_then(|v| v.as_f64())
+            .and_then(seconds)
+            .or_else(|| retry_after_header(headers));
+        let global = field("global").and_then(|v| v.as_bool()).unwrap_or(false)
+            || headers
+                .get("x-ratelimit-global")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        return Outcome::RateLimited { wait, global };
+    }
+    if status.is_server_error() {
+        return Outcome::Retry(ChannelErrorKind::Server {
+            status: status.as_u16(),
+        });
+    }
+    let Some(answer) = answer else {
+        return unexpected_body(status);
+    };
+    if status.is_success() {
+        return match answer.get("id").and_then(Value::as_str) {
+            Some(id) => Outcome::Sent(id.to_owned()),
+            None => unexpected_body(status),
+        };
+    }
+    let code = answer.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let message = answer
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown error");
+    Outcome::Fail {
+        kind: ChannelErrorKind::Refused {
+            status: status.as_u16(),
+            detail: token.scrub(&format!("{code}: {message}")),
+        },
+        retryable: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_429_reads_fractional_retry_after_and_the_global_flag_from_the_body() {
+        let outcome = classify(
+            StatusCode::TOO_MANY_REQUESTS,
+            &HeaderMap::new(),
+            br#"{"message":"You are being rate limited.","retry_after":0.125,"global":true}"#,
+            &Token::new("t"),
+        );
+        assert!(matches!(
+            outcome,
+            Outcome::RateLimited { wait: Some(w), global: true } if w == Duration::from_millis(125)
+        ));
+    }
+
+    #[test]
+    fn a_4xx_is_refused_with_discords_code_and_message() {
+        let outcome = classify(
+            StatusCode::NOT_FOUND,
+            &HeaderMap::new(),
+            br#"{"message":"Unknown Channel","code":10003}"#,
+            &Token::new("t"),
+        );
+        assert!(matches!(
+            outcome,
+            Outcome::Fail { kind: ChannelErrorKind::Refused { status: 404, detail }, retryable: false }
+                if detail == "10003: Unknown Channel"
+        ));
+    }
+}

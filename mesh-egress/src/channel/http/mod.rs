@@ -1,0 +1,229 @@
+//! Chat-surface connectors over HTTP (feature `http`): [`SlackChannel`], [`DiscordChannel`] and
+//! [`TelegramChannel`].
+//!
+//! Each is a [`Channel`](super::Channel), generic over its renderer, so [`Deliver`](super::Deliver)
+//! renders, commits and sends every part in order. One part is one API call; a call that fails is
+//! retried within a [`SendPolicy`] (a bounded number of tries and a bounded total wait per part),
+//! honouring each surface's own rate-limit answer. A part that still fails comes back inside a
+//! [`SendError`](super::SendError), so the [`DeliveryError`](super::DeliveryError) names the parts
+//! that went and carries the ones that did not; delivering its
+//! [`Undelivered`](super::Undelivered) sends only those, in order.
+//!
+//! Tokens never appear in an error's text, a `Debug` output or a log line: they are held in a
+//! redacting wrapper, transport errors are stripped of their URL (a Telegram token lives in the
+//! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
+//!
+//! ```no_run
+//! use mesh_egress::channel::{Deliver, PlainText, SlackChannel};
+//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
+//!     Ok(AgentMessage::new("The build is **green**.", turn.attribution().clone()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789", PlainText::new().with_limit(4000));
+//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+//! let reply: Reply = answer(&turn).await;
+//! slack.deliver(reply).await?;
+//! # Ok(()) }
+//! ```
+
+mod discord;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod fake;
+mod retry;
+mod slack;
+mod telegram;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use discord::{DISCORD_TEXT_LIMIT, DiscordChannel};
+pub use retry::SendPolicy;
+pub use slack::{SLACK_TEXT_LIMIT, SlackChannel};
+pub use telegram::{TELEGRAM_TEXT_LIMIT, TelegramChannel};
+
+/// Which chat surface a connector talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Surface {
+    /// Slack's Web API (`chat.postMessage`).
+    Slack,
+    /// Discord's REST API (create message).
+    Discord,
+    /// Telegram's Bot API (`sendMessage`).
+    Telegram,
+}
+
+impl Surface {
+    /// The surface's name, as it appears in errors and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Slack => "Slack",
+            Self::Discord => "Discord",
+            Self::Telegram => "Telegram",
+        }
+    }
+}
+
+impl fmt::Display for Surface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a connector gave up on one part: the source of the [`SendError`](super::SendError) it
+/// returns.
+#[derive(Debug, thiserror::Error)]
+#[error("{surface} did not accept the part after {tries} {}: {kind}", if *tries == 1 { "try" } else { "tries" })]
+pub struct ChannelError {
+    surface: Surface,
+    tries: u32,
+    kind: ChannelErrorKind,
+}
+
+impl ChannelError {
+    pub(crate) fn new(surface: Surface, tries: u32, kind: ChannelErrorKind) -> Self {
+        Self {
+            surface,
+            tries,
+            kind,
+        }
+    }
+
+    /// The surface that refused the part.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    /// How many requests were made for the part.
+    pub fn tries(&self) -> u32 {
+        self.tries
+    }
+
+    /// What the last try ended with.
+    pub fn kind(&self) -> &ChannelErrorKind {
+        &self.kind
+    }
+}
+
+/// What the last try for a part ended with.
+///
+/// Text taken from a surface's answer (an error code or description) is cut to 200 characters
+/// and scrubbed of the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChannelErrorKind {
+    /// The surface rate-limited the part and the part's wait budget was spent.
+    #[error("rate limited{}{}", if *global { " (global)" } else { "" }, retry_after.map(|w| format!(", asked to wait {w:?}")).unwrap_or_default())]
+    RateLimited {
+        /// How long the surface asked us to wait, if it said.
+        retry_after: Option<Duration>,
+        /// Whether the limit covers the whole bot rather than this route (Discord's `global`).
+        global: bool,
+    },
+    /// The surface answered with an HTTP status it gives for a server-side failure (5xx).
+    #[error("server error (HTTP {status})")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The surface refused the request with an error code or description (bad token, unknown
+    /// channel, malformed text). Unless the surface documents the code as transient, sending
+    /// again will not fix it.
+    #[error("refused (HTTP {status}): {detail}")]
+    Refused {
+        /// The HTTP status (Slack answers most errors with 200 and `ok: false`).
+        status: u16,
+        /// The surface's error code or description.
+        detail: String,
+    },
+    /// The answer's body was not the JSON the surface documents. After a 2xx this is ambiguous:
+    /// the part may have been posted, so it is not retried automatically.
+    #[error("the response (HTTP {status}) was not the expected JSON")]
+    Malformed {
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The bot token cannot go into a request: it holds characters HTTP headers refuse.
+    #[error("the bot token is not a valid HTTP header value")]
+    InvalidToken,
+    /// No answer: the connection failed, was reset, or timed out (or the request could not be
+    /// built from the configured base URL).
+    #[error("transport failure: {detail}")]
+    Transport {
+        /// What failed, without the request URL.
+        detail: String,
+    },
+}
+
+/// A bot token: never printed, never logged.
+#[derive(Clone)]
+pub(crate) struct Token(String);
+
+impl Token {
+    pub(crate) fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the token replaced, cut to 200 characters.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let scrubbed = if self.0.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(&self.0, "[redacted]")
+        };
+        let mut chars = scrubbed.chars();
+        let cut: String = chars.by_ref().take(200).collect();
+        if chars.next().is_some() {
+            format!("{cut}…")
+        } else {
+            cut
+        }
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// A base URL without its trailing slash.
+pub(crate) fn trim_base(url: impl Into<String>) -> String {
+    let mut url = url.into();
+    while url.ends_with('/') {
+        url.pop();
+    }
+    url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Token;
+
+    #[test]
+    fn a_token_is_redacted_from_debug_and_scrubbed_text() {
+        let token = Token::new("123:secret");
+        assert_eq!(format!("{token:?}"), "[redacted]");
+        assert_eq!(
+            token.scrub("Not Found: /bot123:secret/sendMessage"),
+            "Not Found: /bot[redacted]/sendMessage"
+        );
+    }
+
+    #[test]
+    fn scrubbed_text_is_cut_to_200_characters() {
+        let long = "é".repeat(300);
+        let scrubbed = Token::new("t").scrub(&long);
+        assert_eq!(scrubbed.chars().count(), 201);
+        assert!(scrubbed.ends_with('…'));
+    }
+}

@@ -1,0 +1,231 @@
+//! [`TelegramChannel`]: the Bot API's `sendMessage` in HTML parse mode.
+
+use std::fmt;
+use std::future::Future;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
+use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use crate::channel::{Channel, PartReceipt, PlainText, Render, SendError};
+use crate::outbound::CommittedPart;
+
+/// The most characters (UTF-16 units, after entity parsing) Telegram accepts in one message.
+pub const TELEGRAM_TEXT_LIMIT: usize = 4096;
+
+const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
+
+/// A Telegram chat, posted to with the Bot API's `sendMessage` (`parse_mode: "HTML"`).
+///
+/// The bot token is part of the request path (`/bot<token>/sendMessage`): it is kept out of
+/// every error, `Debug` output and log line. Each part is one message, in order, in the forum
+/// topic given by [`in_topic`](Self::in_topic) if any. A `429` is retried after the answer's
+/// `parameters.retry_after`, within the [`SendPolicy`]. The Bot API has no idempotency key: a
+/// part whose response was lost and that is sent again may show twice.
+///
+/// ```
+/// use mesh_egress::channel::{PlainText, TelegramChannel, http::TELEGRAM_TEXT_LIMIT};
+///
+/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890", PlainText::new().with_limit(TELEGRAM_TEXT_LIMIT));
+/// assert!(!format!("{telegram:?}").contains("ABC-DEF"));
+/// ```
+#[derive(Clone)]
+pub struct TelegramChannel<R = PlainText> {
+    renderer: R,
+    transport: Transport,
+    base_url: String,
+    chat: Value,
+    topic: Option<i64>,
+}
+
+impl<R: Render> TelegramChannel<R> {
+    /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`, rendering
+    /// with `renderer` (whose output must be Telegram HTML).
+    pub fn new(token: impl Into<String>, chat_id: impl Into<String>, renderer: R) -> Self {
+        Self {
+            renderer,
+            transport: Transport::new(Surface::Telegram, Token::new(token)),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            chat: chat_value(chat_id.into()),
+            topic: None,
+        }
+    }
+
+    /// The same bot posting to another chat: shares this connector's client, token, policy and
+    /// bot-wide rate-limit pause (not the topic).
+    pub fn for_chat(&self, chat_id: impl Into<String>) -> Self
+    where
+        R: Clone,
+    {
+        Self {
+            chat: chat_value(chat_id.into()),
+            topic: None,
+            renderer: self.renderer.clone(),
+            transport: self.transport.sibling(),
+            base_url: self.base_url.clone(),
+        }
+    }
+
+    /// Posts into the forum topic `message_thread_id`.
+    pub fn in_topic(mut self, message_thread_id: i64) -> Self {
+        self.topic = Some(message_thread_id);
+        self
+    }
+
+    /// Talks to the Bot API at `url` instead of Telegram's (a loopback fake in tests).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = trim_base(url);
+        self
+    }
+
+    /// Retries within `policy` instead of the default.
+    pub fn policy(mut self, policy: SendPolicy) -> Self {
+        self.transport.policy = policy;
+        self
+    }
+
+    /// Sends through `client` (shared connection pool, proxy settings).
+    pub fn client(mut self, client: reqwest::Client) -> Self {
+        self.transport.client = client;
+        self
+    }
+}
+
+impl<R> fmt::Debug for TelegramChannel<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelegramChannel")
+            .field("chat", &self.chat)
+            .field("topic", &self.topic)
+            .field("base_url", &self.base_url)
+            .field("token", &self.transport.token)
+            .field("policy", &self.transport.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Render> Channel for TelegramChannel<R> {
+    type Renderer = R;
+
+    fn renderer(&self) -> &R {
+        &self.renderer
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let mut body = json!({
+            "chat_id": self.chat,
+            "text": part.text(),
+            "parse_mode": "HTML",
+        });
+        if let Some(topic) = self.topic {
+            body["message_thread_id"] = Value::from(topic);
+        }
+        let request = Request {
+            url: format!(
+                "{}/bot{}/sendMessage",
+                self.base_url,
+                self.transport.token.expose()
+            ),
+            authorization: None,
+            body,
+        };
+        self.transport.send(part, request, classify)
+    }
+}
+
+/// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
+fn chat_value(chat_id: String) -> Value {
+    chat_id
+        .parse::<i64>()
+        .map_or_else(|_| Value::from(chat_id), Value::from)
+}
+
+fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+    let Ok(answer) = serde_json::from_slice::<Value>(body) else {
+        return match status {
+            StatusCode::TOO_MANY_REQUESTS => Outcome::RateLimited {
+                wait: retry_after_header(headers),
+                global: false,
+            },
+            _ => unexpected_body(status),
+        };
+    };
+    if answer.get("ok").and_then(Value::as_bool) == Some(true) && status.is_success() {
+        return match answer.pointer("/result/message_id").and_then(Value::as_i64) {
+            Some(id) => Outcome::Sent(id.to_string()),
+            None => unexpected_body(status),
+        };
+    }
+    let code = answer
+        .get("error_code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(status.as_u16());
+    if code == 429 || status == StatusCode::TOO_MANY_REQUESTS {
+        let wait = answer
+            .pointer("/parameters/retry_after")
+            .and_then(Value::as_f64)
+            .and_then(seconds)
+            .or_else(|| retry_after_header(headers));
+        return Outcome::RateLimited {
+            wait,
+            global: false,
+        };
+    }
+    if status.is_server_error() || code >= 500 {
+        return Outcome::Retry(ChannelErrorKind::Server {
+            status: status.as_u16().max(code),
+        });
+    }
+    let description = answer
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown error");
+    Outcome::Fail {
+        kind: ChannelErrorKind::Refused {
+            status: status.as_u16(),
+            detail: token.scrub(description),
+        },
+        retryable: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_429_reads_parameters_retry_after() {
+        let outcome = classify(
+            StatusCode::TOO_MANY_REQUESTS,
+            &HeaderMap::new(),
+            br#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 3","parameters":{"retry_after":3}}"#,
+            &Token::new("t"),
+        );
+        assert!(matches!(
+            outcome,
+            Outcome::RateLimited { wait: Some(w), global: false } if w == Duration::from_secs(3)
+        ));
+    }
+
+    #[test]
+    fn a_refusal_echoing_the_token_is_scrubbed() {
+        let outcome = classify(
+            StatusCode::NOT_FOUND,
+            &HeaderMap::new(),
+            br#"{"ok":false,"error_code":404,"description":"Not Found: /bot42:secret/sendMessage"}"#,
+            &Token::new("42:secret"),
+        );
+        assert!(matches!(
+            outcome,
+            Outcome::Fail { kind: ChannelErrorKind::Refused { detail, .. }, .. }
+                if detail == "Not Found: /bot[redacted]/sendMessage"
+        ));
+    }
+}

@@ -1,0 +1,459 @@
+//! The Slack, Discord and Telegram connectors against loopback fakes of their APIs: success,
+//! each surface's rate-limit answer, server errors, resumable delivery, token redaction and
+//! bodies that are not JSON.
+
+use std::error::Error as _;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mesh_egress::channel::http::fake::{FakeApi, Fault};
+use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::channel::{
+    BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
+    TelegramChannel,
+};
+use mesh_egress::{AgentMessage, Attribution};
+
+const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
+const TOKEN: &str = "123456789:AAF-secret_TOKEN_value";
+const TRIES: u32 = 3;
+
+/// Short waits: the surfaces' rate-limit answers (a whole second for Slack and Telegram) are cut
+/// to the 30 ms budget.
+fn policy() -> SendPolicy {
+    SendPolicy::new()
+        .max_tries(TRIES)
+        .max_wait(Duration::from_millis(30))
+        .backoff(Duration::from_millis(1))
+        .request_timeout(Duration::from_secs(5))
+}
+
+fn message(text: impl Into<String>) -> AgentMessage {
+    let text: String = text.into();
+    AgentMessage::new(text, Attribution::new("ops-bot", "conv-1", "run-1"))
+}
+
+/// `n` parts of exactly ten characters each under a ten-character limit.
+fn parts(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("(part {i:03})")).collect()
+}
+
+fn connect(surface: Surface, base_url: String, limit: usize) -> BoxedChannel {
+    let renderer = PlainText::new().with_limit(limit);
+    match surface {
+        Surface::Slack => BoxedChannel::new(
+            SlackChannel::new(TOKEN, "C024BE91L", renderer)
+                .base_url(base_url)
+                .policy(policy()),
+        ),
+        Surface::Discord => BoxedChannel::new(
+            DiscordChannel::new(TOKEN, "1100000000000000001", renderer)
+                .base_url(base_url)
+                .policy(policy()),
+        ),
+        _ => BoxedChannel::new(
+            TelegramChannel::new(TOKEN, "-1001234567890", renderer)
+                .base_url(base_url)
+                .policy(policy()),
+        ),
+    }
+}
+
+async fn fake(surface: Surface) -> FakeApi {
+    FakeApi::start(surface, TOKEN).await.expect("bind loopback")
+}
+
+fn channel_error(error: &SendError) -> &ChannelError {
+    error
+        .source()
+        .and_then(|e| e.downcast_ref::<ChannelError>())
+        .expect("a connector's send error carries a ChannelError")
+}
+
+#[tokio::test]
+async fn slack_posts_each_part_with_the_bot_token_channel_thread_and_part_metadata() {
+    let api = fake(Surface::Slack).await;
+    let slack = SlackChannel::new(TOKEN, "C024BE91L", PlainText::new().with_limit(10))
+        .in_thread("1700000000.000001")
+        .base_url(api.base_url())
+        .policy(policy());
+
+    let receipt = slack.deliver(message(parts(2).concat())).await.unwrap();
+
+    let received = api.received();
+    assert_eq!(api.texts(), parts(2));
+    assert_eq!(
+        receipt.ids(),
+        [received[0].id.as_str(), received[1].id.as_str()]
+    );
+    let delivery = receipt.delivery_id().unwrap().to_string();
+    for (index, got) in received.iter().enumerate() {
+        assert_eq!(got.target, "C024BE91L");
+        assert_eq!(got.body["thread_ts"], "1700000000.000001");
+        assert_eq!(
+            got.body["metadata"]["event_payload"]["delivery"],
+            delivery.as_str()
+        );
+        assert_eq!(got.body["metadata"]["event_payload"]["part"], index);
+    }
+}
+
+#[tokio::test]
+async fn discord_posts_each_part_with_the_idempotency_key_as_an_enforced_nonce() {
+    let api = fake(Surface::Discord).await;
+    let discord = DiscordChannel::new(
+        TOKEN,
+        "1100000000000000001",
+        PlainText::new().with_limit(10),
+    )
+    .base_url(api.base_url())
+    .policy(policy());
+
+    let receipt = discord.deliver(message(parts(3).concat())).await.unwrap();
+
+    assert_eq!(api.texts(), parts(3));
+    let delivery = receipt.delivery_id().unwrap();
+    for (index, got) in api.received().iter().enumerate() {
+        assert_eq!(got.target, "1100000000000000001");
+        assert_eq!(got.body["nonce"], format!("{delivery}-{index}"));
+        assert_eq!(got.body["enforce_nonce"], true);
+    }
+}
+
+#[tokio::test]
+async fn telegram_sends_each_part_in_html_parse_mode_to_the_numeric_chat() {
+    let api = fake(Surface::Telegram).await;
+    let telegram = TelegramChannel::new(TOKEN, "-1001234567890", PlainText::new().with_limit(10))
+        .in_topic(42)
+        .base_url(api.base_url())
+        .policy(policy());
+
+    let receipt = telegram.deliver(message(parts(2).concat())).await.unwrap();
+
+    assert_eq!(api.texts(), parts(2));
+    assert_eq!(receipt.ids(), ["1", "2"]);
+    for got in api.received() {
+        assert_eq!(got.body["parse_mode"], "HTML");
+        assert_eq!(got.body["chat_id"], -1_001_234_567_890_i64);
+        assert_eq!(got.body["message_thread_id"], 42);
+    }
+}
+
+#[tokio::test]
+async fn each_surface_retries_after_its_own_429_form_and_delivers_once() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        api.script([Fault::RateLimited(Duration::from_millis(5))]);
+        let channel = connect(surface, api.base_url(), 10);
+
+        let receipt = channel.deliver(message(parts(2).concat())).await.unwrap();
+
+        assert_eq!(receipt.len(), 2, "{surface}");
+        assert_eq!(api.texts(), parts(2), "{surface}");
+        assert_eq!(api.attempts(), 3, "{surface}: one 429, then two posts");
+    }
+}
+
+#[tokio::test]
+async fn a_discord_global_rate_limit_is_honoured_and_reported_when_it_outlasts_the_budget() {
+    let api = fake(Surface::Discord).await;
+    api.script([Fault::GlobalRateLimited(Duration::from_millis(3))]);
+    let channel = connect(Surface::Discord, api.base_url(), 100);
+    let receipt = channel.deliver(message("first")).await.unwrap();
+    assert_eq!(receipt.len(), 1);
+    assert_eq!(api.texts(), ["first"]);
+
+    api.script(vec![
+        Fault::GlobalRateLimited(Duration::from_secs(9));
+        TRIES as usize
+    ]);
+    let error = channel.deliver(message("second")).await.unwrap_err();
+    let DeliveryError::Send { source, .. } = &error else {
+        panic!("expected a send failure, got {error:?}");
+    };
+    assert_eq!(source.retry_after(), Some(Duration::from_secs(9)));
+    assert!(source.retryable());
+    assert_eq!(
+        channel_error(source).kind(),
+        &ChannelErrorKind::RateLimited {
+            retry_after: Some(Duration::from_secs(9)),
+            global: true
+        }
+    );
+    assert_eq!(api.texts(), ["first"]);
+}
+
+#[tokio::test]
+async fn each_surface_retries_a_5xx_and_a_reset_connection_then_delivers_once() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        api.script([Fault::ServerError(503), Fault::Pass, Fault::Reset]);
+        let channel = connect(surface, api.base_url(), 10);
+
+        let receipt = channel.deliver(message(parts(2).concat())).await.unwrap();
+
+        assert_eq!(receipt.len(), 2, "{surface}");
+        assert_eq!(api.texts(), parts(2), "{surface}");
+        assert_eq!(api.attempts(), 4, "{surface}");
+    }
+}
+
+#[tokio::test]
+async fn a_part_failing_midway_is_named_and_redelivery_sends_exactly_the_missing_parts() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        let mut script = vec![Fault::Pass];
+        script.extend(vec![Fault::ServerError(500); TRIES as usize]);
+        api.script(script);
+        let channel = connect(surface, api.base_url(), 10);
+
+        let error = channel
+            .deliver(message(parts(4).concat()))
+            .await
+            .unwrap_err();
+
+        let DeliveryError::Send {
+            failed,
+            total,
+            source,
+            undelivered,
+        } = error
+        else {
+            panic!("{surface}: expected a send failure");
+        };
+        assert_eq!((failed, total), (1, 4), "{surface}");
+        assert_eq!(channel_error(&source).tries(), TRIES, "{surface}");
+        assert_eq!(undelivered.indexes(), [1, 2, 3], "{surface}");
+        assert_eq!(undelivered.delivered().len(), 1, "{surface}");
+        assert_eq!(api.texts(), parts(1), "{surface}");
+
+        let receipt = channel.deliver(*undelivered).await.unwrap();
+
+        assert_eq!(
+            api.texts(),
+            parts(4),
+            "{surface}: each part exactly once, in order"
+        );
+        assert_eq!(receipt.len(), 4, "{surface}");
+        let indexes: Vec<usize> = receipt.parts().iter().map(|p| p.index()).collect();
+        assert_eq!(indexes, [0, 1, 2, 3], "{surface}");
+    }
+}
+
+#[tokio::test]
+async fn a_lost_discord_response_is_deduplicated_by_the_nonce_on_retry() {
+    let api = fake(Surface::Discord).await;
+    api.script([Fault::LoseResponse]);
+    let channel = connect(Surface::Discord, api.base_url(), 100);
+
+    let receipt = channel.deliver(message("only once")).await.unwrap();
+
+    assert_eq!(api.attempts(), 2);
+    assert_eq!(api.texts(), ["only once"]);
+    assert_eq!(receipt.ids(), [api.received()[0].id.as_str()]);
+}
+
+#[tokio::test]
+async fn a_refusal_is_not_retried_and_carries_the_surfaces_code() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        api.script([Fault::Refuse("channel_not_found".into())]);
+        let channel = connect(surface, api.base_url(), 100);
+
+        let error = channel.deliver(message("hello")).await.unwrap_err();
+
+        let DeliveryError::Send {
+            source,
+            undelivered,
+            ..
+        } = &error
+        else {
+            panic!("{surface}: expected a send failure");
+        };
+        assert!(!source.retryable(), "{surface}");
+        assert_eq!(api.attempts(), 1, "{surface}");
+        assert_eq!(undelivered.indexes(), [0], "{surface}");
+        let ChannelErrorKind::Refused { detail, .. } = channel_error(source).kind() else {
+            panic!("{surface}: expected a refusal");
+        };
+        assert!(detail.contains("channel_not_found"), "{surface}: {detail}");
+    }
+}
+
+#[tokio::test]
+async fn a_non_json_5xx_is_retried_and_a_non_json_2xx_is_handed_back_unretried() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        api.script([Fault::NotJson(502)]);
+        let channel = connect(surface, api.base_url(), 100);
+        let receipt = channel.deliver(message("after the proxy")).await.unwrap();
+        assert_eq!(receipt.len(), 1, "{surface}");
+        assert_eq!(api.texts(), ["after the proxy"], "{surface}");
+        assert_eq!(api.attempts(), 2, "{surface}");
+
+        api.script([Fault::NotJson(200)]);
+        let error = channel.deliver(message("ambiguous")).await.unwrap_err();
+        let DeliveryError::Send {
+            source,
+            undelivered,
+            ..
+        } = &error
+        else {
+            panic!("{surface}: expected a send failure");
+        };
+        assert_eq!(
+            channel_error(source).kind(),
+            &ChannelErrorKind::Malformed { status: 200 },
+            "{surface}"
+        );
+        assert_eq!(
+            api.attempts(),
+            3,
+            "{surface}: a 2xx that may have posted is not re-sent"
+        );
+        assert_eq!(undelivered.indexes(), [0], "{surface}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_no_header_can_carry_is_refused_before_any_request() {
+    for surface in [Surface::Slack, Surface::Discord] {
+        let api = fake(surface).await;
+        let renderer = PlainText::new();
+        let channel = match surface {
+            Surface::Slack => BoxedChannel::new(
+                SlackChannel::new("xoxb-bad\ntoken", "C1", renderer).base_url(api.base_url()),
+            ),
+            _ => BoxedChannel::new(
+                DiscordChannel::new("bad\ntoken", "1", renderer).base_url(api.base_url()),
+            ),
+        };
+
+        let error = channel.deliver(message("hello")).await.unwrap_err();
+
+        let DeliveryError::Send { source, .. } = &error else {
+            panic!("{surface}: expected a send failure");
+        };
+        assert_eq!(
+            channel_error(source).kind(),
+            &ChannelErrorKind::InvalidToken
+        );
+        assert!(!source.retryable());
+        assert_eq!(api.attempts(), 0, "{surface}");
+    }
+}
+
+/// Collects formatted log lines.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+}
+
+/// Everything a failed delivery shows: its text, every source's text, and its Debug form.
+fn everything_shown(error: &DeliveryError) -> String {
+    let mut shown = format!("{error}\n{error:?}\n");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        shown.push_str(&format!("{cause}\n{cause:?}\n"));
+        source = cause.source();
+    }
+    shown
+}
+
+#[tokio::test]
+async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let mut shown = String::new();
+    for surface in SURFACES {
+        // Nothing listening: the transport error would carry the URL, which for Telegram holds
+        // the token.
+        let unreachable = connect(surface, format!("http://{closed}"), 100);
+        let error = unreachable.deliver(message("hello")).await.unwrap_err();
+        assert!(matches!(
+            channel_error(match &error {
+                DeliveryError::Send { source, .. } => source,
+                _ => panic!("{surface}: expected a send failure"),
+            })
+            .kind(),
+            ChannelErrorKind::Transport { .. }
+        ));
+        shown += &everything_shown(&error);
+
+        let api = fake(surface).await;
+        let channel = connect(surface, api.base_url(), 100);
+        shown += &format!("{channel:?}\n{api:?}\n");
+        let echo = format!("Bad Request: /bot{TOKEN}/sendMessage");
+        let mut script = vec![Fault::Refuse(echo)];
+        script.extend(vec![
+            Fault::RateLimited(Duration::from_secs(1));
+            TRIES as usize
+        ]);
+        script.extend(vec![Fault::Reset; TRIES as usize]);
+        api.script(script);
+        for _ in 0..3 {
+            let error = channel.deliver(message("hello")).await.unwrap_err();
+            shown += &everything_shown(&error);
+        }
+        assert!(api.attempts() >= 3, "{surface}");
+    }
+    let debug_channels = format!(
+        "{:?}{:?}{:?}",
+        SlackChannel::new(TOKEN, "C1", PlainText::new()),
+        DiscordChannel::new(TOKEN, "1", PlainText::new()),
+        TelegramChannel::new(TOKEN, "1", PlainText::new()),
+    );
+    let logged = logs.text();
+
+    assert!(
+        shown.contains("[redacted]"),
+        "the echoed token was scrubbed, not dropped: {shown}"
+    );
+    assert!(
+        logged.contains("gave up on part"),
+        "logs were captured: {logged}"
+    );
+    assert!(!shown.contains(TOKEN), "an error shows the token: {shown}");
+    assert!(
+        !debug_channels.contains(TOKEN),
+        "a Debug shows the token: {debug_channels}"
+    );
+    assert!(
+        !logged.contains(TOKEN),
+        "a log line shows the token: {logged}"
+    );
+    assert!(
+        !logged.contains("AAF-secret"),
+        "a log line shows part of the token: {logged}"
+    );
+}
