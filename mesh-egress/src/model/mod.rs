@@ -52,7 +52,7 @@ pub use config::{
 pub use error::{ModelError, ModelErrorKind};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use openai::OpenAiCompatible;
+pub use openai::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, OpenAiCompatible};
 pub use router::{FallbackReason, RecoveryError, Route, Router};
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
