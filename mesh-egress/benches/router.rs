@@ -84,8 +84,11 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let connector = Arc::new(Healthy(Completion::text("m", "All green.")));
-    let request = Arc::new(ChatRequest::new(vec![ChatMessage::user("Is the build green?")]));
-    let turn = Turn::new(Attribution::new("bench", "conv", "run")).with_ledger(Ledger::new(Discard));
+    let request = Arc::new(ChatRequest::new(vec![ChatMessage::user(
+        "Is the build green?",
+    )]));
+    let turn =
+        Turn::new(Attribution::new("bench", "conv", "run")).with_ledger(Ledger::new(Discard));
     let config = RetryConfig::default().with_attempt_timeout(Some(ATTEMPT_TIMEOUT));
     let router = Router::new(Arc::clone(&connector), "m", config);
 

@@ -36,7 +36,9 @@ fn spec(text: &str) -> Result<FakeResponse, String> {
                     FakeResponse::error(429, "rate_limit_exceeded", "Rate limit reached")
                         .with_header("retry-after", secs)
                 }
-                Some(code) => FakeResponse::error(status, code, &format!("fake provider error: {code}")),
+                Some(code) => {
+                    FakeResponse::error(status, code, &format!("fake provider error: {code}"))
+                }
             }
         }
     })
@@ -67,13 +69,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let provider = match FakeProvider::start_on(SocketAddr::from(([127, 0, 0, 1], port)), script).await {
-        Ok(provider) => provider,
-        Err(e) => {
-            eprintln!("error: cannot listen on 127.0.0.1:{port}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let provider =
+        match FakeProvider::start_on(SocketAddr::from(([127, 0, 0, 1], port)), script).await {
+            Ok(provider) => provider,
+            Err(e) => {
+                eprintln!("error: cannot listen on 127.0.0.1:{port}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let provider = match otherwise {
         Some(response) => provider.otherwise(response),
         None => provider,

@@ -84,7 +84,9 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                 mode = match value(flag, inline, &mut rest)? {
                     "interactive" => Mode::Interactive,
                     "proactive" => Mode::Proactive,
-                    other => return Err(format!("unknown --mode {other:?} (interactive|proactive)")),
+                    other => {
+                        return Err(format!("unknown --mode {other:?} (interactive|proactive)"));
+                    }
                 };
             }
             "--channel" => {
@@ -101,7 +103,9 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             }
             "--gate" => match value(flag, inline, &mut rest)? {
                 "off" => {}
-                "on" => return Err("--gate on is not available in this build yet (only off)".into()),
+                "on" => {
+                    return Err("--gate on is not available in this build yet (only off)".into());
+                }
                 other => return Err(format!("unknown --gate {other:?} (on|off)")),
             },
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
@@ -117,7 +121,8 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     };
     let system_prompt = system_prompt_file
         .map(|path| {
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read --system-prompt {path}: {e}"))
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --system-prompt {path}: {e}"))
         })
         .transpose()?;
     Ok(Parsed::Run(Args {
@@ -172,16 +177,25 @@ async fn main() -> ExitCode {
     init_logs();
 
     let connector = match OpenAiCompatible::new(&base_url) {
-        Ok(connector) => connector
-            .with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default()),
-        Err(_) => return usage_error(&format!("MESH_MODEL_BASE_URL {base_url:?} is not a valid URL")),
+        Ok(connector) => {
+            connector.with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default())
+        }
+        Err(_) => {
+            return usage_error(&format!(
+                "MESH_MODEL_BASE_URL {base_url:?} is not a valid URL"
+            ));
+        }
     };
     let router = Router::new(connector, model, RetryConfig::from_env());
 
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let turn = Turn::new(Attribution::new("turn-example", "cli", format!("run-{run}")));
+    let turn = Turn::new(Attribution::new(
+        "turn-example",
+        "cli",
+        format!("run-{run}"),
+    ));
     let mut messages = Vec::new();
     if let Some(system) = args.system_prompt {
         messages.push(ChatMessage::system(system));

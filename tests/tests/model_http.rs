@@ -77,7 +77,10 @@ async fn server_errors_are_retried_until_the_provider_answers() {
         let received = provider.received();
         assert_eq!(received.len(), 2);
         assert_eq!(received[0].path, "/v1/chat/completions");
-        assert_eq!(received[0].authorization.as_deref(), Some("Bearer test-key"));
+        assert_eq!(
+            received[0].authorization.as_deref(),
+            Some("Bearer test-key")
+        );
         assert_eq!(received[0].body["model"], "m");
         assert_eq!(received[0].body["messages"][0]["content"], "status?");
     }
@@ -90,11 +93,13 @@ async fn every_retry_after_form_is_read_from_a_429() {
         ("x-ms-retry-after-ms", "80", MS(80)),
         ("retry-after", "0.15", MS(150)),
     ] {
-        let provider = FakeProvider::start([
-            FakeResponse::error(429, "rate_limit_exceeded", "slow down").with_header(header, value)
-        ])
-        .await
-        .expect("binds");
+        let provider =
+            FakeProvider::start(
+                [FakeResponse::error(429, "rate_limit_exceeded", "slow down")
+                    .with_header(header, value)],
+            )
+            .await
+            .expect("binds");
         let err = connector(&provider)
             .complete("m", &request())
             .await
@@ -105,17 +110,19 @@ async fn every_retry_after_form_is_read_from_a_429() {
     }
 
     let date = httpdate_in(Duration::from_secs(30));
-    let provider = FakeProvider::start([
-        FakeResponse::status(429).with_header("retry-after", &date)
-    ])
-    .await
-    .expect("binds");
+    let provider =
+        FakeProvider::start([FakeResponse::status(429).with_header("retry-after", &date)])
+            .await
+            .expect("binds");
     let err = connector(&provider)
         .complete("m", &request())
         .await
         .expect_err("429");
     let wait = err.retry_after().expect("an HTTP-date is read");
-    assert!(wait > Duration::from_secs(25) && wait <= Duration::from_secs(30), "{wait:?}");
+    assert!(
+        wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+        "{wait:?}"
+    );
 }
 
 fn httpdate_in(d: Duration) -> String {
@@ -125,7 +132,8 @@ fn httpdate_in(d: Duration) -> String {
 #[tokio::test]
 async fn a_429_with_a_huge_retry_after_is_clamped_not_obeyed() {
     let provider = FakeProvider::start([
-        FakeResponse::error(429, "rate_limit_exceeded", "slow down").with_header("retry-after", "3600"),
+        FakeResponse::error(429, "rate_limit_exceeded", "slow down")
+            .with_header("retry-after", "3600"),
         FakeResponse::completion("after the clamp"),
     ])
     .await
@@ -227,7 +235,8 @@ async fn a_malformed_tool_call_gets_one_repair_inside_the_attempt() {
 }
 
 #[tokio::test]
-async fn a_tool_call_still_malformed_after_the_repair_is_a_retryable_failure_never_a_second_repair() {
+async fn a_tool_call_still_malformed_after_the_repair_is_a_retryable_failure_never_a_second_repair()
+{
     let provider = FakeProvider::start([
         FakeResponse::tool_call("lookup", "{oops"),
         FakeResponse::tool_call("lookup", "{still oops"),
@@ -267,7 +276,11 @@ async fn context_length_exceeded_is_terminal_and_not_retried() {
         .expect("a recovery error");
     assert_eq!(cause.last_reason(), Some(FailureReason::ContextOverflow));
     // The provider's text lives only in the internal cause.
-    assert!(err.internal_cause().to_string().contains("maximum context length"));
+    assert!(
+        err.internal_cause()
+            .to_string()
+            .contains("maximum context length")
+    );
 }
 
 #[tokio::test]

@@ -131,32 +131,41 @@ async fn a_stalled_only_route_is_retried_and_recovery_ends_at_the_total_deadline
     );
     assert_eq!(err.attempt(), 3);
     assert!(err.retryable());
-    assert_eq!(recovery(&turn).gave_up.as_deref(), Some("retries_exhausted"));
+    assert_eq!(
+        recovery(&turn).gave_up.as_deref(),
+        Some("retries_exhausted")
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_of_an_hour_is_clamped_to_the_max_delay() {
-    let connector = ScriptedConnector::new()
-        .on("primary", [Step::rate_limited(S(3600)), Step::answer("ok")]);
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::rate_limited(S(3600)), Step::answer("ok")]);
     let start = Instant::now();
     router(&connector, RetryConfig::default(), &["primary"])
         .complete(&turn(), request())
         .await
         .expect("answered");
-    assert_eq!(call_times(&connector, "primary", start), [Duration::ZERO, S(20)]);
+    assert_eq!(
+        call_times(&connector, "primary", start),
+        [Duration::ZERO, S(20)]
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_below_the_cap_is_honoured_and_jitter_never_shortens_it() {
-    let connector = ScriptedConnector::new()
-        .on("primary", [Step::rate_limited(S(3)), Step::answer("ok")]);
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::rate_limited(S(3)), Step::answer("ok")]);
     let start = Instant::now();
     router(&connector, RetryConfig::default(), &["primary"])
         .with_jitter(Jitter::fixed(0.99))
         .complete(&turn(), request())
         .await
         .expect("answered");
-    assert_eq!(call_times(&connector, "primary", start), [Duration::ZERO, S(3)]);
+    assert_eq!(
+        call_times(&connector, "primary", start),
+        [Duration::ZERO, S(3)]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,7 +188,11 @@ async fn only_a_literal_zero_attempt_timeout_lets_a_stall_run_to_the_total() {
             .await
             .expect_err("stalls");
         assert_eq!(Instant::now() - start, S(180), "{value:?}");
-        assert_eq!(call_times(&connector, "primary", start), expected, "{value:?}");
+        assert_eq!(
+            call_times(&connector, "primary", start),
+            expected,
+            "{value:?}"
+        );
     }
 }
 
@@ -245,7 +258,10 @@ async fn remaining_time_is_split_among_remaining_routes_and_unused_time_carries_
         .with_attempt_timeout(None)
         .with_total_deadline(S(90));
     let connector = ScriptedConnector::new()
-        .on("a", [Step::status(503), Step::status(503), Step::status(503)])
+        .on(
+            "a",
+            [Step::status(503), Step::status(503), Step::status(503)],
+        )
         .otherwise(Step::stall());
     let start = Instant::now();
     let _ = router(&connector, config, &["a", "b", "c"])
@@ -296,7 +312,10 @@ async fn a_wait_that_would_outlast_the_route_share_moves_on_at_once() {
         .expect_err("gives up");
     assert_eq!(Instant::now() - start, Duration::ZERO);
     assert!(err.retryable());
-    assert_eq!(recovery(&turn).gave_up.as_deref(), Some("route_budget_spent"));
+    assert_eq!(
+        recovery(&turn).gave_up.as_deref(),
+        Some("route_budget_spent")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -327,7 +346,10 @@ async fn terminal_errors_are_not_retried_and_do_not_fall_back() {
 #[tokio::test(start_paused = true)]
 async fn a_context_overflow_falls_back_to_a_route_with_a_larger_window() {
     let connector = ScriptedConnector::new()
-        .on("small", [Step::status_with_code(400, "context_length_exceeded")])
+        .on(
+            "small",
+            [Step::status_with_code(400, "context_length_exceeded")],
+        )
         .on("big", [Step::answer("fits")]);
     let router = Router::with_routes(
         connector.clone(),
@@ -338,7 +360,10 @@ async fn a_context_overflow_falls_back_to_a_route_with_a_larger_window() {
         ],
         RetryConfig::default(),
     );
-    let done = router.complete(&turn(), request()).await.expect("big answers");
+    let done = router
+        .complete(&turn(), request())
+        .await
+        .expect("big answers");
     assert_eq!(done.content.as_deref(), Some("fits"));
     assert!(connector.calls_to("same").is_empty());
 }
@@ -406,8 +431,12 @@ async fn losing_ownership_stops_recovery_at_once() {
 
     // A caller-supplied check that already fails stops recovery before any call.
     let connector = ScriptedConnector::new().otherwise(Step::answer("no"));
-    let turn = Turn::new(Attribution::new("a", "c", "r")).with_ownership(Ownership::checked(|| false));
-    let _ = router_for(&connector).complete(&turn, request()).await.expect_err("disowned");
+    let turn =
+        Turn::new(Attribution::new("a", "c", "r")).with_ownership(Ownership::checked(|| false));
+    let _ = router_for(&connector)
+        .complete(&turn, request())
+        .await
+        .expect_err("disowned");
     assert!(connector.calls().is_empty());
 }
 
@@ -503,7 +532,11 @@ async fn logs_and_ledger_never_carry_provider_text() {
         .complete(&turn, request())
         .await
         .expect_err("terminal");
-    assert!(err.internal_cause().to_string().contains("SECRET-PROVIDER-TEXT"));
+    assert!(
+        err.internal_cause()
+            .to_string()
+            .contains("SECRET-PROVIDER-TEXT")
+    );
     for event in logs.events() {
         assert!(!format!("{event:?}").contains("SECRET"), "{event:?}");
     }

@@ -87,7 +87,11 @@ pub fn backoff_delay(
         .checked_mul(1u32 << doublings.min(31))
         .unwrap_or(max)
         .min(max);
-    let unit = if unit.is_nan() { 0.0 } else { unit.clamp(0.0, 1.0) };
+    let unit = if unit.is_nan() {
+        0.0
+    } else {
+        unit.clamp(0.0, 1.0)
+    };
     let jittered = step.mul_f64(1.0 - config.jitter() * unit);
     let asked = retry_after.map_or(Duration::ZERO, |ra| ra.min(max));
     jittered.max(asked)

@@ -222,9 +222,19 @@ mod tests {
             ("502", err(502), true, R::ServerError),
             ("503", err(503), true, R::ServerError),
             ("504", err(504), true, R::ServerError),
-            ("429 rate limit", err(429).with_code("rate_limit_exceeded"), true, R::RateLimited),
+            (
+                "429 rate limit",
+                err(429).with_code("rate_limit_exceeded"),
+                true,
+                R::RateLimited,
+            ),
             ("429 bare", err(429), true, R::RateLimited),
-            ("429 insufficient_quota", err(429).with_code("insufficient_quota"), false, R::QuotaExhausted),
+            (
+                "429 insufficient_quota",
+                err(429).with_code("insufficient_quota"),
+                false,
+                R::QuotaExhausted,
+            ),
             (
                 "429 billing text",
                 err(429).with_provider_message("Your billing details are missing"),
@@ -232,12 +242,42 @@ mod tests {
                 R::QuotaExhausted,
             ),
             ("408", err(408), true, R::RequestTimeout),
-            ("connection reset", ModelError::connection("reset by peer"), true, R::Connection),
-            ("transport timeout", ModelError::timeout(), true, R::RequestTimeout),
-            ("empty completion", ModelError::empty_completion(), true, R::EmptyCompletion),
-            ("tool call after repair", ModelError::malformed_tool_call(), true, R::MalformedToolCall),
-            ("undecodable body", ModelError::invalid_response("eof"), true, R::InvalidResponse),
-            ("400 validation", err(400).with_code("invalid_request_error"), false, R::InvalidRequest),
+            (
+                "connection reset",
+                ModelError::connection("reset by peer"),
+                true,
+                R::Connection,
+            ),
+            (
+                "transport timeout",
+                ModelError::timeout(),
+                true,
+                R::RequestTimeout,
+            ),
+            (
+                "empty completion",
+                ModelError::empty_completion(),
+                true,
+                R::EmptyCompletion,
+            ),
+            (
+                "tool call after repair",
+                ModelError::malformed_tool_call(),
+                true,
+                R::MalformedToolCall,
+            ),
+            (
+                "undecodable body",
+                ModelError::invalid_response("eof"),
+                true,
+                R::InvalidResponse,
+            ),
+            (
+                "400 validation",
+                err(400).with_code("invalid_request_error"),
+                false,
+                R::InvalidRequest,
+            ),
             (
                 "400 context_length_exceeded",
                 err(400).with_code("context_length_exceeded"),
@@ -246,17 +286,38 @@ mod tests {
             ),
             (
                 "400 overflow in text",
-                err(400).with_provider_message("This model's maximum context length is 8192 tokens"),
+                err(400)
+                    .with_provider_message("This model's maximum context length is 8192 tokens"),
                 false,
                 R::ContextOverflow,
             ),
             ("401", err(401), false, R::Auth),
             ("403", err(403), false, R::Auth),
-            ("404 unknown model", err(404).with_code("model_not_found"), false, R::UnknownModel),
+            (
+                "404 unknown model",
+                err(404).with_code("model_not_found"),
+                false,
+                R::UnknownModel,
+            ),
             ("418 other 4xx", err(418), false, R::ClientError),
-            ("unbuildable request", ModelError::invalid_request("bad url"), false, R::InvalidRequest),
-            ("x-should-retry true on 400", err(400).with_should_retry(true), true, R::InvalidRequest),
-            ("x-should-retry false on 503", err(503).with_should_retry(false), false, R::ServerError),
+            (
+                "unbuildable request",
+                ModelError::invalid_request("bad url"),
+                false,
+                R::InvalidRequest,
+            ),
+            (
+                "x-should-retry true on 400",
+                err(400).with_should_retry(true),
+                true,
+                R::InvalidRequest,
+            ),
+            (
+                "x-should-retry false on 503",
+                err(503).with_should_retry(false),
+                false,
+                R::ServerError,
+            ),
         ];
         for (name, error, retryable, reason) in rows {
             let c = classify(&error);
@@ -280,11 +341,23 @@ mod tests {
 
     #[test]
     fn retry_after_forms_and_their_precedence() {
-        assert_eq!(parse(&[("retry-after-ms", "250")]), Some(Duration::from_millis(250)));
-        assert_eq!(parse(&[("retry-after-ms", "0.5")]), Some(Duration::from_micros(500)));
-        assert_eq!(parse(&[("x-ms-retry-after-ms", "1200")]), Some(Duration::from_millis(1200)));
+        assert_eq!(
+            parse(&[("retry-after-ms", "250")]),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse(&[("retry-after-ms", "0.5")]),
+            Some(Duration::from_micros(500))
+        );
+        assert_eq!(
+            parse(&[("x-ms-retry-after-ms", "1200")]),
+            Some(Duration::from_millis(1200))
+        );
         assert_eq!(parse(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
-        assert_eq!(parse(&[("retry-after", "0.25")]), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse(&[("retry-after", "0.25")]),
+            Some(Duration::from_millis(250))
+        );
         // 1_700_000_000 is Tue, 14 Nov 2023 22:13:20 GMT.
         assert_eq!(
             parse(&[("retry-after", "Tue, 14 Nov 2023 22:13:50 GMT")]),
@@ -299,7 +372,15 @@ mod tests {
     #[test]
     fn absent_malformed_negative_and_past_retry_after_are_ignored() {
         assert_eq!(parse(&[]), None);
-        for bad in ["", "abc", "-1", "NaN", "inf", "1e400", "Tue, 14 Nov 2023 22:13:00 GMT"] {
+        for bad in [
+            "",
+            "abc",
+            "-1",
+            "NaN",
+            "inf",
+            "1e400",
+            "Tue, 14 Nov 2023 22:13:00 GMT",
+        ] {
             assert_eq!(parse(&[("retry-after", bad)]), None, "{bad:?}");
             assert_eq!(parse(&[("retry-after-ms", bad)]), None, "{bad:?}");
         }

@@ -126,7 +126,9 @@ impl fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (key, value) = (self.key, &self.value);
         match self.problem {
-            ConfigProblem::Unparseable => write!(f, "{key}={value:?} is not a number; using the default"),
+            ConfigProblem::Unparseable => {
+                write!(f, "{key}={value:?} is not a number; using the default")
+            }
             ConfigProblem::Negative => write!(f, "{key}={value:?} is negative; using the default"),
             ConfigProblem::Zero => write!(f, "{key}=0 is not allowed; using the default"),
             ConfigProblem::AttemptTimeoutClamped => write!(
@@ -355,11 +357,7 @@ mod tests {
         ] {
             let c = config(&[(ENV_ATTEMPT_TIMEOUT_MS, value)]);
             assert_eq!(c.attempt_timeout(), expected, "{value:?}");
-            assert_eq!(
-                c.warnings().first().map(|w| w.problem),
-                warned,
-                "{value:?}"
-            );
+            assert_eq!(c.warnings().first().map(|w| w.problem), warned, "{value:?}");
         }
     }
 
@@ -372,10 +370,20 @@ mod tests {
                 ("ten", ConfigProblem::Unparseable),
             ] {
                 let c = config(&[(key, value)]);
-                assert_eq!(c, RetryConfig { warnings: c.warnings.clone(), ..RetryConfig::default() });
+                assert_eq!(
+                    c,
+                    RetryConfig {
+                        warnings: c.warnings.clone(),
+                        ..RetryConfig::default()
+                    }
+                );
                 assert_eq!(
                     c.warnings(),
-                    [ConfigWarning { key, value: value.to_owned(), problem }],
+                    [ConfigWarning {
+                        key,
+                        value: value.to_owned(),
+                        problem
+                    }],
                     "{key}={value}"
                 );
             }
@@ -390,9 +398,15 @@ mod tests {
         ]);
         assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(5000)));
         assert_eq!(c.warnings().len(), 1);
-        assert_eq!(c.warnings()[0].problem, ConfigProblem::AttemptTimeoutClamped);
+        assert_eq!(
+            c.warnings()[0].problem,
+            ConfigProblem::AttemptTimeoutClamped
+        );
 
-        let c = config(&[(ENV_ATTEMPT_TIMEOUT_MS, "90000"), (ENV_TOTAL_DEADLINE_MS, "30000")]);
+        let c = config(&[
+            (ENV_ATTEMPT_TIMEOUT_MS, "90000"),
+            (ENV_TOTAL_DEADLINE_MS, "30000"),
+        ]);
         assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(30_000)));
         assert_eq!(c.warnings().len(), 1);
     }

@@ -173,7 +173,9 @@ impl fmt::Display for ModelError {
             ModelErrorKind::MalformedToolCall => {
                 f.write_str("model tool call did not parse after one repair")?;
             }
-            ModelErrorKind::InvalidResponse => f.write_str("model response could not be decoded")?,
+            ModelErrorKind::InvalidResponse => {
+                f.write_str("model response could not be decoded")?
+            }
             ModelErrorKind::InvalidRequest => f.write_str("model request could not be sent")?,
         }
         if let Some(code) = &self.code {

@@ -7,12 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 
+use super::ModelConnector;
 use super::classify::parse_retry_after;
 use super::error::ModelError;
-use super::wire::{
-    ChatMessage, ChatRequest, Completion, WireErrorBody, WireRequest, WireResponse,
-};
-use super::ModelConnector;
+use super::wire::{ChatMessage, ChatRequest, Completion, WireErrorBody, WireRequest, WireResponse};
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -66,7 +64,10 @@ impl OpenAiCompatible {
     }
 
     /// A connector for `base_url` using `client` as is.
-    pub fn with_client(base_url: impl AsRef<str>, client: reqwest::Client) -> Result<Self, ModelError> {
+    pub fn with_client(
+        base_url: impl AsRef<str>,
+        client: reqwest::Client,
+    ) -> Result<Self, ModelError> {
         let base = base_url.as_ref().trim().trim_end_matches('/');
         let endpoint = format!("{base}/chat/completions");
         reqwest::Url::parse(&endpoint).map_err(ModelError::invalid_request)?;
@@ -226,7 +227,8 @@ fn status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> ModelError {
             }
         }
         Err(_) if !body.is_empty() => {
-            error = error.with_provider_message(truncate(String::from_utf8_lossy(body).into_owned()));
+            error =
+                error.with_provider_message(truncate(String::from_utf8_lossy(body).into_owned()));
         }
         Err(_) => {}
     }
@@ -266,7 +268,10 @@ mod tests {
     fn a_non_json_error_body_is_kept_truncated_for_the_cause() {
         let body = "x".repeat(5000);
         let error = status_error(502, &HeaderMap::new(), body.as_bytes());
-        assert_eq!(error.provider_message().map(str::len), Some(MAX_PROVIDER_TEXT));
+        assert_eq!(
+            error.provider_message().map(str::len),
+            Some(MAX_PROVIDER_TEXT)
+        );
     }
 
     #[test]

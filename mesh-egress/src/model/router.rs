@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
 
+use super::ModelConnector;
 use super::backoff::{Jitter, backoff_delay};
 use super::classify::{Classification, FailureReason, classify};
 use super::config::RetryConfig;
 use super::error::ModelError;
 use super::wire::{ChatRequest, Completion};
-use super::ModelConnector;
 use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, LedgerRecord, RecoveryReport};
 use crate::turn::{StopReason, Turn};
@@ -184,8 +184,14 @@ enum Outcome {
 
 /// How recovery on one route ended, when it did not answer.
 enum RouteEnd {
-    Fallback { to: usize, reason: FallbackReason },
-    GiveUp { gave_up: &'static str, retryable: bool },
+    Fallback {
+        to: usize,
+        reason: FallbackReason,
+    },
+    GiveUp {
+        gave_up: &'static str,
+        retryable: bool,
+    },
 }
 
 impl<C: ModelConnector> Router<C> {
@@ -439,7 +445,10 @@ impl<C: ModelConnector> Router<C> {
             if attempt >= self.config.attempts() {
                 self.log_failure(turn, &record, classification.reason, true);
                 report.attempts.push(record);
-                return Err(move_on(FallbackReason::RetriesExhausted, "retries_exhausted"));
+                return Err(move_on(
+                    FallbackReason::RetriesExhausted,
+                    "retries_exhausted",
+                ));
             }
             let wait = backoff_delay(
                 &self.config,
@@ -450,7 +459,10 @@ impl<C: ModelConnector> Router<C> {
             if Instant::now() + wait >= share_end {
                 self.log_failure(turn, &record, classification.reason, true);
                 report.attempts.push(record);
-                return Err(move_on(FallbackReason::RouteBudgetSpent, "route_budget_spent"));
+                return Err(move_on(
+                    FallbackReason::RouteBudgetSpent,
+                    "route_budget_spent",
+                ));
             }
             record.wait = Some(wait);
             self.log_failure(turn, &record, classification.reason, true);
@@ -486,7 +498,13 @@ impl<C: ModelConnector> Router<C> {
 
     /// The failed-attempt event: route, attempt, classification and wait; never a body or
     /// provider text.
-    fn log_failure(&self, turn: &Turn, record: &AttemptRecord, reason: FailureReason, retryable: bool) {
+    fn log_failure(
+        &self,
+        turn: &Turn,
+        record: &AttemptRecord,
+        reason: FailureReason,
+        retryable: bool,
+    ) {
         let attr = turn.attribution();
         let wait_ms = record.wait.map(millis);
         tracing::warn!(

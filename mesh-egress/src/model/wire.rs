@@ -327,14 +327,14 @@ impl WireResponse {
     }
 }
 
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 /// A provider's error body: `{"error": {"message", "type", "code"}}`.
 #[derive(Deserialize)]
 pub(crate) struct WireErrorBody {
     pub(crate) error: WireError,
 }
 
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 #[derive(Deserialize)]
 pub(crate) struct WireError {
     #[serde(default)]
@@ -346,7 +346,7 @@ pub(crate) struct WireError {
     pub(crate) code: Option<serde_json::Value>,
 }
 
-#[cfg(any(feature = "http", test))]
+#[cfg(feature = "http")]
 impl WireError {
     /// The error code, falling back to its type, as text.
     pub(crate) fn code(&self) -> Option<String> {

@@ -291,12 +291,11 @@ async fn respond(
             authorization,
             body,
         });
-        state
-            .script
-            .pop_front()
-            .or_else(|| state.otherwise.clone())
+        state.script.pop_front().or_else(|| state.otherwise.clone())
     };
-    let next = next.unwrap_or_else(|| FakeResponse::error(500, "script_exhausted", "fake provider script exhausted"));
+    let next = next.unwrap_or_else(|| {
+        FakeResponse::error(500, "script_exhausted", "fake provider script exhausted")
+    });
     if let Some(delay) = next.delay {
         tokio::time::sleep(delay).await;
     }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
 
 /// One captured event: its target, message and fields (as text).
 #[derive(Clone, Debug)]
@@ -28,7 +28,10 @@ pub struct Captured(Arc<Mutex<Vec<Event>>>);
 
 impl Captured {
     pub fn events(&self) -> Vec<Event> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn with_message(&self, message: &str) -> Vec<Event> {
@@ -55,7 +58,9 @@ impl Visit for Visitor<'_> {
         if field.name() == "message" {
             self.0.message = value.to_owned();
         } else {
-            self.0.fields.insert(field.name().to_owned(), value.to_owned());
+            self.0
+                .fields
+                .insert(field.name().to_owned(), value.to_owned());
         }
     }
 }
@@ -71,7 +76,7 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
         };
         event.record(&mut Visitor(&mut captured));
         self.0
-             .0
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(captured);
