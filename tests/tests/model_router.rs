@@ -10,7 +10,7 @@ use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, RecoveryReport, RetryConfig, Route, Router,
 };
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::{Attribution, Ownership, Turn};
+use mesh_egress::{Attribution, FailureClass, Ownership, Turn};
 use tokio::time::Instant;
 
 const S: fn(u64) -> Duration = Duration::from_secs;

@@ -270,9 +270,22 @@ impl<C: ModelConnector> Router<C> {
         let mut route_index = 0;
         let mut routes_tried = 0;
         loop {
+            // The healthy path reads the clock as little as it can: the first route starts now.
+            let route_start = if routes_tried == 0 {
+                start
+            } else {
+                Instant::now()
+            };
             routes_tried += 1;
             let route_end = match self
-                .run_route(turn, request, route_index, end, &mut report, &mut last)
+                .run_route(
+                    turn,
+                    request,
+                    route_index,
+                    (route_start, end),
+                    &mut report,
+                    &mut last,
+                )
                 .await
             {
                 Ok(completion) => {
@@ -326,13 +339,12 @@ impl<C: ModelConnector> Router<C> {
         turn: &Turn,
         request: &ChatRequest,
         index: usize,
-        end: Instant,
+        (now, end): (Instant, Instant),
         report: &mut RecoveryReport,
         last: &mut (Option<FailureReason>, Option<ModelError>),
     ) -> Result<Completion, RouteEnd> {
         let route = &self.routes[index];
         let later_route = index + 1 < self.routes.len();
-        let now = Instant::now();
         let left = end.saturating_duration_since(now);
         if left.is_zero() {
             return Err(RouteEnd::GiveUp {
@@ -348,16 +360,18 @@ impl<C: ModelConnector> Router<C> {
             if let Some(reason) = turn.stop_reason() {
                 return Err(stop(reason));
             }
-            let attempt_start = Instant::now();
+            let attempt_start = if attempt == 1 { now } else { Instant::now() };
             let (bound, by_share) = match self.config.attempt_timeout() {
                 Some(timeout) if attempt_start + timeout <= share_end => {
                     (attempt_start + timeout, false)
                 }
                 _ => (share_end, true),
             };
+            // The connector is polled first: a call that answers at once never subscribes to
+            // the turn's signals or arms the timer (the stop check above already ran). Then
+            // the turn's stop beats the attempt bound when both fire at the same instant.
             let outcome = tokio::select! {
                 biased;
-                reason = turn.stopped() => Outcome::Stopped(reason),
                 result = self.connector.complete(&route.model, request) => match result {
                     Ok(completion) if completion.is_empty() => {
                         Outcome::Failed(ModelError::empty_completion())
@@ -365,6 +379,7 @@ impl<C: ModelConnector> Router<C> {
                     Ok(completion) => Outcome::Answered(completion),
                     Err(error) => Outcome::Failed(error),
                 },
+                reason = turn.stopped() => Outcome::Stopped(reason),
                 () = sleep_until(bound) => Outcome::TimedOut { by_share },
             };
             let duration = attempt_start.elapsed();

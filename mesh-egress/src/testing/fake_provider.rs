@@ -256,6 +256,8 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
     let mut connections = JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // E.g. out of file descriptors: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         while connections.try_join_next().is_some() {}
