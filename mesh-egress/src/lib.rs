@@ -53,7 +53,11 @@ pub mod channel;
 pub mod degrade;
 mod egress;
 pub mod ledger;
+pub mod model;
 mod outbound;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod turn;
 
 #[doc(hidden)]

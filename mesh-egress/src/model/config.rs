@@ -1,0 +1,427 @@
+//! [`RetryConfig`]: the shipped model deadline policy, read from the environment.
+
+use std::fmt;
+use std::time::Duration;
+
+/// `MESH_MODEL_RETRY_ATTEMPTS`: attempts per route.
+pub const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
+/// `MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS`: the per-attempt bound (`0` disables it).
+pub const ENV_ATTEMPT_TIMEOUT_MS: &str = "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS";
+/// `MESH_MODEL_RETRY_TOTAL_DEADLINE_MS`: the whole recovery, attempts and waits.
+pub const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
+/// `MESH_MODEL_RETRY_MAX_DELAY_MS`: the ceiling of any one wait.
+pub const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
+/// `MESH_MODEL_FALLBACK_MODELS`: comma-separated fallback models, in order.
+pub const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
+
+/// Default attempts per route.
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+/// Default per-attempt timeout.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(60_000);
+/// Default total recovery deadline.
+pub const DEFAULT_TOTAL_DEADLINE: Duration = Duration::from_millis(180_000);
+/// Default ceiling of one wait.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
+/// Default first backoff step.
+pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
+/// Default share of a backoff step that jitter may take away.
+pub const DEFAULT_JITTER: f64 = 0.25;
+
+/// How one model call is retried and bounded: the spec's "Shipped model deadline policy".
+///
+/// | setting | env | default | bad values |
+/// |---|---|---|---|
+/// | attempts per route | `MESH_MODEL_RETRY_ATTEMPTS` | 3 | unparseable, negative, `0`: default + warning |
+/// | per-attempt timeout | `MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS` | 60000 | a literal `0` **disables** the bound; unparseable or negative: default + warning; unset or empty: default |
+/// | total recovery deadline | `MESH_MODEL_RETRY_TOTAL_DEADLINE_MS` | 180000 | unparseable, negative, `0`: default + warning |
+/// | max wait | `MESH_MODEL_RETRY_MAX_DELAY_MS` | 20000 | unparseable, negative, `0`: default + warning |
+/// | fallback models | `MESH_MODEL_FALLBACK_MODELS` | none | comma-separated; blanks dropped |
+///
+/// Attempts = 1 disables retries, not deadlines. An attempt timeout at or above the total
+/// deadline logs one warning at construction and is clamped to the total.
+///
+/// # Backoff
+///
+/// After the `n`-th failed attempt on a route (n from 1), the wait before the next one is
+///
+/// ```text
+/// step(n)  = min(max_delay, base_delay · 2^(n-1))          base_delay = 500 ms
+/// jittered = step(n) · (1 - jitter · u),  u uniform in [0, 1)   jitter = 0.25
+/// wait     = max(jittered, min(retry_after, max_delay))
+/// ```
+///
+/// so at the defaults the waits are about 0.5 s then 1 s (each up to a quarter shorter), a
+/// provider's `Retry-After` is honoured (jitter never shortens it) but clamped to `max_delay`
+/// (20 s), and no wait exceeds `max_delay`. When a wait would outlast what is left of the
+/// route's share, the Router moves to the next route at once (or ends recovery on the last).
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::model::RetryConfig;
+/// let config = RetryConfig::from_lookup(|key| match key {
+///     "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS" => Some("0".to_owned()),
+///     "MESH_MODEL_RETRY_ATTEMPTS" => Some("-1".to_owned()),
+///     "MESH_MODEL_FALLBACK_MODELS" => Some("small-model, tiny-model".to_owned()),
+///     _ => None,
+/// });
+/// assert_eq!(config.attempt_timeout(), None); // a literal 0 disables the bound
+/// assert_eq!(config.attempts(), 3); // -1 restores the default...
+/// assert_eq!(config.warnings().len(), 1); // ...and says so
+/// assert_eq!(config.fallback_models(), ["small-model", "tiny-model"]);
+/// assert_eq!(config.total_deadline(), Duration::from_secs(180));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryConfig {
+    attempts: u32,
+    attempt_timeout: Option<Duration>,
+    total_deadline: Duration,
+    max_delay: Duration,
+    base_delay: Duration,
+    jitter: f64,
+    fallback_models: Vec<String>,
+    warnings: Vec<ConfigWarning>,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            attempts: DEFAULT_ATTEMPTS,
+            attempt_timeout: Some(DEFAULT_ATTEMPT_TIMEOUT),
+            total_deadline: DEFAULT_TOTAL_DEADLINE,
+            max_delay: DEFAULT_MAX_DELAY,
+            base_delay: DEFAULT_BASE_DELAY,
+            jitter: DEFAULT_JITTER,
+            fallback_models: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// A configuration value that was ignored, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The variable.
+    pub key: &'static str,
+    /// The value it held.
+    pub value: String,
+    /// What was done about it.
+    pub problem: ConfigProblem,
+}
+
+/// What was wrong with a configuration value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// Not a number: the default was restored.
+    Unparseable,
+    /// Below zero: the default was restored.
+    Negative,
+    /// Zero where zero means nothing useful: the default was restored.
+    Zero,
+    /// The attempt timeout was at or above the total deadline: it was clamped to the total.
+    AttemptTimeoutClamped,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (key, value) = (self.key, &self.value);
+        match self.problem {
+            ConfigProblem::Unparseable => {
+                write!(f, "{key}={value:?} is not a number; using the default")
+            }
+            ConfigProblem::Negative => write!(f, "{key}={value:?} is negative; using the default"),
+            ConfigProblem::Zero => write!(f, "{key}=0 is not allowed; using the default"),
+            ConfigProblem::AttemptTimeoutClamped => write!(
+                f,
+                "{key}={value} is at or above the total deadline; clamping the attempt timeout to the total"
+            ),
+        }
+    }
+}
+
+/// A parsed millisecond/count value.
+enum Parsed {
+    Unset,
+    Value(u64),
+    Bad(ConfigProblem),
+}
+
+fn parse(raw: Option<&str>) -> Parsed {
+    let Some(raw) = raw.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Parsed::Unset;
+    };
+    match raw.parse::<u64>() {
+        Ok(v) => Parsed::Value(v),
+        Err(_) if raw.parse::<i128>().is_ok() || raw.parse::<f64>().is_ok_and(|v| v < 0.0) => {
+            Parsed::Bad(ConfigProblem::Negative)
+        }
+        Err(_) => Parsed::Bad(ConfigProblem::Unparseable),
+    }
+}
+
+impl RetryConfig {
+    /// Reads the process environment. Warnings are logged (target `mesh_egress::model`) and
+    /// kept on the config.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// Reads every setting through `lookup` (a variable name to its value), so tests and
+    /// other configuration sources need no process environment. Warnings are logged (target
+    /// `mesh_egress::model`) and kept on the config ([`warnings`](Self::warnings)).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut config = Self::default();
+        let mut warnings = Vec::new();
+        let mut read = |key: &'static str, zero_is_bad: bool| -> Option<u64> {
+            let raw = lookup(key);
+            let problem = match parse(raw.as_deref()) {
+                Parsed::Unset => return None,
+                Parsed::Value(0) if zero_is_bad => ConfigProblem::Zero,
+                Parsed::Value(v) => return Some(v),
+                Parsed::Bad(problem) => problem,
+            };
+            warnings.push(ConfigWarning {
+                key,
+                value: raw.unwrap_or_default(),
+                problem,
+            });
+            None
+        };
+        if let Some(n) = read(ENV_ATTEMPTS, true) {
+            config.attempts = u32::try_from(n).unwrap_or(u32::MAX);
+        }
+        if let Some(ms) = read(ENV_ATTEMPT_TIMEOUT_MS, false) {
+            config.attempt_timeout = (ms != 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(ms) = read(ENV_TOTAL_DEADLINE_MS, true) {
+            config.total_deadline = Duration::from_millis(ms);
+        }
+        if let Some(ms) = read(ENV_MAX_DELAY_MS, true) {
+            config.max_delay = Duration::from_millis(ms);
+        }
+        if let Some(timeout) = config.attempt_timeout
+            && timeout >= config.total_deadline
+        {
+            warnings.push(ConfigWarning {
+                key: ENV_ATTEMPT_TIMEOUT_MS,
+                value: timeout.as_millis().to_string(),
+                problem: ConfigProblem::AttemptTimeoutClamped,
+            });
+            config.attempt_timeout = Some(config.total_deadline);
+        }
+        config.fallback_models = lookup(ENV_FALLBACK_MODELS)
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for warning in &warnings {
+            tracing::warn!(
+                target: "mesh_egress::model",
+                key = warning.key,
+                problem = ?warning.problem,
+                "{warning}"
+            );
+        }
+        config.warnings = warnings;
+        config
+    }
+
+    /// Sets the attempts per route (at least 1).
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// Sets the per-attempt timeout (`None` disables the bound).
+    pub fn with_attempt_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// Sets the total recovery deadline.
+    pub fn with_total_deadline(mut self, total: Duration) -> Self {
+        self.total_deadline = total;
+        self
+    }
+
+    /// Sets the ceiling of one wait.
+    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = max_delay;
+        self
+    }
+
+    /// Sets the first backoff step.
+    pub fn with_base_delay(mut self, base_delay: Duration) -> Self {
+        self.base_delay = base_delay;
+        self
+    }
+
+    /// Sets how much of a backoff step jitter may take away, from 0 (none) to 1 (all of it).
+    pub fn with_jitter(mut self, jitter: f64) -> Self {
+        self.jitter = if jitter.is_finite() {
+            jitter.clamp(0.0, 1.0)
+        } else {
+            DEFAULT_JITTER
+        };
+        self
+    }
+
+    /// Sets the fallback models, in order.
+    pub fn with_fallback_models<I, S>(mut self, models: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.fallback_models = models.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Attempts per route (1 disables retries, not deadlines).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The effective per-attempt timeout: `None` when disabled, never above the total deadline.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout.map(|t| t.min(self.total_deadline))
+    }
+
+    /// The total recovery deadline, attempts and waits included.
+    pub fn total_deadline(&self) -> Duration {
+        self.total_deadline
+    }
+
+    /// The ceiling of one wait (Retry-After included).
+    pub fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// The first backoff step.
+    pub fn base_delay(&self) -> Duration {
+        self.base_delay
+    }
+
+    /// The share of a backoff step jitter may take away.
+    pub fn jitter(&self) -> f64 {
+        self.jitter
+    }
+
+    /// The fallback models, in order.
+    pub fn fallback_models(&self) -> &[String] {
+        &self.fallback_models
+    }
+
+    /// Every value that was ignored or clamped at construction (each was also logged).
+    pub fn warnings(&self) -> &[ConfigWarning] {
+        &self.warnings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> RetryConfig {
+        RetryConfig::from_lookup(|key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let c = config(&[]);
+        assert_eq!(c.attempts(), 3);
+        assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(60_000)));
+        assert_eq!(c.total_deadline(), Duration::from_millis(180_000));
+        assert_eq!(c.max_delay(), Duration::from_millis(20_000));
+        assert!(c.fallback_models().is_empty());
+        assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn only_a_literal_zero_disables_the_attempt_timeout() {
+        let default = Some(DEFAULT_ATTEMPT_TIMEOUT);
+        for (value, expected, warned) in [
+            ("0", None, None),
+            ("-1", default, Some(ConfigProblem::Negative)),
+            ("abc", default, Some(ConfigProblem::Unparseable)),
+            ("", default, None),
+            ("1500", Some(Duration::from_millis(1500)), None),
+        ] {
+            let c = config(&[(ENV_ATTEMPT_TIMEOUT_MS, value)]);
+            assert_eq!(c.attempt_timeout(), expected, "{value:?}");
+            assert_eq!(c.warnings().first().map(|w| w.problem), warned, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn bad_attempts_total_and_max_delay_restore_defaults_with_a_warning_each() {
+        for key in [ENV_ATTEMPTS, ENV_TOTAL_DEADLINE_MS, ENV_MAX_DELAY_MS] {
+            for (value, problem) in [
+                ("0", ConfigProblem::Zero),
+                ("-5", ConfigProblem::Negative),
+                ("ten", ConfigProblem::Unparseable),
+            ] {
+                let c = config(&[(key, value)]);
+                assert_eq!(
+                    c,
+                    RetryConfig {
+                        warnings: c.warnings.clone(),
+                        ..RetryConfig::default()
+                    }
+                );
+                assert_eq!(
+                    c.warnings(),
+                    [ConfigWarning {
+                        key,
+                        value: value.to_owned(),
+                        problem
+                    }],
+                    "{key}={value}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn attempt_timeout_at_or_above_total_warns_once_and_clamps() {
+        let c = config(&[
+            (ENV_ATTEMPT_TIMEOUT_MS, "5000"),
+            (ENV_TOTAL_DEADLINE_MS, "5000"),
+        ]);
+        assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(5000)));
+        assert_eq!(c.warnings().len(), 1);
+        assert_eq!(
+            c.warnings()[0].problem,
+            ConfigProblem::AttemptTimeoutClamped
+        );
+
+        let c = config(&[
+            (ENV_ATTEMPT_TIMEOUT_MS, "90000"),
+            (ENV_TOTAL_DEADLINE_MS, "30000"),
+        ]);
+        assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(30_000)));
+        assert_eq!(c.warnings().len(), 1);
+    }
+
+    #[test]
+    fn attempts_of_one_keeps_the_deadlines() {
+        let c = config(&[(ENV_ATTEMPTS, "1")]);
+        assert_eq!(c.attempts(), 1);
+        assert_eq!(c.attempt_timeout(), Some(DEFAULT_ATTEMPT_TIMEOUT));
+        assert_eq!(c.total_deadline(), DEFAULT_TOTAL_DEADLINE);
+    }
+
+    #[test]
+    fn fallback_models_are_split_trimmed_and_blanks_dropped() {
+        let c = config(&[(ENV_FALLBACK_MODELS, " a ,, b,")]);
+        assert_eq!(c.fallback_models(), ["a", "b"]);
+    }
+}

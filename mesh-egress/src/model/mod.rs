@@ -1,0 +1,95 @@
+//! Layer A: classify, retry, deadlines and route fallback around every model call.
+//!
+//! A [`ModelConnector`] makes one request to one named model. A [`Router`] wraps it with the
+//! spec's "Shipped model deadline policy" ([`RetryConfig`]): retryable failures
+//! ([`classify`]) retry the same route with backoff, a stalled route is abandoned for the next
+//! one, remaining time is split across remaining routes, and only when everything is spent does
+//! the call become an [`EgressError`](crate::EgressError) for the boundary. A healthy call
+//! returns on its first attempt and never touches the retry machinery. Every call records a
+//! [`RecoveryReport`] on the turn's ledger.
+//!
+//! ```
+//! # #[cfg(feature = "testing")] {
+//! use std::time::Duration;
+//! use mesh_egress::model::{ChatMessage, ChatRequest, RetryConfig, Router};
+//! use mesh_egress::testing::{ScriptedConnector, Step};
+//! use mesh_egress::{Attribution, Turn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! // The primary answers 503 once, then succeeds: the caller only sees the answer.
+//! let connector = ScriptedConnector::new()
+//!     .on("primary", [Step::status(503), Step::answer("All green.")]);
+//! let router = Router::new(connector, "primary", RetryConfig::default());
+//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+//! let request = ChatRequest::new(vec![ChatMessage::user("Is the build green?")]);
+//!
+//! let completion = router.complete(&turn, &request).await.expect("recovered");
+//! assert_eq!(completion.content.as_deref(), Some("All green."));
+//! # }
+//! # }
+//! ```
+
+mod backoff;
+mod classify;
+mod config;
+mod error;
+#[cfg(feature = "http")]
+mod openai;
+mod router;
+mod wire;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub use crate::ledger::{AttemptRecord, RecoveryReport};
+pub use backoff::{Jitter, backoff_delay};
+pub use classify::{Classification, FailureReason, classify, parse_retry_after};
+pub use config::{
+    ConfigProblem, ConfigWarning, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_ATTEMPTS, DEFAULT_BASE_DELAY,
+    DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS,
+    ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
+};
+pub use error::{ModelError, ModelErrorKind};
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use openai::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, OpenAiCompatible};
+pub use router::{FallbackReason, RecoveryError, Route, Router};
+pub use wire::{
+    ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
+    ToolDefinition,
+};
+
+/// One request to one named model. Implemented by [`OpenAiCompatible`] (feature `http`), by the
+/// scripted connectors of the `testing` feature, and by anything else that can answer a chat
+/// request.
+///
+/// Dropping the returned future must cancel the request: the [`Router`] enforces its deadlines
+/// by dropping in-flight calls, never by spawning tasks.
+pub trait ModelConnector: Send + Sync {
+    /// Asks `model` to complete `request`.
+    fn complete(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<Completion, ModelError>> + Send;
+}
+
+impl<C: ModelConnector> ModelConnector for Arc<C> {
+    fn complete(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<Completion, ModelError>> + Send {
+        (**self).complete(model, request)
+    }
+}
+
+impl<C: ModelConnector> ModelConnector for &C {
+    fn complete(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<Completion, ModelError>> + Send {
+        (**self).complete(model, request)
+    }
+}

@@ -1,0 +1,553 @@
+//! [`Router`]: retries and route fallback around a [`ModelConnector`], under the spec's
+//! "Shipped model deadline policy".
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep, sleep_until};
+
+use super::ModelConnector;
+use super::backoff::{Jitter, backoff_delay};
+use super::classify::{Classification, FailureReason, classify};
+use super::config::RetryConfig;
+use super::error::ModelError;
+use super::wire::{ChatRequest, Completion};
+use crate::egress::EgressError;
+use crate::ledger::{AttemptRecord, LedgerRecord, RecoveryReport};
+use crate::turn::{StopReason, Turn};
+
+/// One model the Router may ask, in policy order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    model: String,
+    context_window: Option<u32>,
+}
+
+impl Route {
+    /// A route to `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            context_window: None,
+        }
+    }
+
+    /// Declares the model's context window (tokens). A context overflow on one route may fall
+    /// back to a later route declared with a larger window.
+    pub fn with_context_window(mut self, tokens: u32) -> Self {
+        self.context_window = Some(tokens);
+        self
+    }
+
+    /// The model's name.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The declared context window, if any.
+    pub fn context_window(&self) -> Option<u32> {
+        self.context_window
+    }
+}
+
+/// Why the Router moved to another route (the `reason` of `model fallback started`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FallbackReason {
+    /// An attempt hit the attempt timeout: the route is stalled.
+    AttemptTimeout,
+    /// The route's share of the remaining time is spent (or a wait would outlast it).
+    RouteBudgetSpent,
+    /// Every attempt on the route failed.
+    RetriesExhausted,
+    /// A context overflow, toward a route declared with a larger window.
+    ContextOverflow,
+    /// A terminal failure, with terminal fallback turned on.
+    TerminalError,
+}
+
+impl FallbackReason {
+    /// A stable snake_case label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AttemptTimeout => "attempt_timeout",
+            Self::RouteBudgetSpent => "route_budget_spent",
+            Self::RetriesExhausted => "retries_exhausted",
+            Self::ContextOverflow => "context_overflow",
+            Self::TerminalError => "terminal_error",
+        }
+    }
+}
+
+/// The internal cause of the [`EgressError`] a Router returns when recovery ends without an
+/// answer: why it gave up, how much it tried, and the last failure.
+#[derive(Debug)]
+pub struct RecoveryError {
+    gave_up: &'static str,
+    attempts: u32,
+    routes_tried: usize,
+    last_reason: Option<FailureReason>,
+    last_error: Option<ModelError>,
+}
+
+impl RecoveryError {
+    /// Why recovery ended (`retries_exhausted`, `route_budget_spent`, `terminal`,
+    /// `total_deadline`, `cancelled`, `ownership_lost`, `deadline_reached`).
+    pub fn gave_up(&self) -> &'static str {
+        self.gave_up
+    }
+
+    /// Attempts made across every route.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How many routes were tried.
+    pub fn routes_tried(&self) -> usize {
+        self.routes_tried
+    }
+
+    /// The classification of the last failure, if an attempt failed.
+    pub fn last_reason(&self) -> Option<FailureReason> {
+        self.last_reason
+    }
+
+    /// The last connector error, if the last failure was one.
+    pub fn last_error(&self) -> Option<&ModelError> {
+        self.last_error.as_ref()
+    }
+}
+
+impl fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "model recovery gave up ({}) after {} attempt(s) on {} route(s)",
+            self.gave_up, self.attempts, self.routes_tried
+        )?;
+        match (&self.last_error, self.last_reason) {
+            (Some(error), _) => write!(f, "; last failure: {error}"),
+            (None, Some(reason)) => write!(f, "; last failure: {}", reason.as_str()),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for RecoveryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last_error
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Retries and route fallback around a [`ModelConnector`]: Layer A.
+///
+/// Routes are the primary plus the fallbacks, in policy order. For each call, with
+/// `T` = the total deadline (capped by the turn's deadline):
+///
+/// - the time left is divided among the routes left: a route's share is `left / routes_left`,
+///   and what a route does not use stays available to later ones;
+/// - each attempt is capped by the attempt timeout, the route's share and the caller's deadline,
+///   enforced on the in-flight call (it is dropped, which cancels it);
+/// - a timed-out attempt abandons the route at once when a later route exists (reason
+///   `attempt_timeout`, or `route_budget_spent` when the share ran out first), and is retried
+///   like any retryable failure on the last route;
+/// - other retryable failures (429, 5xx, resets, empty completions) retry the same route after a
+///   backoff (see [`RetryConfig`]); if the wait would outlast the route's share the next route
+///   starts at once (`route_budget_spent`), or recovery ends when there is none;
+/// - when the attempts on a route are spent the next route starts (`retries_exhausted`);
+/// - terminal failures end recovery (unless [`fallback_on_terminal`](Self::fallback_on_terminal);
+///   a context overflow may move to a later route declared with a larger window);
+/// - the turn's cancellation, deadline and ownership stop everything at once.
+///
+/// Each route change logs `model fallback started` (target `mesh_egress::model`) with
+/// `route_index`, `previous_route_index` and `reason`. Nothing is spawned: dropping the future
+/// cancels everything.
+#[derive(Debug)]
+pub struct Router<C> {
+    connector: C,
+    routes: Vec<Route>,
+    config: RetryConfig,
+    jitter: Jitter,
+    fallback_on_terminal: bool,
+}
+
+/// How one attempt ended.
+enum Outcome {
+    Answered(Completion),
+    Failed(ModelError),
+    TimedOut { by_share: bool },
+    Stopped(StopReason),
+}
+
+/// How recovery on one route ended, when it did not answer.
+enum RouteEnd {
+    Fallback {
+        to: usize,
+        reason: FallbackReason,
+    },
+    GiveUp {
+        gave_up: &'static str,
+        retryable: bool,
+    },
+}
+
+impl<C: ModelConnector> Router<C> {
+    /// Routes = `primary` then `config`'s fallback models.
+    pub fn new(connector: C, primary: impl Into<String>, config: RetryConfig) -> Self {
+        let fallbacks: Vec<Route> = config
+            .fallback_models()
+            .iter()
+            .map(|m| Route::new(m.as_str()))
+            .collect();
+        Self::with_routes(connector, Route::new(primary), fallbacks, config)
+    }
+
+    /// Routes = `primary` then `fallbacks` (`config`'s fallback models are not used).
+    pub fn with_routes(
+        connector: C,
+        primary: Route,
+        fallbacks: impl IntoIterator<Item = Route>,
+        config: RetryConfig,
+    ) -> Self {
+        let mut routes = vec![primary];
+        routes.extend(fallbacks);
+        Self {
+            connector,
+            routes,
+            config,
+            jitter: Jitter::random(),
+            fallback_on_terminal: false,
+        }
+    }
+
+    /// Uses `jitter` for backoff (tests pass [`Jitter::fixed`]).
+    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Whether a terminal failure (a 400, a 401) moves to the next route instead of ending
+    /// recovery. Off by default: a terminal failure on one route usually fails on all.
+    pub fn fallback_on_terminal(mut self, yes: bool) -> Self {
+        self.fallback_on_terminal = yes;
+        self
+    }
+
+    /// The routes, primary first.
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
+    /// The policy.
+    pub fn config(&self) -> &RetryConfig {
+        &self.config
+    }
+
+    /// The connector.
+    pub fn connector(&self) -> &C {
+        &self.connector
+    }
+
+    /// Completes `request`, recovering from transient failures, and records a
+    /// [`RecoveryReport`] on the turn's ledger. Returns the completion, or an [`EgressError`]
+    /// (class Transport, attributed to the turn, with the attempt count) for the boundary.
+    pub async fn complete(
+        &self,
+        turn: &Turn,
+        request: impl Borrow<ChatRequest>,
+    ) -> Result<Completion, EgressError> {
+        let request = request.borrow();
+        let start = Instant::now();
+        let mut end = start + self.config.total_deadline();
+        if let Some(deadline) = turn.deadline() {
+            end = end.min(deadline);
+        }
+        let mut report = RecoveryReport::default();
+        let mut last: (Option<FailureReason>, Option<ModelError>) = (None, None);
+        let mut route_index = 0;
+        let mut routes_tried = 0;
+        loop {
+            // The healthy path reads the clock as little as it can: the first route starts now.
+            let route_start = if routes_tried == 0 {
+                start
+            } else {
+                Instant::now()
+            };
+            routes_tried += 1;
+            let route_end = match self
+                .run_route(
+                    turn,
+                    request,
+                    route_index,
+                    (route_start, end),
+                    &mut report,
+                    &mut last,
+                )
+                .await
+            {
+                Ok(completion) => {
+                    report.answered_by = Some(route_index);
+                    report.answered_model = Some(self.routes[route_index].model.clone());
+                    turn.ledger()
+                        .record(turn.attribution(), LedgerRecord::Recovery(report));
+                    return Ok(completion);
+                }
+                Err(route_end) => route_end,
+            };
+            match route_end {
+                RouteEnd::Fallback { to, reason } => {
+                    let attr = turn.attribution();
+                    tracing::warn!(
+                        target: "mesh_egress::model",
+                        agent = attr.agent(),
+                        conversation = attr.conversation(),
+                        run = attr.run(),
+                        route_index = to,
+                        previous_route_index = route_index,
+                        reason = reason.as_str(),
+                        model = self.routes[to].model.as_str(),
+                        "model fallback started"
+                    );
+                    route_index = to;
+                }
+                RouteEnd::GiveUp { gave_up, retryable } => {
+                    let attempts = u32::try_from(report.attempts.len()).unwrap_or(u32::MAX);
+                    report.gave_up = Some(gave_up.to_owned());
+                    turn.ledger()
+                        .record(turn.attribution(), LedgerRecord::Recovery(report));
+                    let cause = RecoveryError {
+                        gave_up,
+                        attempts,
+                        routes_tried,
+                        last_reason: last.0,
+                        last_error: last.1,
+                    };
+                    return Err(EgressError::transport(cause, turn.attribution().clone())
+                        .with_retryable(retryable)
+                        .with_attempt(attempts));
+                }
+            }
+        }
+    }
+
+    /// Runs attempts on one route until it answers or recovery must move on.
+    async fn run_route(
+        &self,
+        turn: &Turn,
+        request: &ChatRequest,
+        index: usize,
+        (now, end): (Instant, Instant),
+        report: &mut RecoveryReport,
+        last: &mut (Option<FailureReason>, Option<ModelError>),
+    ) -> Result<Completion, RouteEnd> {
+        let route = &self.routes[index];
+        let later_route = index + 1 < self.routes.len();
+        let left = end.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(RouteEnd::GiveUp {
+                gave_up: "total_deadline",
+                retryable: true,
+            });
+        }
+        let routes_left = u32::try_from(self.routes.len() - index).unwrap_or(u32::MAX);
+        let share_end = now + left / routes_left;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            if let Some(reason) = turn.stop_reason() {
+                return Err(stop(reason));
+            }
+            let attempt_start = if attempt == 1 { now } else { Instant::now() };
+            let (bound, by_share) = match self.config.attempt_timeout() {
+                Some(timeout) if attempt_start + timeout <= share_end => {
+                    (attempt_start + timeout, false)
+                }
+                _ => (share_end, true),
+            };
+            // The connector is polled first: a call that answers at once never subscribes to
+            // the turn's signals or arms the timer (the stop check above already ran). Then
+            // the turn's stop beats the attempt bound when both fire at the same instant.
+            let outcome = tokio::select! {
+                biased;
+                result = self.connector.complete(&route.model, request) => match result {
+                    Ok(completion) if completion.is_empty() => {
+                        Outcome::Failed(ModelError::empty_completion())
+                    }
+                    Ok(completion) => Outcome::Answered(completion),
+                    Err(error) => Outcome::Failed(error),
+                },
+                reason = turn.stopped() => Outcome::Stopped(reason),
+                () = sleep_until(bound) => Outcome::TimedOut { by_share },
+            };
+            let duration = attempt_start.elapsed();
+            let mut record = AttemptRecord {
+                route_index: index,
+                model: route.model.clone(),
+                attempt,
+                outcome: String::new(),
+                retryable: true,
+                duration,
+                wait: None,
+            };
+            let (classification, error) = match outcome {
+                Outcome::Answered(completion) => {
+                    record.outcome = "ok".to_owned();
+                    report.attempts.push(record);
+                    return Ok(completion);
+                }
+                Outcome::Stopped(reason) => {
+                    record.outcome = reason.as_str().to_owned();
+                    record.retryable = false;
+                    report.attempts.push(record);
+                    return Err(stop(reason));
+                }
+                Outcome::TimedOut { by_share } => {
+                    let classification = Classification {
+                        retryable: true,
+                        reason: FailureReason::AttemptTimeout,
+                        retry_after: None,
+                    };
+                    if later_route {
+                        self.log_failure(turn, &record, FailureReason::AttemptTimeout, true);
+                        record.outcome = FailureReason::AttemptTimeout.as_str().to_owned();
+                        report.attempts.push(record);
+                        *last = (Some(FailureReason::AttemptTimeout), None);
+                        let reason = if by_share {
+                            FallbackReason::RouteBudgetSpent
+                        } else {
+                            FallbackReason::AttemptTimeout
+                        };
+                        return Err(RouteEnd::Fallback {
+                            to: index + 1,
+                            reason,
+                        });
+                    }
+                    (classification, None)
+                }
+                Outcome::Failed(error) => (classify(&error), Some(error)),
+            };
+            record.outcome = classification.reason.as_str().to_owned();
+            record.retryable = classification.retryable;
+            *last = (Some(classification.reason), error);
+
+            if !classification.retryable {
+                self.log_failure(turn, &record, classification.reason, false);
+                report.attempts.push(record);
+                return Err(match self.terminal_fallback(index, classification.reason) {
+                    Some((to, reason)) => RouteEnd::Fallback { to, reason },
+                    None => RouteEnd::GiveUp {
+                        gave_up: "terminal",
+                        retryable: false,
+                    },
+                });
+            }
+            let move_on = |reason: FallbackReason, gave_up: &'static str| {
+                if later_route {
+                    RouteEnd::Fallback {
+                        to: index + 1,
+                        reason,
+                    }
+                } else {
+                    RouteEnd::GiveUp {
+                        gave_up,
+                        retryable: true,
+                    }
+                }
+            };
+            if attempt >= self.config.attempts() {
+                self.log_failure(turn, &record, classification.reason, true);
+                report.attempts.push(record);
+                return Err(move_on(
+                    FallbackReason::RetriesExhausted,
+                    "retries_exhausted",
+                ));
+            }
+            let wait = backoff_delay(
+                &self.config,
+                attempt,
+                classification.retry_after,
+                self.jitter.sample(),
+            );
+            if Instant::now() + wait >= share_end {
+                self.log_failure(turn, &record, classification.reason, true);
+                report.attempts.push(record);
+                return Err(move_on(
+                    FallbackReason::RouteBudgetSpent,
+                    "route_budget_spent",
+                ));
+            }
+            record.wait = Some(wait);
+            self.log_failure(turn, &record, classification.reason, true);
+            report.attempts.push(record);
+            tokio::select! {
+                biased;
+                reason = turn.stopped() => return Err(stop(reason)),
+                () = sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Where a terminal failure on route `index` may fall back to, by policy.
+    fn terminal_fallback(
+        &self,
+        index: usize,
+        reason: FailureReason,
+    ) -> Option<(usize, FallbackReason)> {
+        if self.fallback_on_terminal && index + 1 < self.routes.len() {
+            return Some((index + 1, FallbackReason::TerminalError));
+        }
+        if reason != FailureReason::ContextOverflow {
+            return None;
+        }
+        let current = self.routes[index].context_window.unwrap_or(0);
+        self.routes
+            .iter()
+            .enumerate()
+            .skip(index + 1)
+            .find(|(_, r)| r.context_window.is_some_and(|w| w > current))
+            .map(|(to, _)| (to, FallbackReason::ContextOverflow))
+    }
+
+    /// The failed-attempt event: route, attempt, classification and wait; never a body or
+    /// provider text.
+    fn log_failure(
+        &self,
+        turn: &Turn,
+        record: &AttemptRecord,
+        reason: FailureReason,
+        retryable: bool,
+    ) {
+        let attr = turn.attribution();
+        let wait_ms = record.wait.map(millis);
+        tracing::warn!(
+            target: "mesh_egress::model",
+            agent = attr.agent(),
+            conversation = attr.conversation(),
+            run = attr.run(),
+            route_index = record.route_index,
+            model = record.model.as_str(),
+            attempt = record.attempt,
+            classification = reason.as_str(),
+            retryable,
+            duration_ms = millis(record.duration),
+            wait_ms,
+            "model attempt failed"
+        );
+    }
+}
+
+fn stop(reason: StopReason) -> RouteEnd {
+    RouteEnd::GiveUp {
+        gave_up: reason.as_str(),
+        // A deadline may pass before a retry next cycle; a cancelled or disowned turn is over.
+        retryable: reason == StopReason::DeadlineReached,
+    }
+}
+
+/// The duration `d` in whole milliseconds, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,11 @@
+//! Test doubles for Layer A (feature `testing`): a scripted in-memory [`ScriptedConnector`] for
+//! paused-time tests, and a loopback [`FakeProvider`] that speaks the OpenAI chat-completions
+//! wire format with injected faults, for HTTP tests and demos.
+//!
+//! They are public so users can test their own handlers the way this crate tests itself.
+
+mod fake_provider;
+mod scripted;
+
+pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
+pub use scripted::{Call, ScriptedConnector, Step};
