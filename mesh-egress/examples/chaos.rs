@@ -1,0 +1,475 @@
+//! The whole pipeline under fire: a fake OpenAI-compatible provider on 127.0.0.1 plays scripted
+//! faults, and each turn shows what the person saw beside what the operator saw.
+//!
+//! Run: `cargo run -p mesh-egress --example chaos` (no key, no network, a few seconds).
+//!
+//! Waits are at demo scale (a 100 ms backoff base, a 300 ms ceiling, a 500 ms attempt timeout)
+//! so the story fits in seconds; the shipped defaults are 60 s / 180 s / 20 s.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mesh_egress::channel::{Deliver, Recorder};
+use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
+use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::testing::{FakeProvider, FakeResponse};
+use mesh_egress::{AgentMessage, Attribution, EgressError, Turn, egress_boundary};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+
+type Model = Router<OpenAiCompatible>;
+
+/// The turn itself, un-annotated, so the follow-up runner can run it again.
+async fn answer(turn: &Turn, router: &Model, prompt: &str) -> Result<AgentMessage, EgressError> {
+    let request = ChatRequest::new(vec![
+        ChatMessage::system("You are the team's release assistant."),
+        ChatMessage::user(prompt),
+    ]);
+    let completion = router.complete(turn, request).await?;
+    let text = completion.content.unwrap_or_default();
+    Ok(AgentMessage::new(text, turn.attribution().clone()))
+}
+
+/// A person is waiting on this one.
+#[egress_boundary(interactive, policy = policy)]
+async fn ask(
+    turn: &Turn,
+    router: &Model,
+    policy: &DegradationPolicy,
+    prompt: &str,
+) -> Result<AgentMessage, EgressError> {
+    answer(turn, router, prompt).await
+}
+
+/// Nobody asked: a scheduled digest.
+#[egress_boundary(proactive, policy = policy)]
+async fn digest(
+    turn: &Turn,
+    router: &Model,
+    policy: &DegradationPolicy,
+    prompt: &str,
+) -> Result<AgentMessage, EgressError> {
+    answer(turn, router, prompt).await
+}
+
+/// One scripted turn.
+struct Scene {
+    title: &'static str,
+    mode: Mode,
+    prompt: &'static str,
+    /// What the provider answers during the turn.
+    script: Vec<FakeResponse>,
+    /// What it answers afterwards: to the follow-up (interactive) or the next cycle (proactive).
+    later: Vec<FakeResponse>,
+}
+
+fn down(n: usize) -> Vec<FakeResponse> {
+    (0..n).map(|_| FakeResponse::status(503)).collect()
+}
+
+fn scenes() -> Vec<Scene> {
+    let ok = |text: &str| FakeResponse::completion(text);
+    vec![
+        Scene {
+            title: "healthy",
+            mode: Mode::Interactive,
+            prompt: "Is the release green?",
+            script: vec![ok("Release 2.4 is **green**: 412 tests passed.")],
+            later: vec![],
+        },
+        Scene {
+            title: "a 503 burst, absorbed",
+            mode: Mode::Interactive,
+            prompt: "Who is on call?",
+            script: vec![
+                FakeResponse::status(503),
+                FakeResponse::status(503),
+                ok("Priya is on call until 18:00."),
+            ],
+            later: vec![],
+        },
+        Scene {
+            title: "429 asking for 3600 s, clamped",
+            mode: Mode::Interactive,
+            prompt: "Summarise PR 812.",
+            script: vec![
+                FakeResponse::error(
+                    429,
+                    "rate_limit_exceeded",
+                    "Rate limit reached for requests",
+                )
+                .with_header("retry-after", "3600"),
+                ok("PR 812 moves billing retries onto the shared queue."),
+            ],
+            later: vec![],
+        },
+        Scene {
+            title: "stalled primary, fallback answers",
+            mode: Mode::Interactive,
+            prompt: "When was the last deploy?",
+            script: vec![
+                FakeResponse::never_answer(),
+                ok("The last deploy was at 09:12 today."),
+            ],
+            later: vec![],
+        },
+        Scene {
+            title: "everything down, interactive",
+            mode: Mode::Interactive,
+            prompt: "Draft the incident summary.",
+            script: down(6),
+            later: vec![ok(
+                "Incident summary: the queue stalled 09:40-09:52; no data lost.",
+            )],
+        },
+        Scene {
+            title: "401: a retry cannot help",
+            mode: Mode::Interactive,
+            prompt: "What changed in the API?",
+            script: vec![FakeResponse::error(
+                401,
+                "invalid_api_key",
+                "Incorrect API key provided: sk-proj-****abcd",
+            )],
+            later: vec![],
+        },
+        Scene {
+            title: "everything down, proactive digest",
+            mode: Mode::Proactive,
+            prompt: "Post the morning digest.",
+            script: down(6),
+            later: vec![ok("Morning digest: 3 PRs merged, 0 incidents.")],
+        },
+    ]
+}
+
+/// One log event, as the operator's log has it.
+struct Event {
+    target: String,
+    message: String,
+    fields: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<Event>>>);
+
+impl Logs {
+    fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+struct Fields<'a>(&'a mut Event);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.record_str(field, &format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0.message = value.to_owned();
+        } else {
+            self.0
+                .fields
+                .insert(field.name().to_owned(), value.to_owned());
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Logs {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let mut e = Event {
+            target: event.metadata().target().to_owned(),
+            message: String::new(),
+            fields: BTreeMap::new(),
+        };
+        event.record(&mut Fields(&mut e));
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(e);
+    }
+}
+
+/// One line per log event worth an operator's glance; consecutive failed attempts of one kind
+/// on one model share a line.
+fn log_summary(events: &[Event]) -> Vec<String> {
+    let f = |e: &Event, k: &str| e.fields.get(k).cloned().unwrap_or_default();
+    let mut lines: Vec<String> = Vec::new();
+    // (model, classification, first attempt, last attempt, waits)
+    let mut run: Option<(String, String, String, String, Vec<String>)> = None;
+    let flush = |run: &mut Option<(String, String, String, String, Vec<String>)>,
+                 lines: &mut Vec<String>| {
+        if let Some((model, class, first, last, waits)) = run.take() {
+            let attempts = if first == last {
+                format!("attempt {first}")
+            } else {
+                format!("attempts {first}-{last}")
+            };
+            let waits = if waits.is_empty() {
+                String::new()
+            } else {
+                format!(", waited {} ms", waits.join(" + "))
+            };
+            lines.push(format!("WARN  {attempts} on {model}: {class}{waits}"));
+        }
+    };
+    for e in events {
+        match (e.target.as_str(), e.message.as_str()) {
+            ("mesh_egress::model", "model attempt failed") => {
+                let (model, class, attempt) =
+                    (f(e, "model"), f(e, "classification"), f(e, "attempt"));
+                let wait = f(e, "wait_ms");
+                let wait = wait.trim_start_matches("Some(").trim_end_matches(')');
+                match &mut run {
+                    Some((m, c, _, last, waits)) if *m == model && *c == class => {
+                        *last = attempt;
+                        if !wait.is_empty() && wait != "None" {
+                            waits.push(wait.to_owned());
+                        }
+                    }
+                    _ => {
+                        flush(&mut run, &mut lines);
+                        let waits = if wait.is_empty() || wait == "None" {
+                            vec![]
+                        } else {
+                            vec![wait.to_owned()]
+                        };
+                        run = Some((model, class, attempt.clone(), attempt, waits));
+                    }
+                }
+            }
+            ("mesh_egress::model", "model fallback started") => {
+                flush(&mut run, &mut lines);
+                lines.push(format!(
+                    "INFO  model fallback started: route {} -> {} ({})",
+                    f(e, "previous_route_index"),
+                    f(e, "route_index"),
+                    f(e, "reason")
+                ));
+            }
+            ("mesh_egress::egress", _) => {
+                flush(&mut run, &mut lines);
+                let cause = f(e, "cause");
+                let short: String = cause.chars().take(60).collect();
+                let more = if cause.chars().count() > 60 {
+                    "…"
+                } else {
+                    ""
+                };
+                lines.push(format!(
+                    "ERROR error tracked (once, with the cause): \"{short}{more}\""
+                ));
+            }
+            _ => {}
+        }
+    }
+    flush(&mut run, &mut lines);
+    lines
+}
+
+/// One line per ledger row.
+fn ledger_rows(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .entries()
+        .into_iter()
+        .map(|row| match row.record {
+            LedgerRecord::Recovery(r) => {
+                // Consecutive attempts with one outcome on one route share an entry.
+                let mut outcomes: Vec<(usize, String, usize)> = Vec::new();
+                for a in &r.attempts {
+                    match outcomes.last_mut() {
+                        Some((route, outcome, n))
+                            if *route == a.route_index && *outcome == a.outcome =>
+                        {
+                            *n += 1
+                        }
+                        _ => outcomes.push((a.route_index, a.outcome.clone(), 1)),
+                    }
+                }
+                let outcomes: Vec<String> = outcomes
+                    .into_iter()
+                    .map(|(route, outcome, n)| match n {
+                        1 => format!("r{route}:{outcome}"),
+                        n => format!("r{route}:{outcome}x{n}"),
+                    })
+                    .collect();
+                let end = match (&r.answered_model, &r.gave_up) {
+                    (Some(model), _) => format!("answered by {model}"),
+                    (None, Some(why)) => format!("gave up: {why}"),
+                    (None, None) => "no answer".to_owned(),
+                };
+                format!("recovery    [{}] {end}", outcomes.join(" "))
+            }
+            LedgerRecord::BoundaryError(b) => format!(
+                "boundary    {} error, retryable={}, attempts={}",
+                b.class.as_str(),
+                b.retryable,
+                b.attempt
+            ),
+            LedgerRecord::Degradation(d) => format!(
+                "degradation {}: {}",
+                d.mode,
+                match d.outcome {
+                    DegradationOutcome::Holding { commitment } =>
+                        format!("holding line, promise {commitment}"),
+                    DegradationOutcome::Handoff { to } => format!("handoff to {to}"),
+                    DegradationOutcome::Silence { retry_next_cycle } => {
+                        format!("silence, retry next cycle={retry_next_cycle}")
+                    }
+                }
+            ),
+            LedgerRecord::Commitment(c) => format!(
+                "commitment  {} {} ({}/{} follow-ups)",
+                c.id,
+                c.state.as_str(),
+                c.follow_ups,
+                c.max_follow_ups
+            ),
+            LedgerRecord::Gate(g) => {
+                format!("gate        {} {} -> {}", g.rule, g.confidence, g.verdict)
+            }
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+fn print_block(out: &mut String, label: &str, lines: &[String]) {
+    for (i, line) in lines.iter().enumerate() {
+        let head = if i == 0 { label } else { "" };
+        let _ = writeln!(out, "   {head:<13}│ {line}");
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let logs = Logs::default();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs.clone()))?;
+
+    let provider = FakeProvider::start([]).await?;
+    let config = RetryConfig::default()
+        .with_base_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_millis(300))
+        .with_attempt_timeout(Some(Duration::from_millis(500)))
+        .with_total_deadline(Duration::from_secs(4))
+        .with_fallback_models(["backup-model"]);
+    let router = Router::new(
+        OpenAiCompatible::new(provider.base_url())?,
+        "primary-model",
+        config,
+    )
+    .with_jitter(Jitter::fixed(0.5));
+
+    println!(
+        "mesh-egress chaos demo: a fake provider on {} plays scripted faults.",
+        provider.addr()
+    );
+    println!(
+        "Routes: primary-model, then backup-model. Demo-scale waits: backoff 100 ms, ceiling 300 ms, attempt timeout 500 ms.\n"
+    );
+
+    for (n, scene) in scenes().into_iter().enumerate() {
+        let ledger = Ledger::in_memory();
+        let policy = DegradationPolicy::default()
+            .with_handoff(
+                "Priya (on call)",
+                "I've handed this to {to}; she'll reply here shortly.",
+            )
+            .with_follow_up(Duration::from_millis(400), 2)
+            .with_ledger(ledger.clone());
+        let conversation = format!("conv-{}", n + 1);
+        let turn = Turn::new(Attribution::new(
+            "release-bot",
+            conversation,
+            format!("run-{}", n + 1),
+        ))
+        .with_ledger(ledger.clone());
+        let channel = Recorder::new();
+        provider.push(scene.script);
+
+        let reply = match scene.mode {
+            Mode::Interactive => ask(&turn, &router, &policy, scene.prompt).await,
+            Mode::Proactive => digest(&turn, &router, &policy, scene.prompt).await,
+        };
+        let kind = reply.kind();
+        let mut receipt = channel.deliver(reply).await?;
+        let mut user: Vec<String> = channel
+            .sent()
+            .iter()
+            .map(|t| format!("now    {t}"))
+            .collect();
+        if user.is_empty() {
+            user.push("now    (nothing: silence)".to_owned());
+        }
+
+        if !scene.later.is_empty() {
+            provider.push(scene.later);
+            let before = channel.sent().len();
+            match receipt.take_commitment() {
+                Some(promise) => {
+                    let runner = FollowUpRunner::new(policy.clone());
+                    let outcome = runner
+                        .run(promise, &channel, || answer(&turn, &router, scene.prompt))
+                        .await?;
+                    if let FollowUpOutcome::Cancelled { .. } = outcome {
+                        user.push("later  (follow-up cancelled)".to_owned());
+                    }
+                }
+                None => {
+                    // Proactive: the job simply runs again on its next cycle.
+                    let next = Turn::new(Attribution::new(
+                        "release-bot",
+                        turn.attribution().conversation(),
+                        "run-next",
+                    ))
+                    .with_ledger(ledger.clone());
+                    let _delivered = channel
+                        .deliver(digest(&next, &router, &policy, scene.prompt).await)
+                        .await?;
+                }
+            }
+            user.extend(
+                channel.sent()[before..]
+                    .iter()
+                    .map(|t| format!("later  {t}")),
+            );
+        }
+
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{}. {} [{}] -> {}",
+            n + 1,
+            scene.title,
+            scene.mode.as_str(),
+            kind
+        );
+        print_block(&mut out, "user saw", &user);
+        let events = logs.take();
+        let causes: Vec<&String> = events
+            .iter()
+            .filter(|e| e.target == "mesh_egress::egress")
+            .filter_map(|e| e.fields.get("cause"))
+            .collect();
+        for text in channel.sent() {
+            if causes.iter().any(|c| text.contains(c.as_str())) || text.contains("invalid_api_key")
+            {
+                return Err(format!("a cause reached the person in turn {}: {text}", n + 1).into());
+            }
+        }
+        let mut log = log_summary(&events);
+        if log.is_empty() {
+            log.push("(quiet)".to_owned());
+        }
+        print_block(&mut out, "operator log", &log);
+        print_block(&mut out, "ledger", &ledger_rows(&ledger));
+        println!("{out}");
+    }
+    println!(
+        "Nothing a person saw contains a cause; every cause is in the operator's log exactly once."
+    );
+    Ok(())
+}
