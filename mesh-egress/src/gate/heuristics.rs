@@ -29,6 +29,7 @@ struct Entry {
     check: Check,
     literal: String,
     regex: Option<Regex>,
+    word_start: bool,
 }
 
 /// A compile failure of the heuristics (a bad canary or an automaton limit).
@@ -79,6 +80,7 @@ impl Heuristics {
                 entries.push(Entry {
                     rule: trigger.rule,
                     check: trigger.check,
+                    word_start: literal.starts_with(|c: char| c.is_ascii_alphanumeric()),
                     literal,
                     regex: regex.clone(),
                 });
@@ -90,6 +92,7 @@ impl Heuristics {
                 check: Check::Always,
                 literal: canary.clone(),
                 regex: None,
+                word_start: false,
             });
         }
         let automaton = AhoCorasickBuilder::new()
@@ -134,6 +137,14 @@ impl Heuristics {
         for m in self.automaton.find_iter(text) {
             let id = m.pattern().as_usize();
             let entry = &self.entries[id];
+            // A literal that starts with a letter or digit starts a word: `ENOTFOUND` is not in
+            // `ModuleNotFoundError`.
+            if entry.word_start
+                && m.start() > 0
+                && text.as_bytes()[m.start() - 1].is_ascii_alphanumeric()
+            {
+                continue;
+            }
             let span = match entry.check {
                 Check::Always => Some(m.range()),
                 Check::Display => is_display(text, m.start()).then(|| m.range()),
@@ -527,9 +538,10 @@ const PLACEHOLDERS: &[&str] = &[
     "insert",
     "replace",
     "here",
-    "123456",
-    "abcdef",
 ];
+
+/// Keyboard sequences that only documentation uses (matched case-sensitively).
+const SEQUENCES: &[&str] = &["123456", "abcdef", "ABCDEF"];
 
 fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) -> Option<Range<usize>> {
     let b = text.as_bytes();
@@ -548,7 +560,10 @@ fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) ->
             if literal == "sk-"
                 && let Some(sub) = SK_SUBPREFIXES
                     .iter()
-                    .find(|s| body.len() > s.len() && body[..s.len()].eq_ignore_ascii_case(s))
+                    .find(|s| {
+                        body.len() > s.len()
+                            && body.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s))
+                    })
             {
                 body = &body[sub.len()..];
             }
@@ -658,7 +673,7 @@ fn key_material(body: &str) -> bool {
         visible.extend(std::iter::repeat_n('x', x_run));
     }
     let lower = visible.to_ascii_lowercase();
-    if PLACEHOLDERS.iter().any(|p| lower.contains(p)) {
+    if PLACEHOLDERS.iter().any(|p| lower.contains(p)) || SEQUENCES.iter().any(|p| visible.contains(p)) {
         return false;
     }
     let digit = visible.bytes().any(|c| c.is_ascii_digit());
