@@ -44,10 +44,15 @@ impl Hasher for Identity {
 
 type NgramSet = HashSet<u64, BuildHasherDefault<Identity>>;
 
+/// Bits in the prefilter bitmap (a one-hash Bloom filter over the prompt's n-gram hashes).
+const FILTER_BITS: usize = 1 << 14;
+
 /// The compiled system-prompt check.
 #[derive(Clone, Debug)]
 pub(crate) struct PromptOverlap {
     ngrams: NgramSet,
+    // Most candidate n-grams are not in the prompt; one bit test rejects them before the set.
+    filter: Box<[u64]>,
     n: usize,
     window: usize,
     needed: usize,
@@ -58,9 +63,12 @@ impl PromptOverlap {
     /// nothing to overlap with).
     pub(crate) fn new(prompt: &str, n: usize, threshold: f64) -> Option<Self> {
         let mut ngrams = NgramSet::default();
+        let mut filter = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
         let mut total = 0usize;
         for_each_ngram(prompt, n, |hash, _| {
             ngrams.insert(hash);
+            let bit = filter_bit(hash);
+            filter[bit / 64] |= 1 << (bit % 64);
             total += 1;
         });
         if total == 0 {
@@ -76,10 +84,16 @@ impl PromptOverlap {
         let needed = ((threshold * window as f64).ceil() as usize).clamp(1, window);
         Some(Self {
             ngrams,
+            filter,
             n,
             window,
             needed,
         })
+    }
+
+    fn contains(&self, hash: u64) -> bool {
+        let bit = filter_bit(hash);
+        self.filter[bit / 64] & (1 << (bit % 64)) != 0 && self.ngrams.contains(&hash)
     }
 
     /// The byte range of the densest overlapping region, if it reaches the threshold.
@@ -94,7 +108,7 @@ impl PromptOverlap {
         let mut best_end = 0usize; // index (in n-grams) of the window's last n-gram
         let mut index = 0usize;
         for_each_ngram(text, self.n, |hash, _| {
-            bits = ((bits << 1) | u32::from(self.ngrams.contains(&hash))) & mask;
+            bits = ((bits << 1) | u32::from(self.contains(hash))) & mask;
             let count = bits.count_ones();
             if count > best {
                 best = count;
@@ -110,7 +124,7 @@ impl PromptOverlap {
         let mut span: Option<Range<usize>> = None;
         let mut i = 0usize;
         for_each_ngram(text, self.n, |hash, range| {
-            if (first..=best_end).contains(&i) && self.ngrams.contains(&hash) {
+            if (first..=best_end).contains(&i) && self.contains(hash) {
                 span = Some(match span.take() {
                     Some(s) => s.start..range.end,
                     None => range,
@@ -122,10 +136,18 @@ impl PromptOverlap {
     }
 }
 
+fn filter_bit(hash: u64) -> usize {
+    // The top bits of a multiplicative hash are the well-mixed ones.
+    (hash >> (64 - FILTER_BITS.trailing_zeros())) as usize
+}
+
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+/// The base of the rolling n-gram hash (odd, so powers never vanish mod 2^64).
+const ROLL_BASE: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// Calls `f(hash, byte range)` for each word n-gram of `text`, in order.
+/// Calls `f(hash, byte range)` for each word n-gram of `text`, in order. The n-gram hash is a
+/// polynomial rolling hash over the word hashes, updated in O(1) per word.
 fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     if n == 0 {
         return;
@@ -133,23 +155,32 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     // Ring buffers of the last n word hashes and start offsets.
     let mut hashes = vec![0u64; n];
     let mut starts = vec![0usize; n];
+    let top = (1..n).fold(1u64, |p, _| p.wrapping_mul(ROLL_BASE)); // ROLL_BASE^(n-1)
+    let mut slot = 0usize; // where the oldest word is, and the next one goes
     let mut seen = 0usize;
-    let mut word_hash = FNV_OFFSET;
-    let mut word_start: Option<usize> = None;
-    let bytes = text.as_bytes();
-    let mut emit = |hash: u64, start: usize, end: usize| {
-        let slot = seen % n;
-        hashes[slot] = hash;
+    let mut rolling = 0u64;
+    let mut emit = |word: u64, start: usize, end: usize| {
+        // Mix the word hash once more so similar words spread across the rolling sum.
+        let word = (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1;
+        if seen >= n {
+            rolling = rolling.wrapping_sub(hashes[slot].wrapping_mul(top));
+        }
+        rolling = rolling.wrapping_mul(ROLL_BASE).wrapping_add(word);
+        hashes[slot] = word;
         starts[slot] = start;
+        slot += 1;
+        if slot == n {
+            slot = 0;
+        }
         seen += 1;
         if seen >= n {
-            let mut h = FNV_OFFSET;
-            for k in 0..n {
-                h = (h.rotate_left(5) ^ hashes[(seen + k) % n]).wrapping_mul(FNV_PRIME);
-            }
-            f(h, starts[seen % n]..end);
+            let mixed = (rolling ^ (rolling >> 31)).wrapping_mul(ROLL_BASE);
+            f(mixed, starts[slot]..end);
         }
     };
+    let bytes = text.as_bytes();
+    let mut word_hash = FNV_OFFSET;
+    let mut word_start: Option<usize> = None;
     for (i, &b) in bytes.iter().enumerate() {
         if b.is_ascii_alphanumeric() || b >= 0x80 {
             if word_start.is_none() {
