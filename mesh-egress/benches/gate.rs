@@ -60,19 +60,36 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("gate_heuristics");
     for (label, len) in [("1KB", 1024usize), ("64KB", 64 * 1024)] {
         let text = clean_text(len);
-        eprintln!("{label}: {} automaton hits on the clean text", baseline.find_iter(text.as_str()).count());
-        assert!(plain.scan(&text, user).is_empty(), "the bench text must be clean");
-        assert!(with_prompt.scan(&text, user).is_empty(), "the bench text must be clean");
+        eprintln!(
+            "{label}: {} automaton hits on the clean text",
+            baseline.find_iter(text.as_str()).count()
+        );
+        assert!(
+            plain.scan(&text, user).is_empty(),
+            "the bench text must be clean"
+        );
+        assert!(
+            with_prompt.scan(&text, user).is_empty(),
+            "the bench text must be clean"
+        );
         group.throughput(Throughput::Bytes(len as u64));
-        group.bench_with_input(BenchmarkId::new("aho_corasick_one_pass", label), &text, |b, t| {
-            b.iter(|| baseline.find_iter(black_box(t.as_str())).count());
-        });
+        group.bench_with_input(
+            BenchmarkId::new("aho_corasick_one_pass", label),
+            &text,
+            |b, t| {
+                b.iter(|| baseline.find_iter(black_box(t.as_str())).count());
+            },
+        );
         group.bench_with_input(BenchmarkId::new("gate_scan", label), &text, |b, t| {
             b.iter(|| plain.scan(black_box(t.as_str()), user).len());
         });
-        group.bench_with_input(BenchmarkId::new("gate_scan_with_prompt", label), &text, |b, t| {
-            b.iter(|| with_prompt.scan(black_box(t.as_str()), user).len());
-        });
+        group.bench_with_input(
+            BenchmarkId::new("gate_scan_with_prompt", label),
+            &text,
+            |b, t| {
+                b.iter(|| with_prompt.scan(black_box(t.as_str()), user).len());
+            },
+        );
     }
     group.finish();
 }

@@ -5,11 +5,8 @@
 //! figures.
 #![cfg(feature = "gate")]
 
-use std::future::Future;
-
 use mesh_egress::gate::{
-    Confidence, Evaluation, GateVerdict, Judge, JudgeError, JudgeRequest, JudgeVerdict,
-    QualityGate,
+    Confidence, Evaluation, GateVerdict, Judge, JudgeError, JudgeRequest, JudgeVerdict, QualityGate,
 };
 use mesh_egress::{AgentMessage, Attribution, Turn};
 use serde_json::Value;
@@ -20,12 +17,12 @@ const CORPUS: &str = include_str!("data/gate_corpus.json");
 struct Failing;
 
 impl Judge for Failing {
-    fn judge(
+    async fn judge(
         &self,
         _turn: &Turn,
         _request: &JudgeRequest<'_>,
-    ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send {
-        async { Err(JudgeError::model("provider returned 503")) }
+    ) -> Result<JudgeVerdict, JudgeError> {
+        Err(JudgeError::model("provider returned 503"))
     }
 }
 
@@ -95,7 +92,10 @@ async fn every_never_string_is_caught_and_every_benign_look_alike_arrives_intact
         let mut caught = 0usize;
         for case in &never {
             let e = run(&gate, case).await;
-            let high = e.findings().iter().any(|f| f.confidence() == Confidence::High);
+            let high = e
+                .findings()
+                .iter()
+                .any(|f| f.confidence() == Confidence::High);
             let leak = case.leak.as_deref().expect("never cases name their leak");
             let leaked = sent(&e).is_some_and(|body| body.contains(leak));
             if high && !leaked {
@@ -123,7 +123,10 @@ async fn every_never_string_is_caught_and_every_benign_look_alike_arrives_intact
                         .collect::<Vec<_>>()
                 );
             }
-            if e.findings().iter().any(|f| f.confidence() == Confidence::High) {
+            if e.findings()
+                .iter()
+                .any(|f| f.confidence() == Confidence::High)
+            {
                 flagged_high += 1;
             }
             if sent(&e) != Some(case.candidate.as_str()) {
@@ -140,7 +143,9 @@ async fn every_never_string_is_caught_and_every_benign_look_alike_arrives_intact
         for case in &low {
             let e = run(&gate, case).await;
             let only_low = !e.findings().is_empty()
-                && e.findings().iter().all(|f| f.confidence() == Confidence::Low);
+                && e.findings()
+                    .iter()
+                    .all(|f| f.confidence() == Confidence::Low);
             if only_low && e.verdict() == (GateVerdict::Send { review: true }) {
                 low_flagged += 1;
             } else {

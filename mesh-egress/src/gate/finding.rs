@@ -138,7 +138,11 @@ impl Rule {
     pub fn retryable(self) -> bool {
         !matches!(
             self,
-            Self::SystemPromptOverlap | Self::Canary | Self::ApiKey | Self::BotToken | Self::PrivateKey
+            Self::SystemPromptOverlap
+                | Self::Canary
+                | Self::ApiKey
+                | Self::BotToken
+                | Self::PrivateKey
         )
     }
 

@@ -508,7 +508,9 @@ fn apology_only(trimmed: &str, user: &str) -> bool {
     if !substantive {
         return false;
     }
-    let cut = lower.find(['.', '!', '?', '\n']).map_or(lower.len(), |i| i + 1);
+    let cut = lower
+        .find(['.', '!', '?', '\n'])
+        .map_or(lower.len(), |i| i + 1);
     let (first, rest) = lower.split_at(cut);
     let rest = rest.trim();
     rest.is_empty()
@@ -546,7 +548,12 @@ const PLACEHOLDERS: &[&str] = &[
 /// Keyboard sequences that only documentation uses (matched case-sensitively).
 const SEQUENCES: &[&str] = &["123456", "abcdef", "ABCDEF"];
 
-fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) -> Option<Range<usize>> {
+fn credential(
+    text: &str,
+    hit: Range<usize>,
+    literal: &str,
+    shape: CredShape,
+) -> Option<Range<usize>> {
     let b = text.as_bytes();
     let clean_before = |at: usize| {
         at == 0 || !(b[at - 1].is_ascii_alphanumeric() || matches!(b[at - 1], b'_' | b'-'))
@@ -561,12 +568,12 @@ fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) ->
             let len = key_body_len(&text[hit.end..]);
             let mut body = &text[hit.end..hit.end + len];
             if literal == "sk-"
-                && let Some(sub) = SK_SUBPREFIXES
-                    .iter()
-                    .find(|s| {
-                        body.len() > s.len()
-                            && body.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s))
-                    })
+                && let Some(sub) = SK_SUBPREFIXES.iter().find(|s| {
+                    body.len() > s.len()
+                        && body
+                            .get(..s.len())
+                            .is_some_and(|p| p.eq_ignore_ascii_case(s))
+                })
             {
                 body = &body[sub.len()..];
             }
@@ -578,7 +585,9 @@ fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) ->
             }
             let rest = &b[hit.end..];
             let id = rest.get(..16)?;
-            let shaped = id.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            let shaped = id
+                .iter()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
                 && id.iter().any(u8::is_ascii_digit)
                 && !rest.get(16).is_some_and(u8::is_ascii_alphanumeric)
                 && !text[hit.end..hit.end + 16].contains("EXAMPLE");
@@ -636,7 +645,9 @@ fn credential(text: &str, hit: Range<usize>, literal: &str, shape: CredShape) ->
 fn key_body_len(s: &str) -> usize {
     let mut len = 0;
     for (i, c) in s.char_indices() {
-        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '*' | '+' | '/' | '=' | '•' | '…') {
+        if c.is_ascii_alphanumeric()
+            || matches!(c, '_' | '-' | '.' | '*' | '+' | '/' | '=' | '•' | '…')
+        {
             len = i + c.len_utf8();
         } else {
             break;
@@ -676,7 +687,9 @@ fn key_material(body: &str) -> bool {
         visible.extend(std::iter::repeat_n('x', x_run));
     }
     let lower = visible.to_ascii_lowercase();
-    if PLACEHOLDERS.iter().any(|p| lower.contains(p)) || SEQUENCES.iter().any(|p| visible.contains(p)) {
+    if PLACEHOLDERS.iter().any(|p| lower.contains(p))
+        || SEQUENCES.iter().any(|p| visible.contains(p))
+    {
         return false;
     }
     let digit = visible.bytes().any(|c| c.is_ascii_digit());
@@ -710,7 +723,10 @@ mod tests {
 
     #[test]
     fn a_stray_close_tag_covers_the_reasoning_before_it() {
-        let found = scan("The user wants a date. </think>\n\nIt is Tuesday.", "what day is it?");
+        let found = scan(
+            "The user wants a date. </think>\n\nIt is Tuesday.",
+            "what day is it?",
+        );
         assert_eq!(found, vec![("reasoning.stray_close", true)]);
     }
 
@@ -732,7 +748,15 @@ mod tests {
 
     #[test]
     fn a_status_phrase_in_prose_is_not_an_error_display() {
-        assert!(scan("When a server is busy it may answer 503 Service Unavailable.", "hm").is_empty());
-        assert!(scan("Error: 503 Service Unavailable", "hm").contains(&("failure.http_status", true)));
+        assert!(
+            scan(
+                "When a server is busy it may answer 503 Service Unavailable.",
+                "hm"
+            )
+            .is_empty()
+        );
+        assert!(
+            scan("Error: 503 Service Unavailable", "hm").contains(&("failure.http_status", true))
+        );
     }
 }

@@ -219,16 +219,11 @@ type JudgeFuture<'a> = Pin<Box<dyn Future<Output = Result<JudgeVerdict, JudgeErr
 
 /// The dyn-compatible face of [`Judge`], so a gate holds any judge without a type parameter.
 pub(crate) trait DynJudge: Send + Sync {
-    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>)
-    -> JudgeFuture<'a>;
+    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a>;
 }
 
 impl<J: Judge> DynJudge for J {
-    fn judge_boxed<'a>(
-        &'a self,
-        turn: &'a Turn,
-        request: &'a JudgeRequest<'a>,
-    ) -> JudgeFuture<'a> {
+    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a> {
         Box::pin(self.judge(turn, request))
     }
 }
@@ -368,7 +363,10 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(49_999)).await;
         assert!(!ledger.try_charge(budget, "a"), "still inside the window");
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(ledger.try_charge(budget, "a"), "a new window at exactly 60 s");
+        assert!(
+            ledger.try_charge(budget, "a"),
+            "a new window at exactly 60 s"
+        );
     }
 
     #[test]
@@ -385,8 +383,17 @@ mod tests {
 
     #[test]
     fn answers_parse_by_their_first_word() {
-        assert_eq!(JudgeVerdict::parse("**Allow**").ok(), Some(JudgeVerdict::Allow));
-        assert_eq!(JudgeVerdict::parse("Block.").ok(), Some(JudgeVerdict::Block));
-        assert!(matches!(JudgeVerdict::parse(""), Err(JudgeError::Unparseable)));
+        assert_eq!(
+            JudgeVerdict::parse("**Allow**").ok(),
+            Some(JudgeVerdict::Allow)
+        );
+        assert_eq!(
+            JudgeVerdict::parse("Block.").ok(),
+            Some(JudgeVerdict::Block)
+        );
+        assert!(matches!(
+            JudgeVerdict::parse(""),
+            Err(JudgeError::Unparseable)
+        ));
     }
 }

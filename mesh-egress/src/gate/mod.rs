@@ -314,9 +314,9 @@ impl QualityGate {
     /// The literals the heuristic pass looks for (matched ASCII-case-insensitively), empty when
     /// the gate is off. Exposed for transparency and for the benchmark's baseline.
     pub fn triggers(&self) -> Vec<&str> {
-        self.inner.as_ref().map_or_else(Vec::new, |inner| {
-            inner.heuristics.literals().collect()
-        })
+        self.inner
+            .as_ref()
+            .map_or_else(Vec::new, |inner| inner.heuristics.literals().collect())
     }
 
     /// The heuristic pass alone: every finding in `candidate`, after context from the input.
@@ -417,16 +417,15 @@ impl GateInner {
         if turn.is_stopped() {
             return JudgeOutcome::TurnStopped;
         }
-        if !self.spent.try_charge(self.budget, turn.attribution().agent()) {
+        if !self
+            .spent
+            .try_charge(self.budget, turn.attribution().agent())
+        {
             return JudgeOutcome::BudgetExhausted;
         }
         let candidate = redact_credentials(text, findings);
-        let request = JudgeRequest::new(
-            &candidate,
-            findings,
-            input.user_message,
-            turn.attribution(),
-        );
+        let request =
+            JudgeRequest::new(&candidate, findings, input.user_message, turn.attribution());
         let call = tokio::time::timeout(self.judge_timeout, judge.judge_boxed(turn, &request));
         tokio::select! {
             biased;

@@ -180,22 +180,42 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     };
     let bytes = text.as_bytes();
     let mut word_hash = FNV_OFFSET;
-    let mut word_start: Option<usize> = None;
+    let mut word_start = usize::MAX; // MAX: not inside a word
     for (i, &b) in bytes.iter().enumerate() {
-        if b.is_ascii_alphanumeric() || b >= 0x80 {
-            if word_start.is_none() {
-                word_start = Some(i);
+        let folded = WORD_BYTE[usize::from(b)];
+        if folded != 0 {
+            if word_start == usize::MAX {
+                word_start = i;
                 word_hash = FNV_OFFSET;
             }
-            word_hash = (word_hash ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(FNV_PRIME);
-        } else if let Some(start) = word_start.take() {
-            emit(word_hash, start, i);
+            word_hash = (word_hash ^ u64::from(folded)).wrapping_mul(FNV_PRIME);
+        } else if word_start != usize::MAX {
+            emit(word_hash, word_start, i);
+            word_start = usize::MAX;
         }
     }
-    if let Some(start) = word_start {
-        emit(word_hash, start, bytes.len());
+    if word_start != usize::MAX {
+        emit(word_hash, word_start, bytes.len());
     }
 }
+
+/// Each byte folded for word hashing: ASCII letters lowercased, digits and non-ASCII bytes as
+/// they are, and 0 for a separator.
+static WORD_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        #[allow(clippy::cast_possible_truncation)]
+        let byte = b as u8;
+        table[b] = if byte.is_ascii_alphanumeric() || byte >= 0x80 {
+            byte.to_ascii_lowercase()
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {
