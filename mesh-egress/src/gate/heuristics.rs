@@ -759,4 +759,104 @@ mod tests {
             scan("Error: 503 Service Unavailable", "hm").contains(&("failure.http_status", true))
         );
     }
+
+    #[test]
+    fn a_telegram_bot_token_is_found_at_its_seam() {
+        let found = scan(
+            "token: 6482910375:AAHk3Zq9Xw2Lm8Np4Rt6Vy1Bc5Df7Gh0Jk2",
+            "bot?",
+        );
+        assert_eq!(found, vec![("credential.bot_token", true)]);
+    }
+
+    #[test]
+    fn an_opaque_bearer_token_is_a_credential_and_a_placeholder_is_not() {
+        assert_eq!(
+            scan(
+                "Authorization: Bearer 9xQz3kLm2Vb7Nc4Rt8Yp1Ws6Df0Gh5Jk",
+                "auth?"
+            ),
+            vec![("credential.bot_token", true)]
+        );
+        assert!(scan("Authorization: Bearer $API_TOKEN", "auth?").is_empty());
+    }
+
+    #[test]
+    fn a_pem_header_without_key_material_is_not_a_key() {
+        assert!(
+            scan(
+                "It starts with -----BEGIN PRIVATE KEY----- and ends with END.",
+                "pem?"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_refusal_opener_counts_only_at_the_start() {
+        assert_eq!(
+            scan("I'm sorry, but I can't share that.", "share the file"),
+            vec![("refusal.opener", false)]
+        );
+        let late = format!(
+            "{} I'm sorry, but I can't share that part.",
+            "Here is the summary. ".repeat(8)
+        );
+        assert!(scan(&late, "summary please").is_empty());
+    }
+
+    #[test]
+    fn an_error_the_user_named_is_lowered_to_low() {
+        let h = Heuristics::compile(&[], None).expect("compiles");
+        let found = h.scan(
+            "Error 429 Too Many Requests means slow down.",
+            "why do I get 429?",
+            &[],
+        );
+        assert!(!found.is_empty());
+        assert!(
+            found
+                .iter()
+                .all(|f| f.demotion() == Some(Demotion::QuotedFromUser))
+        );
+    }
+
+    #[test]
+    fn failure_text_in_code_is_high_when_the_user_did_not_ask_about_code() {
+        let text = "Done!\n\n```\nTraceback (most recent call last):\n  File \"x.py\", line 1\n```";
+        assert!(scan(text, "book me a room for Tuesday").contains(&("failure.stack_trace", true)));
+        assert!(
+            scan(text, "why does my python script fail?")
+                .iter()
+                .all(|(_, high)| !high)
+        );
+    }
+
+    #[test]
+    fn a_canary_is_never_lowered_by_context() {
+        let h = Heuristics::compile(&["cnry-77aa".to_owned()], None).expect("compiles");
+        let found = h.scan("`cnry-77aa`", "what is cnry-77aa in code?", &[]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].confidence(), crate::gate::Confidence::High);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scanning_any_text_never_panics_and_spans_are_char_boundaries(
+            text in "(\\PC|<think>|</think>|sk-|:AA|\\n    at |`|```|•|Error: )*",
+            user in "\\PC{0,40}",
+        ) {
+            let h = Heuristics::compile(&["c4n".to_owned()], PromptOverlap::new(
+                "you are a helpful assistant for the shipping team at northwind",
+                3,
+                0.5,
+            ))
+            .expect("compiles");
+            for f in h.scan(&text, &user, &["x"]) {
+                proptest::prop_assert!(f.span().end <= text.len());
+                proptest::prop_assert!(text.is_char_boundary(f.span().start));
+                proptest::prop_assert!(text.is_char_boundary(f.span().end));
+            }
+        }
+    }
 }

@@ -754,3 +754,50 @@ impl QualityGateBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configuration_is_a_typed_error() {
+        assert!(matches!(
+            QualityGate::builder().system_prompt("p", 0.0).build(),
+            Err(GateConfigError::Threshold(_))
+        ));
+        assert!(matches!(
+            QualityGate::builder().system_prompt("p", f64::NAN).build(),
+            Err(GateConfigError::Threshold(_))
+        ));
+        assert!(matches!(
+            QualityGate::builder().ngram(0).build(),
+            Err(GateConfigError::Ngram)
+        ));
+        assert!(matches!(
+            QualityGate::builder().canary("  ").build(),
+            Err(GateConfigError::EmptyCanary)
+        ));
+        assert!(matches!(
+            QualityGate::builder().judge_timeout(Duration::ZERO).build(),
+            Err(GateConfigError::JudgeTimeout)
+        ));
+    }
+
+    #[test]
+    fn the_gate_is_off_by_default_and_an_off_gate_finds_nothing() {
+        let gate = QualityGate::default();
+        assert!(!gate.is_on());
+        assert!(gate.triggers().is_empty());
+        assert!(gate.scan("LLM request failed", "").is_empty());
+        let off = QualityGate::builder().enabled(false).build().expect("off");
+        assert!(!off.is_on());
+    }
+
+    #[test]
+    fn stripping_reasoning_leaves_no_gap_of_blank_lines() {
+        let text = "Intro.\n\n<think>x</think>\n\n\n\nAnswer.";
+        let start = text.find("<think>").expect("tag");
+        let end = text.find("</think>").expect("tag") + "</think>".len();
+        assert_eq!(strip(text, &[start..end]), "Intro.\n\nAnswer.");
+    }
+}
