@@ -251,9 +251,9 @@ pub enum GateConfigError {
     /// The overlap threshold must be in `(0, 1]`.
     #[error("the system-prompt overlap threshold must be in (0, 1], got {0}")]
     Threshold(f64),
-    /// The n-gram length must be at least 1 word.
-    #[error("the system-prompt n-gram length must be at least 1 word")]
-    Ngram,
+    /// The n-gram length must be 1 to 32 words.
+    #[error("the system-prompt n-gram length must be 1 to 32 words, got {0}")]
+    Ngram(usize),
     /// A canary token was empty or whitespace.
     #[error("a canary token must not be empty")]
     EmptyCanary,
@@ -689,7 +689,7 @@ impl QualityGateBuilder {
         self
     }
 
-    /// The n-gram length of the system-prompt check, in words (default 6).
+    /// The n-gram length of the system-prompt check, in words (default 6, at most 32).
     pub fn ngram(mut self, words: usize) -> Self {
         self.ngram = words;
         self
@@ -722,8 +722,8 @@ impl QualityGateBuilder {
 
     /// Compiles the heuristics once.
     pub fn build(self) -> Result<QualityGate, GateConfigError> {
-        if self.ngram == 0 {
-            return Err(GateConfigError::Ngram);
+        if !(1..=overlap::MAX_NGRAM).contains(&self.ngram) {
+            return Err(GateConfigError::Ngram(self.ngram));
         }
         if self.judge_timeout.is_zero() {
             return Err(GateConfigError::JudgeTimeout);
@@ -771,7 +771,11 @@ mod tests {
         ));
         assert!(matches!(
             QualityGate::builder().ngram(0).build(),
-            Err(GateConfigError::Ngram)
+            Err(GateConfigError::Ngram(0))
+        ));
+        assert!(matches!(
+            QualityGate::builder().ngram(33).build(),
+            Err(GateConfigError::Ngram(33))
         ));
         assert!(matches!(
             QualityGate::builder().canary("  ").build(),

@@ -16,6 +16,9 @@ use std::ops::Range;
 /// The widest window, in n-grams (the window is a bit mask).
 const WINDOW: usize = 16;
 
+/// The longest n-gram, in words.
+pub(crate) const MAX_NGRAM: usize = 32;
+
 /// The default n-gram length, in words.
 pub(crate) const DEFAULT_NGRAM: usize = 6;
 
@@ -152,9 +155,10 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     if n == 0 {
         return;
     }
-    // Ring buffers of the last n word hashes and start offsets.
-    let mut hashes = vec![0u64; n];
-    let mut starts = vec![0usize; n];
+    // Ring buffers of the last n word hashes and start offsets, on the stack.
+    let n = n.min(MAX_NGRAM);
+    let mut hashes = [0u64; MAX_NGRAM];
+    let mut starts = [0usize; MAX_NGRAM];
     let top = (1..n).fold(1u64, |p, _| p.wrapping_mul(ROLL_BASE)); // ROLL_BASE^(n-1)
     let mut slot = 0usize; // where the oldest word is, and the next one goes
     let mut seen = 0usize;
