@@ -110,12 +110,12 @@ impl Heuristics {
         let bare_error = Regex::new(
             r"(?x)^(?:
                 (?i:error|fatal|failure|exception)(?:\s*:|\s+\d{3}\b|[.!]?\s*$)
-              | [A-Z][A-Za-z0-9_.]*(?:Error|Exception)(?::|\s*$)
+              | [A-Z][A-Za-z0-9_.]*(?:Error|Exception):\s
               | (?i:request\ timed\ out|connection\ error|overloaded|internal\ server\ error
                    |internal\ error|unknown\ error|an\ unknown\ error\ occurred|bad\ gateway
                    |service\ unavailable|upstream\ request\ timeout|something\ went\ wrong
-                   |failed\ to\ fetch|network\ error|timeout)[.!]*\s*$
-              | (?:null|undefined|None|NaN|nil|\{\s*\}|\[\s*\])\s*$
+                   |failed\ to\ fetch|network\ error)[.!]*\s*$
+              | (?:null|undefined|NaN|\{\s*\}|\[\s*\])\s*$
             )",
         )
         .map_err(|e| CompileError(e.to_string()))?;

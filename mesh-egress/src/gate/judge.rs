@@ -1,9 +1,41 @@
 //! The judge: the fast-model call that rules on a flagged candidate, its time bound and its
 //! per-agent budget.
 //!
-//! A model-backed judge over Layer A's `Router` is a few lines: send
+//! A model-backed judge over Layer A's router is a few lines: send
 //! [`JudgeRequest::instruction`] as the system message and [`JudgeRequest::prompt`] as the user
-//! message, then parse the completion with [`JudgeVerdict::parse`].
+//! message, then parse the completion with [`JudgeVerdict::parse`]. The router's
+//! [`EgressError`] converts into [`JudgeError`] with `?`. Here `FastModel` stands in for the
+//! router:
+//!
+//! ```
+//! use std::future::Future;
+//! use mesh_egress::gate::{Judge, JudgeError, JudgeRequest, JudgeVerdict};
+//! use mesh_egress::{EgressError, Turn};
+//!
+//! /// Stands in for Layer A's router: one chat request, one completion.
+//! struct FastModel;
+//! impl FastModel {
+//!     async fn complete(&self, _turn: &Turn, _system: &str, user: String) -> Result<String, EgressError> {
+//!         Ok(if user.contains("reasoning.block") { "BLOCK".into() } else { "ALLOW".into() })
+//!     }
+//! }
+//!
+//! struct ModelJudge(FastModel);
+//!
+//! impl Judge for ModelJudge {
+//!     fn judge(
+//!         &self,
+//!         turn: &Turn,
+//!         request: &JudgeRequest<'_>,
+//!     ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send {
+//!         let prompt = request.prompt();
+//!         async move {
+//!             let answer = self.0.complete(turn, JudgeRequest::instruction(), prompt).await?;
+//!             JudgeVerdict::parse(&answer)
+//!         }
+//!     }
+//! }
+//! ```
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +46,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::egress::{Attribution, Cause};
+use crate::egress::{Attribution, Cause, EgressError};
 use crate::gate::finding::Finding;
 use crate::turn::Turn;
 
@@ -67,6 +99,10 @@ pub enum JudgeError {
     /// The model call failed (after Layer A's own retries, for a router-backed judge).
     #[error("the judge's model call failed")]
     Model(#[source] Cause),
+    /// The model call came back from Layer A's router as an [`EgressError`] (retries and
+    /// fallbacks exhausted). Kept for operators; the gate records only the kind.
+    #[error("the judge's routed model call failed ({} after {} attempts)", .0.class().as_str(), .0.attempt())]
+    Routed(EgressError),
     /// The model answered, but not with allow or block.
     #[error("the judge's answer was neither allow nor block")]
     Unparseable,
@@ -79,15 +115,23 @@ impl JudgeError {
     /// A stable lowercase name for logs and ledgers (never the cause's text).
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Model(_) => "model",
+            Self::Model(_) | Self::Routed(_) => "model",
             Self::Unparseable => "unparseable",
             Self::Unavailable => "unavailable",
         }
     }
 
     /// Wraps any error from the model call.
+    ///
+    /// (An [`EgressError`] from the router converts with `?`.)
     pub fn model(cause: impl Into<Cause>) -> Self {
         Self::Model(cause.into())
+    }
+}
+
+impl From<EgressError> for JudgeError {
+    fn from(error: EgressError) -> Self {
+        Self::Routed(error)
     }
 }
 
