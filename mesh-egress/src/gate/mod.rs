@@ -802,6 +802,9 @@ mod tests {
         let text = "Intro.\n\n<think>x</think>\n\n\n\nAnswer.";
         let start = text.find("<think>").expect("tag");
         let end = text.find("</think>").expect("tag") + "</think>".len();
-        assert_eq!(strip(text, &[start..end]), "Intro.\n\nAnswer.");
+        assert_eq!(
+            strip(text, std::slice::from_ref(&(start..end))),
+            "Intro.\n\nAnswer."
+        );
     }
 }
