@@ -252,7 +252,15 @@ impl Heuristics {
                 }
                 continue;
             }
-            if quoted(&user_lower, matched, r.key.map(|id| &self.entries[id])) {
+            let entry = r.key.map(|id| &self.entries[id]);
+            let asked = if rule.is_sanitisable() {
+                // Reasoning counts as quoted only when the user wrote the tag itself: a number
+                // or phrase inside the reasoning proves nothing.
+                entry.is_some_and(|e| user_lower.contains(e.literal.as_str()))
+            } else {
+                quoted(&user_lower, matched, entry)
+            };
+            if asked {
                 f.demote(Demotion::QuotedFromUser);
             } else if technical && code.iter().any(|c| c.contains(&f.span().start)) {
                 f.demote(Demotion::InCode);
@@ -830,6 +838,17 @@ mod tests {
                 .iter()
                 .all(|(_, high)| !high)
         );
+    }
+
+    #[test]
+    fn reasoning_is_not_lowered_by_a_number_the_user_mentioned() {
+        let found = scan(
+            "<think>user said 503 twice</think>It is back up.",
+            "is 503 fixed?",
+        );
+        assert_eq!(found, vec![("reasoning.block", true)]);
+        let asked = scan("Wrap it in `<think>` tags.", "what are <think> tags?");
+        assert!(asked.iter().all(|(_, high)| !high), "{asked:?}");
     }
 
     #[test]
