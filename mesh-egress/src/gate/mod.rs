@@ -23,7 +23,8 @@
 //! | high, other | sent (the judge downgrades) | Layer C | Layer C |
 //!
 //! A stripped reply with nothing left, or whose rest still holds a high-confidence finding,
-//! goes to Layer C. The judge can only downgrade a high-confidence block; it never sees, and so
+//! goes to Layer C. A canary token has no benign reading: it is blocked without asking the
+//! judge. The judge can only downgrade a high-confidence block; it never sees, and so
 //! never blocks, a reply no heuristic flagged. Its own failure is never a user-facing error.
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
@@ -395,6 +396,18 @@ impl QualityGate {
                 message: Some(message),
                 attribution,
             };
+        }
+        if findings.iter().any(|f| f.rule() == Rule::Canary) {
+            // A canary has no benign reading: no judge can downgrade it, so none is asked.
+            let evaluation = Evaluation {
+                verdict: GateVerdict::Blocked { retryable: false },
+                findings,
+                judge: None,
+                message: None,
+                attribution,
+            };
+            record(turn, &evaluation);
+            return evaluation;
         }
         let judge = inner.run_judge(turn, text, &findings, input).await;
         let evaluation = inner.decide(findings, judge, input, message);
