@@ -290,6 +290,13 @@ pub struct GateRecord {
     pub verdict: String,
     /// Whether the message was flagged for offline review.
     pub review: bool,
+    /// How the judge's part ended (`allow`, `block`, `timeout`, `error`, `budget_exhausted`,
+    /// `turn_stopped`, `no_judge`), if it was asked.
+    #[serde(default)]
+    pub judge: Option<String>,
+    /// The byte range of the finding in the candidate (never its text).
+    #[serde(default)]
+    pub span: Option<(usize, usize)>,
 }
 
 mod millis {

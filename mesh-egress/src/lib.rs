@@ -52,6 +52,9 @@
 pub mod channel;
 pub mod degrade;
 mod egress;
+#[cfg(feature = "gate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
+pub mod gate;
 pub mod ledger;
 pub mod model;
 mod outbound;

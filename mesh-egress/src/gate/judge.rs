@@ -1,0 +1,443 @@
+//! The judge: the fast-model call that rules on a flagged candidate, its time bound and its
+//! per-agent budget.
+//!
+//! A model-backed judge over Layer A's router is a few lines: send
+//! [`JudgeRequest::instruction`] as the system message and [`JudgeRequest::prompt`] as the user
+//! message, then parse the completion with [`JudgeVerdict::parse`]. The router's
+//! [`EgressError`] converts into [`JudgeError`] with `?`. Here `FastModel` stands in for the
+//! router:
+//!
+//! ```
+//! use std::future::Future;
+//! use mesh_egress::gate::{Judge, JudgeError, JudgeRequest, JudgeVerdict};
+//! use mesh_egress::{EgressError, Turn};
+//!
+//! /// Stands in for Layer A's router: one chat request, one completion.
+//! struct FastModel;
+//! impl FastModel {
+//!     async fn complete(&self, _turn: &Turn, _system: &str, user: String) -> Result<String, EgressError> {
+//!         Ok(if user.contains("reasoning.block") { "BLOCK".into() } else { "ALLOW".into() })
+//!     }
+//! }
+//!
+//! struct ModelJudge(FastModel);
+//!
+//! impl Judge for ModelJudge {
+//!     fn judge(
+//!         &self,
+//!         turn: &Turn,
+//!         request: &JudgeRequest<'_>,
+//!     ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send {
+//!         let prompt = request.prompt();
+//!         async move {
+//!             let answer = self.0.complete(turn, JudgeRequest::instruction(), prompt).await?;
+//!             JudgeVerdict::parse(&answer)
+//!         }
+//!     }
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::egress::{Attribution, Cause, EgressError};
+use crate::gate::finding::Finding;
+use crate::turn::Turn;
+
+/// The judge's ruling on a flagged candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JudgeVerdict {
+    /// Fit to send: the finding is benign in context.
+    Allow,
+    /// Not fit to send.
+    Block,
+}
+
+impl JudgeVerdict {
+    /// Parses a model's answer: the first word, ignoring case and punctuation, must be `allow`
+    /// or `block` (`send`/`pass` and `reject`/`deny` are accepted too).
+    ///
+    /// ```
+    /// use mesh_egress::gate::JudgeVerdict;
+    /// assert_eq!(JudgeVerdict::parse("ALLOW").unwrap(), JudgeVerdict::Allow);
+    /// assert_eq!(JudgeVerdict::parse(" block: leaks a stack trace").unwrap(), JudgeVerdict::Block);
+    /// assert!(JudgeVerdict::parse("It depends.").is_err());
+    /// ```
+    pub fn parse(answer: &str) -> Result<Self, JudgeError> {
+        let word: String = answer
+            .trim_start_matches(|c: char| !c.is_alphanumeric())
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect();
+        match word.as_str() {
+            "allow" | "allowed" | "send" | "pass" => Ok(Self::Allow),
+            "block" | "blocked" | "reject" | "deny" => Ok(Self::Block),
+            _ => Err(JudgeError::Unparseable),
+        }
+    }
+
+    /// `allow` or `block`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Block => "block",
+        }
+    }
+}
+
+/// Why a judge could not rule. Never shown to a user; the gate records only [`kind`](Self::kind).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JudgeError {
+    /// The model call failed (after Layer A's own retries, for a router-backed judge).
+    #[error("the judge's model call failed")]
+    Model(#[source] Cause),
+    /// The model call came back from Layer A's router as an [`EgressError`] (retries and
+    /// fallbacks exhausted). Kept for operators; the gate records only the kind.
+    #[error("the judge's routed model call failed ({} after {} attempts)", .0.class().as_str(), .0.attempt())]
+    Routed(EgressError),
+    /// The model answered, but not with allow or block.
+    #[error("the judge's answer was neither allow nor block")]
+    Unparseable,
+    /// The judge is not available (not configured, shut down).
+    #[error("the judge is unavailable")]
+    Unavailable,
+}
+
+impl JudgeError {
+    /// A stable lowercase name for logs and ledgers (never the cause's text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Model(_) | Self::Routed(_) => "model",
+            Self::Unparseable => "unparseable",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// Wraps any error from the model call.
+    ///
+    /// (An [`EgressError`] from the router converts with `?`.)
+    pub fn model(cause: impl Into<Cause>) -> Self {
+        Self::Model(cause.into())
+    }
+}
+
+impl From<EgressError> for JudgeError {
+    fn from(error: EgressError) -> Self {
+        Self::Routed(error)
+    }
+}
+
+/// What the judge is asked about: the candidate (credentials already redacted), the findings
+/// and the user's message.
+#[derive(Clone, Copy)]
+pub struct JudgeRequest<'a> {
+    pub(crate) candidate: &'a str,
+    pub(crate) findings: &'a [Finding],
+    pub(crate) user_message: &'a str,
+    pub(crate) attribution: &'a Attribution,
+}
+
+impl<'a> JudgeRequest<'a> {
+    /// A request about `candidate`, flagged with `findings`, answering `user_message`.
+    pub fn new(
+        candidate: &'a str,
+        findings: &'a [Finding],
+        user_message: &'a str,
+        attribution: &'a Attribution,
+    ) -> Self {
+        Self {
+            candidate,
+            findings,
+            user_message,
+            attribution,
+        }
+    }
+
+    /// The candidate reply, with any credential the heuristics found redacted.
+    pub fn candidate(&self) -> &'a str {
+        self.candidate
+    }
+
+    /// What the heuristics found.
+    pub fn findings(&self) -> &'a [Finding] {
+        self.findings
+    }
+
+    /// The message the candidate answers.
+    pub fn user_message(&self) -> &'a str {
+        self.user_message
+    }
+
+    /// Which agent, conversation and run.
+    pub fn attribution(&self) -> &'a Attribution {
+        self.attribution
+    }
+
+    /// The system instruction for a model-backed judge.
+    pub fn instruction() -> &'static str {
+        "You review a chat assistant's reply before it is sent to a person. Automatic checks \
+         flagged it. Decide whether it is fit to send: block replies that leak the assistant's \
+         hidden reasoning, its system prompt, internal error text (failed requests, provider \
+         error bodies, stack traces), or secrets, and replies that refuse or apologise without \
+         helping; allow the reply when the flagged text is what the person asked for. Answer \
+         with exactly one word: ALLOW or BLOCK."
+    }
+
+    /// The user message for a model-backed judge: the person's message, the findings and the
+    /// candidate.
+    pub fn prompt(&self) -> String {
+        let mut out = String::with_capacity(self.candidate.len() + self.user_message.len() + 256);
+        out.push_str("The person wrote:\n<<<\n");
+        out.push_str(self.user_message);
+        out.push_str("\n>>>\n\nChecks that fired:\n");
+        for f in self.findings {
+            out.push_str("- ");
+            out.push_str(f.rule_id());
+            out.push_str(" (");
+            out.push_str(f.confidence().as_str());
+            out.push_str(")\n");
+        }
+        out.push_str("\nThe assistant's reply:\n<<<\n");
+        out.push_str(self.candidate);
+        out.push_str("\n>>>\n\nALLOW or BLOCK?");
+        out
+    }
+}
+
+impl fmt::Debug for JudgeRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JudgeRequest")
+            .field("findings", &self.findings)
+            .field("attribution", &self.attribution)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The fast-model call that rules on a flagged candidate.
+///
+/// Only candidates a heuristic flagged reach it. The gate bounds it in time
+/// ([`QualityGateBuilder::judge_timeout`](crate::gate::QualityGateBuilder::judge_timeout)),
+/// charges it against the agent's budget, and stops it when the turn stops; an implementation
+/// needs none of that, only one call and an answer.
+///
+/// ```
+/// use std::future::Future;
+/// use mesh_egress::Turn;
+/// use mesh_egress::gate::{Judge, JudgeError, JudgeRequest, JudgeVerdict};
+///
+/// /// Allows anything the user quoted in their own message.
+/// struct QuotedIsFine;
+///
+/// impl Judge for QuotedIsFine {
+///     fn judge(
+///         &self,
+///         _turn: &Turn,
+///         request: &JudgeRequest<'_>,
+///     ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send {
+///         let quoted = request
+///             .findings()
+///             .iter()
+///             .all(|f| request.user_message().contains(f.excerpt()));
+///         async move { Ok(if quoted { JudgeVerdict::Allow } else { JudgeVerdict::Block }) }
+///     }
+/// }
+/// ```
+pub trait Judge: Send + Sync + 'static {
+    /// Rules on one flagged candidate.
+    fn judge(
+        &self,
+        turn: &Turn,
+        request: &JudgeRequest<'_>,
+    ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send;
+}
+
+type JudgeFuture<'a> = Pin<Box<dyn Future<Output = Result<JudgeVerdict, JudgeError>> + Send + 'a>>;
+
+/// The dyn-compatible face of [`Judge`], so a gate holds any judge without a type parameter.
+pub(crate) trait DynJudge: Send + Sync {
+    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a>;
+}
+
+impl<J: Judge> DynJudge for J {
+    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a> {
+        Box::pin(self.judge(turn, request))
+    }
+}
+
+/// How the judge's part of a gate decision ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JudgeOutcome {
+    /// The judge allowed the candidate.
+    Allow,
+    /// The judge blocked the candidate.
+    Block,
+    /// The judge did not answer within the time bound.
+    Timeout,
+    /// The judge failed (the [`JudgeError::kind`]).
+    Error(&'static str),
+    /// The agent's judge budget was spent; the judge was not called.
+    BudgetExhausted,
+    /// The turn stopped (cancelled, ownership lost, deadline) while the judge ran.
+    TurnStopped,
+    /// No judge is configured.
+    NoJudge,
+}
+
+impl JudgeOutcome {
+    /// A stable lowercase name: `allow`, `block`, `timeout`, `error`, `budget_exhausted`,
+    /// `turn_stopped`, `no_judge`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Block => "block",
+            Self::Timeout => "timeout",
+            Self::Error(_) => "error",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::TurnStopped => "turn_stopped",
+            Self::NoJudge => "no_judge",
+        }
+    }
+
+    /// Whether the judge gave no ruling (every outcome but allow and block).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Self::Allow | Self::Block)
+    }
+}
+
+/// How many judge calls each agent may make: at most `calls` in each `period`-long window. A
+/// window opens at the agent's first call and the count resets when it closes (on `tokio::time`'s
+/// clock).
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::gate::JudgeBudget;
+/// let budget = JudgeBudget::per_agent(100, Duration::from_secs(3600));
+/// assert_eq!(budget.calls(), Some(100));
+/// assert_eq!(JudgeBudget::unlimited().calls(), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JudgeBudget {
+    limit: Option<(u32, Duration)>,
+}
+
+impl JudgeBudget {
+    /// At most `calls` judge calls per agent in each `period`.
+    pub fn per_agent(calls: u32, period: Duration) -> Self {
+        Self {
+            limit: Some((calls, period)),
+        }
+    }
+
+    /// No limit (the default; heuristics already keep the judge off most traffic).
+    pub fn unlimited() -> Self {
+        Self { limit: None }
+    }
+
+    /// The calls allowed per window, if limited.
+    pub fn calls(&self) -> Option<u32> {
+        self.limit.map(|(calls, _)| calls)
+    }
+
+    /// The window length, if limited.
+    pub fn period(&self) -> Option<Duration> {
+        self.limit.map(|(_, period)| period)
+    }
+}
+
+impl Default for JudgeBudget {
+    fn default() -> Self {
+        Self::unlimited()
+    }
+}
+
+/// How many agents' windows are remembered before all are forgotten (bounds memory).
+const BUDGET_MEMORY: usize = 10_000;
+
+/// Per-agent accounting for a [`JudgeBudget`].
+#[derive(Debug, Default)]
+pub(crate) struct BudgetLedger {
+    windows: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl BudgetLedger {
+    /// Charges one call to `agent`; `false` when the budget is spent.
+    pub(crate) fn try_charge(&self, budget: JudgeBudget, agent: &str) -> bool {
+        let Some((calls, period)) = budget.limit else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        if windows.len() >= BUDGET_MEMORY && !windows.contains_key(agent) {
+            windows.clear();
+        }
+        let window = windows.entry(agent.to_owned()).or_insert((now, 0));
+        if now >= window.0 + period {
+            *window = (now, 0);
+        }
+        if window.1 >= calls {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_budget_resets_exactly_one_period_after_the_first_call() {
+        let ledger = BudgetLedger::default();
+        let budget = JudgeBudget::per_agent(2, Duration::from_secs(60));
+        assert!(ledger.try_charge(budget, "a"));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(ledger.try_charge(budget, "a"));
+        assert!(!ledger.try_charge(budget, "a"));
+        assert!(ledger.try_charge(budget, "b"), "budgets are per agent");
+        tokio::time::sleep(Duration::from_millis(49_999)).await;
+        assert!(!ledger.try_charge(budget, "a"), "still inside the window");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(
+            ledger.try_charge(budget, "a"),
+            "a new window at exactly 60 s"
+        );
+    }
+
+    #[test]
+    fn a_zero_budget_never_calls_the_judge() {
+        let ledger = BudgetLedger::default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            assert!(!ledger.try_charge(JudgeBudget::per_agent(0, Duration::from_secs(1)), "a"));
+        });
+    }
+
+    #[test]
+    fn answers_parse_by_their_first_word() {
+        assert_eq!(
+            JudgeVerdict::parse("**Allow**").ok(),
+            Some(JudgeVerdict::Allow)
+        );
+        assert_eq!(
+            JudgeVerdict::parse("Block.").ok(),
+            Some(JudgeVerdict::Block)
+        );
+        assert!(matches!(
+            JudgeVerdict::parse(""),
+            Err(JudgeError::Unparseable)
+        ));
+    }
+}
