@@ -51,6 +51,7 @@
 mod finding;
 mod heuristics;
 mod judge;
+mod model_judge;
 mod overlap;
 mod rules;
 
@@ -61,6 +62,7 @@ use std::time::Duration;
 
 pub use finding::{Confidence, Demotion, Finding, Rule};
 pub use judge::{Judge, JudgeBudget, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
+pub use model_judge::ModelJudge;
 
 use crate::egress::{AgentMessage, Attribution, EgressError};
 use crate::ledger::{GateRecord, LedgerRecord};
