@@ -86,7 +86,8 @@ async fn every_mode_and_policy_keeps_the_cause_away_from_the_person() {
         Failure::BadRequest,
         Failure::ContextOverflow,
     ];
-    let policies: [(&str, fn() -> DegradationPolicy); 3] = [
+    type MakePolicy = fn() -> DegradationPolicy;
+    let policies: [(&str, MakePolicy); 3] = [
         ("default", DegradationPolicy::default),
         ("always hand off", || {
             DegradationPolicy::default().always_hand_off(true)
