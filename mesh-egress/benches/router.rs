@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable as _};
 use criterion::{Criterion, criterion_group, criterion_main};
-use mesh_egress::ledger::{Ledger, LedgerEntry, LedgerStore};
+use mesh_egress::ledger::{
+    AttemptRecord, Ledger, LedgerEntry, LedgerRecord, LedgerStore, RecoveryReport,
+};
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Completion, ModelConnector, ModelError, RetryConfig, Router, classify,
 };
@@ -135,6 +137,28 @@ fn bench(c: &mut Criterion) {
                     Err(_) => black_box(false),
                 }
             })
+        });
+    });
+    // What the Router does on success that the peers do not: build and record the
+    // RecoveryReport (one attempt) on the turn's ledger. Router ≈ a peer + this row.
+    group.bench_function("ledger_row_only", |b| {
+        b.iter(|| {
+            let report = RecoveryReport {
+                attempts: vec![AttemptRecord {
+                    route_index: 0,
+                    model: black_box("m").to_owned(),
+                    attempt: 1,
+                    outcome: "ok".to_owned(),
+                    retryable: true,
+                    duration: Duration::ZERO,
+                    wait: None,
+                }],
+                answered_by: Some(0),
+                answered_model: Some(black_box("m").to_owned()),
+                gave_up: None,
+            };
+            turn.ledger()
+                .record(turn.attribution(), LedgerRecord::Recovery(report));
         });
     });
     group.finish();

@@ -7,6 +7,12 @@
 //! warm holding line, a handoff, or silence — never the cause). The opt-in quality gate guards
 //! the strings: failure text disguised as ordinary model output.
 //!
+//! Layer A lives in [`model`]: a [`model::Router`] wraps any [`model::ModelConnector`] (the
+//! OpenAI-compatible one is `model::OpenAiCompatible`, feature `http`) with classification,
+//! bounded retries, deadlines and route fallback, and returns a completion or an
+//! [`EgressError`]. The `testing` feature holds scripted connectors and a loopback fake
+//! provider for your own tests.
+//!
 //! ```
 //! use mesh_egress::channel::{Deliver, Recorder};
 //! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};

@@ -342,3 +342,14 @@ async fn cancelling_an_in_flight_http_call_leaves_no_task_of_ours_running() {
     }
     assert_eq!(metrics.num_alive_tasks(), 0);
 }
+
+#[test]
+fn a_router_call_is_a_send_future_so_it_can_be_spawned() {
+    fn assert_send<T: Send>(_: &T) {}
+    let connector = OpenAiCompatible::new("http://127.0.0.1:9/v1").expect("valid");
+    let router = Router::new(connector, "m", RetryConfig::default());
+    let turn = turn();
+    let call = router.complete(&turn, request());
+    assert_send(&call);
+    drop(call);
+}

@@ -131,6 +131,8 @@ async fn a_stalled_only_route_is_retried_and_recovery_ends_at_the_total_deadline
     );
     assert_eq!(err.attempt(), 3);
     assert!(err.retryable());
+    assert_eq!(err.class(), FailureClass::Transport);
+    assert_eq!(err.attribution(), turn.attribution());
     assert_eq!(
         recovery(&turn).gave_up.as_deref(),
         Some("retries_exhausted")

@@ -190,9 +190,9 @@ impl RetryConfig {
         if let Some(n) = read(ENV_ATTEMPTS, true) {
             config.attempts = u32::try_from(n).unwrap_or(u32::MAX);
         }
-        if let Some(ms) = read(ENV_ATTEMPT_TIMEOUT_MS, false) {
+        let attempt_timeout_set = read(ENV_ATTEMPT_TIMEOUT_MS, false).map(|ms| {
             config.attempt_timeout = (ms != 0).then(|| Duration::from_millis(ms));
-        }
+        });
         if let Some(ms) = read(ENV_TOTAL_DEADLINE_MS, true) {
             config.total_deadline = Duration::from_millis(ms);
         }
@@ -204,7 +204,11 @@ impl RetryConfig {
         {
             warnings.push(ConfigWarning {
                 key: ENV_ATTEMPT_TIMEOUT_MS,
-                value: timeout.as_millis().to_string(),
+                // Say so when the default, not the operator, is what collides with the total.
+                value: match attempt_timeout_set {
+                    Some(()) => timeout.as_millis().to_string(),
+                    None => format!("{} (default)", timeout.as_millis()),
+                },
                 problem: ConfigProblem::AttemptTimeoutClamped,
             });
             config.attempt_timeout = Some(config.total_deadline);
@@ -409,6 +413,14 @@ mod tests {
         ]);
         assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(30_000)));
         assert_eq!(c.warnings().len(), 1);
+    }
+
+    #[test]
+    fn a_total_below_the_default_attempt_timeout_clamps_and_names_the_default() {
+        let c = config(&[(ENV_TOTAL_DEADLINE_MS, "5000")]);
+        assert_eq!(c.attempt_timeout(), Some(Duration::from_millis(5000)));
+        assert_eq!(c.warnings().len(), 1);
+        assert_eq!(c.warnings()[0].value, "60000 (default)");
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub use wire::{
     ToolDefinition,
 };
 
-/// One request to one named model. Implemented by [`OpenAiCompatible`] (feature `http`), by the
+/// One request to one named model. Implemented by `OpenAiCompatible` (feature `http`), by the
 /// scripted connectors of the `testing` feature, and by anything else that can answer a chat
 /// request.
 ///

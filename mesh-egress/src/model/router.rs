@@ -3,6 +3,9 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::future::{Future as _, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
@@ -367,20 +370,28 @@ impl<C: ModelConnector> Router<C> {
                 }
                 _ => (share_end, true),
             };
-            // The connector is polled first: a call that answers at once never subscribes to
-            // the turn's signals or arms the timer (the stop check above already ran). Then
-            // the turn's stop beats the attempt bound when both fire at the same instant.
-            let outcome = tokio::select! {
-                biased;
-                result = self.connector.complete(&route.model, request) => match result {
-                    Ok(completion) if completion.is_empty() => {
-                        Outcome::Failed(ModelError::empty_completion())
-                    }
-                    Ok(completion) => Outcome::Answered(completion),
-                    Err(error) => Outcome::Failed(error),
+            // The connector is polled once before anything else: a call that answers at once
+            // never builds the timer or subscribes to the turn's signals (the stop check above
+            // already ran). Afterwards the turn's stop beats the attempt bound when both fire
+            // at the same instant.
+            let mut call = pin!(self.connector.complete(&route.model, request));
+            let first = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+            let result = match first {
+                Poll::Ready(result) => Ok(result),
+                Poll::Pending => tokio::select! {
+                    biased;
+                    result = &mut call => Ok(result),
+                    reason = turn.stopped() => Err(Outcome::Stopped(reason)),
+                    () = sleep_until(bound) => Err(Outcome::TimedOut { by_share }),
                 },
-                reason = turn.stopped() => Outcome::Stopped(reason),
-                () = sleep_until(bound) => Outcome::TimedOut { by_share },
+            };
+            let outcome = match result {
+                Ok(Ok(completion)) if completion.is_empty() => {
+                    Outcome::Failed(ModelError::empty_completion())
+                }
+                Ok(Ok(completion)) => Outcome::Answered(completion),
+                Ok(Err(error)) => Outcome::Failed(error),
+                Err(outcome) => outcome,
             };
             let duration = attempt_start.elapsed();
             let mut record = AttemptRecord {
