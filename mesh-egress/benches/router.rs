@@ -146,15 +146,15 @@ fn bench(c: &mut Criterion) {
             let report = RecoveryReport {
                 attempts: vec![AttemptRecord {
                     route_index: 0,
-                    model: black_box("m").to_owned(),
+                    model: black_box(std::sync::Arc::from("m")),
                     attempt: 1,
-                    outcome: "ok".to_owned(),
+                    outcome: std::borrow::Cow::Borrowed("ok"),
                     retryable: true,
                     duration: Duration::ZERO,
                     wait: None,
                 }],
                 answered_by: Some(0),
-                answered_model: Some(black_box("m").to_owned()),
+                answered_model: Some(black_box(std::sync::Arc::from("m"))),
                 gave_up: None,
             };
             turn.ledger()

@@ -335,7 +335,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
                         {
                             *n += 1
                         }
-                        _ => outcomes.push((a.route_index, a.outcome.clone(), 1)),
+                        _ => outcomes.push((a.route_index, a.outcome.to_string(), 1)),
                     }
                 }
                 let outcomes: Vec<String> = outcomes

@@ -8,6 +8,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,8 +67,15 @@ impl From<&str> for Markdown {
 ///
 /// Every message, error, ledger row and log event carries one, so an operator can trace what a
 /// person saw back to the run that produced it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Attribution {
+///
+/// Cloning is a reference-count increment: every ledger row and log event carries one, and the
+/// healthy path should not pay three string copies for each.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Attribution(Arc<AttributionParts>);
+
+#[derive(PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct AttributionParts {
     agent: String,
     conversation: String,
     run: String,
@@ -80,26 +88,36 @@ impl Attribution {
         conversation: impl Into<String>,
         run: impl Into<String>,
     ) -> Self {
-        Self {
+        Self(Arc::new(AttributionParts {
             agent: agent.into(),
             conversation: conversation.into(),
             run: run.into(),
-        }
+        }))
     }
 
     /// The agent (perspective) that speaks.
     pub fn agent(&self) -> &str {
-        &self.agent
+        &self.0.agent
     }
 
     /// The conversation the value belongs to.
     pub fn conversation(&self) -> &str {
-        &self.conversation
+        &self.0.conversation
     }
 
     /// The run (turn execution) that produced the value.
     pub fn run(&self) -> &str {
-        &self.run
+        &self.0.run
+    }
+}
+
+impl fmt::Debug for Attribution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attribution")
+            .field("agent", &self.0.agent)
+            .field("conversation", &self.0.conversation)
+            .field("run", &self.0.run)
+            .finish()
     }
 }
 

@@ -5,6 +5,7 @@
 //! provider error text: the ledger is for operators reconstructing a turn, and the one place a
 //! cause is written is the error-tracking event at the boundary.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -149,7 +150,7 @@ pub struct RecoveryReport {
     /// The index of the route that answered (0 = primary), if one did.
     pub answered_by: Option<usize>,
     /// The model that answered, if one did.
-    pub answered_model: Option<String>,
+    pub answered_model: Option<Arc<str>>,
     /// Why recovery ended without an answer, if it did (e.g. `retries_exhausted`, `terminal`,
     /// `deadline_reached`, `cancelled`, `ownership_lost`).
     pub gave_up: Option<String>,
@@ -161,12 +162,12 @@ pub struct AttemptRecord {
     /// Route index (0 = primary).
     pub route_index: usize,
     /// The model asked.
-    pub model: String,
+    pub model: Arc<str>,
     /// Attempt number on this route, from 1.
     pub attempt: u32,
     /// How it ended: `ok`, or the failure's classification (e.g. `rate_limited`,
     /// `server_error`, `attempt_timeout`, `auth`), never provider text.
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
     /// Whether the failure was retryable (`true` for `ok`).
     pub retryable: bool,
     /// How long the attempt took.

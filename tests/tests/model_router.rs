@@ -506,7 +506,7 @@ async fn retryable_failures_retry_the_same_route_with_backoff_first() {
     let outcomes: Vec<_> = recovery(&turn)
         .attempts
         .iter()
-        .map(|a| (a.outcome.clone(), a.wait))
+        .map(|a| (a.outcome.to_string(), a.wait))
         .collect();
     assert_eq!(
         outcomes,

@@ -17,13 +17,17 @@ use super::config::RetryConfig;
 use super::error::ModelError;
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use crate::ledger::{AttemptRecord, LedgerRecord, RecoveryReport};
 use crate::turn::{StopReason, Turn};
 
 /// One model the Router may ask, in policy order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
-    model: String,
+    // Shared so each ledger row names the model without copying the string.
+    model: Arc<str>,
     context_window: Option<u32>,
 }
 
@@ -31,7 +35,7 @@ impl Route {
     /// A route to `model`.
     pub fn new(model: impl Into<String>) -> Self {
         Self {
-            model: model.into(),
+            model: Arc::from(model.into()),
             context_window: None,
         }
     }
@@ -311,7 +315,7 @@ impl<C: ModelConnector> Router<C> {
                         route_index = to,
                         previous_route_index = route_index,
                         reason = reason.as_str(),
-                        model = self.routes[to].model.as_str(),
+                        model = &*self.routes[to].model,
                         "model fallback started"
                     );
                     route_index = to;
@@ -398,19 +402,19 @@ impl<C: ModelConnector> Router<C> {
                 route_index: index,
                 model: route.model.clone(),
                 attempt,
-                outcome: String::new(),
+                outcome: Cow::Borrowed(""),
                 retryable: true,
                 duration,
                 wait: None,
             };
             let (classification, error) = match outcome {
                 Outcome::Answered(completion) => {
-                    record.outcome = "ok".to_owned();
+                    record.outcome = Cow::Borrowed("ok");
                     report.attempts.push(record);
                     return Ok(completion);
                 }
                 Outcome::Stopped(reason) => {
-                    record.outcome = reason.as_str().to_owned();
+                    record.outcome = Cow::Borrowed(reason.as_str());
                     record.retryable = false;
                     report.attempts.push(record);
                     return Err(stop(reason));
@@ -423,7 +427,7 @@ impl<C: ModelConnector> Router<C> {
                     };
                     if later_route {
                         self.log_failure(turn, &record, FailureReason::AttemptTimeout, true);
-                        record.outcome = FailureReason::AttemptTimeout.as_str().to_owned();
+                        record.outcome = Cow::Borrowed(FailureReason::AttemptTimeout.as_str());
                         report.attempts.push(record);
                         *last = (Some(FailureReason::AttemptTimeout), None);
                         let reason = if by_share {
@@ -440,7 +444,7 @@ impl<C: ModelConnector> Router<C> {
                 }
                 Outcome::Failed(error) => (classify(&error), Some(error)),
             };
-            record.outcome = classification.reason.as_str().to_owned();
+            record.outcome = Cow::Borrowed(classification.reason.as_str());
             record.retryable = classification.retryable;
             *last = (Some(classification.reason), error);
 
@@ -539,7 +543,7 @@ impl<C: ModelConnector> Router<C> {
             conversation = attr.conversation(),
             run = attr.run(),
             route_index = record.route_index,
-            model = record.model.as_str(),
+            model = &*record.model,
             attempt = record.attempt,
             classification = reason.as_str(),
             retryable,

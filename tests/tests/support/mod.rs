@@ -1,9 +1,10 @@
 //! Shared helpers for the end-to-end tests.
 #![allow(dead_code, unreachable_pub)]
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, Once, PoisonError};
 
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
@@ -25,15 +26,63 @@ pub struct LogCapture {
     buf: Arc<Mutex<Vec<u8>>>,
 }
 
-impl LogCapture {
-    /// Installs the capture as the thread's default subscriber for as long as the guard lives.
-    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let subscriber = tracing_subscriber::fmt()
+// Why one global subscriber with thread-local sinks, rather than `set_default` per test:
+// `tracing` caches each callsite's interest process-wide, and a test thread with no subscriber
+// can cache "never" while another thread installs its own, silently dropping that test's events.
+// A global subscriber that is always interested, routing to whichever sink the current thread
+// installed, has no such race.
+thread_local! {
+    static JSON_SINK: RefCell<Option<LogCapture>> = const { RefCell::new(None) };
+    static EVENT_SINK: RefCell<Option<Captured>> = const { RefCell::new(None) };
+}
+
+fn install_global() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let json = tracing_subscriber::fmt::layer()
             .json()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(self.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
+            .with_writer(ThreadSink);
+        let subscriber = tracing_subscriber::registry()
+            .with(json)
+            .with(Capture)
+            .with(tracing_subscriber::filter::LevelFilter::TRACE);
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+    });
+}
+
+/// Removes this thread's sinks when dropped.
+pub struct CaptureGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        JSON_SINK.with(|s| s.borrow_mut().take());
+        EVENT_SINK.with(|s| s.borrow_mut().take());
+    }
+}
+
+struct ThreadSink;
+
+impl<'a> MakeWriter<'a> for ThreadSink {
+    type Writer = Box<dyn io::Write>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        match JSON_SINK.with(|s| s.borrow().clone()) {
+            Some(capture) => Box::new(CaptureWriter(capture.buf)),
+            None => Box::new(io::sink()),
+        }
+    }
+}
+
+impl LogCapture {
+    /// Captures this thread's events as JSON lines for as long as the guard lives.
+    pub fn install(&self) -> CaptureGuard {
+        install_global();
+        JSON_SINK.with(|s| *s.borrow_mut() = Some(self.clone()));
+        CaptureGuard {
+            _not_send: std::marker::PhantomData,
+        }
     }
 
     /// Every captured event, parsed.
@@ -65,14 +114,6 @@ impl io::Write for CaptureWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for LogCapture {
-    type Writer = CaptureWriter;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        CaptureWriter(self.buf.clone())
     }
 }
 
@@ -132,7 +173,7 @@ impl Visit for Visitor<'_> {
     }
 }
 
-struct Capture(Captured);
+struct Capture;
 
 impl<S: tracing::Subscriber> Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
@@ -142,18 +183,26 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
             fields: BTreeMap::new(),
         };
         event.record(&mut Visitor(&mut captured));
-        self.0
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(captured);
+        EVENT_SINK.with(|sink| {
+            if let Some(sink) = &*sink.borrow() {
+                sink.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(captured);
+            }
+        });
     }
 }
 
 /// Captures every event on this thread until the guard drops.
-pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+pub fn capture() -> (Captured, CaptureGuard) {
+    install_global();
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::registry().with(Capture(captured.clone()));
-    let guard = tracing::subscriber::set_default(subscriber);
-    (captured, guard)
+    EVENT_SINK.with(|s| *s.borrow_mut() = Some(captured.clone()));
+    (
+        captured,
+        CaptureGuard {
+            _not_send: std::marker::PhantomData,
+        },
+    )
 }
