@@ -15,8 +15,8 @@ use crate::gate::rules::{
 };
 
 /// How far before a hit a confirming regex may start, and after it end (bytes).
-const WINDOW_BEFORE: usize = 300;
-const WINDOW_AFTER: usize = 1500;
+const WINDOW_BEFORE: usize = 200;
+const WINDOW_AFTER: usize = 600;
 /// A refusal opener must start within this many bytes of the reply's first character.
 const OPENER_REACH: usize = 120;
 /// Replies up to this long (trimmed) are checked as a whole: a bare error line, an apology
