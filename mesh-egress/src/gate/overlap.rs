@@ -183,7 +183,11 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
         }
     };
     let bytes = text.as_bytes();
+    // Word bytes are packed eight to a u64 and multiplied in once per eight: the per-byte work
+    // is a table lookup and a shift, not a multiply on the critical path.
     let mut word_hash = FNV_OFFSET;
+    let mut packed = 0u64;
+    let mut packed_len = 0u32;
     let mut word_start = usize::MAX; // MAX: not inside a word
     for (i, &b) in bytes.iter().enumerate() {
         let folded = WORD_BYTE[usize::from(b)];
@@ -192,14 +196,24 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
                 word_start = i;
                 word_hash = FNV_OFFSET;
             }
-            word_hash = (word_hash ^ u64::from(folded)).wrapping_mul(FNV_PRIME);
+            packed = (packed << 8) | u64::from(folded);
+            packed_len += 1;
+            if packed_len == 8 {
+                word_hash = (word_hash ^ packed).wrapping_mul(FNV_PRIME);
+                packed = 0;
+                packed_len = 0;
+            }
         } else if word_start != usize::MAX {
-            emit(word_hash, word_start, i);
+            let word = (word_hash ^ packed ^ (u64::from(packed_len) << 59)).wrapping_mul(FNV_PRIME);
+            emit(word, word_start, i);
             word_start = usize::MAX;
+            packed = 0;
+            packed_len = 0;
         }
     }
     if word_start != usize::MAX {
-        emit(word_hash, word_start, bytes.len());
+        let word = (word_hash ^ packed ^ (u64::from(packed_len) << 59)).wrapping_mul(FNV_PRIME);
+        emit(word, word_start, bytes.len());
     }
 }
 
