@@ -14,17 +14,27 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "markdown")]
+mod atom;
+#[cfg(feature = "markdown")]
+mod chunk;
 mod deliver;
+#[cfg(feature = "markdown")]
+mod format;
 mod plain;
 mod recorder;
 mod render;
 mod stdout;
+#[cfg(all(test, feature = "markdown"))]
+mod tests;
 
 use std::future::Future;
 
 pub use deliver::{
     Deliver, Deliverable, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
+#[cfg(feature = "markdown")]
+pub use format::{DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
 pub use render::{Render, RenderError};

@@ -1,0 +1,248 @@
+//! The atom stream: rendered output as a sequence of pieces the chunker may never split.
+//!
+//! A renderer writes its whole output into one [`Atoms`] buffer; each atom is a byte range of
+//! that buffer plus its kind and its length in the channel's unit. The chunker only ever cuts
+//! between atoms, or inside a [`Kind::Graphemes`] run at a grapheme-cluster boundary.
+
+/// How a channel measures a part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    /// Unicode scalar values (Rust `char`s): Discord, Slack, plain text.
+    Chars,
+    /// UTF-16 code units: Telegram.
+    Utf16,
+}
+
+impl Unit {
+    /// The length of `s` in this unit.
+    pub(crate) fn measure(self, s: &str) -> usize {
+        if s.is_ascii() {
+            return s.len();
+        }
+        match self {
+            Unit::Chars => s.chars().count(),
+            Unit::Utf16 => s.chars().map(char::len_utf16).sum(),
+        }
+    }
+}
+
+/// How strongly a break separates what is on either side; the chunker prefers the strongest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Level {
+    /// Between words.
+    Word = 0,
+    /// After a sentence's final punctuation.
+    Sentence = 1,
+    /// A line break.
+    Line = 2,
+    /// A blank line between blocks.
+    Paragraph = 3,
+}
+
+/// What an atom is, which decides where the chunker may cut around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A run of grapheme clusters (a word, or part of one). Cut inside only as a last resort,
+    /// and then only at a cluster boundary.
+    Graphemes,
+    /// An escape or character entity (`&lt;`, `\*`): shown as one character, never split.
+    Escape,
+    /// A line prefix (quote marker, list bullet, indentation) written after a line break.
+    Prefix,
+    /// Whitespace (possibly empty) where a part may end. `keep` whitespace stays in the part
+    /// (code); other whitespace is dropped at a cut.
+    Space {
+        /// The strength of this break.
+        level: Level,
+        /// Whether the whitespace must survive a cut here.
+        keep: bool,
+    },
+    /// Opens the marker with this index in [`Atoms::markers`].
+    Open(usize),
+    /// Closes the marker with this index in [`Atoms::markers`].
+    Close(usize),
+}
+
+/// One unsplittable piece of rendered output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Atom {
+    /// Byte range in [`Atoms::text`].
+    pub(crate) start: usize,
+    /// End of the byte range (exclusive).
+    pub(crate) end: usize,
+    /// Length in the channel's unit.
+    pub(crate) units: usize,
+    /// What the atom is.
+    pub(crate) kind: Kind,
+    /// This atom continues the previous one's grapheme cluster (a combining mark after a
+    /// style marker, say): no hard cut before it.
+    pub(crate) joins_prev: bool,
+}
+
+/// A paired style or fence marker: what closes it at a part end and what reopens it in the next.
+#[derive(Clone, Debug)]
+pub(crate) struct Marker {
+    /// Written at the end of a part that cuts through the marker (and by its own `Close` atom).
+    pub(crate) close: String,
+    /// Length of `close` in the channel's unit.
+    pub(crate) close_units: usize,
+    /// Written at the start of the next part.
+    pub(crate) reopen: String,
+    /// Length of `reopen` in the channel's unit.
+    pub(crate) reopen_units: usize,
+    /// Entities this marker costs in a part (Telegram counts formatting entities).
+    pub(crate) entities: usize,
+    /// Reopen only when the part starts mid-line; at a line start the line's own prefix
+    /// (a block quote's `> `) already carries it.
+    pub(crate) mid_line_only: bool,
+}
+
+/// A renderer's complete output as atoms.
+#[derive(Debug)]
+pub(crate) struct Atoms {
+    /// The rendered text; atoms index into it.
+    pub(crate) text: String,
+    /// The atoms, in order.
+    pub(crate) atoms: Vec<Atom>,
+    /// Markers referenced by `Open`/`Close` atoms.
+    pub(crate) markers: Vec<Marker>,
+    /// The channel's length unit.
+    pub(crate) unit: Unit,
+    /// Whether markup (tags) counts against the limit; Telegram measures text after entity
+    /// parsing, so its tags count zero and an entity counts one character.
+    pub(crate) markup_counts: bool,
+}
+
+impl Atoms {
+    /// An empty stream measuring in `unit`.
+    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
+        Self {
+            text: String::with_capacity(capacity),
+            atoms: Vec::with_capacity(capacity / 4),
+            markers: Vec::new(),
+            unit,
+            markup_counts,
+        }
+    }
+
+    /// Whether nothing visible has been written (markers and whitespace do not count).
+    pub(crate) fn has_content(&self) -> bool {
+        self.atoms
+            .iter()
+            .any(|a| matches!(a.kind, Kind::Graphemes | Kind::Escape))
+    }
+
+    fn push(&mut self, s: &str, units: usize, kind: Kind) {
+        let start = self.text.len();
+        self.text.push_str(s);
+        let joins_prev = start > 0
+            && matches!(kind, Kind::Graphemes)
+            && !s.as_bytes()[0].is_ascii()
+            && !is_grapheme_boundary(&self.text, start);
+        self.atoms.push(Atom {
+            start,
+            end: self.text.len(),
+            units,
+            kind,
+            joins_prev,
+        });
+    }
+
+    /// Appends a run of grapheme clusters (no escapes, no whitespace breaks inside).
+    pub(crate) fn graphemes(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        let units = self.unit.measure(s);
+        self.push(s, units, Kind::Graphemes);
+    }
+
+    /// Appends an escape shown as `shown` (one character).
+    pub(crate) fn escape(&mut self, escaped: &str, shown: char) {
+        let units = if self.markup_counts {
+            self.unit.measure(escaped)
+        } else {
+            match self.unit {
+                Unit::Chars => 1,
+                Unit::Utf16 => shown.len_utf16(),
+            }
+        };
+        self.push(escaped, units, Kind::Escape);
+    }
+
+    /// Appends a line prefix.
+    pub(crate) fn prefix(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        let units = self.markup_units(s);
+        self.push(s, units, Kind::Prefix);
+    }
+
+    /// Appends a break. Whitespace is measured as text.
+    pub(crate) fn space(&mut self, s: &str, level: Level, keep: bool) {
+        let units = self.unit.measure(s);
+        self.push(s, units, Kind::Space { level, keep });
+    }
+
+    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen`; returns its
+    /// index for [`close`](Self::close).
+    pub(crate) fn open(
+        &mut self,
+        open: &str,
+        close: &str,
+        reopen: &str,
+        entities: usize,
+        mid_line_only: bool,
+    ) -> usize {
+        let id = self.markers.len();
+        self.markers.push(Marker {
+            close: close.to_owned(),
+            close_units: self.markup_units(close),
+            reopen: reopen.to_owned(),
+            reopen_units: self.markup_units(reopen),
+            entities,
+            mid_line_only,
+        });
+        let units = self.markup_units(open);
+        self.push(open, units, Kind::Open(id));
+        id
+    }
+
+    /// Closes marker `id`, writing its close text.
+    pub(crate) fn close(&mut self, id: usize) {
+        let marker = &self.markers[id];
+        let units = marker.close_units;
+        let start = self.text.len();
+        self.text.push_str(&marker.close);
+        self.atoms.push(Atom {
+            start,
+            end: self.text.len(),
+            units,
+            kind: Kind::Close(id),
+            joins_prev: false,
+        });
+    }
+
+    fn markup_units(&self, s: &str) -> usize {
+        if self.markup_counts {
+            self.unit.measure(s)
+        } else {
+            0
+        }
+    }
+}
+
+/// Whether byte offset `at` of `text` is an extended grapheme cluster boundary.
+pub(crate) fn is_grapheme_boundary(text: &str, at: usize) -> bool {
+    use unicode_segmentation::GraphemeCursor;
+    if at == 0 || at >= text.len() {
+        return true;
+    }
+    if !text.is_char_boundary(at) {
+        return false;
+    }
+    let mut cursor = GraphemeCursor::new(at, text.len(), true);
+    // The whole text is one chunk, so the cursor never asks for more context.
+    cursor.is_boundary(text, 0).unwrap_or(true)
+}

@@ -1,0 +1,309 @@
+//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits.
+//!
+//! Every channel uses this same function; channels differ only in the unit their atoms are
+//! measured in and in whether they count entities. The rules:
+//!
+//! - an atom is never split; a grapheme run is cut inside only at a cluster boundary, and only
+//!   when nothing else fits;
+//! - a part ends at the strongest break (paragraph > line > sentence > word) that leaves it at
+//!   least half full, else at the latest break, else at a hard cut;
+//! - markers open at a cut are closed at the end of the part and reopened at the start of the
+//!   next, and those markers count against the limit;
+//! - every part holds at least one visible atom, so chunking always progresses; a limit too
+//!   small for that is a [`RenderError`].
+
+use std::ops::Range;
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::atom::{Atoms, Kind, Level};
+use super::render::RenderError;
+
+/// A channel's limits for one part.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Maximum length in the channel's unit; `None` means unlimited.
+    pub(crate) units: Option<usize>,
+    /// Maximum number of entities (formatting markers); `None` means unlimited.
+    pub(crate) entities: Option<usize>,
+}
+
+/// One part as the chunker built it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    /// The exact payload.
+    pub(crate) text: String,
+    /// Bytes of reopened markers at the start of `text`.
+    pub(crate) head: usize,
+    /// Bytes of closing markers at the end of `text`.
+    pub(crate) tail: usize,
+    /// Where the rest of `text` lies in the rendered output.
+    pub(crate) body: Range<usize>,
+}
+
+/// A position in the stream: an atom, and a byte inside it (its start unless a grapheme run
+/// was cut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pos {
+    idx: usize,
+    byte: usize,
+}
+
+/// The state of a part up to some position: where a cut there would leave it.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    pos: Pos,
+    /// Units written so far, reopened markers included.
+    len: usize,
+    /// Units the closing markers would add.
+    closes: usize,
+    /// Entities in the part so far, reopened markers included.
+    entities: usize,
+}
+
+impl Mark {
+    fn fill(&self) -> usize {
+        self.len + self.closes
+    }
+}
+
+/// Packs `atoms` into parts within `limits`.
+pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderError> {
+    let Some(last_visible) = atoms
+        .atoms
+        .iter()
+        .rposition(|a| matches!(a.kind, Kind::Graphemes | Kind::Escape))
+    else {
+        return Err(RenderError::Empty);
+    };
+    if limits.units.is_none() && limits.entities.is_none() {
+        return Ok(vec![Part {
+            text: atoms.text.clone(),
+            head: 0,
+            tail: 0,
+            body: 0..atoms.text.len(),
+        }]);
+    }
+    let chunker = Chunker {
+        atoms,
+        max: limits.units.unwrap_or(usize::MAX),
+        max_entities: limits.entities.unwrap_or(usize::MAX),
+    };
+    let mut parts = Vec::new();
+    let mut stack: Vec<usize> = Vec::new();
+    let mut pos = Pos { idx: 0, byte: 0 };
+    loop {
+        pos = chunker.skip_at_start(pos, &mut stack);
+        if pos.idx > last_visible {
+            break;
+        }
+        let (part, next) = chunker.part(pos, &mut stack)?;
+        parts.push(part);
+        pos = next;
+    }
+    Ok(parts)
+}
+
+struct Chunker<'a> {
+    atoms: &'a Atoms,
+    max: usize,
+    max_entities: usize,
+}
+
+impl Chunker<'_> {
+    /// Skips what a part never starts with: whitespace dropped at the cut, and closing
+    /// markers already written at the end of the previous part.
+    fn skip_at_start(&self, mut pos: Pos, stack: &mut Vec<usize>) -> Pos {
+        let list = &self.atoms.atoms;
+        while let Some(atom) = list.get(pos.idx) {
+            if pos.byte != atom.start {
+                break;
+            }
+            match atom.kind {
+                Kind::Space { keep: false, .. } => {}
+                Kind::Close(id) if stack.last() == Some(&id) => {
+                    stack.pop();
+                }
+                _ => break,
+            }
+            pos.idx += 1;
+            pos.byte = list.get(pos.idx).map_or(self.atoms.text.len(), |a| a.start);
+        }
+        pos
+    }
+
+    /// Builds one part starting at `start` with `stack` open; updates `stack` to what is open
+    /// at the cut and returns the part and where the next one starts.
+    fn part(&self, start: Pos, stack: &mut Vec<usize>) -> Result<(Part, Pos), RenderError> {
+        let atoms = self.atoms;
+        let list = &atoms.atoms;
+        let first_is_prefix = matches!(list[start.idx].kind, Kind::Prefix);
+        let mut head = String::new();
+        let mut st = Mark {
+            pos: start,
+            len: 0,
+            closes: 0,
+            entities: 0,
+        };
+        for &id in stack.iter() {
+            let marker = &atoms.markers[id];
+            st.closes += marker.close_units;
+            st.entities += marker.entities;
+            if marker.mid_line_only && first_is_prefix {
+                continue;
+            }
+            st.len += marker.reopen_units;
+            head.push_str(&marker.reopen);
+        }
+
+        let mut has_content = false;
+        let mut prev_open = false;
+        let mut before_opens: Option<Mark> = None;
+        let mut breaks: [Option<Mark>; 4] = [None; 4];
+        let mut i = start.idx;
+        let end = loop {
+            let Some(atom) = list.get(i) else {
+                break st;
+            };
+            let byte = if i == start.idx { start.byte } else { atom.start };
+            let units = if byte == atom.start {
+                atom.units
+            } else {
+                atoms.unit.measure(&atoms.text[byte..atom.end])
+            };
+            let mut next = Mark {
+                pos: Pos {
+                    idx: i + 1,
+                    byte: atom.end,
+                },
+                len: st.len + units,
+                ..st
+            };
+            match atom.kind {
+                Kind::Open(id) => {
+                    next.closes += atoms.markers[id].close_units;
+                    next.entities += atoms.markers[id].entities;
+                }
+                Kind::Close(id) => next.closes -= atoms.markers[id].close_units,
+                Kind::Space { level, keep: false } if has_content && !prev_open => {
+                    breaks[level as usize] = Some(st);
+                }
+                _ => {}
+            }
+            if next.fill() <= self.max && next.entities <= self.max_entities {
+                if matches!(atom.kind, Kind::Open(_)) && !prev_open {
+                    before_opens = has_content.then_some(st);
+                }
+                has_content |= matches!(atom.kind, Kind::Graphemes | Kind::Escape);
+                prev_open = matches!(atom.kind, Kind::Open(_));
+                if let Kind::Space { level, keep: true } = atom.kind
+                    && has_content
+                {
+                    breaks[level as usize] = Some(next);
+                }
+                st = next;
+                i += 1;
+                continue;
+            }
+            // Atom `i` does not fit: choose where this part ends.
+            if let Some(cut) = self.best_break(&breaks) {
+                break cut;
+            }
+            if has_content && byte == atom.start && !atom.joins_prev {
+                if !prev_open {
+                    break st;
+                }
+                if let Some(cut) = before_opens {
+                    break cut;
+                }
+            }
+            if let Some(cut) = self.cut_inside(&st, byte, i) {
+                break cut;
+            }
+            return Err(self.too_small(&st, &next, byte, i));
+        };
+
+        let mut closes = Vec::new();
+        for atom in &list[start.idx..end.pos.idx] {
+            match atom.kind {
+                Kind::Open(id) => stack.push(id),
+                Kind::Close(_) => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        let mut text = head.clone();
+        text.push_str(&atoms.text[start.byte..end.pos.byte]);
+        for &id in stack.iter().rev() {
+            closes.push(atoms.markers[id].close.as_str());
+        }
+        let tail: usize = closes.iter().map(|c| c.len()).sum();
+        text.extend(closes);
+        Ok((
+            Part {
+                text,
+                head: head.len(),
+                tail,
+                body: start.byte..end.pos.byte,
+            },
+            end.pos,
+        ))
+    }
+
+    /// The strongest break leaving the part at least half full, else the latest break.
+    fn best_break(&self, breaks: &[Option<Mark>; 4]) -> Option<Mark> {
+        let strongest = [Level::Paragraph, Level::Line, Level::Sentence, Level::Word]
+            .into_iter()
+            .filter_map(|level| breaks[level as usize])
+            .find(|mark| mark.fill() >= self.max / 2);
+        strongest.or_else(|| breaks.iter().flatten().copied().max_by_key(|m| m.pos.byte))
+    }
+
+    /// A hard cut inside grapheme run `idx` (from `byte`): as many whole clusters as fit.
+    fn cut_inside(&self, st: &Mark, byte: usize, idx: usize) -> Option<Mark> {
+        let atoms = self.atoms;
+        let atom = &atoms.atoms[idx];
+        if atom.kind != Kind::Graphemes {
+            return None;
+        }
+        let text = &atoms.text[byte..atom.end];
+        let mut len = st.len;
+        let mut cut = None;
+        for (offset, cluster) in text.grapheme_indices(true) {
+            let units = atoms.unit.measure(cluster);
+            if len + units + st.closes > self.max {
+                break;
+            }
+            len += units;
+            cut = Some(byte + offset + cluster.len());
+        }
+        let cut = cut.filter(|&c| c < atom.end)?;
+        Some(Mark {
+            pos: Pos { idx, byte: cut },
+            len,
+            ..*st
+        })
+    }
+
+    fn too_small(&self, st: &Mark, next: &Mark, byte: usize, idx: usize) -> RenderError {
+        if next.entities > self.max_entities {
+            return RenderError::TooManyEntities {
+                limit: self.max_entities,
+                needed: next.entities,
+            };
+        }
+        let atom = &self.atoms.atoms[idx];
+        let piece = match atom.kind {
+            Kind::Graphemes => self.atoms.text[byte..atom.end]
+                .graphemes(true)
+                .next()
+                .map_or(0, |g| self.atoms.unit.measure(g)),
+            _ => next.len - st.len,
+        };
+        RenderError::LimitTooSmall {
+            limit: self.max,
+            needed: st.len + piece + next.closes,
+        }
+    }
+}
