@@ -175,7 +175,8 @@ impl Atoms {
         if s.is_empty() {
             return;
         }
-        let units = self.markup_units(s);
+        // Bullets and indentation are text the reader sees, in every channel.
+        let units = self.unit.measure(s);
         self.push(s, units, Kind::Prefix);
     }
 

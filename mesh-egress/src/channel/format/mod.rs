@@ -11,6 +11,8 @@ mod telegram;
 
 pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
+#[cfg(test)]
+pub(crate) use {discord::Discord, slack::Slack, telegram::Telegram};
 pub use slack::SlackMrkdwn;
 pub use telegram::TelegramHtml;
 
@@ -403,7 +405,12 @@ impl<'a, D: Dialect> Walker<'_, D> {
             }
             TagEnd::List(_) => {
                 self.lists.pop();
-                self.owe(Level::Paragraph);
+                // A nested list ends its item's line; a top-level one ends a block.
+                self.owe(if self.lists.is_empty() {
+                    Level::Paragraph
+                } else {
+                    Level::Line
+                });
             }
             TagEnd::Item => {
                 self.containers.pop();
@@ -643,7 +650,8 @@ impl<'a, D: Dialect> Walker<'_, D> {
             }
             None => {
                 self.replay(label);
-                self.out.space(" ", Level::Word, false);
+                // No break between a label and its URL: they read as one.
+                self.out.graphemes(" ");
                 self.word(&format!("({url})"), true);
             }
         }

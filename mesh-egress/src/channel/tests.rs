@@ -1,1 +1,0 @@
-//! Unit tests of the renderers and the chunker.
