@@ -127,9 +127,17 @@ impl Atoms {
 
     /// Whether nothing visible has been written (markers and whitespace do not count).
     pub(crate) fn has_content(&self) -> bool {
-        self.atoms
-            .iter()
-            .any(|a| matches!(a.kind, Kind::Graphemes | Kind::Escape))
+        self.atoms.iter().any(|a| self.is_visible(a))
+    }
+
+    /// Whether `atom` shows something: an escape, or a grapheme run that is not all
+    /// whitespace (code indentation, say).
+    pub(crate) fn is_visible(&self, atom: &Atom) -> bool {
+        match atom.kind {
+            Kind::Escape => true,
+            Kind::Graphemes => !self.text[atom.start..atom.end].trim().is_empty(),
+            _ => false,
+        }
     }
 
     fn push(&mut self, s: &str, units: usize, kind: Kind) {
@@ -139,6 +147,13 @@ impl Atoms {
             && matches!(kind, Kind::Graphemes)
             && !s.as_bytes()[0].is_ascii()
             && !is_grapheme_boundary(&self.text, start);
+        if joins_prev
+            && let Some(prev) = self.atoms.last_mut()
+            && matches!(prev.kind, Kind::Space { .. })
+        {
+            // A mark that extends the whitespace before it: that whitespace is no break.
+            prev.kind = Kind::Graphemes;
+        }
         self.atoms.push(Atom {
             start,
             end: self.text.len(),
@@ -210,8 +225,16 @@ impl Atoms {
         id
     }
 
-    /// Closes marker `id`, writing its close text.
+    /// Closes marker `id`, writing its close text; a marker closed right after it opened
+    /// styles nothing and is removed instead.
     pub(crate) fn close(&mut self, id: usize) {
+        if let Some(last) = self.atoms.last()
+            && last.kind == Kind::Open(id)
+        {
+            self.text.truncate(last.start);
+            self.atoms.pop();
+            return;
+        }
         let marker = &self.markers[id];
         let units = marker.close_units;
         let start = self.text.len();

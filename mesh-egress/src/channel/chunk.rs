@@ -72,18 +72,10 @@ pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderEr
     let Some(last_visible) = atoms
         .atoms
         .iter()
-        .rposition(|a| matches!(a.kind, Kind::Graphemes | Kind::Escape))
+        .rposition(|a| atoms.is_visible(a))
     else {
         return Err(RenderError::Empty);
     };
-    if limits.units.is_none() && limits.entities.is_none() {
-        return Ok(vec![Part {
-            text: atoms.text.clone(),
-            head: 0,
-            tail: 0,
-            body: 0..atoms.text.len(),
-        }]);
-    }
     let chunker = Chunker {
         atoms,
         max: limits.units.unwrap_or(usize::MAX),
@@ -185,7 +177,9 @@ impl Chunker<'_> {
                     next.entities += atoms.markers[id].entities;
                 }
                 Kind::Close(id) => next.closes -= atoms.markers[id].close_units,
-                Kind::Space { level, keep: false } if has_content && !prev_open => {
+                Kind::Space { level, keep: false }
+                    if has_content && !prev_open && self.can_resume(i) =>
+                {
                     breaks[level as usize] = Some(st);
                 }
                 _ => {}
@@ -194,10 +188,11 @@ impl Chunker<'_> {
                 if matches!(atom.kind, Kind::Open(_)) && !prev_open {
                     before_opens = has_content.then_some(st);
                 }
-                has_content |= matches!(atom.kind, Kind::Graphemes | Kind::Escape);
+                has_content |= atoms.is_visible(atom);
                 prev_open = matches!(atom.kind, Kind::Open(_));
                 if let Kind::Space { level, keep: true } = atom.kind
                     && has_content
+                    && self.can_resume(i + 1)
                 {
                     breaks[level as usize] = Some(next);
                 }
@@ -249,6 +244,15 @@ impl Chunker<'_> {
             },
             end.pos,
         ))
+    }
+
+    /// Whether a part may start at atom `idx`: what follows the whitespace and closing
+    /// markers skipped there does not continue a grapheme cluster.
+    fn can_resume(&self, idx: usize) -> bool {
+        let rest = self.atoms.atoms.get(idx..).unwrap_or_default();
+        rest.iter()
+            .find(|a| !matches!(a.kind, Kind::Space { keep: false, .. } | Kind::Close(_)))
+            .is_none_or(|a| !a.joins_prev)
     }
 
     /// The strongest break leaving the part at least half full, else the latest break.

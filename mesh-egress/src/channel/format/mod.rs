@@ -154,6 +154,7 @@ pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> 
         table: None,
         in_link: false,
         styles: Vec::new(),
+        heading_prefix: None,
         quotes: Vec::new(),
     };
     let mut events = Parser::new_ext(&src, options);
@@ -206,6 +207,8 @@ struct Walker<'d, D> {
     in_link: bool,
     /// Open heading and style markers (marker ids), innermost last.
     styles: Vec<Option<usize>>,
+    /// A heading prefix owed before the heading's first content.
+    heading_prefix: Option<String>,
     /// Open block quotes: their marker, if this one opened one.
     quotes: Vec<Option<usize>>,
 }
@@ -276,7 +279,8 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 let id = match self.d.heading(level) {
                     Heading::Plain => None,
                     Heading::Prefix(p) => {
-                        self.out.prefix(&p);
+                        // Written with the first content, so an empty heading writes nothing.
+                        self.heading_prefix = Some(p);
                         None
                     }
                     Heading::Styled(pair) => Some(self.open(&pair)),
@@ -384,6 +388,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             | TagEnd::MetadataBlock(_) => self.owe(Level::Paragraph),
             TagEnd::DefinitionListTitle => self.owe(Level::Line),
             TagEnd::Heading(_) => {
+                self.heading_prefix = None;
                 if let Some(Some(id)) = self.styles.pop() {
                     self.out.close(id);
                 }
@@ -456,6 +461,9 @@ impl<'a, D: Dialect> Walker<'_, D> {
             self.out.prefix(&prefix);
             self.line_started = true;
             self.at_line_start = true;
+        }
+        if let Some(prefix) = self.heading_prefix.take() {
+            self.out.prefix(&prefix);
         }
     }
 
@@ -650,8 +658,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             }
             None => {
                 self.replay(label);
-                // No break between a label and its URL: they read as one.
-                self.out.graphemes(" ");
+                self.out.space(" ", Level::Word, false);
                 self.word(&format!("({url})"), true);
             }
         }
@@ -786,8 +793,8 @@ fn is_break_space(c: char) -> bool {
     c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
 }
 
-/// Separates runs of `min` or more backticks with zero-width spaces, so code cannot close
-/// its own delimiters.
+/// Puts a zero-width space into every run of `min` backticks (before each one when `min` is
+/// 1), so code cannot close its own delimiters.
 pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
     if !code.contains(&"`".repeat(min)) {
         return Cow::Borrowed(code);
@@ -796,11 +803,11 @@ pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
     let mut run = 0;
     for c in code.chars() {
         if c == '`' {
-            run += 1;
-            if run == min {
+            if run + 1 >= min {
                 out.push('\u{200b}');
-                run = 1;
+                run = 0;
             }
+            run += 1;
         } else {
             run = 0;
         }

@@ -13,7 +13,8 @@ use crate::egress::Markdown;
 ///
 /// Slack truncates a message's `text` past 40,000 characters and recommends far less; the
 /// default cap is 3,000, which is also the most a section block's text can hold. Slack has no
-/// escape for `*`, `_`, `~` or `` ` ``: those show as written. Headings become bold lines,
+/// escape for `*`, `_` or `~`: those show as written; a backtick in text gets a zero-width
+/// space before it so text cannot open a code block. Headings become bold lines,
 /// tables become code blocks, raw HTML is shown as text.
 ///
 /// ```
@@ -107,7 +108,12 @@ impl Dialect for Slack {
     const MARKUP_COUNTS: bool = true;
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
-        slack_escape(c)
+        match c {
+            // Slack has no escape for a backtick; a zero-width space keeps three of them in
+            // text from opening a code block.
+            '`' => Some("\u{200b}`"),
+            c => slack_escape(c),
+        }
     }
 
     fn code_escape(&self, c: char) -> Option<&'static str> {
@@ -115,11 +121,9 @@ impl Dialect for Slack {
     }
 
     fn code_text<'c>(&self, code: &'c str, inline: bool) -> Cow<'c, str> {
-        if inline {
-            Cow::Borrowed(code)
-        } else {
-            break_backtick_runs(code, 3)
-        }
+        // Slack cannot escape a backtick: inside inline code every one is set apart from
+        // its neighbours and the delimiters; in a block, runs of three are broken.
+        break_backtick_runs(code, if inline { 1 } else { 3 })
     }
 
     fn style(&self, style: Style) -> Option<Pair> {

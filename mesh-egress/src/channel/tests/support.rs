@@ -24,13 +24,14 @@ impl Ch {
         }
     }
 
-    /// The rendered text with no limit.
+    /// The rendering before chunking: the text every part's body indexes into.
     pub(super) fn full(self, src: &str) -> Result<String, RenderError> {
-        let unlimited = Limits {
-            units: None,
-            entities: None,
-        };
-        Ok(self.parts_with(src, unlimited)?.remove(0).text)
+        Ok(match self {
+            Ch::Plain => format::atoms(&Plain, src)?.text,
+            Ch::Slack => format::atoms(&Slack, src)?.text,
+            Ch::Discord => format::atoms(&Discord, src)?.text,
+            Ch::Telegram => format::atoms(&Telegram, src)?.text,
+        })
     }
 
     pub(super) fn parts(self, src: &str, units: usize) -> Result<Vec<Part>, RenderError> {
