@@ -140,19 +140,26 @@ impl Atoms {
         }
     }
 
-    fn push(&mut self, s: &str, units: usize, kind: Kind) {
+    fn push(&mut self, s: &str, units: usize, mut kind: Kind) {
         let start = self.text.len();
         self.text.push_str(s);
+        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
+        // which renderers never write).
         let joins_prev = start > 0
-            && matches!(kind, Kind::Graphemes)
-            && !s.as_bytes()[0].is_ascii()
+            && !s.is_empty()
+            && (!s.as_bytes()[0].is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
             && !is_grapheme_boundary(&self.text, start);
-        if joins_prev
-            && let Some(prev) = self.atoms.last_mut()
-            && matches!(prev.kind, Kind::Space { .. })
-        {
-            // A mark that extends the whitespace before it: that whitespace is no break.
-            prev.kind = Kind::Graphemes;
+        if joins_prev {
+            if let Kind::Space { .. } = kind {
+                // Whitespace inside a cluster (after a prepend mark) is no break.
+                kind = Kind::Graphemes;
+            }
+            if let Some(prev) = self.atoms.last_mut()
+                && matches!(prev.kind, Kind::Space { .. })
+            {
+                // A mark that extends the whitespace before it: that whitespace is no break.
+                prev.kind = Kind::Graphemes;
+            }
         }
         self.atoms.push(Atom {
             start,
@@ -235,17 +242,9 @@ impl Atoms {
             self.atoms.pop();
             return;
         }
-        let marker = &self.markers[id];
-        let units = marker.close_units;
-        let start = self.text.len();
-        self.text.push_str(&marker.close);
-        self.atoms.push(Atom {
-            start,
-            end: self.text.len(),
-            units,
-            kind: Kind::Close(id),
-            joins_prev: false,
-        });
+        let close = self.markers[id].close.clone();
+        let units = self.markers[id].close_units;
+        self.push(&close, units, Kind::Close(id));
     }
 
     fn markup_units(&self, s: &str) -> usize {

@@ -178,7 +178,7 @@ impl Chunker<'_> {
                 }
                 Kind::Close(id) => next.closes -= atoms.markers[id].close_units,
                 Kind::Space { level, keep: false }
-                    if has_content && !prev_open && self.can_resume(i) =>
+                    if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) =>
                 {
                     breaks[level as usize] = Some(st);
                 }
@@ -186,7 +186,7 @@ impl Chunker<'_> {
             }
             if next.fill() <= self.max && next.entities <= self.max_entities {
                 if matches!(atom.kind, Kind::Open(_)) && !prev_open {
-                    before_opens = has_content.then_some(st);
+                    before_opens = (has_content && !atom.joins_prev).then_some(st);
                 }
                 has_content |= atoms.is_visible(atom);
                 prev_open = matches!(atom.kind, Kind::Open(_));

@@ -1,6 +1,6 @@
 //! Shared checks: the invariants every chunking must keep.
 
-use crate::channel::atom::is_grapheme_boundary;
+use crate::channel::atom::{Atoms, is_grapheme_boundary};
 use crate::channel::chunk::{Limits, Part};
 use crate::channel::format::{self, Discord, Plain, Slack, Telegram};
 use crate::channel::render::RenderError;
@@ -24,14 +24,19 @@ impl Ch {
         }
     }
 
-    /// The rendering before chunking: the text every part's body indexes into.
+    /// The rendering before chunking: the atoms every part's body indexes into.
+    pub(super) fn atoms(self, src: &str) -> Result<Atoms, RenderError> {
+        match self {
+            Ch::Plain => format::atoms(&Plain, src),
+            Ch::Slack => format::atoms(&Slack, src),
+            Ch::Discord => format::atoms(&Discord, src),
+            Ch::Telegram => format::atoms(&Telegram, src),
+        }
+    }
+
+    /// The rendered text before chunking.
     pub(super) fn full(self, src: &str) -> Result<String, RenderError> {
-        Ok(match self {
-            Ch::Plain => format::atoms(&Plain, src)?.text,
-            Ch::Slack => format::atoms(&Slack, src)?.text,
-            Ch::Discord => format::atoms(&Discord, src)?.text,
-            Ch::Telegram => format::atoms(&Telegram, src)?.text,
-        })
+        Ok(self.atoms(src)?.text)
     }
 
     pub(super) fn parts(self, src: &str, units: usize) -> Result<Vec<Part>, RenderError> {
@@ -113,21 +118,26 @@ pub(super) fn telegram_entities(part: &str) -> usize {
     count
 }
 
-fn strip_ws(s: &str) -> String {
-    s.chars().filter(|c| !c.is_whitespace()).collect()
+/// Whether anything visible lies in `range` of the rendering.
+fn drops_visible(atoms: &Atoms, range: std::ops::Range<usize>) -> bool {
+    atoms
+        .atoms
+        .iter()
+        .any(|a| a.start >= range.start && a.end <= range.end && a.end > a.start && atoms.is_visible(a))
 }
 
 /// Every invariant of a chunking of `src` at `limit`:
 /// parts fit (units and entities); no part starts or ends inside a grapheme cluster; fences and
-/// tags are balanced in every part; parts are in order and, between them, only whitespace and
-/// closing markers already written are left out; the parts' bodies rebuild the rendering.
+/// tags are balanced in every part; parts are in order, each part's body is a slice of the
+/// rendering, and nothing visible is left out between or after them (only whitespace at a cut
+/// and markup); so joined, the parts are the rendering plus reopening markers.
 pub(super) fn check(ch: Ch, src: &str, limit: usize) -> Result<Vec<Part>, RenderError> {
-    let full = ch.full(src)?;
+    let atoms = ch.atoms(src)?;
+    let full = &atoms.text;
     let parts = ch.parts(src, limit)?;
     assert!(!parts.is_empty(), "no parts for {src:?}");
     assert!(parts.len() <= full.len() + 1, "more parts than bytes");
     let mut at = 0;
-    let mut prev_tail = String::new();
     for (n, part) in parts.iter().enumerate() {
         let text = &part.text;
         assert!(!text.trim().is_empty(), "blank part {n} of {src:?}");
@@ -144,18 +154,20 @@ pub(super) fn check(ch: Ch, src: &str, limit: usize) -> Result<Vec<Part>, Render
         }
         let body = part.body.clone();
         assert_eq!(&text[part.head..text.len() - part.tail], &full[body.clone()]);
-        assert!(is_grapheme_boundary(&full, body.start), "part {n} starts in a cluster");
-        assert!(is_grapheme_boundary(&full, body.end), "part {n} ends in a cluster");
+        assert!(is_grapheme_boundary(full, body.start), "part {n} starts in a cluster");
+        assert!(is_grapheme_boundary(full, body.end), "part {n} ends in a cluster");
         assert!(body.start >= at, "parts out of order");
-        let gap = strip_ws(&full[at..body.start]);
         assert!(
-            prev_tail.starts_with(&gap),
-            "{ch:?} dropped {gap:?} before part {n} (previous tail {prev_tail:?})"
+            !drops_visible(&atoms, at..body.start),
+            "{ch:?} dropped {:?} before part {n}",
+            &full[at..body.start]
         );
-        prev_tail = strip_ws(&text[text.len() - part.tail..]);
         at = body.end;
     }
-    let rest = strip_ws(&full[at..]);
-    assert!(prev_tail.starts_with(&rest), "{ch:?} dropped the end {rest:?}");
+    assert!(
+        !drops_visible(&atoms, at..full.len()),
+        "{ch:?} dropped the end {:?}",
+        &full[at..]
+    );
     Ok(parts)
 }
