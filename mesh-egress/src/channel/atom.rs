@@ -133,9 +133,14 @@ impl Atoms {
     /// Whether `atom` shows something: an escape, or a grapheme run that is not all
     /// whitespace (code indentation, say).
     pub(crate) fn is_visible(&self, atom: &Atom) -> bool {
+        self.is_visible_from(atom, atom.start)
+    }
+
+    /// Whether what is left of `atom` from byte `from` shows something.
+    pub(crate) fn is_visible_from(&self, atom: &Atom, from: usize) -> bool {
         match atom.kind {
             Kind::Escape => true,
-            Kind::Graphemes => !self.text[atom.start..atom.end].trim().is_empty(),
+            Kind::Graphemes => !self.text[from..atom.end].trim().is_empty(),
             _ => false,
         }
     }

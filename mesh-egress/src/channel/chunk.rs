@@ -86,7 +86,10 @@ pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderEr
     let mut pos = Pos { idx: 0, byte: 0 };
     loop {
         pos = chunker.skip_at_start(pos, &mut stack);
-        if pos.idx > last_visible {
+        if pos.idx > last_visible
+            || (pos.idx == last_visible
+                && !atoms.is_visible_from(&atoms.atoms[pos.idx], pos.byte))
+        {
             break;
         }
         let (part, next) = chunker.part(pos, &mut stack)?;
@@ -188,7 +191,7 @@ impl Chunker<'_> {
                 if matches!(atom.kind, Kind::Open(_)) && !prev_open {
                     before_opens = (has_content && !atom.joins_prev).then_some(st);
                 }
-                has_content |= atoms.is_visible(atom);
+                has_content |= atoms.is_visible_from(atom, byte);
                 prev_open = matches!(atom.kind, Kind::Open(_));
                 if let Kind::Space { level, keep: true } = atom.kind
                     && has_content
