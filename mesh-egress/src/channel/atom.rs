@@ -4,6 +4,8 @@
 //! that buffer plus its kind and its length in the channel's unit. The chunker only ever cuts
 //! between atoms, or inside a [`Kind::Graphemes`] run at a grapheme-cluster boundary.
 
+use std::borrow::Cow;
+
 /// How a channel measures a part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unit {
@@ -83,11 +85,11 @@ pub(crate) struct Atom {
 #[derive(Clone, Debug)]
 pub(crate) struct Marker {
     /// Written at the end of a part that cuts through the marker (and by its own `Close` atom).
-    pub(crate) close: String,
+    pub(crate) close: Cow<'static, str>,
     /// Length of `close` in the channel's unit.
     pub(crate) close_units: usize,
     /// Written at the start of the next part.
-    pub(crate) reopen: String,
+    pub(crate) reopen: Cow<'static, str>,
     /// Length of `reopen` in the channel's unit.
     pub(crate) reopen_units: usize,
     /// Entities this marker costs in a part (Telegram counts formatting entities).
@@ -217,23 +219,23 @@ impl Atoms {
     /// index for [`close`](Self::close).
     pub(crate) fn open(
         &mut self,
-        open: &str,
-        close: &str,
-        reopen: &str,
+        open: Cow<'static, str>,
+        close: Cow<'static, str>,
+        reopen: Cow<'static, str>,
         entities: usize,
         mid_line_only: bool,
     ) -> usize {
         let id = self.markers.len();
         self.markers.push(Marker {
-            close: close.to_owned(),
-            close_units: self.markup_units(close),
-            reopen: reopen.to_owned(),
-            reopen_units: self.markup_units(reopen),
+            close_units: self.markup_units(&close),
+            close,
+            reopen_units: self.markup_units(&reopen),
+            reopen,
             entities,
             mid_line_only,
         });
-        let units = self.markup_units(open);
-        self.push(open, units, Kind::Open(id));
+        let units = self.markup_units(&open);
+        self.push(&open, units, Kind::Open(id));
         id
     }
 

@@ -191,7 +191,7 @@ impl Chunker<'_> {
                 if matches!(atom.kind, Kind::Open(_)) && !prev_open {
                     before_opens = (has_content && !atom.joins_prev).then_some(st);
                 }
-                has_content |= atoms.is_visible_from(atom, byte);
+                has_content = has_content || atoms.is_visible_from(atom, byte);
                 prev_open = matches!(atom.kind, Kind::Open(_));
                 if let Kind::Space { level, keep: true } = atom.kind
                     && has_content
@@ -234,7 +234,7 @@ impl Chunker<'_> {
         let mut text = head.clone();
         text.push_str(&atoms.text[start.byte..end.pos.byte]);
         for &id in stack.iter().rev() {
-            closes.push(atoms.markers[id].close.as_str());
+            closes.push(&*atoms.markers[id].close);
         }
         let tail: usize = closes.iter().map(|c| c.len()).sum();
         text.extend(closes);

@@ -32,15 +32,19 @@ use crate::egress::Markdown;
 #[derive(Clone, Debug)]
 pub(crate) struct Pair {
     /// Opening text.
-    pub(crate) open: String,
+    pub(crate) open: Cow<'static, str>,
     /// Closing text.
-    pub(crate) close: String,
+    pub(crate) close: Cow<'static, str>,
     /// Entities it costs (Telegram).
     pub(crate) entities: usize,
 }
 
 impl Pair {
-    pub(crate) fn new(open: impl Into<String>, close: impl Into<String>, entities: usize) -> Self {
+    pub(crate) fn new(
+        open: impl Into<Cow<'static, str>>,
+        close: impl Into<Cow<'static, str>>,
+        entities: usize,
+    ) -> Self {
         Self {
             open: open.into(),
             close: close.into(),
@@ -292,7 +296,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                     self.flush_break();
                     self.containers.push(Container::Quote);
                     // Reopened only mid-line: at a line start the prefix is already there.
-                    let id = self.out.open("", "", p, 0, true);
+                    let id = self.out.open("".into(), "".into(), p.into(), 0, true);
                     self.quotes.push(Some(id));
                 }
                 // Paired quotes do not nest (Telegram rejects nested blockquotes).
@@ -433,8 +437,13 @@ impl<'a, D: Dialect> Walker<'_, D> {
     }
 
     fn open(&mut self, pair: &Pair) -> usize {
-        self.out
-            .open(&pair.open, &pair.close, &pair.open, pair.entities, false)
+        self.out.open(
+            pair.open.clone(),
+            pair.close.clone(),
+            pair.open.clone(),
+            pair.entities,
+            false,
+        )
     }
 
     /// Owes at least a `level` break before the next content.
@@ -470,6 +479,9 @@ impl<'a, D: Dialect> Walker<'_, D> {
     /// The prefix of the current line: quote markers, bullets, indentation.
     fn line_prefix(&mut self, take_bullets: bool) -> String {
         let mut prefix = String::new();
+        if self.containers.is_empty() {
+            return prefix;
+        }
         let quote = match self.d.quote() {
             Quote::Prefix(p) => p,
             Quote::Paired(_) => "",
@@ -508,14 +520,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
         let mut word = 0;
         let mut url = is_url_start(text);
         let mut space: Option<usize> = None;
-        for_each_grapheme(text, |at, g| {
-            let first = g.chars().next().unwrap_or(' ');
-            if g.len() == first.len_utf8() && is_break_space(first) {
+        for (at, c) in text.char_indices() {
+            let end = at + c.len_utf8();
+            if is_break_space(c) && stands_alone(text, at, end) {
                 if space.is_none() {
                     self.word(&text[word..at], url);
                     space = Some(at);
                 }
-                return;
+                continue;
             }
             if let Some(start) = space.take() {
                 let level = if ends_sentence(self.last) {
@@ -527,15 +539,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 word = at;
                 url = is_url_start(&text[at..]);
             }
-            for c in g.chars() {
-                self.last = [self.last[1], c];
-            }
-            if matches!(first, '。' | '！' | '？') {
-                self.word(&text[word..at + g.len()], url);
+            self.last = [self.last[1], c];
+            if matches!(c, '。' | '！' | '？') && is_grapheme_boundary(text, end) {
+                // CJK needs no space after a sentence: the break is empty.
+                self.word(&text[word..end], url);
                 self.out.space("", Level::Sentence, false);
-                word = at + g.len();
+                word = end;
             }
-        });
+        }
         match space {
             Some(start) => {
                 let level = if ends_sentence(self.last) {
@@ -825,15 +836,10 @@ fn ends_sentence(last: [char; 2]) -> bool {
     end(last[1]) || (matches!(last[1], '"' | '\'' | ')' | '”' | '’' | '»') && end(last[0]))
 }
 
-/// Calls `f` with each grapheme cluster of `s` and its byte offset (bytes for ASCII text).
-fn for_each_grapheme(s: &str, mut f: impl FnMut(usize, &str)) {
-    if s.is_ascii() {
-        for at in 0..s.len() {
-            f(at, &s[at..at + 1]);
-        }
-    } else {
-        for (at, g) in s.grapheme_indices(true) {
-            f(at, g);
-        }
-    }
+/// Whether `text[at..end]` is a grapheme cluster of its own (checked only next to non-ASCII).
+fn stands_alone(text: &str, at: usize, end: usize) -> bool {
+    let bytes = text.as_bytes();
+    let ascii_around =
+        (at == 0 || bytes[at - 1].is_ascii()) && bytes.get(end).is_none_or(u8::is_ascii);
+    ascii_around || (is_grapheme_boundary(text, at) && is_grapheme_boundary(text, end))
 }
