@@ -26,7 +26,8 @@ fn document(bytes: usize) -> String {
 }
 
 fn render(c: &mut Criterion) {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let renderers: [(&str, Box<dyn Render>); 4] = [
         ("plain", Box::new(PlainText::new().with_limit(4000))),
         ("slack", Box::new(SlackMrkdwn::new())),

@@ -63,8 +63,15 @@ fn telegram_units(part: &str) -> usize {
 #[test]
 fn a_long_mixed_message_arrives_in_parts_that_fit_for_every_channel() {
     let text = long_mixed_message();
-    for (channel, limit) in [("plain", 2000), ("slack", 3000), ("discord", 2000), ("telegram", 4096)] {
-        let parts = renderer(channel).render(&Markdown::new(text.clone())).expect("renders");
+    for (channel, limit) in [
+        ("plain", 2000),
+        ("slack", 3000),
+        ("discord", 2000),
+        ("telegram", 4096),
+    ] {
+        let parts = renderer(channel)
+            .render(&Markdown::new(text.clone()))
+            .expect("renders");
         assert!(parts.len() > 1, "{channel} needs several parts");
         for part in &parts {
             let len = if channel == "telegram" {
@@ -80,13 +87,22 @@ fn a_long_mixed_message_arrives_in_parts_that_fit_for_every_channel() {
         let joined = parts.concat();
         // Nothing is lost: every step, every code line, every host and the link are there.
         for i in 0..30 {
-            assert!(joined.contains(&format!("Step {i}:")), "{channel} lost step {i}");
+            assert!(
+                joined.contains(&format!("Step {i}:")),
+                "{channel} lost step {i}"
+            );
         }
         for i in 0..120 {
-            assert!(joined.contains(&format!("line {i} with")), "{channel} lost line {i}");
+            assert!(
+                joined.contains(&format!("line {i} with")),
+                "{channel} lost line {i}"
+            );
         }
         for i in 0..40 {
-            assert!(joined.contains(&format!("host-{i} ")), "{channel} lost host {i}");
+            assert!(
+                joined.contains(&format!("host-{i} ")),
+                "{channel} lost host {i}"
+            );
         }
         assert!(joined.contains(&"x".repeat(300)), "{channel} lost the link");
         assert_eq!(joined.matches("👨‍👩‍👧‍👦").count(), 30, "{channel} split an emoji");
@@ -96,17 +112,27 @@ fn a_long_mixed_message_arrives_in_parts_that_fit_for_every_channel() {
 #[test]
 fn a_renderer_chosen_at_run_time_renders_an_outbound_message() {
     let msg = AgentMessage::new("Deployed **v2** <ok>", Attribution::new("ops", "c1", "r1"));
-    let rendered = Outbound::new(msg).render(&renderer("telegram")).expect("renders");
+    let rendered = Outbound::new(msg)
+        .render(&renderer("telegram"))
+        .expect("renders");
     assert_eq!(rendered.parts(), ["Deployed <b>v2</b> &lt;ok&gt;"]);
 }
 
 #[test]
 fn every_channel_refuses_a_blank_body_and_a_limit_too_small() {
     for channel in ["plain", "slack", "discord", "telegram"] {
-        assert_eq!(renderer(channel).render(&Markdown::new(" \n\t ")), Err(RenderError::Empty));
+        assert_eq!(
+            renderer(channel).render(&Markdown::new(" \n\t ")),
+            Err(RenderError::Empty)
+        );
     }
     assert!(matches!(
-        DiscordMarkdown::new().with_limit(2).render(&Markdown::new("😀 `x`")),
-        Err(RenderError::LimitTooSmall { limit: 2, needed: 3 })
+        DiscordMarkdown::new()
+            .with_limit(2)
+            .render(&Markdown::new("😀 `x`")),
+        Err(RenderError::LimitTooSmall {
+            limit: 2,
+            needed: 3
+        })
     ));
 }

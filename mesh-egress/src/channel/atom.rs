@@ -120,7 +120,8 @@ impl Atoms {
     pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
         Self {
             text: String::with_capacity(capacity),
-            atoms: Vec::with_capacity(capacity / 4),
+            // About one atom per three bytes of chat text (a word, a space, a marker).
+            atoms: Vec::with_capacity(capacity / 3),
             markers: Vec::new(),
             unit,
             markup_counts,

@@ -69,11 +69,7 @@ impl Mark {
 
 /// Packs `atoms` into parts within `limits`.
 pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderError> {
-    let Some(last_visible) = atoms
-        .atoms
-        .iter()
-        .rposition(|a| atoms.is_visible(a))
-    else {
+    let Some(last_visible) = atoms.atoms.iter().rposition(|a| atoms.is_visible(a)) else {
         return Err(RenderError::Empty);
     };
     let chunker = Chunker {
@@ -87,8 +83,7 @@ pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderEr
     loop {
         pos = chunker.skip_at_start(pos, &mut stack);
         if pos.idx > last_visible
-            || (pos.idx == last_visible
-                && !atoms.is_visible_from(&atoms.atoms[pos.idx], pos.byte))
+            || (pos.idx == last_visible && !atoms.is_visible_from(&atoms.atoms[pos.idx], pos.byte))
         {
             break;
         }
@@ -160,7 +155,11 @@ impl Chunker<'_> {
             let Some(atom) = list.get(i) else {
                 break st;
             };
-            let byte = if i == start.idx { start.byte } else { atom.start };
+            let byte = if i == start.idx {
+                start.byte
+            } else {
+                atom.start
+            };
             let units = if byte == atom.start {
                 atom.units
             } else {

@@ -73,7 +73,10 @@ impl Render for PlainText {
         let mut parts = Vec::new();
         let mut rest = text;
         while !rest.is_empty() {
-            let end = rest.char_indices().nth(limit).map_or(rest.len(), |(i, _)| i);
+            let end = rest
+                .char_indices()
+                .nth(limit)
+                .map_or(rest.len(), |(i, _)| i);
             let cut = if end == rest.len() {
                 end
             } else {

@@ -11,10 +11,10 @@ mod telegram;
 
 pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
-#[cfg(test)]
-pub(crate) use {discord::Discord, slack::Slack, telegram::Telegram};
 pub use slack::SlackMrkdwn;
 pub use telegram::TelegramHtml;
+#[cfg(test)]
+pub(crate) use {discord::Discord, slack::Slack, telegram::Telegram};
 
 use std::borrow::Cow;
 
@@ -143,10 +143,11 @@ pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> 
     } else {
         Cow::Borrowed(src)
     };
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut walker = Walker {
         d,
-        out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 8),
+        out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 4),
         containers: Vec::new(),
         lists: Vec::new(),
         pending: None,
@@ -456,7 +457,11 @@ impl<'a, D: Dialect> Walker<'_, D> {
         if let Some(level) = self.pending.take()
             && self.written
         {
-            let text = if level == Level::Paragraph { "\n\n" } else { "\n" };
+            let text = if level == Level::Paragraph {
+                "\n\n"
+            } else {
+                "\n"
+            };
             self.out.space(text, level, false);
             self.line_started = false;
         }
@@ -601,8 +606,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 leading = false;
             }
             if let Some(start) = space.take() {
-                self.out
-                    .space(&code[start..at], Level::Word, !inline);
+                self.out.space(&code[start..at], Level::Word, !inline);
                 run = at;
             }
             if let Some(escaped) = d.code_escape(c) {
@@ -758,7 +762,13 @@ fn plain_label(label: &[Event<'_>]) -> String {
 /// Draws a table as aligned monospace text.
 fn draw_table(table: Table) -> String {
     let columns = table.rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |s: &str| s.graphemes(true).count();
+    let width = |s: &str| {
+        if s.is_ascii() {
+            s.len()
+        } else {
+            s.graphemes(true).count()
+        }
+    };
     let mut widths = vec![0; columns];
     for row in &table.rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -776,13 +786,13 @@ fn draw_table(table: Table) -> String {
                 line.push_str(" | ");
             }
             let cell = row.get(col).map_or("", String::as_str);
-            let pad = " ".repeat(w - width(cell));
+            let pad = w - width(cell);
             if matches!(table.alignments.get(col), Some(Alignment::Right)) {
-                line.push_str(&pad);
+                line.extend(std::iter::repeat_n(' ', pad));
                 line.push_str(cell);
             } else {
                 line.push_str(cell);
-                line.push_str(&pad);
+                line.extend(std::iter::repeat_n(' ', pad));
             }
         }
         out.push_str(line.trim_end());
@@ -807,7 +817,8 @@ fn is_break_space(c: char) -> bool {
 /// Puts a zero-width space into every run of `min` backticks (before each one when `min` is
 /// 1), so code cannot close its own delimiters.
 pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
-    if !code.contains(&"`".repeat(min)) {
+    const RUNS: [&str; 3] = ["`", "``", "```"];
+    if !code.contains(RUNS[min.clamp(1, 3) - 1]) {
         return Cow::Borrowed(code);
     }
     let mut out = String::with_capacity(code.len() + 8);

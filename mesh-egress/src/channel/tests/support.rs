@@ -103,7 +103,11 @@ pub(super) fn telegram_entities(part: &str) -> usize {
         let end = start + rest[start..].find('>').expect("an unclosed tag");
         let tag = &rest[start + 1..end];
         if let Some(name) = tag.strip_prefix('/') {
-            assert_eq!(stack.pop().as_deref(), Some(name), "misnested tag in {part:?}");
+            assert_eq!(
+                stack.pop().as_deref(),
+                Some(name),
+                "misnested tag in {part:?}"
+            );
         } else {
             let name = tag.split(' ').next().unwrap_or("").to_owned();
             // `<pre><code class=…>` is one entity, a code block with a language.
@@ -120,10 +124,9 @@ pub(super) fn telegram_entities(part: &str) -> usize {
 
 /// Whether anything visible lies in `range` of the rendering.
 fn drops_visible(atoms: &Atoms, range: std::ops::Range<usize>) -> bool {
-    atoms
-        .atoms
-        .iter()
-        .any(|a| a.start >= range.start && a.end <= range.end && a.end > a.start && atoms.is_visible(a))
+    atoms.atoms.iter().any(|a| {
+        a.start >= range.start && a.end <= range.end && a.end > a.start && atoms.is_visible(a)
+    })
 }
 
 /// Every invariant of a chunking of `src` at `limit`:
@@ -153,9 +156,18 @@ pub(super) fn check(ch: Ch, src: &str, limit: usize) -> Result<Vec<Part>, Render
             Ch::Plain => {}
         }
         let body = part.body.clone();
-        assert_eq!(&text[part.head..text.len() - part.tail], &full[body.clone()]);
-        assert!(is_grapheme_boundary(full, body.start), "part {n} starts in a cluster");
-        assert!(is_grapheme_boundary(full, body.end), "part {n} ends in a cluster");
+        assert_eq!(
+            &text[part.head..text.len() - part.tail],
+            &full[body.clone()]
+        );
+        assert!(
+            is_grapheme_boundary(full, body.start),
+            "part {n} starts in a cluster"
+        );
+        assert!(
+            is_grapheme_boundary(full, body.end),
+            "part {n} ends in a cluster"
+        );
         assert!(body.start >= at, "parts out of order");
         assert!(
             !drops_visible(&atoms, at..body.start),
