@@ -60,25 +60,49 @@ pub(crate) enum Kind {
         keep: bool,
     },
     /// Opens the marker with this index in [`Atoms::markers`].
-    Open(usize),
+    Open(u32),
     /// Closes the marker with this index in [`Atoms::markers`].
-    Close(usize),
+    Close(u32),
 }
 
-/// One unsplittable piece of rendered output.
+/// One unsplittable piece of rendered output. Offsets are `u32` to keep atoms small (a large
+/// message has hundreds of thousands); [`MAX_SOURCE`] keeps them in range.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Atom {
-    /// Byte range in [`Atoms::text`].
-    pub(crate) start: usize,
-    /// End of the byte range (exclusive).
-    pub(crate) end: usize,
-    /// Length in the channel's unit.
-    pub(crate) units: usize,
+    start: u32,
+    end: u32,
+    units: u32,
     /// What the atom is.
     pub(crate) kind: Kind,
     /// This atom continues the previous one's grapheme cluster (a combining mark after a
     /// style marker, say): no hard cut before it.
     pub(crate) joins_prev: bool,
+}
+
+impl Atom {
+    /// Start of its byte range in [`Atoms::text`].
+    pub(crate) fn start(&self) -> usize {
+        self.start as usize
+    }
+
+    /// End of its byte range (exclusive).
+    pub(crate) fn end(&self) -> usize {
+        self.end as usize
+    }
+
+    /// Length in the channel's unit.
+    pub(crate) fn units(&self) -> usize {
+        self.units as usize
+    }
+}
+
+/// The largest Markdown source rendered, in bytes: escaping grows text at most sixfold
+/// (`"` to `&quot;`), which keeps every offset within `u32`.
+pub(crate) const MAX_SOURCE: usize = (u32::MAX / 8) as usize;
+
+/// A length known to fit, because the source is at most [`MAX_SOURCE`].
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A paired style or fence marker: what closes it at a part end and what reopens it in the next.
@@ -136,14 +160,14 @@ impl Atoms {
     /// Whether `atom` shows something: an escape, or a grapheme run that is not all
     /// whitespace (code indentation, say).
     pub(crate) fn is_visible(&self, atom: &Atom) -> bool {
-        self.is_visible_from(atom, atom.start)
+        self.is_visible_from(atom, atom.start())
     }
 
     /// Whether what is left of `atom` from byte `from` shows something.
     pub(crate) fn is_visible_from(&self, atom: &Atom, from: usize) -> bool {
         match atom.kind {
             Kind::Escape => true,
-            Kind::Graphemes => !self.text[from..atom.end].trim().is_empty(),
+            Kind::Graphemes => !self.text[from..atom.end()].trim().is_empty(),
             _ => false,
         }
     }
@@ -170,9 +194,9 @@ impl Atoms {
             }
         }
         self.atoms.push(Atom {
-            start,
-            end: self.text.len(),
-            units,
+            start: small(start),
+            end: small(self.text.len()),
+            units: small(units),
             kind,
             joins_prev,
         });
@@ -225,8 +249,8 @@ impl Atoms {
         reopen: Cow<'static, str>,
         entities: usize,
         mid_line_only: bool,
-    ) -> usize {
-        let id = self.markers.len();
+    ) -> u32 {
+        let id = small(self.markers.len());
         self.markers.push(Marker {
             close_units: self.markup_units(&close),
             close,
@@ -242,17 +266,22 @@ impl Atoms {
 
     /// Closes marker `id`, writing its close text; a marker closed right after it opened
     /// styles nothing and is removed instead.
-    pub(crate) fn close(&mut self, id: usize) {
+    pub(crate) fn close(&mut self, id: u32) {
         if let Some(last) = self.atoms.last()
             && last.kind == Kind::Open(id)
         {
-            self.text.truncate(last.start);
+            self.text.truncate(last.start());
             self.atoms.pop();
             return;
         }
-        let close = self.markers[id].close.clone();
-        let units = self.markers[id].close_units;
+        let close = self.marker(id).close.clone();
+        let units = self.marker(id).close_units;
         self.push(&close, units, Kind::Close(id));
+    }
+
+    /// The marker with index `id`.
+    pub(crate) fn marker(&self, id: u32) -> &Marker {
+        &self.markers[id as usize]
     }
 
     fn markup_units(&self, s: &str) -> usize {

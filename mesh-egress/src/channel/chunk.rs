@@ -78,7 +78,7 @@ pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderEr
         max_entities: limits.entities.unwrap_or(usize::MAX),
     };
     let mut parts = Vec::new();
-    let mut stack: Vec<usize> = Vec::new();
+    let mut stack: Vec<u32> = Vec::new();
     let mut pos = Pos { idx: 0, byte: 0 };
     loop {
         pos = chunker.skip_at_start(pos, &mut stack);
@@ -103,10 +103,10 @@ struct Chunker<'a> {
 impl Chunker<'_> {
     /// Skips what a part never starts with: whitespace dropped at the cut, and closing
     /// markers already written at the end of the previous part.
-    fn skip_at_start(&self, mut pos: Pos, stack: &mut Vec<usize>) -> Pos {
+    fn skip_at_start(&self, mut pos: Pos, stack: &mut Vec<u32>) -> Pos {
         let list = &self.atoms.atoms;
         while let Some(atom) = list.get(pos.idx) {
-            if pos.byte != atom.start {
+            if pos.byte != atom.start() {
                 break;
             }
             match atom.kind {
@@ -117,14 +117,16 @@ impl Chunker<'_> {
                 _ => break,
             }
             pos.idx += 1;
-            pos.byte = list.get(pos.idx).map_or(self.atoms.text.len(), |a| a.start);
+            pos.byte = list
+                .get(pos.idx)
+                .map_or(self.atoms.text.len(), |a| a.start());
         }
         pos
     }
 
     /// Builds one part starting at `start` with `stack` open; updates `stack` to what is open
     /// at the cut and returns the part and where the next one starts.
-    fn part(&self, start: Pos, stack: &mut Vec<usize>) -> Result<(Part, Pos), RenderError> {
+    fn part(&self, start: Pos, stack: &mut Vec<u32>) -> Result<(Part, Pos), RenderError> {
         let atoms = self.atoms;
         let list = &atoms.atoms;
         let first_is_prefix = matches!(list[start.idx].kind, Kind::Prefix);
@@ -136,7 +138,7 @@ impl Chunker<'_> {
             entities: 0,
         };
         for &id in stack.iter() {
-            let marker = &atoms.markers[id];
+            let marker = atoms.marker(id);
             st.closes += marker.close_units;
             st.entities += marker.entities;
             if marker.mid_line_only && first_is_prefix {
@@ -158,27 +160,27 @@ impl Chunker<'_> {
             let byte = if i == start.idx {
                 start.byte
             } else {
-                atom.start
+                atom.start()
             };
-            let units = if byte == atom.start {
-                atom.units
+            let units = if byte == atom.start() {
+                atom.units()
             } else {
-                atoms.unit.measure(&atoms.text[byte..atom.end])
+                atoms.unit.measure(&atoms.text[byte..atom.end()])
             };
             let mut next = Mark {
                 pos: Pos {
                     idx: i + 1,
-                    byte: atom.end,
+                    byte: atom.end(),
                 },
                 len: st.len + units,
                 ..st
             };
             match atom.kind {
                 Kind::Open(id) => {
-                    next.closes += atoms.markers[id].close_units;
-                    next.entities += atoms.markers[id].entities;
+                    next.closes += atoms.marker(id).close_units;
+                    next.entities += atoms.marker(id).entities;
                 }
-                Kind::Close(id) => next.closes -= atoms.markers[id].close_units,
+                Kind::Close(id) => next.closes -= atoms.marker(id).close_units,
                 Kind::Space { level, keep: false }
                     if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) =>
                 {
@@ -206,7 +208,7 @@ impl Chunker<'_> {
             if let Some(cut) = self.best_break(&breaks) {
                 break cut;
             }
-            if has_content && byte == atom.start && !atom.joins_prev {
+            if has_content && byte == atom.start() && !atom.joins_prev {
                 if !prev_open {
                     break st;
                 }
@@ -233,7 +235,7 @@ impl Chunker<'_> {
         let mut text = head.clone();
         text.push_str(&atoms.text[start.byte..end.pos.byte]);
         for &id in stack.iter().rev() {
-            closes.push(&*atoms.markers[id].close);
+            closes.push(&*atoms.marker(id).close);
         }
         let tail: usize = closes.iter().map(|c| c.len()).sum();
         text.extend(closes);
@@ -273,7 +275,7 @@ impl Chunker<'_> {
         if atom.kind != Kind::Graphemes {
             return None;
         }
-        let text = &atoms.text[byte..atom.end];
+        let text = &atoms.text[byte..atom.end()];
         let mut len = st.len;
         let mut cut = None;
         for (offset, cluster) in text.grapheme_indices(true) {
@@ -284,7 +286,7 @@ impl Chunker<'_> {
             len += units;
             cut = Some(byte + offset + cluster.len());
         }
-        let cut = cut.filter(|&c| c < atom.end)?;
+        let cut = cut.filter(|&c| c < atom.end())?;
         Some(Mark {
             pos: Pos { idx, byte: cut },
             len,
@@ -301,7 +303,7 @@ impl Chunker<'_> {
         }
         let atom = &self.atoms.atoms[idx];
         let piece = match atom.kind {
-            Kind::Graphemes => self.atoms.text[byte..atom.end]
+            Kind::Graphemes => self.atoms.text[byte..atom.end()]
                 .graphemes(true)
                 .next()
                 .map_or(0, |g| self.atoms.unit.measure(g)),

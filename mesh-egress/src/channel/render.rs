@@ -46,6 +46,15 @@ pub enum RenderError {
         /// The size of the smallest piece that did not fit.
         needed: usize,
     },
+    /// The body is larger than a renderer accepts (hundreds of megabytes: far beyond any
+    /// chat message).
+    #[error("a body of {bytes} bytes is larger than the {limit} bytes a renderer accepts")]
+    TooLarge {
+        /// The body's size in bytes.
+        bytes: usize,
+        /// The largest body accepted, in bytes.
+        limit: usize,
+    },
     /// The channel's entity limit (Telegram: formatting entities per message) is smaller
     /// than what one unsplittable piece needs, counting the markers it sits inside.
     #[error("an entity limit of {limit} is smaller than the {needed} entities one piece needs")]

@@ -23,7 +23,7 @@ use pulldown_cmark::{
 };
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::atom::{Atoms, Level, Unit, is_grapheme_boundary};
+use super::atom::{Atoms, Level, MAX_SOURCE, Unit, is_grapheme_boundary};
 use super::chunk::{Limits, Part, chunk};
 use super::render::RenderError;
 use crate::egress::Markdown;
@@ -137,6 +137,12 @@ pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> 
     if src.trim().is_empty() {
         return Err(RenderError::Empty);
     }
+    if src.len() > MAX_SOURCE {
+        return Err(RenderError::TooLarge {
+            bytes: src.len(),
+            limit: MAX_SOURCE,
+        });
+    }
     // CommonMark accepts CR and CRLF line endings; chat payloads use LF only.
     let src: Cow<'_, str> = if src.contains('\r') {
         Cow::Owned(src.replace("\r\n", "\n").replace('\r', "\n"))
@@ -211,11 +217,11 @@ struct Walker<'d, D> {
     table: Option<Table>,
     in_link: bool,
     /// Open heading and style markers (marker ids), innermost last.
-    styles: Vec<Option<usize>>,
+    styles: Vec<Option<u32>>,
     /// A heading prefix owed before the heading's first content.
     heading_prefix: Option<String>,
     /// Open block quotes: their marker, if this one opened one.
-    quotes: Vec<Option<usize>>,
+    quotes: Vec<Option<u32>>,
 }
 
 impl<'a, D: Dialect> Walker<'_, D> {
@@ -437,7 +443,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
         }
     }
 
-    fn open(&mut self, pair: &Pair) -> usize {
+    fn open(&mut self, pair: &Pair) -> u32 {
         self.out.open(
             pair.open.clone(),
             pair.close.clone(),

@@ -163,6 +163,12 @@ impl Dialect for Telegram {
     }
 
     fn link(&self, url: &str) -> Option<Pair> {
+        // Telegram rejects a message whose link is not an absolute URL it knows; anything
+        // else is shown as `label (url)` text instead.
+        let known = ["http://", "https://", "tg://", "mailto:"];
+        if !known.iter().any(|scheme| url.starts_with(scheme)) {
+            return None;
+        }
         Some(Pair::new(
             format!("<a href=\"{}\">", attribute(url)),
             "</a>",

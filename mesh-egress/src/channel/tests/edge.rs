@@ -283,6 +283,14 @@ fn telegram_escapes_code_and_urls_exactly() {
 }
 
 #[test]
+fn telegram_shows_a_relative_link_as_text() {
+    assert_eq!(
+        Ch::Telegram.texts("see [notes](docs/a<b>.md)", 4096),
+        ["see notes (docs/a&lt;b&gt;.md)"]
+    );
+}
+
+#[test]
 fn slack_escapes_exactly_ampersand_and_angle_brackets() {
     let parts = Ch::Slack.texts("a & b < c > d \"e\" 'f' `<&>`", 3000);
     assert_eq!(parts, ["a &amp; b &lt; c &gt; d \"e\" 'f' `&lt;&amp;&gt;`"]);
