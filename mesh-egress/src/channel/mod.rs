@@ -13,6 +13,31 @@
 //! assert_eq!(channel.sent(), ["Deployed v2."]);
 //! # Ok(()) }
 //! ```
+//!
+//! # Renderers
+//!
+//! [`PlainText`], [`SlackMrkdwn`], [`DiscordMarkdown`] and [`TelegramHtml`] (the last three
+//! with the `markdown` feature, on by default) parse the canonical Markdown once and write a
+//! stream of unsplittable atoms: grapheme runs, escapes, line prefixes, breaks, and paired
+//! style and fence markers. One chunker, shared by every channel, packs the atoms into parts
+//! measured in the channel's own unit (code points; Telegram: UTF-16 units after entity
+//! parsing, and at most 100 entities). It ends a part at the strongest break that leaves it at
+//! least half full (paragraph, line, sentence, word), hard-cuts at a grapheme boundary only when
+//! nothing else fits, and closes the fences and styles a cut goes through at the end of the part
+//! and reopens them at the start of the next, counting those markers against the limit. A limit
+//! too small for one piece is [`RenderError::LimitTooSmall`]; a blank body is
+//! [`RenderError::Empty`]. A renderer can be chosen at run time as a `Box<dyn Render>`:
+//!
+//! ```
+//! # #[cfg(feature = "markdown")] {
+//! use mesh_egress::Markdown;
+//! use mesh_egress::channel::{DiscordMarkdown, Render, TelegramHtml};
+//! let renderer: Box<dyn Render> = if true { Box::new(DiscordMarkdown::new().with_limit(40)) }
+//!     else { Box::new(TelegramHtml::new()) };
+//! let parts = renderer.render(&Markdown::new("**A bold claim that runs on past forty code points.**")).unwrap();
+//! assert_eq!(parts, ["**A bold claim that runs on past forty**", "**code points.**"]);
+//! # }
+//! ```
 
 #[cfg(feature = "markdown")]
 mod atom;
