@@ -137,6 +137,8 @@ pub(crate) struct Atoms {
     /// Whether markup (tags) counts against the limit; Telegram measures text after entity
     /// parsing, so its tags count zero and an entity counts one character.
     pub(crate) markup_counts: bool,
+    /// Whether a visible atom has been written.
+    visible: bool,
 }
 
 impl Atoms {
@@ -144,17 +146,20 @@ impl Atoms {
     pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
         Self {
             text: String::with_capacity(capacity),
-            // About one atom per three bytes of chat text (a word, a space, a marker).
-            atoms: Vec::with_capacity(capacity / 3),
+            // About one atom per three bytes of chat text (a word, a space, a marker); packing
+            // in batches keeps far fewer than that buffered for a long message.
+            atoms: Vec::with_capacity((capacity / 3).min(1 << 14)),
             markers: Vec::new(),
             unit,
             markup_counts,
+            visible: false,
         }
     }
 
-    /// Whether nothing visible has been written (markers and whitespace do not count).
+    /// Whether anything visible has been written (markers and whitespace do not count), even
+    /// if its atoms have since been packed and dropped.
     pub(crate) fn has_content(&self) -> bool {
-        self.atoms.iter().any(|a| self.is_visible(a))
+        self.visible
     }
 
     /// Whether `atom` shows something: an escape, or a grapheme run that is not all
@@ -192,6 +197,10 @@ impl Atoms {
                 // A mark that extends the whitespace before it: that whitespace is no break.
                 prev.kind = Kind::Graphemes;
             }
+        }
+        if !self.visible {
+            self.visible =
+                kind == Kind::Escape || (kind == Kind::Graphemes && !s.trim().is_empty());
         }
         self.atoms.push(Atom {
             start: small(start),

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::atom::{Atoms, Kind, Level};
+use super::atom::{Atom, Atoms, Kind, Level};
 use super::render::RenderError;
 
 /// A channel's limits for one part.
@@ -67,35 +67,93 @@ impl Mark {
     }
 }
 
-/// Packs `atoms` into parts within `limits`.
-pub(crate) fn chunk(atoms: &Atoms, limits: Limits) -> Result<Vec<Part>, RenderError> {
-    let Some(last_visible) = atoms.atoms.iter().rposition(|a| atoms.is_visible(a)) else {
-        return Err(RenderError::Empty);
-    };
-    let chunker = Chunker {
-        atoms,
-        max: limits.units.unwrap_or(usize::MAX),
-        max_entities: limits.entities.unwrap_or(usize::MAX),
-    };
-    let mut parts = Vec::new();
-    let mut stack: Vec<u32> = Vec::new();
-    let mut pos = Pos { idx: 0, byte: 0 };
-    loop {
-        pos = chunker.skip_at_start(pos, &mut stack);
-        if pos.idx > last_visible
-            || (pos.idx == last_visible && !atoms.is_visible_from(&atoms.atoms[pos.idx], pos.byte))
-        {
-            break;
+/// The chunker's state between feeds, so a renderer can pack parts while it writes atoms and
+/// drop the atoms already packed (memory stays bounded by a part, not the message).
+pub(crate) struct Packer {
+    limits: Limits,
+    /// Markers open at `pos`.
+    stack: Vec<u32>,
+    /// Where the next part starts, relative to the atoms still buffered.
+    pos: Pos,
+    parts: Vec<Part>,
+}
+
+impl Packer {
+    /// A packer at the start of a message.
+    pub(crate) fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            stack: Vec::new(),
+            pos: Pos { idx: 0, byte: 0 },
+            parts: Vec::new(),
         }
-        let (part, next) = chunker.part(pos, &mut stack)?;
-        parts.push(part);
-        pos = next;
     }
-    Ok(parts)
+
+    /// Packs every part that the buffered atoms decide. Until `last`, the final buffered atom
+    /// is left alone (the renderer may still amend it) and a part that reaches the end of the
+    /// buffer waits for more. Returns how many leading atoms are done with.
+    pub(crate) fn feed(&mut self, atoms: &Atoms, last: bool) -> Result<usize, RenderError> {
+        let end = if last {
+            atoms.atoms.len()
+        } else {
+            atoms.atoms.len().saturating_sub(1)
+        };
+        let chunker = Chunker {
+            atoms,
+            list: &atoms.atoms[..end],
+            last,
+            max: self.limits.units.unwrap_or(usize::MAX),
+            max_entities: self.limits.entities.unwrap_or(usize::MAX),
+        };
+        let last_visible = if last {
+            atoms.atoms.iter().rposition(|a| atoms.is_visible(a))
+        } else {
+            None
+        };
+        loop {
+            self.pos = chunker.skip_at_start(self.pos, &mut self.stack);
+            if self.pos.idx >= end {
+                break;
+            }
+            if last {
+                let Some(last_visible) = last_visible else {
+                    break;
+                };
+                if self.pos.idx > last_visible
+                    || (self.pos.idx == last_visible
+                        && !atoms.is_visible_from(&atoms.atoms[self.pos.idx], self.pos.byte))
+                {
+                    break;
+                }
+            }
+            match chunker.part(self.pos, &mut self.stack)? {
+                Some((part, next)) => {
+                    self.parts.push(part);
+                    self.pos = next;
+                }
+                None => break,
+            }
+        }
+        Ok(self.pos.idx)
+    }
+
+    /// The buffer dropped its first `done` atoms.
+    pub(crate) fn drained(&mut self, done: usize) {
+        self.pos.idx -= done;
+    }
+
+    /// The parts packed.
+    pub(crate) fn finish(self) -> Vec<Part> {
+        self.parts
+    }
 }
 
 struct Chunker<'a> {
     atoms: &'a Atoms,
+    /// The atoms this feed may look at.
+    list: &'a [Atom],
+    /// Whether `list` ends the message.
+    last: bool,
     max: usize,
     max_entities: usize,
 }
@@ -104,7 +162,7 @@ impl Chunker<'_> {
     /// Skips what a part never starts with: whitespace dropped at the cut, and closing
     /// markers already written at the end of the previous part.
     fn skip_at_start(&self, mut pos: Pos, stack: &mut Vec<u32>) -> Pos {
-        let list = &self.atoms.atoms;
+        let list = self.list;
         while let Some(atom) = list.get(pos.idx) {
             if pos.byte != atom.start() {
                 break;
@@ -117,7 +175,9 @@ impl Chunker<'_> {
                 _ => break,
             }
             pos.idx += 1;
-            pos.byte = list
+            pos.byte = self
+                .atoms
+                .atoms
                 .get(pos.idx)
                 .map_or(self.atoms.text.len(), |a| a.start());
         }
@@ -125,10 +185,11 @@ impl Chunker<'_> {
     }
 
     /// Builds one part starting at `start` with `stack` open; updates `stack` to what is open
-    /// at the cut and returns the part and where the next one starts.
-    fn part(&self, start: Pos, stack: &mut Vec<u32>) -> Result<(Part, Pos), RenderError> {
+    /// at the cut and returns the part and where the next one starts. `None`: the part reaches
+    /// past the atoms available to this feed.
+    fn part(&self, start: Pos, stack: &mut Vec<u32>) -> Result<Option<(Part, Pos)>, RenderError> {
         let atoms = self.atoms;
-        let list = &atoms.atoms;
+        let list = self.list;
         let first_is_prefix = matches!(list[start.idx].kind, Kind::Prefix);
         let mut head = String::new();
         let mut st = Mark {
@@ -155,6 +216,9 @@ impl Chunker<'_> {
         let mut i = start.idx;
         let end = loop {
             let Some(atom) = list.get(i) else {
+                if !self.last {
+                    return Ok(None);
+                }
                 break st;
             };
             let byte = if i == start.idx {
@@ -239,7 +303,7 @@ impl Chunker<'_> {
         }
         let tail: usize = closes.iter().map(|c| c.len()).sum();
         text.extend(closes);
-        Ok((
+        Ok(Some((
             Part {
                 text,
                 head: head.len(),
@@ -247,13 +311,13 @@ impl Chunker<'_> {
                 body: start.byte..end.pos.byte,
             },
             end.pos,
-        ))
+        )))
     }
 
     /// Whether a part may start at atom `idx`: what follows the whitespace and closing
     /// markers skipped there does not continue a grapheme cluster.
     fn can_resume(&self, idx: usize) -> bool {
-        let rest = self.atoms.atoms.get(idx..).unwrap_or_default();
+        let rest = self.list.get(idx..).unwrap_or_default();
         rest.iter()
             .find(|a| !matches!(a.kind, Kind::Space { keep: false, .. } | Kind::Close(_)))
             .is_none_or(|a| !a.joins_prev)
@@ -271,7 +335,7 @@ impl Chunker<'_> {
     /// A hard cut inside grapheme run `idx` (from `byte`): as many whole clusters as fit.
     fn cut_inside(&self, st: &Mark, byte: usize, idx: usize) -> Option<Mark> {
         let atoms = self.atoms;
-        let atom = &atoms.atoms[idx];
+        let atom = &self.list[idx];
         if atom.kind != Kind::Graphemes {
             return None;
         }
@@ -301,7 +365,7 @@ impl Chunker<'_> {
                 needed: next.entities,
             };
         }
-        let atom = &self.atoms.atoms[idx];
+        let atom = &self.list[idx];
         let piece = match atom.kind {
             Kind::Graphemes => self.atoms.text[byte..atom.end()]
                 .graphemes(true)

@@ -24,7 +24,7 @@ use pulldown_cmark::{
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::atom::{Atoms, Level, MAX_SOURCE, Unit, is_grapheme_boundary};
-use super::chunk::{Limits, Part, chunk};
+use super::chunk::{Limits, Packer, Part};
 use super::render::RenderError;
 use crate::egress::Markdown;
 
@@ -123,17 +123,42 @@ pub(crate) fn render<D: Dialect>(
         .collect())
 }
 
-/// Renders `src` into atoms and chunks them, keeping each part's layout (for tests).
+/// Renders `src` and chunks it, keeping each part's layout. Parts are packed while the walk
+/// goes on, every [`BATCH`] atoms, so a long message never holds all its atoms at once.
 pub(crate) fn render_parts<D: Dialect>(
     d: &D,
     src: &str,
     limits: Limits,
 ) -> Result<Vec<Part>, RenderError> {
-    chunk(&atoms(d, src)?, limits)
+    let mut packer = Packer::new(limits);
+    let out = walk(d, src, |out| {
+        if out.atoms.len() >= BATCH {
+            let done = packer.feed(out, false)?;
+            out.atoms.drain(..done);
+            packer.drained(done);
+        }
+        Ok(())
+    })?;
+    packer.feed(&out, true)?;
+    Ok(packer.finish())
 }
 
-/// Renders `src` into the atom stream.
+/// Atoms buffered between packings. Small under test, so every test exercises packing in
+/// batches.
+const BATCH: usize = if cfg!(test) { 8 } else { 4096 };
+
+/// Renders `src` into the whole atom stream.
+#[cfg(test)]
 pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> {
+    walk(d, src, |_| Ok(()))
+}
+
+/// Walks `src`'s events, calling `between` after each one with the atoms so far.
+fn walk<D: Dialect>(
+    d: &D,
+    src: &str,
+    mut between: impl FnMut(&mut Atoms) -> Result<(), RenderError>,
+) -> Result<Atoms, RenderError> {
     if src.trim().is_empty() {
         return Err(RenderError::Empty);
     }
@@ -171,6 +196,7 @@ pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> 
     let mut events = Parser::new_ext(&src, options);
     while let Some(event) = events.next() {
         walker.event(event, &mut events);
+        between(&mut walker.out)?;
     }
     if !walker.out.has_content() {
         return Err(RenderError::Empty);

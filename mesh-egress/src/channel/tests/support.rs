@@ -125,7 +125,10 @@ pub(super) fn telegram_entities(part: &str) -> usize {
 /// Whether anything visible lies in `range` of the rendering.
 fn drops_visible(atoms: &Atoms, range: std::ops::Range<usize>) -> bool {
     atoms.atoms.iter().any(|a| {
-        a.start() >= range.start && a.end() <= range.end && a.end() > a.start() && atoms.is_visible(a)
+        a.start() >= range.start
+            && a.end() <= range.end
+            && a.end() > a.start()
+            && atoms.is_visible(a)
     })
 }
 
