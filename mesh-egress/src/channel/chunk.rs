@@ -280,10 +280,10 @@ impl Chunker<'_> {
                     break cut;
                 }
             }
-            if let Some(cut) = self.cut_inside(&st, byte, i) {
+            if let Some(cut) = self.cut_inside(&st, byte, i, has_content) {
                 break cut;
             }
-            return Err(self.too_small(&st, &next, byte, i));
+            return Err(self.too_small(&st, &next, byte, i, has_content));
         };
 
         let mut closes = Vec::new();
@@ -333,7 +333,9 @@ impl Chunker<'_> {
     }
 
     /// A hard cut inside grapheme run `idx` (from `byte`): as many whole clusters as fit.
-    fn cut_inside(&self, st: &Mark, byte: usize, idx: usize) -> Option<Mark> {
+    /// A part with nothing visible yet takes clusters only up to a visible one: indentation
+    /// alone is no part.
+    fn cut_inside(&self, st: &Mark, byte: usize, idx: usize, has_content: bool) -> Option<Mark> {
         let atoms = self.atoms;
         let atom = &self.list[idx];
         if atom.kind != Kind::Graphemes {
@@ -341,6 +343,7 @@ impl Chunker<'_> {
         }
         let text = &atoms.text[byte..atom.end()];
         let mut len = st.len;
+        let mut visible = has_content;
         let mut cut = None;
         for (offset, cluster) in text.grapheme_indices(true) {
             let units = atoms.unit.measure(cluster);
@@ -348,9 +351,12 @@ impl Chunker<'_> {
                 break;
             }
             len += units;
-            cut = Some(byte + offset + cluster.len());
+            visible = visible || !cluster.trim().is_empty();
+            if visible {
+                cut = Some((byte + offset + cluster.len(), len));
+            }
         }
-        let cut = cut.filter(|&c| c < atom.end())?;
+        let (cut, len) = cut.filter(|&(c, _)| c < atom.end())?;
         Some(Mark {
             pos: Pos { idx, byte: cut },
             len,
@@ -358,7 +364,14 @@ impl Chunker<'_> {
         })
     }
 
-    fn too_small(&self, st: &Mark, next: &Mark, byte: usize, idx: usize) -> RenderError {
+    fn too_small(
+        &self,
+        st: &Mark,
+        next: &Mark,
+        byte: usize,
+        idx: usize,
+        has_content: bool,
+    ) -> RenderError {
         if next.entities > self.max_entities {
             return RenderError::TooManyEntities {
                 limit: self.max_entities,
@@ -367,10 +380,17 @@ impl Chunker<'_> {
         }
         let atom = &self.list[idx];
         let piece = match atom.kind {
-            Kind::Graphemes => self.atoms.text[byte..atom.end()]
-                .graphemes(true)
-                .next()
-                .map_or(0, |g| self.atoms.unit.measure(g)),
+            Kind::Graphemes => {
+                // Up to and including the first visible cluster (or the first, after content).
+                let mut units = 0;
+                for cluster in self.atoms.text[byte..atom.end()].graphemes(true) {
+                    units += self.atoms.unit.measure(cluster);
+                    if has_content || !cluster.trim().is_empty() {
+                        break;
+                    }
+                }
+                units
+            }
             _ => next.len - st.len,
         };
         RenderError::LimitTooSmall {
