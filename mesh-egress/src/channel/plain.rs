@@ -8,10 +8,12 @@ use crate::egress::Markdown;
 /// parts of at most `limit` characters (Unicode scalar values) when a limit is set.
 ///
 /// ```
+/// # #[cfg(feature = "markdown")] {
 /// use mesh_egress::Markdown;
 /// use mesh_egress::channel::{PlainText, Render};
 /// let parts = PlainText::new().render(&Markdown::new("Deployed **v2**, see [notes](https://example.com)."))?;
 /// assert_eq!(parts, ["Deployed v2, see notes (https://example.com)."]);
+/// # }
 /// # Ok::<(), mesh_egress::channel::RenderError>(())
 /// ```
 #[derive(Clone, Debug, Default)]
