@@ -85,7 +85,7 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
         let api = FakeApi::start(surface, TOKEN).await.expect("bind loopback");
         api.script(schedule);
         let channel = connect(surface, api.base_url());
-        let expected: Vec<String> = (0..n).map(|i| format!("(part {i:03})")).collect();
+        let expected: Vec<String> = (0..n).map(|i| format!("part{i:03}abc")).collect();
         let message = AgentMessage::new(expected.concat(), Attribution::new("a", "c", "r"));
 
         let mut outcome = channel.deliver(message).await;

@@ -36,7 +36,7 @@ fn message(text: impl Into<String>) -> AgentMessage {
 
 /// `n` parts of exactly ten characters each under a ten-character limit.
 fn parts(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("(part {i:03})")).collect()
+    (0..n).map(|i| format!("part{i:03}abc")).collect()
 }
 
 fn connect(surface: Surface, base_url: String, limit: usize) -> BoxedChannel {

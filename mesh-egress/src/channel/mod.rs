@@ -13,9 +13,40 @@
 //! assert_eq!(channel.sent(), ["Deployed v2."]);
 //! # Ok(()) }
 //! ```
+//!
+//! # Renderers
+//!
+//! [`PlainText`], [`SlackMrkdwn`], [`DiscordMarkdown`] and [`TelegramHtml`] (the last three
+//! with the `markdown` feature, on by default) parse the canonical Markdown once and write a
+//! stream of unsplittable atoms: grapheme runs, escapes, line prefixes, breaks, and paired
+//! style and fence markers. One chunker, shared by every channel, packs the atoms into parts
+//! measured in the channel's own unit (code points; Telegram: UTF-16 units after entity
+//! parsing, and at most 100 entities). It ends a part at the strongest break that leaves it at
+//! least half full (paragraph, line, sentence, word), hard-cuts at a grapheme boundary only when
+//! nothing else fits, and closes the fences and styles a cut goes through at the end of the part
+//! and reopens them at the start of the next, counting those markers against the limit. A limit
+//! too small for one piece is [`RenderError::LimitTooSmall`]; a blank body is
+//! [`RenderError::Empty`]. A renderer can be chosen at run time as a `Box<dyn Render>`:
+//!
+//! ```
+//! # #[cfg(feature = "markdown")] {
+//! use mesh_egress::Markdown;
+//! use mesh_egress::channel::{DiscordMarkdown, Render, TelegramHtml};
+//! let renderer: Box<dyn Render> = if true { Box::new(DiscordMarkdown::new().with_limit(40)) }
+//!     else { Box::new(TelegramHtml::new()) };
+//! let parts = renderer.render(&Markdown::new("**A bold claim that runs on past forty code points.**")).unwrap();
+//! assert_eq!(parts, ["**A bold claim that runs on past forty**", "**code points.**"]);
+//! # }
+//! ```
 
+#[cfg(feature = "markdown")]
+mod atom;
 mod boxed;
+#[cfg(feature = "markdown")]
+mod chunk;
 mod deliver;
+#[cfg(feature = "markdown")]
+mod format;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -23,6 +54,8 @@ mod plain;
 mod recorder;
 mod render;
 mod stdout;
+#[cfg(all(test, feature = "markdown"))]
+mod tests;
 
 use std::future::Future;
 
@@ -30,6 +63,8 @@ pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
+#[cfg(feature = "markdown")]
+pub use format::{DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
 pub use render::{Render, RenderError};

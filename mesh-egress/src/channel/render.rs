@@ -19,6 +19,18 @@ impl<R: Render + ?Sized> Render for &R {
     }
 }
 
+impl<R: Render + ?Sized> Render for Box<R> {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        (**self).render(body)
+    }
+}
+
+impl<R: Render + ?Sized> Render for std::sync::Arc<R> {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        (**self).render(body)
+    }
+}
+
 /// Why a body could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -32,6 +44,24 @@ pub enum RenderError {
         /// The configured limit, in the channel's unit.
         limit: usize,
         /// The size of the smallest piece that did not fit.
+        needed: usize,
+    },
+    /// The body is larger than a renderer accepts (hundreds of megabytes: far beyond any
+    /// chat message).
+    #[error("a body of {bytes} bytes is larger than the {limit} bytes a renderer accepts")]
+    TooLarge {
+        /// The body's size in bytes.
+        bytes: usize,
+        /// The largest body accepted, in bytes.
+        limit: usize,
+    },
+    /// The channel's entity limit (Telegram: formatting entities per message) is smaller
+    /// than what one unsplittable piece needs, counting the markers it sits inside.
+    #[error("an entity limit of {limit} is smaller than the {needed} entities one piece needs")]
+    TooManyEntities {
+        /// The configured entity limit.
+        limit: usize,
+        /// The entities the smallest piece that did not fit needs.
         needed: usize,
     },
 }

@@ -1,0 +1,317 @@
+//! The atom stream: rendered output as a sequence of pieces the chunker may never split.
+//!
+//! A renderer writes its whole output into one [`Atoms`] buffer; each atom is a byte range of
+//! that buffer plus its kind and its length in the channel's unit. The chunker only ever cuts
+//! between atoms, or inside a [`Kind::Graphemes`] run at a grapheme-cluster boundary.
+
+use std::borrow::Cow;
+
+/// How a channel measures a part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unit {
+    /// Unicode scalar values (Rust `char`s): Discord, Slack, plain text.
+    Chars,
+    /// UTF-16 code units: Telegram.
+    Utf16,
+}
+
+impl Unit {
+    /// The length of `s` in this unit.
+    pub(crate) fn measure(self, s: &str) -> usize {
+        if s.is_ascii() {
+            return s.len();
+        }
+        match self {
+            Unit::Chars => s.chars().count(),
+            Unit::Utf16 => s.chars().map(char::len_utf16).sum(),
+        }
+    }
+}
+
+/// How strongly a break separates what is on either side; the chunker prefers the strongest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Level {
+    /// Between words.
+    Word = 0,
+    /// After a sentence's final punctuation.
+    Sentence = 1,
+    /// A line break.
+    Line = 2,
+    /// A blank line between blocks.
+    Paragraph = 3,
+}
+
+/// What an atom is, which decides where the chunker may cut around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A run of grapheme clusters (a word, or part of one). Cut inside only as a last resort,
+    /// and then only at a cluster boundary.
+    Graphemes,
+    /// An escape or character entity (`&lt;`, `\*`): shown as one character, never split.
+    Escape,
+    /// A line prefix (quote marker, list bullet, indentation) written after a line break.
+    Prefix,
+    /// Whitespace (possibly empty) where a part may end. `keep` whitespace stays in the part
+    /// (code); other whitespace is dropped at a cut.
+    Space {
+        /// The strength of this break.
+        level: Level,
+        /// Whether the whitespace must survive a cut here.
+        keep: bool,
+    },
+    /// Opens the marker with this index in [`Atoms::markers`].
+    Open(u32),
+    /// Closes the marker with this index in [`Atoms::markers`].
+    Close(u32),
+}
+
+/// One unsplittable piece of rendered output. Offsets are `u32` to keep atoms small (a large
+/// message has hundreds of thousands); [`MAX_SOURCE`] keeps them in range.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Atom {
+    start: u32,
+    end: u32,
+    units: u32,
+    /// What the atom is.
+    pub(crate) kind: Kind,
+    /// This atom continues the previous one's grapheme cluster (a combining mark after a
+    /// style marker, say): no hard cut before it.
+    pub(crate) joins_prev: bool,
+}
+
+impl Atom {
+    /// Start of its byte range in [`Atoms::text`].
+    pub(crate) fn start(&self) -> usize {
+        self.start as usize
+    }
+
+    /// End of its byte range (exclusive).
+    pub(crate) fn end(&self) -> usize {
+        self.end as usize
+    }
+
+    /// Length in the channel's unit.
+    pub(crate) fn units(&self) -> usize {
+        self.units as usize
+    }
+}
+
+/// The largest Markdown source rendered, in bytes: escaping grows text at most sixfold
+/// (`"` to `&quot;`), which keeps every offset within `u32`.
+pub(crate) const MAX_SOURCE: usize = (u32::MAX / 8) as usize;
+
+/// A length known to fit, because the source is at most [`MAX_SOURCE`].
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A paired style or fence marker: what closes it at a part end and what reopens it in the next.
+#[derive(Clone, Debug)]
+pub(crate) struct Marker {
+    /// Written at the end of a part that cuts through the marker (and by its own `Close` atom).
+    pub(crate) close: Cow<'static, str>,
+    /// Length of `close` in the channel's unit.
+    pub(crate) close_units: usize,
+    /// Written at the start of the next part.
+    pub(crate) reopen: Cow<'static, str>,
+    /// Length of `reopen` in the channel's unit.
+    pub(crate) reopen_units: usize,
+    /// Entities this marker costs in a part (Telegram counts formatting entities).
+    pub(crate) entities: usize,
+    /// Reopen only when the part starts mid-line; at a line start the line's own prefix
+    /// (a block quote's `> `) already carries it.
+    pub(crate) mid_line_only: bool,
+}
+
+/// A renderer's complete output as atoms.
+#[derive(Debug)]
+pub(crate) struct Atoms {
+    /// The rendered text; atoms index into it.
+    pub(crate) text: String,
+    /// The atoms, in order.
+    pub(crate) atoms: Vec<Atom>,
+    /// Markers referenced by `Open`/`Close` atoms.
+    pub(crate) markers: Vec<Marker>,
+    /// The channel's length unit.
+    pub(crate) unit: Unit,
+    /// Whether markup (tags) counts against the limit; Telegram measures text after entity
+    /// parsing, so its tags count zero and an entity counts one character.
+    pub(crate) markup_counts: bool,
+    /// Whether a visible atom has been written.
+    visible: bool,
+}
+
+impl Atoms {
+    /// An empty stream measuring in `unit`.
+    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
+        Self {
+            text: String::with_capacity(capacity),
+            // About one atom per three bytes of chat text (a word, a space, a marker); packing
+            // in batches keeps far fewer than that buffered for a long message.
+            atoms: Vec::with_capacity((capacity / 3).min(1 << 14)),
+            markers: Vec::new(),
+            unit,
+            markup_counts,
+            visible: false,
+        }
+    }
+
+    /// Whether anything visible has been written (markers and whitespace do not count), even
+    /// if its atoms have since been packed and dropped.
+    pub(crate) fn has_content(&self) -> bool {
+        self.visible
+    }
+
+    /// Whether `atom` shows something: an escape, or a grapheme run that is not all
+    /// whitespace (code indentation, say).
+    pub(crate) fn is_visible(&self, atom: &Atom) -> bool {
+        self.is_visible_from(atom, atom.start())
+    }
+
+    /// Whether what is left of `atom` from byte `from` shows something.
+    pub(crate) fn is_visible_from(&self, atom: &Atom, from: usize) -> bool {
+        match atom.kind {
+            Kind::Escape => true,
+            Kind::Graphemes => !self.text[from..atom.end()].trim().is_empty(),
+            _ => false,
+        }
+    }
+
+    fn push(&mut self, s: &str, units: usize, mut kind: Kind) {
+        let start = self.text.len();
+        self.text.push_str(s);
+        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
+        // which renderers never write).
+        let joins_prev = start > 0
+            && !s.is_empty()
+            && (!s.as_bytes()[0].is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
+            && !is_grapheme_boundary(&self.text, start);
+        if joins_prev {
+            if let Kind::Space { .. } = kind {
+                // Whitespace inside a cluster (after a prepend mark) is no break.
+                kind = Kind::Graphemes;
+            }
+            if let Some(prev) = self.atoms.last_mut()
+                && matches!(prev.kind, Kind::Space { .. })
+            {
+                // A mark that extends the whitespace before it: that whitespace is no break.
+                prev.kind = Kind::Graphemes;
+            }
+        }
+        if !self.visible {
+            self.visible =
+                kind == Kind::Escape || (kind == Kind::Graphemes && !s.trim().is_empty());
+        }
+        self.atoms.push(Atom {
+            start: small(start),
+            end: small(self.text.len()),
+            units: small(units),
+            kind,
+            joins_prev,
+        });
+    }
+
+    /// Appends a run of grapheme clusters (no escapes, no whitespace breaks inside).
+    pub(crate) fn graphemes(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        let units = self.unit.measure(s);
+        self.push(s, units, Kind::Graphemes);
+    }
+
+    /// Appends an escape shown as `shown` (one character).
+    pub(crate) fn escape(&mut self, escaped: &str, shown: char) {
+        let units = if self.markup_counts {
+            self.unit.measure(escaped)
+        } else {
+            match self.unit {
+                Unit::Chars => 1,
+                Unit::Utf16 => shown.len_utf16(),
+            }
+        };
+        self.push(escaped, units, Kind::Escape);
+    }
+
+    /// Appends a line prefix.
+    pub(crate) fn prefix(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        // Bullets and indentation are text the reader sees, in every channel.
+        let units = self.unit.measure(s);
+        self.push(s, units, Kind::Prefix);
+    }
+
+    /// Appends a break. Whitespace is measured as text.
+    pub(crate) fn space(&mut self, s: &str, level: Level, keep: bool) {
+        let units = self.unit.measure(s);
+        self.push(s, units, Kind::Space { level, keep });
+    }
+
+    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen`; returns its
+    /// index for [`close`](Self::close).
+    pub(crate) fn open(
+        &mut self,
+        open: Cow<'static, str>,
+        close: Cow<'static, str>,
+        reopen: Cow<'static, str>,
+        entities: usize,
+        mid_line_only: bool,
+    ) -> u32 {
+        let id = small(self.markers.len());
+        self.markers.push(Marker {
+            close_units: self.markup_units(&close),
+            close,
+            reopen_units: self.markup_units(&reopen),
+            reopen,
+            entities,
+            mid_line_only,
+        });
+        let units = self.markup_units(&open);
+        self.push(&open, units, Kind::Open(id));
+        id
+    }
+
+    /// Closes marker `id`, writing its close text; a marker closed right after it opened
+    /// styles nothing and is removed instead.
+    pub(crate) fn close(&mut self, id: u32) {
+        if let Some(last) = self.atoms.last()
+            && last.kind == Kind::Open(id)
+        {
+            self.text.truncate(last.start());
+            self.atoms.pop();
+            return;
+        }
+        let close = self.marker(id).close.clone();
+        let units = self.marker(id).close_units;
+        self.push(&close, units, Kind::Close(id));
+    }
+
+    /// The marker with index `id`.
+    pub(crate) fn marker(&self, id: u32) -> &Marker {
+        &self.markers[id as usize]
+    }
+
+    fn markup_units(&self, s: &str) -> usize {
+        if self.markup_counts {
+            self.unit.measure(s)
+        } else {
+            0
+        }
+    }
+}
+
+/// Whether byte offset `at` of `text` is an extended grapheme cluster boundary.
+pub(crate) fn is_grapheme_boundary(text: &str, at: usize) -> bool {
+    use unicode_segmentation::GraphemeCursor;
+    if at == 0 || at >= text.len() {
+        return true;
+    }
+    if !text.is_char_boundary(at) {
+        return false;
+    }
+    let mut cursor = GraphemeCursor::new(at, text.len(), true);
+    // The whole text is one chunk, so the cursor never asks for more context.
+    cursor.is_boundary(text, 0).unwrap_or(true)
+}

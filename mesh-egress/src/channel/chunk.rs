@@ -1,0 +1,401 @@
+//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits.
+//!
+//! Every channel uses this same function; channels differ only in the unit their atoms are
+//! measured in and in whether they count entities. The rules:
+//!
+//! - an atom is never split; a grapheme run is cut inside only at a cluster boundary, and only
+//!   when nothing else fits;
+//! - a part ends at the strongest break (paragraph > line > sentence > word) that leaves it at
+//!   least half full, else at the latest break, else at a hard cut;
+//! - markers open at a cut are closed at the end of the part and reopened at the start of the
+//!   next, and those markers count against the limit;
+//! - every part holds at least one visible atom, so chunking always progresses; a limit too
+//!   small for that is a [`RenderError`].
+
+use std::ops::Range;
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::atom::{Atom, Atoms, Kind, Level};
+use super::render::RenderError;
+
+/// A channel's limits for one part.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Maximum length in the channel's unit; `None` means unlimited.
+    pub(crate) units: Option<usize>,
+    /// Maximum number of entities (formatting markers); `None` means unlimited.
+    pub(crate) entities: Option<usize>,
+}
+
+/// One part as the chunker built it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    /// The exact payload.
+    pub(crate) text: String,
+    /// Bytes of reopened markers at the start of `text`.
+    pub(crate) head: usize,
+    /// Bytes of closing markers at the end of `text`.
+    pub(crate) tail: usize,
+    /// Where the rest of `text` lies in the rendered output.
+    pub(crate) body: Range<usize>,
+}
+
+/// A position in the stream: an atom, and a byte inside it (its start unless a grapheme run
+/// was cut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pos {
+    idx: usize,
+    byte: usize,
+}
+
+/// The state of a part up to some position: where a cut there would leave it.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    pos: Pos,
+    /// Units written so far, reopened markers included.
+    len: usize,
+    /// Units the closing markers would add.
+    closes: usize,
+    /// Entities in the part so far, reopened markers included.
+    entities: usize,
+}
+
+impl Mark {
+    fn fill(&self) -> usize {
+        self.len + self.closes
+    }
+}
+
+/// The chunker's state between feeds, so a renderer can pack parts while it writes atoms and
+/// drop the atoms already packed (memory stays bounded by a part, not the message).
+pub(crate) struct Packer {
+    limits: Limits,
+    /// Markers open at `pos`.
+    stack: Vec<u32>,
+    /// Where the next part starts, relative to the atoms still buffered.
+    pos: Pos,
+    parts: Vec<Part>,
+}
+
+impl Packer {
+    /// A packer at the start of a message.
+    pub(crate) fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            stack: Vec::new(),
+            pos: Pos { idx: 0, byte: 0 },
+            parts: Vec::new(),
+        }
+    }
+
+    /// Packs every part that the buffered atoms decide. Until `last`, the final buffered atom
+    /// is left alone (the renderer may still amend it) and a part that reaches the end of the
+    /// buffer waits for more. Returns how many leading atoms are done with.
+    pub(crate) fn feed(&mut self, atoms: &Atoms, last: bool) -> Result<usize, RenderError> {
+        let end = if last {
+            atoms.atoms.len()
+        } else {
+            atoms.atoms.len().saturating_sub(1)
+        };
+        let chunker = Chunker {
+            atoms,
+            list: &atoms.atoms[..end],
+            last,
+            max: self.limits.units.unwrap_or(usize::MAX),
+            max_entities: self.limits.entities.unwrap_or(usize::MAX),
+        };
+        let last_visible = if last {
+            atoms.atoms.iter().rposition(|a| atoms.is_visible(a))
+        } else {
+            None
+        };
+        loop {
+            self.pos = chunker.skip_at_start(self.pos, &mut self.stack);
+            if self.pos.idx >= end {
+                break;
+            }
+            if last {
+                let Some(last_visible) = last_visible else {
+                    break;
+                };
+                if self.pos.idx > last_visible
+                    || (self.pos.idx == last_visible
+                        && !atoms.is_visible_from(&atoms.atoms[self.pos.idx], self.pos.byte))
+                {
+                    break;
+                }
+            }
+            match chunker.part(self.pos, &mut self.stack)? {
+                Some((part, next)) => {
+                    self.parts.push(part);
+                    self.pos = next;
+                }
+                None => break,
+            }
+        }
+        Ok(self.pos.idx)
+    }
+
+    /// The buffer dropped its first `done` atoms.
+    pub(crate) fn drained(&mut self, done: usize) {
+        self.pos.idx -= done;
+    }
+
+    /// The parts packed.
+    pub(crate) fn finish(self) -> Vec<Part> {
+        self.parts
+    }
+}
+
+struct Chunker<'a> {
+    atoms: &'a Atoms,
+    /// The atoms this feed may look at.
+    list: &'a [Atom],
+    /// Whether `list` ends the message.
+    last: bool,
+    max: usize,
+    max_entities: usize,
+}
+
+impl Chunker<'_> {
+    /// Skips what a part never starts with: whitespace dropped at the cut, and closing
+    /// markers already written at the end of the previous part.
+    fn skip_at_start(&self, mut pos: Pos, stack: &mut Vec<u32>) -> Pos {
+        let list = self.list;
+        while let Some(atom) = list.get(pos.idx) {
+            if pos.byte != atom.start() {
+                break;
+            }
+            match atom.kind {
+                Kind::Space { keep: false, .. } => {}
+                Kind::Close(id) if stack.last() == Some(&id) => {
+                    stack.pop();
+                }
+                _ => break,
+            }
+            pos.idx += 1;
+            pos.byte = self
+                .atoms
+                .atoms
+                .get(pos.idx)
+                .map_or(self.atoms.text.len(), |a| a.start());
+        }
+        pos
+    }
+
+    /// Builds one part starting at `start` with `stack` open; updates `stack` to what is open
+    /// at the cut and returns the part and where the next one starts. `None`: the part reaches
+    /// past the atoms available to this feed.
+    fn part(&self, start: Pos, stack: &mut Vec<u32>) -> Result<Option<(Part, Pos)>, RenderError> {
+        let atoms = self.atoms;
+        let list = self.list;
+        let first_is_prefix = matches!(list[start.idx].kind, Kind::Prefix);
+        let mut head = String::new();
+        let mut st = Mark {
+            pos: start,
+            len: 0,
+            closes: 0,
+            entities: 0,
+        };
+        for &id in stack.iter() {
+            let marker = atoms.marker(id);
+            st.closes += marker.close_units;
+            st.entities += marker.entities;
+            if marker.mid_line_only && first_is_prefix {
+                continue;
+            }
+            st.len += marker.reopen_units;
+            head.push_str(&marker.reopen);
+        }
+
+        let mut has_content = false;
+        let mut prev_open = false;
+        let mut before_opens: Option<Mark> = None;
+        let mut breaks: [Option<Mark>; 4] = [None; 4];
+        let mut i = start.idx;
+        let end = loop {
+            let Some(atom) = list.get(i) else {
+                if !self.last {
+                    return Ok(None);
+                }
+                break st;
+            };
+            let byte = if i == start.idx {
+                start.byte
+            } else {
+                atom.start()
+            };
+            let units = if byte == atom.start() {
+                atom.units()
+            } else {
+                atoms.unit.measure(&atoms.text[byte..atom.end()])
+            };
+            let mut next = Mark {
+                pos: Pos {
+                    idx: i + 1,
+                    byte: atom.end(),
+                },
+                len: st.len + units,
+                ..st
+            };
+            match atom.kind {
+                Kind::Open(id) => {
+                    next.closes += atoms.marker(id).close_units;
+                    next.entities += atoms.marker(id).entities;
+                }
+                Kind::Close(id) => next.closes -= atoms.marker(id).close_units,
+                Kind::Space { level, keep: false }
+                    if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) =>
+                {
+                    breaks[level as usize] = Some(st);
+                }
+                _ => {}
+            }
+            if next.fill() <= self.max && next.entities <= self.max_entities {
+                if matches!(atom.kind, Kind::Open(_)) && !prev_open {
+                    before_opens = (has_content && !atom.joins_prev).then_some(st);
+                }
+                has_content = has_content || atoms.is_visible_from(atom, byte);
+                prev_open = matches!(atom.kind, Kind::Open(_));
+                if let Kind::Space { level, keep: true } = atom.kind
+                    && has_content
+                    && self.can_resume(i + 1)
+                {
+                    breaks[level as usize] = Some(next);
+                }
+                st = next;
+                i += 1;
+                continue;
+            }
+            // Atom `i` does not fit: choose where this part ends.
+            if let Some(cut) = self.best_break(&breaks) {
+                break cut;
+            }
+            if has_content && byte == atom.start() && !atom.joins_prev {
+                if !prev_open {
+                    break st;
+                }
+                if let Some(cut) = before_opens {
+                    break cut;
+                }
+            }
+            if let Some(cut) = self.cut_inside(&st, byte, i, has_content) {
+                break cut;
+            }
+            return Err(self.too_small(&st, &next, byte, i, has_content));
+        };
+
+        let mut closes = Vec::new();
+        for atom in &list[start.idx..end.pos.idx] {
+            match atom.kind {
+                Kind::Open(id) => stack.push(id),
+                Kind::Close(_) => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        let mut text = head.clone();
+        text.push_str(&atoms.text[start.byte..end.pos.byte]);
+        for &id in stack.iter().rev() {
+            closes.push(&*atoms.marker(id).close);
+        }
+        let tail: usize = closes.iter().map(|c| c.len()).sum();
+        text.extend(closes);
+        Ok(Some((
+            Part {
+                text,
+                head: head.len(),
+                tail,
+                body: start.byte..end.pos.byte,
+            },
+            end.pos,
+        )))
+    }
+
+    /// Whether a part may start at atom `idx`: what follows the whitespace and closing
+    /// markers skipped there does not continue a grapheme cluster.
+    fn can_resume(&self, idx: usize) -> bool {
+        let rest = self.list.get(idx..).unwrap_or_default();
+        rest.iter()
+            .find(|a| !matches!(a.kind, Kind::Space { keep: false, .. } | Kind::Close(_)))
+            .is_none_or(|a| !a.joins_prev)
+    }
+
+    /// The strongest break leaving the part at least half full, else the latest break.
+    fn best_break(&self, breaks: &[Option<Mark>; 4]) -> Option<Mark> {
+        let strongest = [Level::Paragraph, Level::Line, Level::Sentence, Level::Word]
+            .into_iter()
+            .filter_map(|level| breaks[level as usize])
+            .find(|mark| mark.fill() >= self.max / 2);
+        strongest.or_else(|| breaks.iter().flatten().copied().max_by_key(|m| m.pos.byte))
+    }
+
+    /// A hard cut inside grapheme run `idx` (from `byte`): as many whole clusters as fit.
+    /// A part with nothing visible yet takes clusters only up to a visible one: indentation
+    /// alone is no part.
+    fn cut_inside(&self, st: &Mark, byte: usize, idx: usize, has_content: bool) -> Option<Mark> {
+        let atoms = self.atoms;
+        let atom = &self.list[idx];
+        if atom.kind != Kind::Graphemes {
+            return None;
+        }
+        let text = &atoms.text[byte..atom.end()];
+        let mut len = st.len;
+        let mut visible = has_content;
+        let mut cut = None;
+        for (offset, cluster) in text.grapheme_indices(true) {
+            let units = atoms.unit.measure(cluster);
+            if len + units + st.closes > self.max {
+                break;
+            }
+            len += units;
+            visible = visible || !cluster.trim().is_empty();
+            if visible {
+                cut = Some((byte + offset + cluster.len(), len));
+            }
+        }
+        let (cut, len) = cut.filter(|&(c, _)| c < atom.end())?;
+        Some(Mark {
+            pos: Pos { idx, byte: cut },
+            len,
+            ..*st
+        })
+    }
+
+    fn too_small(
+        &self,
+        st: &Mark,
+        next: &Mark,
+        byte: usize,
+        idx: usize,
+        has_content: bool,
+    ) -> RenderError {
+        if next.entities > self.max_entities {
+            return RenderError::TooManyEntities {
+                limit: self.max_entities,
+                needed: next.entities,
+            };
+        }
+        let atom = &self.list[idx];
+        let piece = match atom.kind {
+            Kind::Graphemes => {
+                // Up to and including the first visible cluster (or the first, after content).
+                let mut units = 0;
+                for cluster in self.atoms.text[byte..atom.end()].graphemes(true) {
+                    units += self.atoms.unit.measure(cluster);
+                    if has_content || !cluster.trim().is_empty() {
+                        break;
+                    }
+                }
+                units
+            }
+            _ => next.len - st.len,
+        };
+        RenderError::LimitTooSmall {
+            limit: self.max,
+            needed: st.len + piece + next.closes,
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Discord markdown: CommonMark-like, with backslash escapes and masked links.
+
+use std::borrow::Cow;
+
+use super::{Dialect, Heading, Pair, Quote, Style, break_backtick_runs};
+use crate::channel::atom::Unit;
+use crate::channel::chunk::Limits;
+use crate::channel::render::{Render, RenderError};
+use crate::egress::Markdown;
+
+/// Renders Markdown as Discord markdown, in parts of at most [`limit`](Self::with_limit)
+/// code points (Discord's message limit is 2,000).
+///
+/// Markdown punctuation in text is backslash-escaped, links become masked links
+/// `[label](<url>)`, headings keep `#` (up to `###`), tables become code blocks, raw HTML is
+/// shown as text. Code that contains its own delimiter gets a zero-width space inside the
+/// backtick run.
+///
+/// ```
+/// use mesh_egress::Markdown;
+/// use mesh_egress::channel::{DiscordMarkdown, Render};
+/// let parts = DiscordMarkdown::new().render(&Markdown::new("**Deploy** v2_final to [prod](https://example.com)"))?;
+/// assert_eq!(parts, ["**Deploy** v2\\_final to [prod](<https://example.com>)"]);
+/// # Ok::<(), mesh_egress::channel::RenderError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct DiscordMarkdown {
+    limit: usize,
+}
+
+impl DiscordMarkdown {
+    /// Discord's limit on a message's content, in code points.
+    pub const LIMIT: usize = 2_000;
+
+    /// A renderer with Discord's limit of [`LIMIT`](Self::LIMIT) code points.
+    pub fn new() -> Self {
+        Self { limit: Self::LIMIT }
+    }
+
+    /// Caps parts at `limit` code points; values above [`LIMIT`](Self::LIMIT) are capped there.
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit.min(Self::LIMIT);
+        self
+    }
+
+    /// The cap per part, in code points.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Default for DiscordMarkdown {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Render for DiscordMarkdown {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        super::render(
+            &Discord,
+            body,
+            Limits {
+                units: Some(self.limit),
+                entities: None,
+            },
+        )
+    }
+}
+
+/// The Discord dialect.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Discord;
+
+impl Dialect for Discord {
+    const UNIT: Unit = Unit::Chars;
+    const MARKUP_COUNTS: bool = true;
+
+    fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str> {
+        Some(match c {
+            '\\' => "\\\\",
+            '*' => "\\*",
+            '_' => "\\_",
+            '~' => "\\~",
+            '`' => "\\`",
+            '|' => "\\|",
+            '[' => "\\[",
+            ']' => "\\]",
+            '<' => "\\<",
+            '>' => "\\>",
+            // Only a line start makes these block syntax (headings, subtext, lists).
+            '#' if at_line_start => "\\#",
+            '-' if at_line_start => "\\-",
+            '+' if at_line_start => "\\+",
+            _ => return None,
+        })
+    }
+
+    fn code_escape(&self, _c: char) -> Option<&'static str> {
+        None
+    }
+
+    fn code_text<'c>(&self, code: &'c str, inline: bool) -> Cow<'c, str> {
+        break_backtick_runs(code, if inline { 2 } else { 3 })
+    }
+
+    fn style(&self, style: Style) -> Option<Pair> {
+        let mark = match style {
+            Style::Emphasis => "*",
+            Style::Strong => "**",
+            Style::Strike => "~~",
+        };
+        Some(Pair::new(mark, mark, 0))
+    }
+
+    fn code_span(&self, code: &str) -> Option<Pair> {
+        Some(if code.contains('`') {
+            Pair::new("`` ", " ``", 0)
+        } else {
+            Pair::new("`", "`", 0)
+        })
+    }
+
+    fn fence(&self, lang: &str, prefix: &str) -> Option<Pair> {
+        let lang: String = lang
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '#' | '.' | '_'))
+            .collect();
+        Some(Pair::new(
+            format!("```{lang}\n"),
+            format!("\n{prefix}```"),
+            0,
+        ))
+    }
+
+    fn heading(&self, level: u8) -> Heading {
+        // Discord draws `#` to `###`; deeper levels show as the smallest.
+        Heading::Prefix(format!("{} ", "#".repeat(usize::from(level.clamp(1, 3)))))
+    }
+
+    fn quote(&self) -> Quote {
+        Quote::Prefix("> ")
+    }
+
+    fn bullet(&self, _depth: usize) -> &'static str {
+        "- "
+    }
+
+    fn link(&self, url: &str) -> Option<Pair> {
+        let url = url.replace('>', "%3E").replace(' ', "%20");
+        Some(Pair::new("[", format!("](<{url}>)"), 0))
+    }
+}

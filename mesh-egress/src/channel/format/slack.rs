@@ -1,0 +1,162 @@
+//! Slack mrkdwn: `*bold*`, `_italic_`, `~strike~`, `<url|label>`, `&`, `<`, `>` escaped.
+
+use std::borrow::Cow;
+
+use super::{Dialect, Heading, Pair, Quote, Style, break_backtick_runs};
+use crate::channel::atom::Unit;
+use crate::channel::chunk::Limits;
+use crate::channel::render::{Render, RenderError};
+use crate::egress::Markdown;
+
+/// Renders Markdown as Slack mrkdwn, in parts of at most [`limit`](Self::with_limit)
+/// characters of the text as sent (escapes and markup count).
+///
+/// Slack truncates a message's `text` past 40,000 characters and recommends far less; the
+/// default cap is 3,000, which is also the most a section block's text can hold. Slack has no
+/// escape for `*`, `_` or `~`: those show as written; a backtick in text gets a zero-width
+/// space before it so text cannot open a code block. Headings become bold lines,
+/// tables become code blocks, raw HTML is shown as text.
+///
+/// ```
+/// use mesh_egress::Markdown;
+/// use mesh_egress::channel::{Render, SlackMrkdwn};
+/// let parts = SlackMrkdwn::new().render(&Markdown::new("**Deploy** <v2> to [prod](https://example.com)"))?;
+/// assert_eq!(parts, ["*Deploy* &lt;v2&gt; to <https://example.com|prod>"]);
+/// # Ok::<(), mesh_egress::channel::RenderError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct SlackMrkdwn {
+    limit: usize,
+}
+
+impl SlackMrkdwn {
+    /// The default practical cap per part, in characters.
+    pub const DEFAULT_LIMIT: usize = 3_000;
+    /// Slack's hard limit on a message's text, in characters.
+    pub const HARD_LIMIT: usize = 40_000;
+
+    /// A renderer with the default cap of [`DEFAULT_LIMIT`](Self::DEFAULT_LIMIT) characters.
+    pub fn new() -> Self {
+        Self {
+            limit: Self::DEFAULT_LIMIT,
+        }
+    }
+
+    /// Caps parts at `limit` characters; values above [`HARD_LIMIT`](Self::HARD_LIMIT) are
+    /// capped there.
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit.min(Self::HARD_LIMIT);
+        self
+    }
+
+    /// The cap per part, in characters.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Default for SlackMrkdwn {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Render for SlackMrkdwn {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        super::render(
+            &Slack,
+            body,
+            Limits {
+                units: Some(self.limit),
+                entities: None,
+            },
+        )
+    }
+}
+
+/// The Slack mrkdwn dialect.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Slack;
+
+fn slack_escape(c: char) -> Option<&'static str> {
+    match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        _ => None,
+    }
+}
+
+/// A URL as it may appear inside `<…|…>`.
+fn slack_url(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    for c in url.chars() {
+        match c {
+            '|' => out.push_str("%7C"),
+            ' ' => out.push_str("%20"),
+            c => match slack_escape(c) {
+                Some(e) => out.push_str(e),
+                None => out.push(c),
+            },
+        }
+    }
+    out
+}
+
+impl Dialect for Slack {
+    const UNIT: Unit = Unit::Chars;
+    const MARKUP_COUNTS: bool = true;
+
+    fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
+        match c {
+            // Slack has no escape for a backtick; a zero-width space keeps three of them in
+            // text from opening a code block.
+            '`' => Some("\u{200b}`"),
+            c => slack_escape(c),
+        }
+    }
+
+    fn code_escape(&self, c: char) -> Option<&'static str> {
+        slack_escape(c)
+    }
+
+    fn code_text<'c>(&self, code: &'c str, inline: bool) -> Cow<'c, str> {
+        // Slack cannot escape a backtick: inside inline code every one is set apart from
+        // its neighbours and the delimiters; in a block, runs of three are broken.
+        break_backtick_runs(code, if inline { 1 } else { 3 })
+    }
+
+    fn style(&self, style: Style) -> Option<Pair> {
+        let mark = match style {
+            Style::Emphasis => "_",
+            Style::Strong => "*",
+            Style::Strike => "~",
+        };
+        Some(Pair::new(mark, mark, 0))
+    }
+
+    fn code_span(&self, _code: &str) -> Option<Pair> {
+        Some(Pair::new("`", "`", 0))
+    }
+
+    fn fence(&self, _lang: &str, prefix: &str) -> Option<Pair> {
+        // Slack shows no language; writing one would make it the code's first line.
+        Some(Pair::new("```\n", format!("\n{prefix}```"), 0))
+    }
+
+    fn heading(&self, _level: u8) -> Heading {
+        Heading::Styled(Pair::new("*", "*", 0))
+    }
+
+    fn quote(&self) -> Quote {
+        Quote::Prefix("> ")
+    }
+
+    fn bullet(&self, depth: usize) -> &'static str {
+        if depth == 0 { "• " } else { "◦ " }
+    }
+
+    fn link(&self, url: &str) -> Option<Pair> {
+        Some(Pair::new(format!("<{}|", slack_url(url)), ">", 0))
+    }
+}

@@ -1,0 +1,178 @@
+//! Telegram HTML parse mode: `<b>`, `<i>`, `<s>`, `<code>`, `<pre>`, `<a>`, `<blockquote>`.
+
+use super::{Dialect, Heading, Pair, Quote, Style};
+use crate::channel::atom::Unit;
+use crate::channel::chunk::Limits;
+use crate::channel::render::{Render, RenderError};
+use crate::egress::Markdown;
+
+/// Renders Markdown as Telegram HTML (`parse_mode: "HTML"`), in parts of at most
+/// [`limit`](Self::with_limit) UTF-16 code units *after entity parsing* (tags count nothing,
+/// `&lt;` counts one) and at most [`entity_limit`](Self::with_entity_limit) formatting
+/// entities.
+///
+/// Telegram's limits are 4,096 units and 100 entities per message. Lists become bullet lines,
+/// headings bold lines, tables `<pre>` blocks; nested quotes join the outer `<blockquote>`
+/// (Telegram does not nest them); raw HTML is shown as text.
+///
+/// ```
+/// use mesh_egress::Markdown;
+/// use mesh_egress::channel::{Render, TelegramHtml};
+/// let parts = TelegramHtml::new().render(&Markdown::new("**Deploy** <v2> to [prod](https://example.com)"))?;
+/// assert_eq!(parts, ["<b>Deploy</b> &lt;v2&gt; to <a href=\"https://example.com\">prod</a>"]);
+/// # Ok::<(), mesh_egress::channel::RenderError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct TelegramHtml {
+    limit: usize,
+    entities: usize,
+}
+
+impl TelegramHtml {
+    /// Telegram's limit on a message's text after entity parsing, in UTF-16 code units.
+    pub const LIMIT: usize = 4_096;
+    /// Telegram's limit on formatting entities per message.
+    pub const ENTITY_LIMIT: usize = 100;
+
+    /// A renderer with Telegram's limits.
+    pub fn new() -> Self {
+        Self {
+            limit: Self::LIMIT,
+            entities: Self::ENTITY_LIMIT,
+        }
+    }
+
+    /// Caps parts at `limit` UTF-16 units; values above [`LIMIT`](Self::LIMIT) are capped there.
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit.min(Self::LIMIT);
+        self
+    }
+
+    /// Caps parts at `entities` formatting entities; values above
+    /// [`ENTITY_LIMIT`](Self::ENTITY_LIMIT) are capped there.
+    pub fn with_entity_limit(mut self, entities: usize) -> Self {
+        self.entities = entities.min(Self::ENTITY_LIMIT);
+        self
+    }
+
+    /// The cap per part, in UTF-16 units.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The cap on entities per part.
+    pub fn entity_limit(&self) -> usize {
+        self.entities
+    }
+}
+
+impl Default for TelegramHtml {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Render for TelegramHtml {
+    fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
+        super::render(
+            &Telegram,
+            body,
+            Limits {
+                units: Some(self.limit),
+                entities: Some(self.entities),
+            },
+        )
+    }
+}
+
+/// The Telegram HTML dialect.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Telegram;
+
+fn html_escape(c: char) -> Option<&'static str> {
+    match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        _ => None,
+    }
+}
+
+/// A value as it may appear inside a double-quoted attribute.
+fn attribute(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("&quot;"),
+            c => match html_escape(c) {
+                Some(e) => out.push_str(e),
+                None => out.push(c),
+            },
+        }
+    }
+    out
+}
+
+impl Dialect for Telegram {
+    const UNIT: Unit = Unit::Utf16;
+    const MARKUP_COUNTS: bool = false;
+
+    fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
+        html_escape(c)
+    }
+
+    fn code_escape(&self, c: char) -> Option<&'static str> {
+        html_escape(c)
+    }
+
+    fn style(&self, style: Style) -> Option<Pair> {
+        let tag = match style {
+            Style::Emphasis => "i",
+            Style::Strong => "b",
+            Style::Strike => "s",
+        };
+        Some(Pair::new(format!("<{tag}>"), format!("</{tag}>"), 1))
+    }
+
+    fn code_span(&self, _code: &str) -> Option<Pair> {
+        Some(Pair::new("<code>", "</code>", 1))
+    }
+
+    fn fence(&self, lang: &str, _prefix: &str) -> Option<Pair> {
+        Some(if lang.is_empty() {
+            Pair::new("<pre>", "</pre>", 1)
+        } else {
+            Pair::new(
+                format!("<pre><code class=\"language-{}\">", attribute(lang)),
+                "</code></pre>",
+                1,
+            )
+        })
+    }
+
+    fn heading(&self, _level: u8) -> Heading {
+        Heading::Styled(Pair::new("<b>", "</b>", 1))
+    }
+
+    fn quote(&self) -> Quote {
+        Quote::Paired(Pair::new("<blockquote>", "</blockquote>", 1))
+    }
+
+    fn bullet(&self, depth: usize) -> &'static str {
+        if depth == 0 { "• " } else { "◦ " }
+    }
+
+    fn link(&self, url: &str) -> Option<Pair> {
+        // Telegram rejects a message whose link is not an absolute URL it knows; anything
+        // else is shown as `label (url)` text instead.
+        let known = ["http://", "https://", "tg://", "mailto:"];
+        if !known.iter().any(|scheme| url.starts_with(scheme)) {
+            return None;
+        }
+        Some(Pair::new(
+            format!("<a href=\"{}\">", attribute(url)),
+            "</a>",
+            1,
+        ))
+    }
+}

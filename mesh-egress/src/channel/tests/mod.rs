@@ -1,0 +1,6 @@
+//! Unit tests of the renderers and the chunker: exact output per channel, the edge-case table,
+//! and properties over arbitrary Markdown-ish input.
+
+mod edge;
+mod props;
+mod support;
