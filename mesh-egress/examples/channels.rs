@@ -12,11 +12,10 @@
 use std::time::Duration;
 
 use mesh_egress::channel::http::fake::{FakeApi, Fault};
-use mesh_egress::channel::http::{
-    DISCORD_TEXT_LIMIT, SLACK_TEXT_LIMIT, SendPolicy, Surface, TELEGRAM_TEXT_LIMIT,
-};
+use mesh_egress::channel::http::{SendPolicy, Surface};
 use mesh_egress::channel::{
-    BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
+    BoxedChannel, Deliver, DiscordChannel, DiscordMarkdown, SlackChannel, SlackMrkdwn,
+    TelegramChannel, TelegramHtml,
 };
 use mesh_egress::{AgentMessage, Attribution};
 
@@ -60,19 +59,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let telegram_api = FakeApi::start(Surface::Telegram, "123:telegram-demo").await?;
     telegram_api.script([Fault::ServerError(503)]);
 
-    // One bot, three surfaces, one type. The renderers here are plain text cut to each
-    // surface's limit.
+    // One bot, three surfaces, one type, each with its own renderer and limits.
     let surfaces = [
         (
             &slack_api,
             BoxedChannel::new(
-                SlackChannel::new(
-                    "xoxb-demo",
-                    "C024BE91L",
-                    PlainText::new().with_limit(SLACK_TEXT_LIMIT),
-                )
-                .base_url(slack_api.base_url())
-                .policy(policy),
+                SlackChannel::new("xoxb-demo", "C024BE91L", SlackMrkdwn::new())
+                    .base_url(slack_api.base_url())
+                    .policy(policy),
             ),
         ),
         (
@@ -81,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 DiscordChannel::new(
                     "discord-demo",
                     "1100000000000000001",
-                    PlainText::new().with_limit(DISCORD_TEXT_LIMIT),
+                    DiscordMarkdown::new(),
                 )
                 .base_url(discord_api.base_url())
                 .policy(policy),
@@ -90,13 +84,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (
             &telegram_api,
             BoxedChannel::new(
-                TelegramChannel::new(
-                    "123:telegram-demo",
-                    "-1001234567890",
-                    PlainText::new().with_limit(TELEGRAM_TEXT_LIMIT),
-                )
-                .base_url(telegram_api.base_url())
-                .policy(policy),
+                TelegramChannel::new("123:telegram-demo", "-1001234567890", TelegramHtml::new())
+                    .base_url(telegram_api.base_url())
+                    .policy(policy),
             ),
         ),
     ];

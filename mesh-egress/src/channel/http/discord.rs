@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartReceipt, PlainText, Render, SendError};
+use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;
 
 /// The most characters (code points) Discord accepts in one message's `content`.
@@ -29,13 +29,13 @@ const NONCE_LIMIT: usize = 25;
 /// `global` flag is reported), within the [`SendPolicy`].
 ///
 /// ```
-/// use mesh_egress::channel::{DiscordChannel, PlainText, http::DISCORD_TEXT_LIMIT};
+/// use mesh_egress::channel::{DiscordChannel, DiscordMarkdown};
 ///
-/// let discord = DiscordChannel::new("bot-token", "123456789012345678", PlainText::new().with_limit(DISCORD_TEXT_LIMIT));
+/// let discord = DiscordChannel::new("bot-token", "123456789012345678", DiscordMarkdown::new());
 /// assert!(!format!("{discord:?}").contains("bot-token"));
 /// ```
 #[derive(Clone)]
-pub struct DiscordChannel<R = PlainText> {
+pub struct DiscordChannel<R = DiscordMarkdown> {
     renderer: R,
     transport: Transport,
     base_url: String,

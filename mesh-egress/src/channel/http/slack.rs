@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Outcome, Request, Transport, retry_after_header, unexpected_body};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartReceipt, PlainText, Render, SendError};
+use crate::channel::{Channel, PartReceipt, Render, SendError, SlackMrkdwn};
 use crate::outbound::CommittedPart;
 
 /// The most characters Slack shows well in one message's `text` (it truncates past 40 000, and
@@ -37,14 +37,14 @@ const TRANSIENT: &[&str] = &[
 /// [`ChannelError`](super::ChannelError) carrying Slack's error code.
 ///
 /// ```
-/// use mesh_egress::channel::{PlainText, SlackChannel, http::SLACK_TEXT_LIMIT};
+/// use mesh_egress::channel::{SlackChannel, SlackMrkdwn};
 ///
-/// let slack = SlackChannel::new("xoxb-…", "C0123456789", PlainText::new().with_limit(SLACK_TEXT_LIMIT))
+/// let slack = SlackChannel::new("xoxb-…", "C0123456789", SlackMrkdwn::new())
 ///     .in_thread("1700000000.000100");
 /// assert!(!format!("{slack:?}").contains("xoxb"));
 /// ```
 #[derive(Clone)]
-pub struct SlackChannel<R = PlainText> {
+pub struct SlackChannel<R = SlackMrkdwn> {
     renderer: R,
     transport: Transport,
     base_url: String,

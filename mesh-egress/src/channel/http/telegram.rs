@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartReceipt, PlainText, Render, SendError};
+use crate::channel::{Channel, PartReceipt, Render, SendError, TelegramHtml};
 use crate::outbound::CommittedPart;
 
 /// The most characters (UTF-16 units, after entity parsing) Telegram accepts in one message.
@@ -26,13 +26,13 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// part whose response was lost and that is sent again may show twice.
 ///
 /// ```
-/// use mesh_egress::channel::{PlainText, TelegramChannel, http::TELEGRAM_TEXT_LIMIT};
+/// use mesh_egress::channel::{TelegramChannel, TelegramHtml};
 ///
-/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890", PlainText::new().with_limit(TELEGRAM_TEXT_LIMIT));
+/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890", TelegramHtml::new());
 /// assert!(!format!("{telegram:?}").contains("ABC-DEF"));
 /// ```
 #[derive(Clone)]
-pub struct TelegramChannel<R = PlainText> {
+pub struct TelegramChannel<R = TelegramHtml> {
     renderer: R,
     transport: Transport,
     base_url: String,
