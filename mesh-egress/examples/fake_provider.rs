@@ -1,7 +1,7 @@
 //! A loopback fake OpenAI-compatible provider, for trying the `turn` example by hand.
 //!
 //! ```text
-//! cargo run -q -p mesh-egress --features testing --example fake_provider -- \
+//! cargo run -q -p mesh-egress --example fake_provider -- \
 //!     [--port 8080] [--otherwise SPEC] SPEC...
 //! ```
 //!

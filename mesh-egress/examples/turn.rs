@@ -2,37 +2,68 @@
 //! Router (Layer A) -> boundary -> Layer C -> render -> deliver to stdout.
 //!
 //! ```text
-//! cargo run -q -p mesh-egress --features http --example turn -- \
-//!     [--mode interactive|proactive] [--channel plain] [--gate off] \
+//! cargo run -q -p mesh-egress --example turn -- \
+//!     [--mode interactive|proactive] [--channel plain|slack|discord|telegram] [--gate on|off] \
 //!     [--system-prompt FILE] [--json] [--follow-up] PROMPT
 //! ```
 //!
 //! Environment: `MESH_MODEL_BASE_URL` (e.g. `http://127.0.0.1:8080/v1`), `MESH_MODEL`
 //! (the primary model), `MESH_MODEL_API_KEY`, and the `MESH_MODEL_RETRY_*` /
-//! `MESH_MODEL_FALLBACK_MODELS` variables of the deadline policy.
+//! `MESH_MODEL_FALLBACK_MODELS` variables of the deadline policy, `MESH_GATE_JUDGE_MODEL` (the
+//! gate's judge, on the same endpoint; without it the gate runs heuristics only and fails closed
+//! on known leaks), and `MESH_FOLLOW_UP_DELAY_MS` (default 30000) / `MESH_FOLLOW_UP_ATTEMPTS`
+//! (default 3) for `--follow-up`.
 //!
 //! Stdout carries exactly what the person would see (nothing on silence); stderr carries JSON
 //! log lines. Exit 0 whenever the turn ended as the contract says (answered, held, handed off,
 //! silent), 2 with one `error: ...` line for a usage error.
 //!
-//! Not yet here (their issues land later): channels other than `plain` and `--gate on` are
-//! usage errors; `--follow-up` is accepted but runs no follow-ups yet.
+//! `--channel` renders for that surface (Telegram in HTML parse mode) and prints its parts;
+//! `--json` prints `{"part": N, "text": "..."}` per part, `text` being the exact payload.
+//! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
+//! follow-ups run first and print the real answer (or a handoff) when they end.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mesh_egress::channel::{Deliver, Stdout};
-use mesh_egress::degrade::{DegradationPolicy, Mode, resolve};
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::channel::{
+    Deliver, DiscordMarkdown, PlainText, Render, SlackMrkdwn, Stdout, TelegramHtml,
+};
+use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve};
+use mesh_egress::gate::{ModelJudge, QualityGate};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
 use mesh_egress::{AgentMessage, Attribution, EgressError, Turn};
 
-const USAGE: &str = "usage: turn [--mode interactive|proactive] [--channel plain] [--gate off] \
+const USAGE: &str = "usage: turn [--mode interactive|proactive] \
+                     [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] PROMPT";
+
+/// The chat surface whose format the parts are rendered in.
+#[derive(Clone, Copy, Debug)]
+enum Surface {
+    Plain,
+    Slack,
+    Discord,
+    Telegram,
+}
+
+impl Surface {
+    fn renderer(self) -> Box<dyn Render> {
+        match self {
+            Self::Plain => Box::new(PlainText::new()),
+            Self::Slack => Box::new(SlackMrkdwn::new()),
+            Self::Discord => Box::new(DiscordMarkdown::new()),
+            Self::Telegram => Box::new(TelegramHtml::new()),
+        }
+    }
+}
 
 /// The parsed command line.
 #[derive(Debug)]
 struct Args {
     mode: Mode,
+    surface: Surface,
+    gate: bool,
     json: bool,
     follow_up: bool,
     system_prompt: Option<String>,
@@ -57,6 +88,8 @@ fn value<'a>(
 
 fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut mode = Mode::Interactive;
+    let mut surface = Surface::Plain;
+    let mut gate = false;
     let (mut json, mut follow_up) = (false, false);
     let mut system_prompt_file = None;
     let mut positionals: Vec<&str> = Vec::new();
@@ -90,24 +123,25 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                 };
             }
             "--channel" => {
-                let channel = value(flag, inline, &mut rest)?;
-                match channel {
-                    "plain" => {}
-                    "slack" | "discord" | "telegram" => {
+                surface = match value(flag, inline, &mut rest)? {
+                    "plain" => Surface::Plain,
+                    "slack" => Surface::Slack,
+                    "discord" => Surface::Discord,
+                    "telegram" => Surface::Telegram,
+                    other => {
                         return Err(format!(
-                            "--channel {channel} is not available in this build yet (only plain)"
+                            "unknown --channel {other:?} (plain|slack|discord|telegram)"
                         ));
                     }
-                    other => return Err(format!("unknown --channel {other:?} (plain)")),
                 }
             }
-            "--gate" => match value(flag, inline, &mut rest)? {
-                "off" => {}
-                "on" => {
-                    return Err("--gate on is not available in this build yet (only off)".into());
+            "--gate" => {
+                gate = match value(flag, inline, &mut rest)? {
+                    "off" => false,
+                    "on" => true,
+                    other => return Err(format!("unknown --gate {other:?} (on|off)")),
                 }
-                other => return Err(format!("unknown --gate {other:?} (on|off)")),
-            },
+            }
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
@@ -127,6 +161,8 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         .transpose()?;
     Ok(Parsed::Run(Args {
         mode,
+        surface,
+        gate,
         json,
         follow_up,
         system_prompt,
@@ -186,6 +222,28 @@ async fn main() -> ExitCode {
             ));
         }
     };
+    let gate = if args.gate {
+        let mut builder = QualityGate::builder();
+        if let Some(prompt) = &args.system_prompt {
+            builder = builder.system_prompt(prompt.clone(), 0.5);
+        }
+        if let Ok(judge_model) = required_env("MESH_GATE_JUDGE_MODEL") {
+            // The judge rides the same endpoint and plumbing as the turn, on one route of its own.
+            let judge = Router::with_routes(
+                connector.clone(),
+                Route::new(judge_model),
+                [],
+                RetryConfig::from_env(),
+            );
+            builder = builder.judge(ModelJudge::new(judge));
+        }
+        match builder.build() {
+            Ok(gate) => gate,
+            Err(error) => return usage_error(&format!("--gate on: {error}")),
+        }
+    } else {
+        QualityGate::off()
+    };
     let router = Router::new(connector, model, RetryConfig::from_env());
 
     let run = SystemTime::now()
@@ -197,48 +255,71 @@ async fn main() -> ExitCode {
         format!("run-{run}"),
     ));
     let mut messages = Vec::new();
-    if let Some(system) = args.system_prompt {
-        messages.push(ChatMessage::system(system));
+    if let Some(system) = &args.system_prompt {
+        messages.push(ChatMessage::system(system.clone()));
     }
-    messages.push(ChatMessage::user(args.prompt));
+    messages.push(ChatMessage::user(args.prompt.clone()));
+    let request = ChatRequest::new(messages);
 
-    let result = router
-        .complete(&turn, ChatRequest::new(messages))
-        .await
-        .and_then(|completion| match completion.content {
-            Some(text) if !text.trim().is_empty() => {
-                Ok(AgentMessage::new(text, turn.attribution().clone()))
-            }
-            // This example offers the model no tools, so a tool-only answer has nothing to say.
-            _ => Err(EgressError::semantic(
-                "the model answered with tool calls only, and this turn offers no tools",
-                turn.attribution().clone(),
-            )
-            .with_retryable(false)),
-        });
-    let policy = DegradationPolicy::default().with_ledger(turn.ledger().clone());
-    let reply = resolve(args.mode, &policy, result);
+    // The un-annotated turn: Layer A, then the opt-in gate. Follow-ups run it again.
+    let answer = || async {
+        let result = router
+            .complete(&turn, &request)
+            .await
+            .and_then(|completion| match completion.content {
+                Some(text) if !text.trim().is_empty() => {
+                    Ok(AgentMessage::new(text, turn.attribution().clone()))
+                }
+                // This example offers the model no tools, so a tool-only answer has nothing to say.
+                _ => Err(EgressError::semantic(
+                    "the model answered with tool calls only, and this turn offers no tools",
+                    turn.attribution().clone(),
+                )
+                .with_retryable(false)),
+            });
+        gate.check(&turn, args.prompt.as_str(), result).await
+    };
+
+    let (follow_up, _warnings) = FollowUp::from_env();
+    let policy = DegradationPolicy::default()
+        .with_follow_up(follow_up.first_delay, follow_up.attempts)
+        .with_ledger(turn.ledger().clone());
+    let reply = resolve(args.mode, &policy, answer().await);
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
 
-    let channel = Stdout::new().json(args.json);
-    match channel.deliver(reply).await {
-        Ok(mut receipt) => {
-            if let Some(commitment) = receipt.take_commitment() {
-                // The follow-up runner lands with its own issue; until then the promise is
-                // logged (and on the ledger) and `--follow-up` does nothing more.
-                tracing::info!(
-                    target: "mesh_egress::degrade",
-                    commitment = %commitment.id(),
-                    first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
-                    attempts = commitment.attempts(),
-                    follow_up = args.follow_up,
-                    "holding line sent; follow-up promised"
-                );
-            }
+    let channel = Stdout::with_renderer(args.surface.renderer()).json(args.json);
+    let mut receipt = match channel.deliver(reply).await {
+        Ok(receipt) => receipt,
+        Err(error) => {
+            tracing::error!(target: "mesh_egress::egress", error = %error, "delivery to stdout failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(commitment) = receipt.take_commitment() else {
+        return ExitCode::SUCCESS;
+    };
+    if !args.follow_up {
+        // The promise is on the ledger and in the log; without --follow-up this process does
+        // not keep it (a long-running bot hands it to a FollowUpRunner).
+        tracing::info!(
+            target: "mesh_egress::degrade",
+            commitment = %commitment.id(),
+            first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
+            attempts = commitment.attempts(),
+            "holding line sent; follow-up not run (no --follow-up)"
+        );
+        return ExitCode::SUCCESS;
+    }
+    match FollowUpRunner::new(policy)
+        .run(commitment, &channel, answer)
+        .await
+    {
+        Ok(outcome) => {
+            tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
             ExitCode::SUCCESS
         }
         Err(error) => {
-            tracing::error!(target: "mesh_egress::egress", error = %error, "delivery to stdout failed");
+            tracing::error!(target: "mesh_egress::egress", error = %error, "follow-up delivery to stdout failed");
             ExitCode::FAILURE
         }
     }
