@@ -100,8 +100,9 @@ async fn json_output_gives_one_object_per_part_with_the_exact_telegram_payload()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_end_as_the_contract_says_and_never_print_the_cause() {
-    let cases: [(&str, Vec<FakeResponse>, &[&str], Option<&str>); 3] = [
-        // (name, script, extra args, expected stdout; None = some non-empty line)
+    /// Name, script, extra args, and the exact stdout (`None`: exactly one line).
+    type Case<'a> = (&'a str, Vec<FakeResponse>, &'a [&'a str], Option<&'a str>);
+    let cases: [Case<'_>; 3] = [
         (
             "proactive, everything down: silence",
             vec![],
