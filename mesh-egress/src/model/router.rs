@@ -20,7 +20,7 @@ use crate::egress::EgressError;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::ledger::{AttemptRecord, LedgerRecord, RecoveryReport};
+use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::turn::{StopReason, Turn};
 
 /// One model the Router may ask, in policy order.
@@ -300,7 +300,7 @@ impl<C: ModelConnector> Router<C> {
             Poll::Ready(Ok(completion)) if !completion.is_empty() => {
                 let route = &self.routes[0];
                 let report = RecoveryReport {
-                    attempts: vec![AttemptRecord {
+                    attempts: Attempts::one(AttemptRecord {
                         route_index: 0,
                         model: route.model.clone(),
                         attempt: 1,
@@ -308,7 +308,7 @@ impl<C: ModelConnector> Router<C> {
                         retryable: true,
                         duration: start.elapsed(),
                         wait: None,
-                    }],
+                    }),
                     answered_by: Some(0),
                     answered_model: Some(route.model.clone()),
                     gave_up: None,
