@@ -195,6 +195,8 @@ enum First<'a, F> {
     Ready(Result<Completion, ModelError>),
     /// It is in flight (always `Some`; recovery sets it to `None` when the attempt ends).
     Pending(Pin<&'a mut Option<F>>),
+    /// It was never made: the turn had already stopped.
+    Stopped(StopReason),
 }
 
 /// How recovery on one route ended, when it did not answer.
@@ -283,11 +285,22 @@ impl<C: ModelConnector> Router<C> {
         // The healthy path: the primary is asked at once and polled once, before any timer,
         // signal subscription or recovery state exists. `end > start` already means the turn's
         // deadline has not passed (`end` is capped by it), so only cancellation and ownership
-        // are left to check, in `Turn::stop_reason`'s order. Anything else (a stopped turn, no
-        // time left) goes to `recover` untouched, which runs every check itself.
-        if end <= start || turn.cancellation().is_cancelled() || !turn.ownership().is_held() {
+        // are left to check, in `Turn::stop_reason`'s order (each asked once, as before). No
+        // time left goes to `recover` untouched, which gives up before asking the turn anything;
+        // a stopped turn goes there with its reason.
+        let stopped = if end <= start {
+            None
+        } else if turn.cancellation().is_cancelled() {
+            Some(StopReason::Cancelled)
+        } else if !turn.ownership().is_held() {
+            Some(StopReason::OwnershipLost)
+        } else {
+            None
+        };
+        if end <= start || stopped.is_some() {
+            let first = stopped.map(First::Stopped);
             return Box::pin(
-                self.recover::<std::future::Pending<_>>(turn, request, start, end, None),
+                self.recover::<std::future::Pending<_>>(turn, request, start, end, first),
             )
             .await;
         }
@@ -437,13 +450,18 @@ impl<C: ModelConnector> Router<C> {
         loop {
             attempt += 1;
             // The first attempt of the call may already be under way (`complete` ran the stop
-            // check and polled it once); otherwise check the turn and start it here.
-            let started = first.take();
-            if started.is_none()
-                && let Some(reason) = turn.stop_reason()
-            {
-                return Err(stop(reason));
-            }
+            // check and polled it once, or found the turn stopped); otherwise check the turn and
+            // start it here.
+            let started = match first.take() {
+                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                None => {
+                    if let Some(reason) = turn.stop_reason() {
+                        return Err(stop(reason));
+                    }
+                    None
+                }
+                started => started,
+            };
             let attempt_start = if attempt == 1 { now } else { Instant::now() };
             let (bound, by_share) = match self.config.attempt_timeout() {
                 Some(timeout) if attempt_start + timeout <= share_end => {
@@ -454,6 +472,7 @@ impl<C: ModelConnector> Router<C> {
             let result = match started {
                 Some(First::Ready(result)) => Ok(result),
                 Some(First::Pending(call)) => Self::finish(turn, call, bound, by_share).await,
+                Some(First::Stopped(reason)) => return Err(stop(reason)),
                 None => {
                     // The connector is polled once before anything else: a call that answers at
                     // once never builds the timer or subscribes to the turn's signals (the stop
