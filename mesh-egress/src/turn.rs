@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -21,30 +22,41 @@ use crate::ledger::Ledger;
 /// ```
 #[derive(Clone)]
 pub struct Cancellation {
-    flag: Arc<watch::Sender<bool>>,
+    shared: Arc<CancellationShared>,
+}
+
+struct CancellationShared {
+    // Read by `is_cancelled` on every healthy call: one atomic load instead of the watch
+    // channel's lock. Set before the channel wakes anyone, so a woken waiter sees it too.
+    cancelled: AtomicBool,
+    flag: watch::Sender<bool>,
 }
 
 impl Cancellation {
     /// A token that is not cancelled.
     pub fn new() -> Self {
         Self {
-            flag: Arc::new(watch::Sender::new(false)),
+            shared: Arc::new(CancellationShared {
+                cancelled: AtomicBool::new(false),
+                flag: watch::Sender::new(false),
+            }),
         }
     }
 
     /// Cancels this token and every clone of it.
     pub fn cancel(&self) {
-        self.flag.send_replace(true);
+        self.shared.cancelled.store(true, Ordering::Release);
+        self.shared.flag.send_replace(true);
     }
 
     /// Whether [`cancel`](Self::cancel) has been called.
     pub fn is_cancelled(&self) -> bool {
-        *self.flag.borrow()
+        self.shared.cancelled.load(Ordering::Acquire)
     }
 
     /// Resolves once the token is cancelled (at once if it already is).
     pub async fn cancelled(&self) {
-        let mut rx = self.flag.subscribe();
+        let mut rx = self.shared.flag.subscribe();
         // `wait_for` only fails when the sender is dropped, and we hold it.
         let _ = rx.wait_for(|cancelled| *cancelled).await;
     }

@@ -442,6 +442,29 @@ async fn losing_ownership_stops_recovery_at_once() {
     assert!(connector.calls().is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_ownership_check_is_asked_once_before_the_call_and_its_no_stands() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    // The check says no the first time only: the answer it gave is the one that counts.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let ownership = Ownership::checked(move || counter.fetch_add(1, Ordering::SeqCst) > 0);
+    let turn = Turn::new(Attribution::new("a", "c", "r")).with_ownership(ownership);
+    let connector = ScriptedConnector::new().otherwise(Step::answer("no"));
+    let err = router_for(&connector)
+        .complete(&turn, request())
+        .await
+        .expect_err("disowned");
+    assert!(!err.retryable());
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert!(connector.calls().is_empty());
+    let report = recovery(&turn);
+    assert_eq!(report.gave_up.as_deref(), Some("ownership_lost"));
+    assert!(report.attempts.is_empty());
+}
+
 fn router_for(connector: &ScriptedConnector) -> Router<ScriptedConnector> {
     router(connector, RetryConfig::default(), &["a"])
 }

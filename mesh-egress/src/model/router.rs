@@ -3,9 +3,9 @@
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::future::{Future as _, poll_fn};
-use std::pin::pin;
-use std::task::Poll;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, sleep_until};
@@ -20,7 +20,7 @@ use crate::egress::EgressError;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::ledger::{AttemptRecord, LedgerRecord, RecoveryReport};
+use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::turn::{StopReason, Turn};
 
 /// One model the Router may ask, in policy order.
@@ -189,6 +189,16 @@ enum Outcome {
     Stopped(StopReason),
 }
 
+/// The primary's first attempt, once `complete` has polled it once without an answer.
+enum First<'a, F> {
+    /// It finished on the first poll, with a failure or an empty completion.
+    Ready(Result<Completion, ModelError>),
+    /// It is in flight (always `Some`; recovery sets it to `None` when the attempt ends).
+    Pending(Pin<&'a mut Option<F>>),
+    /// It was never made: the turn had already stopped.
+    Stopped(StopReason),
+}
+
 /// How recovery on one route ended, when it did not answer.
 enum RouteEnd {
     Fallback {
@@ -272,12 +282,81 @@ impl<C: ModelConnector> Router<C> {
         if let Some(deadline) = turn.deadline() {
             end = end.min(deadline);
         }
+        // The healthy path: the primary is asked at once and polled once, before any timer,
+        // signal subscription or recovery state exists. `end > start` already means the turn's
+        // deadline has not passed (`end` is capped by it), so only cancellation and ownership
+        // are left to check, in `Turn::stop_reason`'s order (each asked once, as before). No
+        // time left goes to `recover` untouched, which gives up before asking the turn anything;
+        // a stopped turn goes there with its reason.
+        let stopped = if end <= start {
+            None
+        } else if turn.cancellation().is_cancelled() {
+            Some(StopReason::Cancelled)
+        } else if !turn.ownership().is_held() {
+            Some(StopReason::OwnershipLost)
+        } else {
+            None
+        };
+        if end <= start || stopped.is_some() {
+            let first = stopped.map(First::Stopped);
+            return Box::pin(
+                self.recover::<std::future::Pending<_>>(turn, request, start, end, first),
+            )
+            .await;
+        }
+        // In an `Option` so recovery can drop it in place (cancelling it) when its attempt ends.
+        let mut call = pin!(Some(
+            self.connector.complete(&self.routes[0].model, request)
+        ));
+        let first = poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
+        let first = match first {
+            Poll::Ready(Ok(completion)) if !completion.is_empty() => {
+                let route = &self.routes[0];
+                let report = RecoveryReport {
+                    attempts: Attempts::one(AttemptRecord {
+                        route_index: 0,
+                        model: route.model.clone(),
+                        attempt: 1,
+                        outcome: Cow::Borrowed("ok"),
+                        retryable: true,
+                        duration: start.elapsed(),
+                        wait: None,
+                    }),
+                    answered_by: Some(0),
+                    answered_model: Some(route.model.clone()),
+                    gave_up: None,
+                };
+                turn.ledger()
+                    .record(turn.attribution(), LedgerRecord::Recovery(report));
+                return Ok(completion);
+            }
+            Poll::Ready(result) => First::Ready(result),
+            Poll::Pending => First::Pending(call.as_mut()),
+        };
+        // Boxed so the healthy path's future stays small: the recovery machinery (timers, the
+        // turn's signals, backoff) is only built for a call that did not answer at once.
+        Box::pin(self.recover(turn, request, start, end, Some(first))).await
+    }
+
+    /// Everything after the first poll of the primary: the attempt bound on the in-flight call,
+    /// retries, fallback, and the report.
+    async fn recover<F>(
+        &self,
+        turn: &Turn,
+        request: &ChatRequest,
+        start: Instant,
+        end: Instant,
+        mut first: Option<First<'_, F>>,
+    ) -> Result<Completion, EgressError>
+    where
+        F: Future<Output = Result<Completion, ModelError>>,
+    {
         let mut report = RecoveryReport::default();
         let mut last: (Option<FailureReason>, Option<ModelError>) = (None, None);
         let mut route_index = 0;
         let mut routes_tried = 0;
         loop {
-            // The healthy path reads the clock as little as it can: the first route starts now.
+            // The first route starts when the call did.
             let route_start = if routes_tried == 0 {
                 start
             } else {
@@ -290,6 +369,7 @@ impl<C: ModelConnector> Router<C> {
                     request,
                     route_index,
                     (route_start, end),
+                    first.take(),
                     &mut report,
                     &mut last,
                 )
@@ -341,15 +421,20 @@ impl<C: ModelConnector> Router<C> {
     }
 
     /// Runs attempts on one route until it answers or recovery must move on.
-    async fn run_route(
+    #[allow(clippy::too_many_arguments)]
+    async fn run_route<F>(
         &self,
         turn: &Turn,
         request: &ChatRequest,
         index: usize,
         (now, end): (Instant, Instant),
+        mut first: Option<First<'_, F>>,
         report: &mut RecoveryReport,
         last: &mut (Option<FailureReason>, Option<ModelError>),
-    ) -> Result<Completion, RouteEnd> {
+    ) -> Result<Completion, RouteEnd>
+    where
+        F: Future<Output = Result<Completion, ModelError>>,
+    {
         let route = &self.routes[index];
         let later_route = index + 1 < self.routes.len();
         let left = end.saturating_duration_since(now);
@@ -364,9 +449,19 @@ impl<C: ModelConnector> Router<C> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            if let Some(reason) = turn.stop_reason() {
-                return Err(stop(reason));
-            }
+            // The first attempt of the call may already be under way (`complete` ran the stop
+            // check and polled it once, or found the turn stopped); otherwise check the turn and
+            // start it here.
+            let started = match first.take() {
+                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                None => {
+                    if let Some(reason) = turn.stop_reason() {
+                        return Err(stop(reason));
+                    }
+                    None
+                }
+                started => started,
+            };
             let attempt_start = if attempt == 1 { now } else { Instant::now() };
             let (bound, by_share) = match self.config.attempt_timeout() {
                 Some(timeout) if attempt_start + timeout <= share_end => {
@@ -374,20 +469,22 @@ impl<C: ModelConnector> Router<C> {
                 }
                 _ => (share_end, true),
             };
-            // The connector is polled once before anything else: a call that answers at once
-            // never builds the timer or subscribes to the turn's signals (the stop check above
-            // already ran). Afterwards the turn's stop beats the attempt bound when both fire
-            // at the same instant.
-            let mut call = pin!(self.connector.complete(&route.model, request));
-            let first = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-            let result = match first {
-                Poll::Ready(result) => Ok(result),
-                Poll::Pending => tokio::select! {
-                    biased;
-                    result = &mut call => Ok(result),
-                    reason = turn.stopped() => Err(Outcome::Stopped(reason)),
-                    () = sleep_until(bound) => Err(Outcome::TimedOut { by_share }),
-                },
+            let result = match started {
+                Some(First::Ready(result)) => Ok(result),
+                Some(First::Pending(call)) => Self::finish(turn, call, bound, by_share).await,
+                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                None => {
+                    // The connector is polled once before anything else: a call that answers at
+                    // once never builds the timer or subscribes to the turn's signals (the stop
+                    // check above already ran).
+                    let mut call = pin!(Some(self.connector.complete(&route.model, request)));
+                    let first_poll =
+                        poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
+                    match first_poll {
+                        Poll::Ready(result) => Ok(result),
+                        Poll::Pending => Self::finish(turn, call, bound, by_share).await,
+                    }
+                }
             };
             let outcome = match result {
                 Ok(Ok(completion)) if completion.is_empty() => {
@@ -505,6 +602,28 @@ impl<C: ModelConnector> Router<C> {
         }
     }
 
+    /// Drives an attempt that did not answer on its first poll to its end, under `bound`, then
+    /// drops the call (cancelling it if it is still in flight). The turn's stop beats the bound
+    /// when both fire at the same instant.
+    async fn finish<F>(
+        turn: &Turn,
+        mut call: Pin<&mut Option<F>>,
+        bound: Instant,
+        by_share: bool,
+    ) -> Result<Result<Completion, ModelError>, Outcome>
+    where
+        F: Future<Output = Result<Completion, ModelError>>,
+    {
+        let result = tokio::select! {
+            biased;
+            result = poll_fn(|cx| poll_in_flight(call.as_mut(), cx)) => Ok(result),
+            reason = turn.stopped() => Err(Outcome::Stopped(reason)),
+            () = sleep_until(bound) => Err(Outcome::TimedOut { by_share }),
+        };
+        call.set(None);
+        result
+    }
+
     /// Where a terminal failure on route `index` may fall back to, by policy.
     fn terminal_fallback(
         &self,
@@ -551,6 +670,15 @@ impl<C: ModelConnector> Router<C> {
             wait_ms,
             "model attempt failed"
         );
+    }
+}
+
+/// Polls an in-flight call. A dropped call (`None`, which `finish` leaves behind and nothing
+/// polls again) never answers.
+fn poll_in_flight<F: Future>(call: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    match call.as_pin_mut() {
+        Some(call) => call.poll(cx),
+        None => Poll::Pending,
     }
 }
 

@@ -265,7 +265,11 @@ impl Completion {
     /// Whether the completion holds nothing usable: no text (or only whitespace) and no tool
     /// call. Such a completion is a retryable failure.
     pub fn is_empty(&self) -> bool {
-        self.tool_calls.is_empty() && self.content.as_deref().is_none_or(|c| c.trim().is_empty())
+        self.tool_calls.is_empty()
+            && self
+                .content
+                .as_deref()
+                .is_none_or(|c| c.chars().all(char::is_whitespace))
     }
 }
 
@@ -362,6 +366,14 @@ impl WireError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn a_completion_is_empty_exactly_when_its_trimmed_text_is(text in "[ \t\n\u{a0}\u{3000}a.]{0,8}") {
+            let completion = Completion::text("m", text.clone());
+            proptest::prop_assert_eq!(completion.is_empty(), text.trim().is_empty());
+        }
+    }
 
     #[test]
     fn a_request_serialises_in_the_chat_completions_shape() {
