@@ -151,7 +151,7 @@ impl fmt::Debug for Ownership {
 /// The context of one turn: who is speaking, until when, whether it was cancelled, whether this
 /// process still owns the conversation, and the ledger that records what happened.
 ///
-/// Handlers and the model `Router` take `&Turn`.
+/// Handlers and the [`Router`](crate::model::Router) take `&Turn`.
 ///
 /// ```
 /// use std::time::Duration;
