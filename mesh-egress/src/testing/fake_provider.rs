@@ -12,12 +12,10 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 use hyper::body::{Body, Bytes, Frame, Incoming};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 #[derive(Clone, Debug)]
 enum Behaviour {
@@ -253,23 +251,11 @@ impl std::fmt::Debug for FakeProvider {
 }
 
 async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // E.g. out of file descriptors: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        while connections.try_join_next().is_some() {}
+    super::serve_http1(listener, move || {
         let state = Arc::clone(&state);
-        connections.spawn(async move {
-            let service = service_fn(move |request| respond(Arc::clone(&state), request));
-            // A client that hangs up mid-exchange is a normal event for a fault injector.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+        service_fn(move |request| respond(Arc::clone(&state), request))
+    })
+    .await;
 }
 
 async fn respond(

@@ -5,7 +5,10 @@
 //! They are public so users can test their own handlers the way this crate tests itself.
 
 mod fake_provider;
+mod loopback;
 mod scripted;
 
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
 pub use scripted::{Call, ScriptedConnector, Step};
+
+pub(crate) use loopback::serve_http1;

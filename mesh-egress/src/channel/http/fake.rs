@@ -27,10 +27,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 use super::Surface;
 
@@ -176,23 +175,11 @@ impl fmt::Debug for FakeApi {
 }
 
 async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // Out of file descriptors, say: give the system a moment rather than spin.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
-        // Reap finished connections so the set does not grow without bound.
-        while connections.try_join_next().is_some() {}
+    crate::testing::serve_http1(listener, move || {
         let shared = Arc::clone(&shared);
-        connections.spawn(async move {
-            let service = service_fn(move |request| handle(Arc::clone(&shared), request));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+        service_fn(move |request| handle(Arc::clone(&shared), request))
+    })
+    .await;
 }
 
 /// Returned by the service to make hyper close the connection without answering.
