@@ -196,6 +196,31 @@ impl fmt::Debug for Token {
     }
 }
 
+/// The builder methods every HTTP connector shares: where its API lives, how it retries, and
+/// which client it sends through. `$api` completes "Talks to …".
+macro_rules! transport_builders {
+    ($api:literal) => {
+        #[doc = concat!("Talks to ", $api, ".")]
+        pub fn base_url(mut self, url: impl Into<String>) -> Self {
+            self.base_url = trim_base(url);
+            self
+        }
+
+        /// Retries within `policy` instead of the default.
+        pub fn policy(mut self, policy: SendPolicy) -> Self {
+            self.transport.policy = policy;
+            self
+        }
+
+        /// Sends through `client` (shared connection pool, proxy settings).
+        pub fn client(mut self, client: reqwest::Client) -> Self {
+            self.transport.client = client;
+            self
+        }
+    };
+}
+pub(crate) use transport_builders;
+
 /// A base URL without its trailing slash.
 pub(crate) fn trim_base(url: impl Into<String>) -> String {
     let mut url = url.into();

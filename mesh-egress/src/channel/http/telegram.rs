@@ -74,23 +74,9 @@ impl<R: Render> TelegramChannel<R> {
         self
     }
 
-    /// Talks to the Bot API at `url` instead of Telegram's (a loopback fake in tests).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = trim_base(url);
-        self
-    }
-
-    /// Retries within `policy` instead of the default.
-    pub fn policy(mut self, policy: SendPolicy) -> Self {
-        self.transport.policy = policy;
-        self
-    }
-
-    /// Sends through `client` (shared connection pool, proxy settings).
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.transport.client = client;
-        self
-    }
+    super::transport_builders!(
+        "the Bot API at `url` instead of Telegram's (a loopback fake in tests)"
+    );
 }
 
 impl<R> fmt::Debug for TelegramChannel<R> {
