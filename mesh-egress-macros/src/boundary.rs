@@ -222,9 +222,17 @@ fn rewrite(func: &ItemFn, args: &Args) -> TokenStream {
     let policy_var = Ident::new("__mesh_egress_policy", Span::mixed_site());
     let output_var = Ident::new("__mesh_egress_output", Span::mixed_site());
 
-    let policy = match &args.policy {
-        Some(expr) => quote_spanned! {expr.span()=> ::mesh_egress::__private::policy(&(#expr)) },
-        None => quote! { ::mesh_egress::__private::default_policy() },
+    // An explicit policy is evaluated (and cheaply cloned) before the body; the default one is
+    // a `&'static` borrow.
+    let (policy, policy_ref) = match &args.policy {
+        Some(expr) => (
+            quote_spanned! {expr.span()=> ::mesh_egress::__private::policy(&(#expr)) },
+            quote! { &#policy_var },
+        ),
+        None => (
+            quote! { ::mesh_egress::__private::default_policy() },
+            quote! { #policy_var },
+        ),
     };
     let mode = match args.mode {
         Mode::Interactive => quote! { ::mesh_egress::__private::Mode::Interactive },
@@ -270,7 +278,7 @@ fn rewrite(func: &ItemFn, args: &Args) -> TokenStream {
             let #policy_var = #policy;
             #[allow(clippy::redundant_closure_call)]
             let #output_var = #run_body;
-            ::mesh_egress::__private::resolve(#mode, &#policy_var, #convert)
+            ::mesh_egress::__private::resolve(#mode, #policy_ref, #convert)
         }
     }
 }

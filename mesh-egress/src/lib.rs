@@ -70,8 +70,11 @@ mod egress;
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
 pub mod ledger;
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
 mod outbound;
+mod setting;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -95,4 +98,5 @@ pub use outbound::state;
 pub use outbound::{
     CommitBoundary, CommitError, CommitRecord, CommittedPart, DeliveryId, Outbound,
 };
+pub use setting::{ConfigProblem, ConfigWarning};
 pub use turn::{Cancellation, Ownership, StopReason, Turn};

@@ -46,13 +46,16 @@ pub fn into_result<T: HandlerOutput>(output: T) -> Result<AgentMessage, EgressEr
     output.into_result()
 }
 
-/// The process-wide default policy, shared so holding lines rotate across calls.
-pub fn default_policy() -> DegradationPolicy {
+/// The process-wide default policy, shared so holding lines rotate across calls. Borrowed, so a
+/// handler without `policy = ...` pays nothing for it on the healthy path.
+pub fn default_policy() -> &'static DegradationPolicy {
     static DEFAULT: OnceLock<DegradationPolicy> = OnceLock::new();
-    DEFAULT.get_or_init(DegradationPolicy::default).clone()
+    DEFAULT.get_or_init(DegradationPolicy::default)
 }
 
-/// Accepts `policy = <expr>` whether it names a policy, a reference to one or an `Arc`.
+/// Accepts `policy = <expr>` whether it names a policy, a reference to one or an `Arc`. The
+/// policy is cloned (one reference-count increment) so no borrow of, say, `self` is held while
+/// the body runs.
 #[inline]
 pub fn policy<P: Borrow<DegradationPolicy> + ?Sized>(policy: &P) -> DegradationPolicy {
     policy.borrow().clone()

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::ledger::Ledger;
+use crate::setting::{ConfigWarning, read_setting};
 
 /// The follow-up a holding line promises: the first delay and the number of tries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,13 +25,15 @@ impl FollowUp {
 
     /// Reads `MESH_FOLLOW_UP_DELAY_MS` (default 30000) and `MESH_FOLLOW_UP_ATTEMPTS` (default 3)
     /// from the process environment. See [`from_lookup`](Self::from_lookup).
-    pub fn from_env() -> (Self, Vec<String>) {
+    pub fn from_env() -> (Self, Vec<ConfigWarning>) {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
 
-    /// Reads the follow-up settings through `lookup`. An unset or empty value keeps the default
+    /// Reads the follow-up settings through `lookup`, with the same rules as the model's
+    /// [`RetryConfig`](crate::model::RetryConfig): an unset or empty value keeps the default
     /// silently; an unparseable or negative value, or `0` attempts, keeps the default and is
-    /// reported in the returned warnings.
+    /// reported in the returned warnings (and logged at `mesh_egress::degrade`). A `0` delay is
+    /// allowed: follow up at once.
     ///
     /// ```
     /// use std::time::Duration;
@@ -44,45 +47,19 @@ impl FollowUp {
     /// assert_eq!(plan.attempts, 3);
     /// assert_eq!(warnings.len(), 1);
     /// ```
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Self, Vec<String>) {
-        let defaults = Self::default();
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Self, Vec<ConfigWarning>) {
+        let mut plan = Self::default();
         let mut warnings = Vec::new();
-        let mut read = |key: &str, default: u64, zero_ok: bool| -> u64 {
-            let Some(raw) = lookup(key).filter(|v| !v.trim().is_empty()) else {
-                return default;
-            };
-            match raw.trim().parse::<u64>() {
-                Ok(0) if !zero_ok => {
-                    warnings.push(format!(
-                        "{key}=0 is not allowed; using the default {default}"
-                    ));
-                    default
-                }
-                Ok(value) => value,
-                Err(_) => {
-                    warnings.push(format!(
-                        "{key}={raw:?} is not a non-negative integer; using the default {default}"
-                    ));
-                    default
-                }
-            }
-        };
-        let delay_ms = read(
-            Self::DELAY_ENV,
-            u64::try_from(defaults.first_delay.as_millis()).unwrap_or(u64::MAX),
-            true,
-        );
-        let attempts = read(Self::ATTEMPTS_ENV, u64::from(defaults.attempts), false);
-        for warning in &warnings {
-            tracing::warn!(target: "mesh_egress::degrade", "{warning}");
+        if let Some(ms) = read_setting(&lookup, Self::DELAY_ENV, false, &mut warnings) {
+            plan.first_delay = Duration::from_millis(ms);
         }
-        (
-            Self {
-                first_delay: Duration::from_millis(delay_ms),
-                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            },
-            warnings,
-        )
+        if let Some(n) = read_setting(&lookup, Self::ATTEMPTS_ENV, true, &mut warnings) {
+            plan.attempts = u32::try_from(n).unwrap_or(u32::MAX);
+        }
+        for warning in &warnings {
+            tracing::warn!(target: "mesh_egress::degrade", key = warning.key, "{warning}");
+        }
+        (plan, warnings)
     }
 }
 

@@ -1,7 +1,9 @@
 //! [`RetryConfig`]: the shipped model deadline policy, read from the environment.
 
-use std::fmt;
 use std::time::Duration;
+
+use crate::setting::read_setting;
+pub use crate::setting::{ConfigProblem, ConfigWarning};
 
 /// `MESH_MODEL_RETRY_ATTEMPTS`: attempts per route.
 pub const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
@@ -97,68 +99,6 @@ impl Default for RetryConfig {
     }
 }
 
-/// A configuration value that was ignored, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigWarning {
-    /// The variable.
-    pub key: &'static str,
-    /// The value it held.
-    pub value: String,
-    /// What was done about it.
-    pub problem: ConfigProblem,
-}
-
-/// What was wrong with a configuration value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigProblem {
-    /// Not a number: the default was restored.
-    Unparseable,
-    /// Below zero: the default was restored.
-    Negative,
-    /// Zero where zero means nothing useful: the default was restored.
-    Zero,
-    /// The attempt timeout was at or above the total deadline: it was clamped to the total.
-    AttemptTimeoutClamped,
-}
-
-impl fmt::Display for ConfigWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (key, value) = (self.key, &self.value);
-        match self.problem {
-            ConfigProblem::Unparseable => {
-                write!(f, "{key}={value:?} is not a number; using the default")
-            }
-            ConfigProblem::Negative => write!(f, "{key}={value:?} is negative; using the default"),
-            ConfigProblem::Zero => write!(f, "{key}=0 is not allowed; using the default"),
-            ConfigProblem::AttemptTimeoutClamped => write!(
-                f,
-                "{key}={value} is at or above the total deadline; clamping the attempt timeout to the total"
-            ),
-        }
-    }
-}
-
-/// A parsed millisecond/count value.
-enum Parsed {
-    Unset,
-    Value(u64),
-    Bad(ConfigProblem),
-}
-
-fn parse(raw: Option<&str>) -> Parsed {
-    let Some(raw) = raw.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Parsed::Unset;
-    };
-    match raw.parse::<u64>() {
-        Ok(v) => Parsed::Value(v),
-        Err(_) if raw.parse::<i128>().is_ok() || raw.parse::<f64>().is_ok_and(|v| v < 0.0) => {
-            Parsed::Bad(ConfigProblem::Negative)
-        }
-        Err(_) => Parsed::Bad(ConfigProblem::Unparseable),
-    }
-}
-
 impl RetryConfig {
     /// Reads the process environment. Warnings are logged (target `mesh_egress::model`) and
     /// kept on the config.
@@ -172,20 +112,8 @@ impl RetryConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut config = Self::default();
         let mut warnings = Vec::new();
-        let mut read = |key: &'static str, zero_is_bad: bool| -> Option<u64> {
-            let raw = lookup(key);
-            let problem = match parse(raw.as_deref()) {
-                Parsed::Unset => return None,
-                Parsed::Value(0) if zero_is_bad => ConfigProblem::Zero,
-                Parsed::Value(v) => return Some(v),
-                Parsed::Bad(problem) => problem,
-            };
-            warnings.push(ConfigWarning {
-                key,
-                value: raw.unwrap_or_default(),
-                problem,
-            });
-            None
+        let mut read = |key: &'static str, zero_is_bad: bool| {
+            read_setting(&lookup, key, zero_is_bad, &mut warnings)
         };
         if let Some(n) = read(ENV_ATTEMPTS, true) {
             config.attempts = u32::try_from(n).unwrap_or(u32::MAX);
