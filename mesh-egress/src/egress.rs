@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ownership::Ownership;
+
 /// Canonical CommonMark text, before any channel has rendered it.
 ///
 /// `Markdown` has no `Display`: nothing turns it into wire text except a renderer
@@ -111,6 +113,12 @@ impl Attribution {
     }
 }
 
+impl AsRef<Attribution> for Attribution {
+    fn as_ref(&self) -> &Attribution {
+        self
+    }
+}
+
 impl fmt::Debug for Attribution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Attribution")
@@ -132,10 +140,13 @@ impl fmt::Debug for Attribution {
 /// assert_eq!(msg.body().as_str(), "Done: **3** tickets closed.");
 /// assert_eq!(msg.attribution().conversation(), "c1");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct AgentMessage {
     body: Markdown,
     attribution: Attribution,
+    // Set by `Turn::message` and the turn-aware boundary: every channel refuses the message once
+    // it is lost. `None` for `AgentMessage::new`: the caller checks ownership itself.
+    ownership: Option<Ownership>,
 }
 
 impl AgentMessage {
@@ -144,6 +155,7 @@ impl AgentMessage {
         Self {
             body: body.into(),
             attribution,
+            ownership: None,
         }
     }
 
@@ -160,6 +172,44 @@ impl AgentMessage {
     /// Splits the message into its body and attribution.
     pub fn into_parts(self) -> (Markdown, Attribution) {
         (self.body, self.attribution)
+    }
+
+    /// Ties the message to a conversation's ownership: every channel refuses to commit or send it
+    /// once `ownership` is lost ([`CommitError::OwnershipLost`](crate::CommitError::OwnershipLost)).
+    /// [`Turn::message`](crate::Turn::message) does this for you.
+    pub fn with_ownership(mut self, ownership: Ownership) -> Self {
+        self.ownership = Some(ownership);
+        self
+    }
+
+    /// The ownership this message is tied to, if any.
+    pub fn ownership(&self) -> Option<&Ownership> {
+        self.ownership.as_ref()
+    }
+
+    /// Whether the message may still be sent: it carries no ownership, or its ownership holds.
+    pub fn is_owned(&self) -> bool {
+        self.ownership.as_ref().is_none_or(Ownership::is_held)
+    }
+}
+
+impl PartialEq for AgentMessage {
+    // Two messages are equal when a person would see the same thing from the same speaker;
+    // the ownership handle is delivery plumbing, not content.
+    fn eq(&self, other: &Self) -> bool {
+        self.body == other.body && self.attribution == other.attribution
+    }
+}
+
+impl Eq for AgentMessage {}
+
+impl fmt::Debug for AgentMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentMessage")
+            .field("body", &self.body)
+            .field("attribution", &self.attribution)
+            .field("owned", &self.ownership.is_some())
+            .finish()
     }
 }
 
@@ -340,7 +390,7 @@ impl From<Result<AgentMessage, EgressError>> for Egress {
 /// ```
 pub trait EgressResultExt<T> {
     /// Wraps the error as a retryable transport [`EgressError`] with the turn's attribution.
-    fn egress(self, turn: &crate::Turn) -> Result<T, EgressError>;
+    fn egress<A: AsRef<Attribution> + ?Sized>(self, turn: &A) -> Result<T, EgressError>;
 
     /// Like [`egress`](Self::egress), with an explicit attribution.
     fn egress_for(self, attribution: &Attribution) -> Result<T, EgressError>;
@@ -350,8 +400,8 @@ impl<T, E> EgressResultExt<T> for Result<T, E>
 where
     E: StdError + Send + Sync + 'static,
 {
-    fn egress(self, turn: &crate::Turn) -> Result<T, EgressError> {
-        self.egress_for(turn.attribution())
+    fn egress<A: AsRef<Attribution> + ?Sized>(self, turn: &A) -> Result<T, EgressError> {
+        self.egress_for(turn.as_ref())
     }
 
     fn egress_for(self, attribution: &Attribution) -> Result<T, EgressError> {

@@ -74,6 +74,8 @@ pub mod ledger;
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
 mod outbound;
+mod ownership;
+pub mod retry;
 mod setting;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -98,5 +100,6 @@ pub use outbound::state;
 pub use outbound::{
     CommitBoundary, CommitError, CommitRecord, CommittedPart, DeliveryId, Outbound,
 };
+pub use ownership::{Cancellation, Ownership};
 pub use setting::{ConfigProblem, ConfigWarning};
-pub use turn::{Cancellation, Ownership, StopReason, Turn};
+pub use turn::{StopReason, Turn};

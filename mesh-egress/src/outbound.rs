@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::channel::{Render, RenderError};
 use crate::egress::{AgentMessage, Attribution};
-use crate::turn::Ownership;
+use crate::ownership::Ownership;
 
 mod sealed {
     /// The seal: only this crate names it, so only this crate adds states. Each state carries

@@ -2,151 +2,12 @@
 //! the ledger that records what happened.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::egress::Attribution;
+use crate::egress::{AgentMessage, Attribution, Markdown};
 use crate::ledger::Ledger;
-
-/// A cancellation signal shared by clones. Cancelling is sticky and wakes every waiter.
-///
-/// ```
-/// use mesh_egress::Cancellation;
-/// let token = Cancellation::new();
-/// let clone = token.clone();
-/// clone.cancel();
-/// assert!(token.is_cancelled());
-/// ```
-#[derive(Clone)]
-pub struct Cancellation {
-    shared: Arc<CancellationShared>,
-}
-
-struct CancellationShared {
-    // Read by `is_cancelled` on every healthy call: one atomic load instead of the watch
-    // channel's lock. Set before the channel wakes anyone, so a woken waiter sees it too.
-    cancelled: AtomicBool,
-    flag: watch::Sender<bool>,
-}
-
-impl Cancellation {
-    /// A token that is not cancelled.
-    pub fn new() -> Self {
-        Self {
-            shared: Arc::new(CancellationShared {
-                cancelled: AtomicBool::new(false),
-                flag: watch::Sender::new(false),
-            }),
-        }
-    }
-
-    /// Cancels this token and every clone of it.
-    pub fn cancel(&self) {
-        self.shared.cancelled.store(true, Ordering::Release);
-        self.shared.flag.send_replace(true);
-    }
-
-    /// Whether [`cancel`](Self::cancel) has been called.
-    pub fn is_cancelled(&self) -> bool {
-        self.shared.cancelled.load(Ordering::Acquire)
-    }
-
-    /// Resolves once the token is cancelled (at once if it already is).
-    pub async fn cancelled(&self) {
-        let mut rx = self.shared.flag.subscribe();
-        // `wait_for` only fails when the sender is dropped, and we hold it.
-        let _ = rx.wait_for(|cancelled| *cancelled).await;
-    }
-}
-
-impl Default for Cancellation {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for Cancellation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cancellation")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
-
-type OwnershipCheck = dyn Fn() -> bool + Send + Sync;
-
-/// Whether this process still owns the conversation it is answering.
-///
-/// Ownership is lost either explicitly ([`revoke`](Self::revoke), e.g. when a lease expires) or
-/// when the caller-supplied check returns `false`. Recovery stops and commits fail once it is
-/// lost, so two owners never both answer.
-///
-/// ```
-/// use mesh_egress::Ownership;
-/// let owned = Ownership::held();
-/// assert!(owned.is_held());
-/// owned.revoke();
-/// assert!(!owned.is_held());
-///
-/// let checked = Ownership::checked(|| false);
-/// assert!(!checked.is_held());
-/// ```
-#[derive(Clone)]
-pub struct Ownership {
-    revoked: Cancellation,
-    check: Option<Arc<OwnershipCheck>>,
-}
-
-impl Ownership {
-    /// Ownership that holds until revoked.
-    pub fn held() -> Self {
-        Self {
-            revoked: Cancellation::new(),
-            check: None,
-        }
-    }
-
-    /// Ownership that holds while `check` returns `true` (and until revoked).
-    pub fn checked(check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        Self {
-            revoked: Cancellation::new(),
-            check: Some(Arc::new(check)),
-        }
-    }
-
-    /// Gives ownership up; every clone sees it at once.
-    pub fn revoke(&self) {
-        self.revoked.cancel();
-    }
-
-    /// Whether ownership still holds.
-    pub fn is_held(&self) -> bool {
-        !self.revoked.is_cancelled() && self.check.as_ref().is_none_or(|check| check())
-    }
-
-    /// Resolves when ownership is revoked. (A caller-supplied check is polled by whoever asks
-    /// [`is_held`](Self::is_held); it cannot wake a waiter.)
-    pub async fn revoked(&self) {
-        self.revoked.cancelled().await;
-    }
-}
-
-impl Default for Ownership {
-    fn default() -> Self {
-        Self::held()
-    }
-}
-
-impl fmt::Debug for Ownership {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ownership")
-            .field("held", &self.is_held())
-            .finish()
-    }
-}
+use crate::ownership::{Cancellation, Ownership};
 
 /// The context of one turn: who is speaking, until when, whether it was cancelled, whether this
 /// process still owns the conversation, and the ledger that records what happened.
@@ -194,8 +55,11 @@ impl Turn {
     }
 
     /// Sets the run's deadline to `timeout` from now (`tokio::time`'s clock).
-    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
-        self.with_deadline(Instant::now() + timeout)
+    ///
+    /// A timeout too large for the clock (`Duration::MAX`) means no deadline, not a panic.
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.deadline = Instant::now().checked_add(timeout);
+        self
     }
 
     /// Uses `cancellation` (e.g. the caller's request token).
@@ -219,6 +83,22 @@ impl Turn {
     /// Who speaks, where, in which run.
     pub fn attribution(&self) -> &Attribution {
         &self.attribution
+    }
+
+    /// A message from this turn: the turn's attribution, tied to the turn's ownership, so every
+    /// channel refuses to commit or send it once the conversation is no longer owned.
+    ///
+    /// ```
+    /// use mesh_egress::{Attribution, Turn};
+    /// let turn = Turn::new(Attribution::new("helper", "conv-1", "run-1"));
+    /// let msg = turn.message("Deployed **v2**.");
+    /// assert_eq!(msg.attribution().conversation(), "conv-1");
+    /// assert!(msg.is_owned());
+    /// turn.ownership().revoke();
+    /// assert!(!msg.is_owned());
+    /// ```
+    pub fn message(&self, body: impl Into<Markdown>) -> AgentMessage {
+        AgentMessage::new(body, self.attribution.clone()).with_ownership(self.ownership.clone())
     }
 
     /// The run's deadline, if any.
@@ -277,9 +157,16 @@ impl Turn {
     }
 }
 
+impl AsRef<Attribution> for Turn {
+    fn as_ref(&self) -> &Attribution {
+        &self.attribution
+    }
+}
+
 /// Why a turn stopped before it finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// The caller cancelled the turn.
     Cancelled,

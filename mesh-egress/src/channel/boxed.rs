@@ -154,7 +154,7 @@ mod tests {
     use super::*;
     use crate::channel::{Deliver, Recorder};
     use crate::egress::{AgentMessage, Attribution};
-    use crate::turn::Ownership;
+    use crate::ownership::Ownership;
 
     fn msg(text: &str) -> AgentMessage {
         AgentMessage::new(text, Attribution::new("a", "c", "r"))

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Channel, PartReceipt, PlainText, SendError};
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
-use crate::turn::Ownership;
+use crate::ownership::Ownership;
 
 /// An in-memory [`Channel`] that records every delivered part, for tests and demos.
 ///

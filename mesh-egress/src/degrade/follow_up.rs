@@ -3,12 +3,14 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::retry::Backoff;
+
 use super::policy::DegradationPolicy;
 use super::{Commitment, track};
 use crate::channel::{Channel, Deliver, DeliveryError, Receipt};
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
-use crate::turn::Cancellation;
+use crate::ownership::Cancellation;
 
 /// The longest wait between two follow-ups unless configured otherwise.
 const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
@@ -111,12 +113,7 @@ impl FollowUpRunner {
 
     /// The wait before follow-up `k` (from 1).
     pub fn delay_before(&self, commitment: &Commitment, k: u32) -> Duration {
-        let factor = 1u32.checked_shl(k.saturating_sub(1)).unwrap_or(u32::MAX);
-        commitment
-            .first_delay()
-            .checked_mul(factor)
-            .unwrap_or(self.max_delay)
-            .min(self.max_delay)
+        Backoff::new(commitment.first_delay(), self.max_delay).step(k)
     }
 
     /// Keeps `commitment`: re-runs `turn` after each backoff and delivers the first answer to

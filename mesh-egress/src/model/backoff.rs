@@ -80,21 +80,7 @@ pub fn backoff_delay(
     retry_after: Option<Duration>,
     unit: f64,
 ) -> Duration {
-    let max = config.max_delay();
-    let doublings = failed_attempt.saturating_sub(1).min(32);
-    let step = config
-        .base_delay()
-        .checked_mul(1u32 << doublings.min(31))
-        .unwrap_or(max)
-        .min(max);
-    let unit = if unit.is_nan() {
-        0.0
-    } else {
-        unit.clamp(0.0, 1.0)
-    };
-    let jittered = step.mul_f64(1.0 - config.jitter() * unit);
-    let asked = retry_after.map_or(Duration::ZERO, |ra| ra.min(max));
-    jittered.max(asked)
+    config.backoff().delay(failed_attempt, retry_after, unit)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! [`classify`]: retryable or terminal, decided from what the connector already knows, and the
 //! provider's `Retry-After` parsed without ever panicking.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::error::{ModelError, ModelErrorKind};
 
@@ -161,50 +161,7 @@ fn mentions(error: &ModelError, markers: &[&str]) -> bool {
         })
 }
 
-/// Reads the wait a provider asked for from its response headers, first of: `retry-after-ms`,
-/// `x-ms-retry-after-ms` (milliseconds, fractional allowed), `Retry-After` (delta-seconds,
-/// fractional allowed, or an HTTP-date, measured from `now`).
-///
-/// Absent, malformed, non-finite, negative or past values are ignored (the next header is
-/// tried); nothing here panics. `header` looks a header up by lowercase name.
-///
-/// ```
-/// use std::time::{Duration, SystemTime};
-/// use mesh_egress::model::parse_retry_after;
-/// let headers = |name: &str| (name == "retry-after").then_some("1.5");
-/// assert_eq!(parse_retry_after(headers, SystemTime::now()), Some(Duration::from_millis(1500)));
-/// let bad = |name: &str| (name == "retry-after").then_some("-3");
-/// assert_eq!(parse_retry_after(bad, SystemTime::now()), None);
-/// ```
-pub fn parse_retry_after<'a>(
-    header: impl Fn(&str) -> Option<&'a str>,
-    now: SystemTime,
-) -> Option<Duration> {
-    let millis = |name| {
-        header(name)
-            .and_then(|v| non_negative(v.trim()))
-            .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
-    };
-    millis("retry-after-ms")
-        .or_else(|| millis("x-ms-retry-after-ms"))
-        .or_else(|| {
-            let value = header("retry-after")?.trim();
-            match non_negative(value) {
-                Some(secs) => Duration::try_from_secs_f64(secs).ok(),
-                None => httpdate::parse_http_date(value)
-                    .ok()?
-                    .duration_since(now)
-                    .ok(),
-            }
-        })
-}
-
-fn non_negative(value: &str) -> Option<f64> {
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)
-}
+pub use crate::retry::parse_retry_after;
 
 #[cfg(test)]
 mod tests {
@@ -329,65 +286,5 @@ mod tests {
     fn classify_passes_the_providers_retry_after_through_unclamped() {
         let c = classify(&err(429).with_retry_after(Duration::from_secs(3600)));
         assert_eq!(c.retry_after, Some(Duration::from_secs(3600)));
-    }
-
-    fn parse(pairs: &[(&'static str, &'static str)]) -> Option<Duration> {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        parse_retry_after(
-            |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v),
-            now,
-        )
-    }
-
-    #[test]
-    fn retry_after_forms_and_their_precedence() {
-        assert_eq!(
-            parse(&[("retry-after-ms", "250")]),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse(&[("retry-after-ms", "0.5")]),
-            Some(Duration::from_micros(500))
-        );
-        assert_eq!(
-            parse(&[("x-ms-retry-after-ms", "1200")]),
-            Some(Duration::from_millis(1200))
-        );
-        assert_eq!(parse(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
-        assert_eq!(
-            parse(&[("retry-after", "0.25")]),
-            Some(Duration::from_millis(250))
-        );
-        // 1_700_000_000 is Tue, 14 Nov 2023 22:13:20 GMT.
-        assert_eq!(
-            parse(&[("retry-after", "Tue, 14 Nov 2023 22:13:50 GMT")]),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            parse(&[("retry-after", "9"), ("retry-after-ms", "100")]),
-            Some(Duration::from_millis(100))
-        );
-    }
-
-    #[test]
-    fn absent_malformed_negative_and_past_retry_after_are_ignored() {
-        assert_eq!(parse(&[]), None);
-        for bad in [
-            "",
-            "abc",
-            "-1",
-            "NaN",
-            "inf",
-            "1e400",
-            "Tue, 14 Nov 2023 22:13:00 GMT",
-        ] {
-            assert_eq!(parse(&[("retry-after", bad)]), None, "{bad:?}");
-            assert_eq!(parse(&[("retry-after-ms", bad)]), None, "{bad:?}");
-        }
-        assert_eq!(
-            parse(&[("retry-after-ms", "-5"), ("retry-after", "2")]),
-            Some(Duration::from_secs(2)),
-            "a bad header falls through to the next"
-        );
     }
 }

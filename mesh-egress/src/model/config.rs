@@ -242,6 +242,11 @@ impl RetryConfig {
         self.jitter
     }
 
+    /// The backoff these settings describe (base delay, max delay, jitter).
+    pub fn backoff(&self) -> crate::retry::Backoff {
+        crate::retry::Backoff::new(self.base_delay, self.max_delay).with_jitter(self.jitter)
+    }
+
     /// The fallback models, in order.
     pub fn fallback_models(&self) -> &[String] {
         &self.fallback_models

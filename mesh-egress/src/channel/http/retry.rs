@@ -413,7 +413,7 @@ mod tests {
     use crate::channel::PlainText;
     use crate::egress::{AgentMessage, Attribution};
     use crate::outbound::Outbound;
-    use crate::turn::Ownership;
+    use crate::ownership::Ownership;
 
     async fn committed(n: usize) -> Vec<CommittedPart> {
         let text = "x".repeat(n);

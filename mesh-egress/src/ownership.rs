@@ -1,0 +1,145 @@
+//! [`Cancellation`] and [`Ownership`]: the two signals that stop a turn from outside. Leaf
+//! values: they import nothing of ours, so the typestate and every layer can check them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::watch;
+
+/// A cancellation signal shared by clones. Cancelling is sticky and wakes every waiter.
+///
+/// ```
+/// use mesh_egress::Cancellation;
+/// let token = Cancellation::new();
+/// let clone = token.clone();
+/// clone.cancel();
+/// assert!(token.is_cancelled());
+/// ```
+#[derive(Clone)]
+pub struct Cancellation {
+    shared: Arc<CancellationShared>,
+}
+
+struct CancellationShared {
+    // Read by `is_cancelled` on every healthy call: one atomic load instead of the watch
+    // channel's lock. Set before the channel wakes anyone, so a woken waiter sees it too.
+    cancelled: AtomicBool,
+    flag: watch::Sender<bool>,
+}
+
+impl Cancellation {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(CancellationShared {
+                cancelled: AtomicBool::new(false),
+                flag: watch::Sender::new(false),
+            }),
+        }
+    }
+
+    /// Cancels this token and every clone of it.
+    pub fn cancel(&self) {
+        self.shared.cancelled.store(true, Ordering::Release);
+        self.shared.flag.send_replace(true);
+    }
+
+    /// Whether [`cancel`](Self::cancel) has been called.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the token is cancelled (at once if it already is).
+    pub async fn cancelled(&self) {
+        let mut rx = self.shared.flag.subscribe();
+        // `wait_for` only fails when the sender is dropped, and we hold it.
+        let _ = rx.wait_for(|cancelled| *cancelled).await;
+    }
+}
+
+impl Default for Cancellation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Cancellation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cancellation")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+type OwnershipCheck = dyn Fn() -> bool + Send + Sync;
+
+/// Whether this process still owns the conversation it is answering.
+///
+/// Ownership is lost either explicitly ([`revoke`](Self::revoke), e.g. when a lease expires) or
+/// when the caller-supplied check returns `false`. Recovery stops and commits fail once it is
+/// lost, so two owners never both answer.
+///
+/// ```
+/// use mesh_egress::Ownership;
+/// let owned = Ownership::held();
+/// assert!(owned.is_held());
+/// owned.revoke();
+/// assert!(!owned.is_held());
+///
+/// let checked = Ownership::checked(|| false);
+/// assert!(!checked.is_held());
+/// ```
+#[derive(Clone)]
+pub struct Ownership {
+    revoked: Cancellation,
+    check: Option<Arc<OwnershipCheck>>,
+}
+
+impl Ownership {
+    /// Ownership that holds until revoked.
+    pub fn held() -> Self {
+        Self {
+            revoked: Cancellation::new(),
+            check: None,
+        }
+    }
+
+    /// Ownership that holds while `check` returns `true` (and until revoked).
+    pub fn checked(check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            revoked: Cancellation::new(),
+            check: Some(Arc::new(check)),
+        }
+    }
+
+    /// Gives ownership up; every clone sees it at once.
+    pub fn revoke(&self) {
+        self.revoked.cancel();
+    }
+
+    /// Whether ownership still holds.
+    pub fn is_held(&self) -> bool {
+        !self.revoked.is_cancelled() && self.check.as_ref().is_none_or(|check| check())
+    }
+
+    /// Resolves when ownership is revoked. (A caller-supplied check is polled by whoever asks
+    /// [`is_held`](Self::is_held); it cannot wake a waiter.)
+    pub async fn revoked(&self) {
+        self.revoked.cancelled().await;
+    }
+}
+
+impl Default for Ownership {
+    fn default() -> Self {
+        Self::held()
+    }
+}
+
+impl fmt::Debug for Ownership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ownership")
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
