@@ -80,12 +80,14 @@ impl sealed::Sealed for Committed {
 #[doc(hidden)]
 pub struct RenderedData {
     attribution: Attribution,
+    ownership: Option<Ownership>,
     parts: Vec<String>,
 }
 
 #[doc(hidden)]
 pub struct CommittedData {
     attribution: Attribution,
+    ownership: Option<Ownership>,
     delivery: DeliveryId,
     parts: Vec<String>,
 }
@@ -125,8 +127,13 @@ impl Outbound<Unrendered> {
         if parts.is_empty() || parts.iter().all(|p| p.trim().is_empty()) {
             return Err(RenderError::Empty);
         }
+        let ownership = self.data.ownership().cloned();
         let (_, attribution) = self.data.into_parts();
-        Ok(Outbound::with(RenderedData { attribution, parts }))
+        Ok(Outbound::with(RenderedData {
+            attribution,
+            ownership,
+            parts,
+        }))
     }
 }
 
@@ -141,12 +148,17 @@ impl Outbound<Rendered> {
         &self.data.attribution
     }
 
-    /// Crosses the commit boundary: `boundary` checks ownership and, where configured, writes a
-    /// durable record. Only a committed message can be sent.
+    /// Crosses the commit boundary: a message tied to an ownership (from
+    /// [`Turn::message`](crate::Turn::message) or the turn-aware boundary) is refused once it is
+    /// lost, whatever the channel; then `boundary` checks its own conditions and, where
+    /// configured, writes a durable record. Only a committed message can be sent.
     pub async fn commit<B>(self, boundary: &B) -> Result<Outbound<Committed>, CommitError>
     where
         B: CommitBoundary + ?Sized,
     {
+        if self.data.ownership.as_ref().is_some_and(|o| !o.is_held()) {
+            return Err(CommitError::OwnershipLost);
+        }
         let delivery = DeliveryId::next();
         boundary
             .commit(&CommitRecord {
@@ -155,9 +167,14 @@ impl Outbound<Rendered> {
                 parts: &self.data.parts,
             })
             .await?;
-        let RenderedData { attribution, parts } = self.data;
+        let RenderedData {
+            attribution,
+            ownership,
+            parts,
+        } = self.data;
         Ok(Outbound::with(CommittedData {
             attribution,
+            ownership,
             delivery,
             parts,
         }))
@@ -184,6 +201,7 @@ impl Outbound<Committed> {
     pub fn into_parts(self) -> impl ExactSizeIterator<Item = CommittedPart> + Send {
         let CommittedData {
             attribution,
+            ownership,
             delivery,
             parts,
         } = self.data;
@@ -197,6 +215,7 @@ impl Outbound<Committed> {
                 total,
                 text,
                 attribution: attribution.clone(),
+                ownership: ownership.clone(),
             })
     }
 }
@@ -220,9 +239,16 @@ pub struct CommittedPart {
     total: usize,
     text: String,
     attribution: Attribution,
+    ownership: Option<Ownership>,
 }
 
 impl CommittedPart {
+    /// Whether the part may still be sent: its message carried no ownership, or it still holds.
+    /// [`Deliver`](crate::channel::Deliver) checks this before every send.
+    pub fn is_owned(&self) -> bool {
+        self.ownership.as_ref().is_none_or(Ownership::is_held)
+    }
+
     /// The exact payload to put on the wire.
     pub fn text(&self) -> &str {
         &self.text

@@ -170,6 +170,20 @@ async fn send_in_order<C: Channel + ?Sized>(
     while let Some(part) = pending.next() {
         let index = part.index();
         let total = part.total();
+        if !part.is_owned() {
+            // Ownership moved on mid-delivery (a lease expired, another worker took over): the
+            // rest is not ours to send.
+            let mut parts = vec![part];
+            parts.extend(pending);
+            return Err(DeliveryError::OwnershipLost {
+                undelivered: Box::new(Undelivered {
+                    delivery,
+                    parts,
+                    delivered,
+                    commitment,
+                }),
+            });
+        }
         match channel.send(part).await {
             Ok(mut receipt) => {
                 receipt.index = index;
@@ -405,6 +419,14 @@ pub enum DeliveryError {
     /// The message could not cross the commit boundary; nothing was sent.
     #[error("the message could not be committed")]
     Commit(#[from] CommitError),
+    /// The conversation's ownership was lost after commit, before every part had gone: nothing
+    /// more was sent. The rest comes back (delivering it again is refused while ownership is
+    /// lost).
+    #[error("ownership of the conversation was lost during delivery ({} part(s) had gone)", undelivered.delivered.len())]
+    OwnershipLost {
+        /// The parts not sent.
+        undelivered: Box<Undelivered>,
+    },
     /// A part failed to send.
     #[error("part {} of {total} was not sent ({} had gone)", failed + 1, undelivered.delivered.len())]
     Send {
@@ -424,7 +446,9 @@ impl DeliveryError {
     /// The parts still to send, if the failure happened while sending.
     pub fn into_undelivered(self) -> Option<Undelivered> {
         match self {
-            Self::Send { undelivered, .. } => Some(*undelivered),
+            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
+                Some(*undelivered)
+            }
             _ => None,
         }
     }
@@ -432,7 +456,9 @@ impl DeliveryError {
     /// The receipts of the parts that had gone before the failure.
     pub fn delivered(&self) -> &[PartReceipt] {
         match self {
-            Self::Send { undelivered, .. } => undelivered.delivered(),
+            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
+                undelivered.delivered()
+            }
             _ => &[],
         }
     }
