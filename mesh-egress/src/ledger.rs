@@ -389,16 +389,7 @@ pub enum DegradationOutcome {
     },
 }
 
-/// Identifies one [`Commitment`](crate::degrade::Commitment).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct CommitmentId(pub u64);
-
-impl fmt::Display for CommitmentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "c{}", self.0)
-    }
-}
+pub use crate::reply::{CommitmentId, InvalidCommitmentId};
 
 /// A promise to follow up, and its state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -541,15 +532,16 @@ mod tests {
     fn commitments_reports_the_latest_state_of_each_promise() {
         let ledger = Ledger::in_memory();
         let attr = Attribution::new("a", "c", "r");
+        let ids = [CommitmentId::fresh(), CommitmentId::fresh()];
         for (id, state) in [
+            (0, CommitmentState::Pending),
             (1, CommitmentState::Pending),
-            (2, CommitmentState::Pending),
-            (1, CommitmentState::Fulfilled),
+            (0, CommitmentState::Fulfilled),
         ] {
             ledger.record(
                 &attr,
                 LedgerRecord::Commitment(CommitmentRecord {
-                    id: CommitmentId(id),
+                    id: ids[id],
                     state,
                     follow_ups: 0,
                     max_follow_ups: 3,
@@ -559,13 +551,13 @@ mod tests {
         let states: Vec<_> = ledger
             .commitments()
             .into_iter()
-            .map(|(_, r)| (r.id.0, r.state))
+            .map(|(_, r)| (r.id, r.state))
             .collect();
         assert_eq!(
             states,
             vec![
-                (1, CommitmentState::Fulfilled),
-                (2, CommitmentState::Pending)
+                (ids[0], CommitmentState::Fulfilled),
+                (ids[1], CommitmentState::Pending)
             ]
         );
     }

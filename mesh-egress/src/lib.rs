@@ -63,18 +63,21 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod boundary;
 pub mod channel;
 pub mod degrade;
 mod egress;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
+mod id;
 pub mod ledger;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
 mod outbound;
 mod ownership;
+mod reply;
 pub mod retry;
 mod setting;
 #[cfg(feature = "testing")]

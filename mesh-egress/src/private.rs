@@ -3,9 +3,11 @@
 //! Nothing here constructs a value the public API forbids: no `Outbound` state, no
 //! `CommittedPart`, no `Reply` other than through [`resolve`].
 
+pub use crate::boundary::{resolve, resolve_in};
 pub use crate::degrade::DegradationPolicy;
-pub use crate::degrade::{Mode, Reply, resolve};
+pub use crate::degrade::{Mode, Reply};
 use crate::egress::{AgentMessage, Egress, EgressError};
+pub use crate::turn::Turn;
 
 use std::borrow::Borrow;
 use std::sync::OnceLock;

@@ -80,9 +80,13 @@ impl Backoff {
 
     /// The wait after the `failed`-th failure (formula in the type's docs).
     pub fn delay(&self, failed: u32, retry_after: Option<Duration>, unit: f64) -> Duration {
-        let jittered = self
-            .step(failed)
-            .mul_f64(1.0 - self.jitter * unit_interval(unit));
+        let step = self.step(failed);
+        let factor = 1.0 - self.jitter * unit_interval(unit);
+        // `Duration::mul_f64` panics when the product does not fit; the factor is at most 1, so
+        // only float rounding near `Duration::MAX` can get there, and the step itself is then
+        // the right answer.
+        let jittered =
+            Duration::try_from_secs_f64(step.as_secs_f64() * factor).map_or(step, |d| d.min(step));
         let asked = retry_after.map_or(Duration::ZERO, |wait| wait.min(self.max));
         jittered.max(asked)
     }

@@ -26,20 +26,17 @@
 //! ));
 //! ```
 
-mod follow_up;
 mod policy;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 pub use policy::{DegradationPolicy, FollowUp};
+// The boundary glue lives in `crate::boundary`; these re-exports keep the paths DESIGN.md names.
+pub use crate::boundary::{FollowUpOutcome, FollowUpRunner, resolve, resolve_in};
 
-use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
-    BoundaryErrorRecord, CommitmentId, CommitmentRecord, CommitmentState, DegradationOutcome,
-    DegradationRecord, Ledger, LedgerRecord,
+    CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
+pub use crate::reply::{Commitment, Reply};
 
 /// The shape of the conversation, which decides what a failure looks like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -61,138 +58,14 @@ impl Mode {
     }
 }
 
-/// What leaves an `#[egress_boundary]` handler, and what [`resolve`] returns: always something
-/// safe to deliver.
-#[derive(Debug)]
-#[must_use = "a reply does nothing until it is delivered"]
-pub enum Reply {
-    /// The real answer.
-    Answer(AgentMessage),
-    /// A warm holding line, and the promise to follow up.
-    Holding {
-        /// The holding line itself (an ordinary attributed message).
-        message: AgentMessage,
-        /// The promise it makes.
-        commitment: Commitment,
-    },
-    /// The conversation was handed to a person or queue; no promise (a retry cannot help).
-    Handoff {
-        /// The handoff line.
-        message: AgentMessage,
-    },
-    /// Nothing is sent (proactive failure; the job retries next cycle).
-    Silence,
-}
-
-impl Reply {
-    /// The message this reply would deliver, if any.
-    pub fn message(&self) -> Option<&AgentMessage> {
-        match self {
-            Self::Answer(message) | Self::Holding { message, .. } | Self::Handoff { message } => {
-                Some(message)
-            }
-            Self::Silence => None,
-        }
-    }
-
-    /// Whether this is the real answer.
-    pub fn is_answer(&self) -> bool {
-        matches!(self, Self::Answer(_))
-    }
-
-    /// A stable lowercase name: `answer`, `holding`, `handoff`, `silence`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Answer(_) => "answer",
-            Self::Holding { .. } => "holding",
-            Self::Handoff { .. } => "handoff",
-            Self::Silence => "silence",
-        }
-    }
-}
-
-/// A recorded promise to follow up: who is owed an answer, when the first follow-up runs and
-/// how many tries it gets.
-#[derive(Debug, PartialEq, Eq)]
-#[must_use = "a commitment is a promise to a person: hand it to a follow-up runner"]
-pub struct Commitment {
-    id: CommitmentId,
-    attribution: Attribution,
-    first_delay: Duration,
-    attempts: u32,
-}
-
-impl Commitment {
-    /// Which promise (as recorded on the ledger).
-    pub fn id(&self) -> CommitmentId {
-        self.id
-    }
-
-    /// Who is owed the answer.
-    pub fn attribution(&self) -> &Attribution {
-        &self.attribution
-    }
-
-    /// How long after the holding line the first follow-up runs.
-    pub fn first_delay(&self) -> Duration {
-        self.first_delay
-    }
-
-    /// How many follow-up tries were promised.
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-}
-
-fn next_commitment_id() -> CommitmentId {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    CommitmentId(NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// The boundary without the macro: an answer passes through; an [`EgressError`] is recorded
-/// once (the error-tracking event, target `mesh_egress::egress`, the only event that carries a
-/// cause) and replaced by what `mode` and `policy` say the person should see.
-pub fn resolve(
+/// What the person sees instead of `error`: Layer C's decision for `mode` under `policy`,
+/// recorded on `ledger` (the degradation and any commitment). Never the cause.
+pub(crate) fn choose(
     mode: Mode,
     policy: &DegradationPolicy,
-    result: Result<AgentMessage, EgressError>,
+    error: &EgressError,
+    ledger: Option<&Ledger>,
 ) -> Reply {
-    match result {
-        Ok(message) => Reply::Answer(message),
-        Err(error) => {
-            track(&error, policy.ledger());
-            degrade(mode, policy, &error)
-        }
-    }
-}
-
-/// The error-tracking event: the one place a cause is written.
-pub(crate) fn track(error: &EgressError, ledger: Option<&Ledger>) {
-    let attr = error.attribution();
-    tracing::error!(
-        target: "mesh_egress::egress",
-        agent = attr.agent(),
-        conversation = attr.conversation(),
-        run = attr.run(),
-        class = error.class().as_str(),
-        retryable = error.retryable(),
-        attempt = error.attempt(),
-        cause = %error.internal_cause(),
-        "egress error reached the boundary"
-    );
-    if let Some(ledger) = ledger {
-        ledger.record(
-            attr,
-            LedgerRecord::BoundaryError(BoundaryErrorRecord {
-                class: error.class(),
-                retryable: error.retryable(),
-                attempt: error.attempt(),
-            }),
-        );
-    }
-}
-
-fn degrade(mode: Mode, policy: &DegradationPolicy, error: &EgressError) -> Reply {
     let attribution = error.attribution().clone();
     let (reply, outcome) = match mode {
         Mode::Proactive => (
@@ -206,25 +79,24 @@ fn degrade(mode: Mode, policy: &DegradationPolicy, error: &EgressError) -> Reply
                 .next_holding_line(attribution.conversation())
                 .to_owned();
             let follow_up = policy.follow_up();
-            let commitment = Commitment {
-                id: next_commitment_id(),
-                attribution: attribution.clone(),
-                first_delay: follow_up.first_delay,
-                attempts: follow_up.attempts,
-            };
-            if let Some(ledger) = policy.ledger() {
+            let commitment = Commitment::new(
+                attribution.clone(),
+                follow_up.first_delay,
+                follow_up.attempts,
+            );
+            if let Some(ledger) = ledger {
                 ledger.record(
                     &attribution,
                     LedgerRecord::Commitment(CommitmentRecord {
-                        id: commitment.id,
+                        id: commitment.id(),
                         state: CommitmentState::Pending,
                         follow_ups: 0,
-                        max_follow_ups: commitment.attempts,
+                        max_follow_ups: commitment.attempts(),
                     }),
                 );
             }
             let outcome = DegradationOutcome::Holding {
-                commitment: commitment.id,
+                commitment: commitment.id(),
             };
             (
                 Reply::Holding {
@@ -252,7 +124,7 @@ fn degrade(mode: Mode, policy: &DegradationPolicy, error: &EgressError) -> Reply
         reply = reply.kind(),
         "degraded reply chosen"
     );
-    if let Some(ledger) = policy.ledger() {
+    if let Some(ledger) = ledger {
         ledger.record(
             &attribution,
             LedgerRecord::Degradation(DegradationRecord::new(mode.as_str(), outcome)),
@@ -264,6 +136,7 @@ fn degrade(mode: Mode, policy: &DegradationPolicy, error: &EgressError) -> Reply
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::Attribution;
 
     fn attr(conv: &str) -> Attribution {
         Attribution::new("agent", conv, "run")

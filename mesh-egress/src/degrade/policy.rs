@@ -108,7 +108,9 @@ struct PolicyInner {
     always_hand_off: bool,
     follow_up: FollowUp,
     ledger: Option<Ledger>,
-    rotation: Mutex<HashMap<String, usize>>,
+    // Shared by every clone, so attaching a ledger or changing a line never restarts the
+    // rotation of a conversation.
+    rotation: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl Clone for PolicyInner {
@@ -120,7 +122,7 @@ impl Clone for PolicyInner {
             always_hand_off: self.always_hand_off,
             follow_up: self.follow_up,
             ledger: self.ledger.clone(),
-            rotation: Mutex::new(HashMap::new()),
+            rotation: Arc::clone(&self.rotation),
         }
     }
 }
@@ -138,7 +140,7 @@ impl Default for DegradationPolicy {
                 always_hand_off: false,
                 follow_up: FollowUp::default(),
                 ledger: None,
-                rotation: Mutex::new(HashMap::new()),
+                rotation: Arc::new(Mutex::new(HashMap::new())),
             }),
         }
     }
@@ -193,7 +195,10 @@ impl DegradationPolicy {
         })
     }
 
-    /// Records every outcome on `ledger`.
+    /// Records every outcome of the plain [`resolve`](crate::degrade::resolve) on `ledger`.
+    /// The turn-aware [`resolve_in`](crate::degrade::resolve_in) (and `#[egress_boundary]` on a
+    /// handler that takes a `&Turn`) records on the turn's ledger instead. Attaching a ledger
+    /// keeps the holding-line rotation.
     pub fn with_ledger(self, ledger: Ledger) -> Self {
         self.edit(|p| p.ledger = Some(ledger))
     }

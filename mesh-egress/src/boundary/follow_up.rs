@@ -3,14 +3,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::retry::Backoff;
-
-use super::policy::DegradationPolicy;
-use super::{Commitment, track};
+use super::track;
 use crate::channel::{Channel, Deliver, DeliveryError, Receipt};
+use crate::degrade::DegradationPolicy;
 use crate::egress::{AgentMessage, EgressError};
-use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
+use crate::ledger::{CommitmentRecord, CommitmentState, Ledger, LedgerRecord};
 use crate::ownership::Cancellation;
+use crate::reply::Commitment;
+use crate::retry::Backoff;
 
 /// The longest wait between two follow-ups unless configured otherwise.
 const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
@@ -55,6 +55,7 @@ const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
 #[derive(Clone, Debug)]
 pub struct FollowUpRunner {
     policy: DegradationPolicy,
+    ledger: Option<Ledger>,
     cancellation: Cancellation,
     max_delay: Duration,
 }
@@ -85,13 +86,21 @@ pub enum FollowUpOutcome {
 }
 
 impl FollowUpRunner {
-    /// A runner that hands off with `policy`'s handoff line and records on its ledger.
+    /// A runner that hands off with `policy`'s handoff line and records on the policy's ledger,
+    /// if it has one (see [`with_ledger`](Self::with_ledger)).
     pub fn new(policy: DegradationPolicy) -> Self {
         Self {
+            ledger: policy.ledger().cloned(),
             policy,
             cancellation: Cancellation::new(),
             max_delay: DEFAULT_MAX_DELAY,
         }
+    }
+
+    /// Records on `ledger` (e.g. the ledger of the turn that made the promise).
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// Stops the runner when `cancellation` fires.
@@ -155,7 +164,7 @@ impl FollowUpRunner {
                     });
                 }
                 Err(error) => {
-                    track(&error, self.policy.ledger());
+                    track(&error, self.ledger.as_ref());
                     if !error.retryable() || k == attempts {
                         return self.hand_off(commitment, channel, k).await;
                     }
@@ -195,7 +204,7 @@ impl FollowUpRunner {
             follow_ups,
             "commitment updated"
         );
-        if let Some(ledger) = self.policy.ledger() {
+        if let Some(ledger) = &self.ledger {
             ledger.record(
                 attr,
                 LedgerRecord::Commitment(CommitmentRecord {
@@ -212,8 +221,9 @@ impl FollowUpRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boundary::resolve;
     use crate::channel::Recorder;
-    use crate::degrade::{Mode, Reply, resolve};
+    use crate::degrade::{Mode, Reply};
     use crate::egress::Attribution;
     use crate::ledger::Ledger;
     use std::sync::Arc;

@@ -1,0 +1,225 @@
+//! The egress boundary's glue: where a handler's `Result<AgentMessage, EgressError>` becomes a
+//! [`Reply`] (the error recorded once, Layer C deciding what the person sees), and the
+//! follow-up runner that keeps a holding line's promise.
+//!
+//! This is the only module that sees both the channels and Layer C; everything else points one
+//! way (see `ARCHITECTURE.md`). Its public items are re-exported where DESIGN.md names them
+//! (`degrade::resolve`, `degrade::FollowUpRunner`, ...).
+
+mod follow_up;
+
+pub use follow_up::{FollowUpOutcome, FollowUpRunner};
+
+use crate::degrade::{DegradationPolicy, Mode, choose};
+use crate::egress::{AgentMessage, EgressError};
+use crate::ledger::{BoundaryErrorRecord, Ledger, LedgerRecord};
+use crate::reply::Reply;
+use crate::turn::Turn;
+
+/// The boundary without the macro: an answer passes through; an [`EgressError`] is recorded
+/// once (the error-tracking event, target `mesh_egress::egress`, the only event that carries a
+/// cause) and replaced by what `mode` and `policy` say the person should see.
+///
+/// This form knows no turn: it records on the policy's ledger, if it has one
+/// ([`DegradationPolicy::with_ledger`]). Prefer [`resolve_in`] when a [`Turn`] is at hand.
+///
+/// ```
+/// use mesh_egress::{AgentMessage, Attribution, EgressError};
+/// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+/// let attr = Attribution::new("helper", "conv-9", "run-1");
+/// let policy = DegradationPolicy::default();
+/// let failed = Err(EgressError::transport("503 from upstream", attr.clone()));
+/// match resolve(Mode::Interactive, &policy, failed) {
+///     Reply::Holding { message, commitment } => {
+///         assert!(!message.body().as_str().contains("503"));
+///         assert_eq!(commitment.attribution(), &attr);
+///     }
+///     other => panic!("expected a holding line, got {other:?}"),
+/// }
+/// ```
+pub fn resolve(
+    mode: Mode,
+    policy: &DegradationPolicy,
+    result: Result<AgentMessage, EgressError>,
+) -> Reply {
+    match result {
+        Ok(message) => Reply::Answer(message),
+        Err(error) => {
+            track(&error, policy.ledger());
+            choose(mode, policy, &error, policy.ledger())
+        }
+    }
+}
+
+/// The turn-aware boundary: like [`resolve`], but what happens is recorded on the **turn's**
+/// ledger (the boundary error, the degradation, the commitment), and every message in the reply
+/// is tied to the turn's ownership, so no channel sends it once the conversation is no longer
+/// owned. `#[egress_boundary]` uses this form when the handler takes a `&Turn`.
+///
+/// The policy only supplies configuration and its shared holding-line rotation: consecutive
+/// holding lines in one conversation differ, whichever turn carries them.
+///
+/// ```
+/// use mesh_egress::{Attribution, EgressError, Turn};
+/// use mesh_egress::degrade::{resolve_in, DegradationPolicy, Mode, Reply};
+/// let turn = Turn::new(Attribution::new("helper", "conv-9", "run-1"));
+/// let policy = DegradationPolicy::default();
+/// let failed = Err(EgressError::transport("503", turn.attribution().clone()));
+/// let reply = resolve_in(&turn, Mode::Interactive, &policy, failed);
+/// assert!(matches!(reply, Reply::Holding { .. }));
+/// assert!(!turn.ledger().commitments().is_empty());
+/// assert!(reply.message().unwrap().ownership().is_some());
+/// ```
+pub fn resolve_in(
+    turn: &Turn,
+    mode: Mode,
+    policy: &DegradationPolicy,
+    result: Result<AgentMessage, EgressError>,
+) -> Reply {
+    let reply = match result {
+        Ok(message) => Reply::Answer(message),
+        Err(error) => {
+            track(&error, Some(turn.ledger()));
+            choose(mode, policy, &error, Some(turn.ledger()))
+        }
+    };
+    owned_by(turn, reply)
+}
+
+/// Ties every message of `reply` that carries no ownership yet to the turn's.
+fn owned_by(turn: &Turn, reply: Reply) -> Reply {
+    let own = |message: AgentMessage| match message.ownership() {
+        Some(_) => message,
+        None => message.with_ownership(turn.ownership().clone()),
+    };
+    match reply {
+        Reply::Answer(message) => Reply::Answer(own(message)),
+        Reply::Holding {
+            message,
+            commitment,
+        } => Reply::Holding {
+            message: own(message),
+            commitment,
+        },
+        Reply::Handoff { message } => Reply::Handoff {
+            message: own(message),
+        },
+        Reply::Silence => Reply::Silence,
+    }
+}
+
+/// The error-tracking event: the one place a cause is written.
+pub(crate) fn track(error: &EgressError, ledger: Option<&Ledger>) {
+    let attr = error.attribution();
+    tracing::error!(
+        target: "mesh_egress::egress",
+        agent = attr.agent(),
+        conversation = attr.conversation(),
+        run = attr.run(),
+        class = error.class().as_str(),
+        retryable = error.retryable(),
+        attempt = error.attempt(),
+        cause = %error.internal_cause(),
+        "egress error reached the boundary"
+    );
+    if let Some(ledger) = ledger {
+        ledger.record(
+            attr,
+            LedgerRecord::BoundaryError(BoundaryErrorRecord {
+                class: error.class(),
+                retryable: error.retryable(),
+                attempt: error.attempt(),
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::Attribution;
+    use crate::ledger::{CommitmentState, LedgerRecord};
+
+    fn failure(turn: &Turn) -> Result<AgentMessage, EgressError> {
+        Err(EgressError::transport(
+            "CAUSE-e1",
+            turn.attribution().clone(),
+        ))
+    }
+
+    fn holding_line(reply: Reply) -> String {
+        match reply {
+            Reply::Holding { message, .. } => message.body().as_str().to_owned(),
+            other => panic!("expected a holding line, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn consecutive_holding_lines_differ_across_turns_of_one_conversation() {
+        let policy = DegradationPolicy::default();
+        let lines: Vec<String> = (0..4)
+            .map(|run| {
+                let turn = Turn::new(Attribution::new("a", "conv-7", format!("run-{run}")));
+                holding_line(resolve_in(
+                    &turn,
+                    Mode::Interactive,
+                    &policy,
+                    failure(&turn),
+                ))
+            })
+            .collect();
+        for pair in lines.windows(2) {
+            assert_ne!(pair[0], pair[1]);
+        }
+    }
+
+    #[test]
+    fn attaching_a_ledger_to_the_policy_keeps_its_rotation() {
+        let policy = DegradationPolicy::default();
+        let turn = Turn::new(Attribution::new("a", "conv-8", "r"));
+        let first = holding_line(resolve(Mode::Interactive, &policy, failure(&turn)));
+        let with_ledger = policy.clone().with_ledger(Ledger::in_memory());
+        let second = holding_line(resolve(Mode::Interactive, &with_ledger, failure(&turn)));
+        assert_ne!(first, second);
+    }
+
+    #[test]
+    fn layer_c_rows_land_on_the_turns_ledger() {
+        let turn = Turn::new(Attribution::new("a", "conv-9", "r"));
+        let policy = DegradationPolicy::default();
+        let Reply::Holding { commitment, .. } =
+            resolve_in(&turn, Mode::Interactive, &policy, failure(&turn))
+        else {
+            panic!("expected a holding line");
+        };
+        let rows = turn.ledger().entries();
+        assert!(
+            rows.iter()
+                .any(|r| matches!(r.record, LedgerRecord::BoundaryError(_)))
+        );
+        assert!(
+            rows.iter()
+                .any(|r| matches!(r.record, LedgerRecord::Degradation(_)))
+        );
+        let promises = turn.ledger().commitments();
+        assert_eq!(promises.len(), 1);
+        assert_eq!(promises[0].1.id, commitment.id());
+        assert_eq!(promises[0].1.state, CommitmentState::Pending);
+    }
+
+    #[test]
+    fn every_message_of_a_turn_aware_reply_is_tied_to_the_turns_ownership() {
+        let turn = Turn::new(Attribution::new("a", "c", "r"));
+        let policy = DegradationPolicy::default();
+        let answer = resolve_in(
+            &turn,
+            Mode::Interactive,
+            &policy,
+            Ok(AgentMessage::new("hi", turn.attribution().clone())),
+        );
+        let held = resolve_in(&turn, Mode::Interactive, &policy, failure(&turn));
+        turn.ownership().revoke();
+        assert!(!answer.message().unwrap().is_owned());
+        assert!(!held.message().unwrap().is_owned());
+    }
+}
