@@ -8,13 +8,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{Channel, RenderError};
-use crate::degrade::{Commitment, Reply};
 use crate::egress::AgentMessage;
 use crate::outbound::{CommitError, CommittedPart, DeliveryId, Outbound};
+use crate::reply::{Commitment, Reply};
 
 mod sealed {
-    use crate::degrade::Commitment;
     use crate::egress::AgentMessage;
+    use crate::reply::Commitment;
 
     /// Seals [`Deliver`](super::Deliver): only the blanket impl for channels exists.
     pub trait SealedDeliver {}
@@ -241,8 +241,11 @@ impl PartReceipt {
 }
 
 /// What a completed delivery produced.
+///
+/// A healthy receipt may be dropped freely. One that still holds a holding line's
+/// [`Commitment`] (see [`take_commitment`](Self::take_commitment)) logs one warning at target
+/// `mesh_egress::degrade` when dropped, so a promise to a person is never lost unnoticed.
 #[derive(Debug, Default)]
-#[must_use = "a receipt may carry a commitment that must be followed up"]
 pub struct Receipt {
     delivery: Option<DeliveryId>,
     parts: Vec<PartReceipt>,
@@ -287,6 +290,22 @@ impl Receipt {
     /// Takes the promise out, to hand it to a follow-up runner.
     pub fn take_commitment(&mut self) -> Option<Commitment> {
         self.commitment.take()
+    }
+}
+
+impl Drop for Receipt {
+    fn drop(&mut self) {
+        if let Some(commitment) = &self.commitment {
+            let attr = commitment.attribution();
+            tracing::warn!(
+                target: "mesh_egress::degrade",
+                agent = attr.agent(),
+                conversation = attr.conversation(),
+                run = attr.run(),
+                commitment = %commitment.id(),
+                "a receipt holding a follow-up commitment was dropped: nobody will keep the promise"
+            );
+        }
     }
 }
 

@@ -1,0 +1,553 @@
+//! The module graph of `mesh-egress` points one way (ARCHITECTURE.md). This test parses every
+//! source file of the runtime crate with `syn` and checks every `crate::` and `super::` path that
+//! leaves its top-level module — in `use` trees (grouped ones included), in types, in
+//! expressions and patterns — against the allow-list below, so the rule cannot drift.
+//!
+//! Not checked, on purpose: code under `#[cfg(test)]` (tests may compose layers), and paths
+//! inside macro invocations (`matches!`, `tracing::info!`: token streams, not syntax).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// Which top-level modules each module may import from. A module always may use itself.
+/// Keep in step with ARCHITECTURE.md.
+const ALLOWED: &[(&str, &[&str])] = &[
+    // Leaf values: they import nothing of ours but other leaf values.
+    ("egress", &["ownership"]),
+    ("ownership", &[]),
+    ("reply", &["egress", "id"]),
+    ("render", &["egress"]),
+    ("retry", &[]),
+    ("setting", &[]),
+    ("id", &[]),
+    // The record of what happened, and the context of one turn.
+    ("ledger", &["egress", "reply"]),
+    ("turn", &["egress", "ownership", "ledger"]),
+    // Layer B: the typestate, then the channels.
+    ("outbound", &["egress", "ownership", "render", "id"]),
+    (
+        "channel",
+        &[
+            "outbound",
+            "egress",
+            "reply",
+            "ownership",
+            "render",
+            "retry",
+            "setting",
+        ],
+    ),
+    // Layer A, Layer C and the gate never see the channels.
+    (
+        "model",
+        &["egress", "turn", "ledger", "retry", "setting", "ownership"],
+    ),
+    ("degrade", &["egress", "reply", "ledger", "setting"]),
+    (
+        "gate",
+        &["egress", "reply", "ledger", "model", "turn", "ownership"],
+    ),
+    // The durable store sits on the commit boundary: channels and the typestate, never Layer C.
+    (
+        "store",
+        &[
+            "outbound",
+            "channel",
+            "egress",
+            "reply",
+            "ownership",
+            "ledger",
+            "turn",
+            "setting",
+            "render",
+            "id",
+            "retry",
+        ],
+    ),
+    // The glue: the only module that sees both the channels and Layer C.
+    (
+        "boundary",
+        &[
+            "channel",
+            "degrade",
+            "egress",
+            "reply",
+            "ledger",
+            "turn",
+            "ownership",
+            "retry",
+            "outbound",
+            "render",
+            "gate",
+            "model",
+            "store",
+            "setting",
+        ],
+    ),
+    // What the macro's expansion reaches.
+    (
+        "__private",
+        &["boundary", "degrade", "egress", "reply", "turn"],
+    ),
+    // Test support may use anything; nothing but the crate root uses it.
+    (
+        "testing",
+        &[
+            "channel",
+            "degrade",
+            "egress",
+            "reply",
+            "ledger",
+            "turn",
+            "ownership",
+            "retry",
+            "outbound",
+            "render",
+            "model",
+            "gate",
+            "boundary",
+            "setting",
+            "store",
+        ],
+    ),
+];
+
+/// `pub use` re-exports that keep a path DESIGN.md names importable although the item moved:
+/// they add no dependency of the re-exporting module's code.
+const RE_EXPORTS: &[(&str, &str)] = &[("degrade", "boundary")];
+
+/// One path that leaves its module.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    from: String,
+    to: String,
+    line: usize,
+    path: String,
+    re_export: bool,
+}
+
+/// Collects the edges of one file whose module path is `module` (e.g. `["channel", "http",
+/// "slack"]`; `[]` for the crate root).
+struct Collector<'a> {
+    module: Vec<String>,
+    roots: &'a BTreeMap<String, String>,
+    edges: Vec<Edge>,
+    in_pub_use: bool,
+}
+
+impl Collector<'_> {
+    fn top(&self) -> String {
+        self.module.first().cloned().unwrap_or_default()
+    }
+
+    /// Records `segments` (a path as written) if it leaves the current top-level module.
+    fn record(&mut self, segments: &[String], line: usize) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let target: Vec<String> = match first.as_str() {
+            "crate" => segments[1..].to_vec(),
+            "super" => {
+                let mut base = self.module.clone();
+                let mut rest = segments;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                base
+            }
+            _ => return,
+        };
+        let Some(head) = target.first() else {
+            return;
+        };
+        // A path through the crate root's re-exports (`crate::Turn`) lands in the module the
+        // root re-exports it from.
+        let to = self
+            .roots
+            .get(head)
+            .cloned()
+            .unwrap_or_else(|| head.clone());
+        let from = self.top();
+        if to != from && !from.is_empty() {
+            self.edges.push(Edge {
+                from,
+                to,
+                line,
+                path: segments.join("::"),
+                re_export: self.in_pub_use,
+            });
+        }
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                prefix.push(n.ident.to_string());
+                self.record(&prefix.clone(), n.ident.span().start().line);
+                prefix.pop();
+            }
+            syn::UseTree::Rename(r) => {
+                prefix.push(r.ident.to_string());
+                self.record(&prefix.clone(), r.ident.span().start().line);
+                prefix.pop();
+            }
+            syn::UseTree::Glob(g) => {
+                self.record(&prefix.clone(), g.star_token.spans[0].start().line);
+            }
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    /// Whether `tokens` mention the `test` cfg outside a `not(..)`.
+    fn mentions_test(tokens: proc_macro2::TokenStream) -> bool {
+        let mut iter = tokens.into_iter().peekable();
+        while let Some(tree) = iter.next() {
+            match tree {
+                proc_macro2::TokenTree::Ident(ident) if ident == "not" => {
+                    iter.next();
+                }
+                proc_macro2::TokenTree::Ident(ident) if ident == "test" => return true,
+                proc_macro2::TokenTree::Group(group) if mentions_test(group.stream()) => {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .meta
+                .require_list()
+                .is_ok_and(|list| mentions_test(list.tokens.clone()))
+    })
+}
+
+impl<'ast> Visit<'ast> for Collector<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs: &[syn::Attribute] = match item {
+            syn::Item::Mod(m) => &m.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(u) => &u.attrs,
+            syn::Item::Struct(s) => &s.attrs,
+            syn::Item::Const(c) => &c.attrs,
+            syn::Item::Static(s) => &s.attrs,
+            _ => &[],
+        };
+        if is_cfg_test(attrs) {
+            return;
+        }
+        syn::visit::visit_item(self, item);
+    }
+
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if m.content.is_some() {
+            self.module.push(m.ident.to_string());
+            syn::visit::visit_item_mod(self, m);
+            self.module.pop();
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.in_pub_use = matches!(u.vis, syn::Visibility::Public(_));
+        self.use_tree(&mut Vec::new(), &u.tree);
+        self.in_pub_use = false;
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let line = path
+            .segments
+            .first()
+            .map_or(0, |s| s.ident.span().start().line);
+        self.record(&segments, line);
+        syn::visit::visit_path(self, path);
+    }
+}
+
+/// The module path of `file` inside `src` (`src/channel/http/slack.rs` → `channel::http::slack`).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("file under src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_owned());
+    }
+    // lib.rs mounts `private.rs` as `__private` (`#[path = "private.rs"]`).
+    if parts.first().is_some_and(|p| p == "private") {
+        parts[0] = "__private".to_owned();
+    }
+    parts
+}
+
+/// What the crate root re-exports, by name: `pub use egress::{AgentMessage, ..}` maps
+/// `AgentMessage` to `egress`.
+fn root_exports(lib: &syn::File) -> BTreeMap<String, String> {
+    fn walk(tree: &syn::UseTree, module: Option<&str>, out: &mut BTreeMap<String, String>) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                let ident = p.ident.to_string();
+                let next = match module {
+                    None if ident == "crate" => None,
+                    None => Some(ident.as_str()),
+                    Some(m) => Some(m),
+                };
+                // `pub use mesh_egress_macros::..` is another crate.
+                if next == Some("mesh_egress_macros") {
+                    return;
+                }
+                walk(&p.tree, next, out);
+            }
+            syn::UseTree::Name(n) => {
+                if let Some(m) = module {
+                    out.insert(n.ident.to_string(), m.to_owned());
+                }
+            }
+            syn::UseTree::Rename(r) => {
+                if let Some(m) = module {
+                    out.insert(r.rename.to_string(), m.to_owned());
+                }
+            }
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    walk(item, module, out);
+                }
+            }
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    for item in &lib.items {
+        if let syn::Item::Use(u) = item {
+            walk(&u.tree, None, &mut out);
+        }
+    }
+    out
+}
+
+fn edges_of(source: &str, module: Vec<String>, roots: &BTreeMap<String, String>) -> Vec<Edge> {
+    let file = syn::parse_file(source).expect("the source parses");
+    let mut collector = Collector {
+        module,
+        roots,
+        edges: Vec::new(),
+        in_pub_use: false,
+    };
+    collector.visit_file(&file);
+    collector.edges
+}
+
+/// Every edge that the allow-list does not permit.
+fn violations(edges: &[Edge]) -> Vec<String> {
+    let allowed: BTreeMap<&str, BTreeSet<&str>> = ALLOWED
+        .iter()
+        .map(|(m, deps)| (*m, deps.iter().copied().collect()))
+        .collect();
+    let mut out = Vec::new();
+    for edge in edges {
+        let permitted = match allowed.get(edge.from.as_str()) {
+            Some(deps) => deps.contains(edge.to.as_str()),
+            None => {
+                out.push(format!(
+                    "module `{}` is not in the allow-list (add it to ALLOWED and ARCHITECTURE.md)",
+                    edge.from
+                ));
+                continue;
+            }
+        };
+        let re_export_ok = edge.re_export
+            && RE_EXPORTS
+                .iter()
+                .any(|(from, to)| *from == edge.from && *to == edge.to);
+        if !permitted && !re_export_ok {
+            out.push(format!(
+                "`{}` may not import from `{}`: `{}` (line {})",
+                edge.from, edge.to, edge.path, edge.line
+            ));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("readable source dir")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_runtime_crates_modules_point_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mesh-egress/src");
+    let lib = syn::parse_file(&std::fs::read_to_string(src.join("lib.rs")).unwrap()).unwrap();
+    let roots = root_exports(&lib);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 20, "found only {} files", files.len());
+    let mut edges = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        let mut file_edges = edges_of(&source, module_of(&src, file), &roots);
+        for edge in &mut file_edges {
+            edge.path = format!("{} in {}", edge.path, file.display());
+        }
+        edges.extend(file_edges);
+    }
+    assert!(
+        edges.len() > 50,
+        "suspiciously few cross-module paths: {}",
+        edges.len()
+    );
+    let bad = violations(&edges);
+    assert!(
+        bad.is_empty(),
+        "the module graph has edges ARCHITECTURE.md does not allow:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn nothing_but_the_crate_root_depends_on_test_support() {
+    for (module, deps) in ALLOWED {
+        assert!(
+            !deps.contains(&"testing"),
+            "`{module}` may not depend on `testing`"
+        );
+    }
+}
+
+mod fixtures {
+    use super::*;
+
+    fn check(source: &str, module: &[&str]) -> Vec<String> {
+        let roots = BTreeMap::from([("Turn".to_owned(), "turn".to_owned())]);
+        let module = module.iter().map(|s| (*s).to_owned()).collect();
+        violations(&edges_of(source, module, &roots))
+    }
+
+    #[test]
+    fn a_plain_use_of_a_forbidden_module_is_caught() {
+        let bad = check("use crate::channel::Recorder;", &["degrade"]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains("`degrade` may not import from `channel`"));
+    }
+
+    #[test]
+    fn a_grouped_use_is_caught_item_by_item() {
+        let bad = check(
+            "use crate::{egress::AgentMessage, channel::{Deliver, http::SlackChannel}};",
+            &["degrade"],
+        );
+        assert_eq!(bad.len(), 2, "{bad:?}");
+    }
+
+    #[test]
+    fn a_path_written_inline_in_an_expression_or_type_is_caught() {
+        let bad = check(
+            "fn f(x: &crate::gate::QualityGate) { let _ = crate::testing::FakeProvider::new(); }",
+            &["channel"],
+        );
+        assert_eq!(bad.len(), 2, "{bad:?}");
+    }
+
+    #[test]
+    fn super_paths_are_resolved_against_the_files_module() {
+        // channel::http::slack → super::super::super is the root, then `degrade`.
+        let bad = check(
+            "use super::super::super::degrade::Mode;",
+            &["channel", "http", "slack"],
+        );
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(
+            check(
+                "use super::retry::Transport;",
+                &["channel", "http", "slack"]
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_path_through_a_root_re_export_counts_as_its_module() {
+        let bad = check("fn f(t: &crate::Turn) {}", &["channel"]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains("from `turn`"));
+    }
+
+    #[test]
+    fn test_code_and_allowed_edges_pass() {
+        assert!(
+            check(
+                "#[cfg(test)] mod tests { use crate::channel::Recorder; }",
+                &["degrade"]
+            )
+            .is_empty()
+        );
+        assert!(
+            check(
+                "#[cfg(all(test, feature = \"x\"))] mod t { use crate::channel::Recorder; }",
+                &["degrade"]
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            check(
+                "#[cfg(not(test))] use crate::channel::Recorder;",
+                &["degrade"]
+            )
+            .len(),
+            1
+        );
+        assert!(
+            check(
+                "use crate::ledger::Ledger; use crate::egress::Attribution;",
+                &["degrade"]
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn only_listed_re_exports_may_point_back() {
+        assert!(check("pub use crate::boundary::resolve;", &["degrade"]).is_empty());
+        assert_eq!(
+            check("use crate::boundary::resolve;", &["degrade"]).len(),
+            1
+        );
+        assert_eq!(
+            check("pub use crate::boundary::resolve;", &["channel"]).len(),
+            1
+        );
+    }
+}
