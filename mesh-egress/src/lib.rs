@@ -63,7 +63,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod boundary;
+pub mod boundary;
 pub mod channel;
 pub mod degrade;
 mod egress;

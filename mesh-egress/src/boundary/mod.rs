@@ -3,11 +3,18 @@
 //! follow-up runner that keeps a holding line's promise.
 //!
 //! This is the only module that sees both the channels and Layer C; everything else points one
-//! way (see `ARCHITECTURE.md`). Its public items are re-exported where DESIGN.md names them
+//! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
 //! (`degrade::resolve`, `degrade::FollowUpRunner`, ...).
+//!
+//! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
+//! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
+//!   Layer C instead of failing at delivery.
+//! - [`FollowUpRunner`]: keeps the promise a holding line made.
 
+mod deliver;
 mod follow_up;
 
+pub use deliver::deliver;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 
 use crate::degrade::{DegradationPolicy, Mode, choose};

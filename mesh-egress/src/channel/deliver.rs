@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::{Channel, RenderError};
 use crate::egress::AgentMessage;
+use crate::outbound::state::Rendered;
 use crate::outbound::{CommitError, CommittedPart, DeliveryId, Outbound};
 use crate::reply::{Commitment, Reply};
 
@@ -142,10 +143,7 @@ async fn deliver_parts<C: Channel + ?Sized>(
             commitment,
         } => {
             let rendered = Outbound::new(message).render(channel.renderer())?;
-            let committed = rendered.commit(channel).await?;
-            let delivery = committed.delivery_id();
-            let parts = committed.into_parts().collect();
-            send_in_order(channel, delivery, parts, Vec::new(), commitment).await
+            deliver_rendered(channel, rendered, commitment).await
         }
         Delivery::Resume(rest) => {
             let Undelivered {
@@ -157,6 +155,19 @@ async fn deliver_parts<C: Channel + ?Sized>(
             send_in_order(channel, delivery, parts, delivered, commitment).await
         }
     }
+}
+
+/// Commits and sends a message that is already rendered for `channel` (the boundary renders
+/// first, so a reply that cannot be rendered reaches Layer C instead of failing here).
+pub(crate) async fn deliver_rendered<C: Channel + ?Sized>(
+    channel: &C,
+    rendered: Outbound<Rendered>,
+    commitment: Option<Commitment>,
+) -> Result<Receipt, DeliveryError> {
+    let committed = rendered.commit(channel).await?;
+    let delivery = committed.delivery_id();
+    let parts = committed.into_parts().collect();
+    send_in_order(channel, delivery, parts, Vec::new(), commitment).await
 }
 
 async fn send_in_order<C: Channel + ?Sized>(
@@ -253,7 +264,7 @@ pub struct Receipt {
 }
 
 impl Receipt {
-    fn silent() -> Self {
+    pub(crate) fn silent() -> Self {
         Self::default()
     }
 

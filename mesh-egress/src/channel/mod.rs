@@ -60,6 +60,7 @@ mod tests;
 use std::future::Future;
 
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
+pub(crate) use deliver::deliver_rendered;
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
