@@ -9,6 +9,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::egress::{AgentMessage, Attribution};
 
+/// The shape of the conversation, which decides what a failure looks like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A person is waiting on a direct reply.
+    Interactive,
+    /// Nobody asked: a digest, a heads-up, a background result.
+    Proactive,
+}
+
+impl Mode {
+    /// `interactive` or `proactive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Proactive => "proactive",
+        }
+    }
+}
+
 /// What leaves an `#[egress_boundary]` handler, and what [`resolve`] returns: always something
 /// safe to deliver.
 #[derive(Debug)]

@@ -63,6 +63,7 @@ pub struct FollowUpRunner {
 /// How a commitment ended.
 #[derive(Debug)]
 #[must_use]
+#[non_exhaustive]
 pub enum FollowUpOutcome {
     /// The real answer was delivered.
     Fulfilled {

@@ -364,10 +364,13 @@ impl fmt::Debug for Undelivered {
 
 /// Why a channel could not send one part. Hand the part back with it so the delivery can
 /// resume.
+#[derive(thiserror::Error)]
+#[error("the channel did not accept the part")]
 pub struct SendError {
     part: Option<CommittedPart>,
     retryable: bool,
     retry_after: Option<Duration>,
+    #[source]
     source: Box<dyn StdError + Send + Sync>,
 }
 
@@ -426,17 +429,6 @@ impl fmt::Debug for SendError {
     }
 }
 
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the channel did not accept the part")
-    }
-}
-
-impl StdError for SendError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&*self.source)
-    }
-}
 
 /// Why a delivery did not complete. For a failed send it carries the [`Undelivered`] parts,
 /// so delivering them again sends only what is missing.

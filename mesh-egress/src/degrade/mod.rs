@@ -36,27 +36,7 @@ use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
     CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
-pub use crate::reply::{Commitment, Reply};
-
-/// The shape of the conversation, which decides what a failure looks like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// A person is waiting on a direct reply.
-    Interactive,
-    /// Nobody asked: a digest, a heads-up, a background result.
-    Proactive,
-}
-
-impl Mode {
-    /// `interactive` or `proactive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Interactive => "interactive",
-            Self::Proactive => "proactive",
-        }
-    }
-}
+pub use crate::reply::{Commitment, Mode, Reply};
 
 /// What the person sees instead of `error`: Layer C's decision for `mode` under `policy`,
 /// recorded on `ledger` (the degradation and any commitment). Never the cause.
