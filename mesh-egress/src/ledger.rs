@@ -25,7 +25,7 @@ pub trait LedgerStore: Send + Sync + 'static {
 }
 
 /// A ledger that keeps rows in memory.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct InMemoryLedger {
     rows: Mutex<Vec<LedgerEntry>>,
 }

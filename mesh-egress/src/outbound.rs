@@ -44,16 +44,19 @@ pub mod state {
     pub trait State: super::sealed::Sealed {}
 
     /// Canonical Markdown that no renderer has touched.
+    #[derive(Debug)]
     pub struct Unrendered {
         _sealed: (),
     }
 
     /// Rendered into the parts a channel can show; not yet committed.
+    #[derive(Debug)]
     pub struct Rendered {
         _sealed: (),
     }
 
     /// Past the commit boundary: its parts may be sent.
+    #[derive(Debug)]
     pub struct Committed {
         _sealed: (),
     }
@@ -78,6 +81,7 @@ impl sealed::Sealed for Committed {
 }
 
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct RenderedData {
     attribution: Attribution,
     ownership: Option<Ownership>,
@@ -85,6 +89,7 @@ pub struct RenderedData {
 }
 
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct CommittedData {
     attribution: Attribution,
     ownership: Option<Ownership>,

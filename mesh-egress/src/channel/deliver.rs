@@ -21,6 +21,7 @@ mod sealed {
     pub trait SealedDeliver {}
 
     /// What a deliverable value amounts to.
+    #[derive(Debug)]
     pub enum Delivery {
         Message {
             message: AgentMessage,
@@ -428,7 +429,6 @@ impl fmt::Debug for SendError {
             .finish()
     }
 }
-
 
 /// Why a delivery did not complete. For a failed send it carries the [`Undelivered`] parts,
 /// so delivering them again sends only what is missing.
