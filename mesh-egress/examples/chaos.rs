@@ -324,7 +324,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
     ledger
         .entries()
         .into_iter()
-        .map(|row| match row.record {
+        .map(|row| match row.record() {
             LedgerRecord::Recovery(r) => {
                 // Consecutive attempts with one outcome on one route share an entry.
                 let mut outcomes: Vec<(usize, String, usize)> = Vec::new();
@@ -354,28 +354,29 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
             }
             LedgerRecord::BoundaryError(b) => format!(
                 "boundary    {} error, retryable={}, attempts={}",
-                b.class.as_str(),
-                b.retryable,
-                b.attempt
+                b.class().as_str(),
+                b.retryable(),
+                b.attempt()
             ),
             LedgerRecord::Degradation(d) => format!(
                 "degradation {}: {}",
-                d.mode,
-                match d.outcome {
+                d.mode().as_str(),
+                match d.outcome() {
                     DegradationOutcome::Holding { commitment } =>
                         format!("holding line, promise {commitment}"),
                     DegradationOutcome::Handoff { to } => format!("handoff to {to}"),
                     DegradationOutcome::Silence { retry_next_cycle } => {
                         format!("silence, retry next cycle={retry_next_cycle}")
                     }
+                    other => format!("{other:?}"),
                 }
             ),
             LedgerRecord::Commitment(c) => format!(
                 "commitment  {} {} ({}/{} follow-ups)",
-                c.id,
-                c.state.as_str(),
-                c.follow_ups,
-                c.max_follow_ups
+                c.id(),
+                c.state().as_str(),
+                c.follow_ups(),
+                c.max_follow_ups()
             ),
             LedgerRecord::Gate(g) => {
                 format!("gate        {} {} -> {}", g.rule, g.confidence, g.verdict)

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::egress::{Attribution, FailureClass};
+use crate::reply::Mode;
 
 /// Where ledger rows go. Implement it to make the ledger durable; [`InMemoryLedger`] is the
 /// default.
@@ -84,10 +85,8 @@ impl Ledger {
 
     /// Appends a row attributed to `attribution`.
     pub fn record(&self, attribution: &Attribution, record: LedgerRecord) {
-        self.store.record(LedgerEntry {
-            attribution: attribution.clone(),
-            record,
-        });
+        self.store
+            .record(LedgerEntry::new(attribution.clone(), record));
     }
 
     /// Every row so far, oldest first.
@@ -99,10 +98,14 @@ impl Ledger {
     pub fn commitments(&self) -> Vec<(Attribution, CommitmentRecord)> {
         let mut latest: Vec<(Attribution, CommitmentRecord)> = Vec::new();
         for entry in self.entries() {
-            if let LedgerRecord::Commitment(row) = entry.record {
+            let LedgerEntry {
+                attribution,
+                record,
+            } = entry;
+            if let LedgerRecord::Commitment(row) = record {
                 match latest.iter_mut().find(|(_, r)| r.id == row.id) {
                     Some(slot) => slot.1 = row,
-                    None => latest.push((entry.attribution, row)),
+                    None => latest.push((attribution, row)),
                 }
             }
         }
@@ -116,13 +119,36 @@ impl fmt::Debug for Ledger {
     }
 }
 
-/// One ledger row.
+/// One ledger row: who it is about and what happened. Serialised as one JSON object
+/// (`{"attribution": {..}, "record": {"kind": .., ..}}`), so a sink can write JSON lines.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {
+    attribution: Attribution,
+    record: LedgerRecord,
+}
+
+impl LedgerEntry {
+    pub(crate) fn new(attribution: Attribution, record: LedgerRecord) -> Self {
+        Self {
+            attribution,
+            record,
+        }
+    }
+
     /// Which agent, conversation and run the row is about.
-    pub attribution: Attribution,
+    pub fn attribution(&self) -> &Attribution {
+        &self.attribution
+    }
+
     /// What happened.
-    pub record: LedgerRecord,
+    pub fn record(&self) -> &LedgerRecord {
+        &self.record
+    }
+
+    /// The record, owned.
+    pub fn into_record(self) -> LedgerRecord {
+        self.record
+    }
 }
 
 /// What a ledger row records.
@@ -341,36 +367,63 @@ pub struct AttemptRecord {
 /// error-tracking event).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundaryErrorRecord {
+    class: FailureClass,
+    retryable: bool,
+    attempt: u32,
+}
+
+impl BoundaryErrorRecord {
+    pub(crate) fn new(class: FailureClass, retryable: bool, attempt: u32) -> Self {
+        Self {
+            class,
+            retryable,
+            attempt,
+        }
+    }
+
     /// Transport or semantic.
-    pub class: FailureClass,
+    pub fn class(&self) -> FailureClass {
+        self.class
+    }
+
     /// Whether a retry could succeed.
-    pub retryable: bool,
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+
     /// Attempts made before the error reached the boundary.
-    pub attempt: u32,
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
 }
 
 /// What Layer C chose.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DegradationRecord {
-    /// `interactive` or `proactive`.
-    pub mode: String,
-    /// What the person saw.
-    pub outcome: DegradationOutcome,
+    mode: Mode,
+    outcome: DegradationOutcome,
 }
 
 impl DegradationRecord {
-    /// A record of `outcome` in `mode`.
-    pub fn new(mode: impl Into<String>, outcome: DegradationOutcome) -> Self {
-        Self {
-            mode: mode.into(),
-            outcome,
-        }
+    pub(crate) fn new(mode: Mode, outcome: DegradationOutcome) -> Self {
+        Self { mode, outcome }
+    }
+
+    /// The turn's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// What the person saw.
+    pub fn outcome(&self) -> &DegradationOutcome {
+        &self.outcome
     }
 }
 
 /// What the person saw when the turn could not answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DegradationOutcome {
     /// A holding line, with a promise to follow up.
     Holding {
@@ -394,19 +447,52 @@ pub use crate::reply::{CommitmentId, InvalidCommitmentId};
 /// A promise to follow up, and its state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitmentRecord {
+    id: CommitmentId,
+    state: CommitmentState,
+    follow_ups: u32,
+    max_follow_ups: u32,
+}
+
+impl CommitmentRecord {
+    pub(crate) fn new(
+        id: CommitmentId,
+        state: CommitmentState,
+        follow_ups: u32,
+        max_follow_ups: u32,
+    ) -> Self {
+        Self {
+            id,
+            state,
+            follow_ups,
+            max_follow_ups,
+        }
+    }
+
     /// Which promise.
-    pub id: CommitmentId,
+    pub fn id(&self) -> CommitmentId {
+        self.id
+    }
+
     /// How it stands.
-    pub state: CommitmentState,
+    pub fn state(&self) -> CommitmentState {
+        self.state
+    }
+
     /// Follow-up attempts made so far.
-    pub follow_ups: u32,
+    pub fn follow_ups(&self) -> u32 {
+        self.follow_ups
+    }
+
     /// Follow-up attempts promised at most.
-    pub max_follow_ups: u32,
+    pub fn max_follow_ups(&self) -> u32 {
+        self.max_follow_ups
+    }
 }
 
 /// How a commitment stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CommitmentState {
     /// Made, not yet kept.
     Pending,
@@ -551,7 +637,7 @@ mod tests {
         let states: Vec<_> = ledger
             .commitments()
             .into_iter()
-            .map(|(_, r)| (r.id, r.state))
+            .map(|(_, r)| (r.id, r.state()))
             .collect();
         assert_eq!(
             states,

@@ -347,7 +347,7 @@ async fn review_flags_reach_the_ledger_and_the_gate_event_without_the_text() {
         .ledger()
         .entries()
         .into_iter()
-        .filter_map(|e| match e.record {
+        .filter_map(|e| match e.into_record() {
             LedgerRecord::Gate(g) => Some(g),
             _ => None,
         })

@@ -159,7 +159,7 @@ async fn a_method_handler_uses_its_own_policy_and_records_on_its_ledger() {
     );
     assert_eq!(
         rows.iter()
-            .filter(|r| matches!(r.record, LedgerRecord::BoundaryError(_)))
+            .filter(|r| matches!(r.record(), LedgerRecord::BoundaryError(_)))
             .count(),
         3
     );
@@ -168,7 +168,7 @@ async fn a_method_handler_uses_its_own_policy_and_records_on_its_ledger() {
     assert!(
         promises
             .iter()
-            .all(|(_, p)| p.state == CommitmentState::Pending)
+            .all(|(_, p)| p.state() == CommitmentState::Pending)
     );
 }
 

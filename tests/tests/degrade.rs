@@ -153,8 +153,8 @@ async fn every_mode_and_policy_keeps_the_cause_away_from_the_person() {
                     !format!("{rows:?}").contains(&cause),
                     "{case}: ledger holds the cause"
                 );
-                let outcome = rows.iter().find_map(|r| match &r.record {
-                    LedgerRecord::Degradation(d) => Some(d.outcome.clone()),
+                let outcome = rows.iter().find_map(|r| match &r.record() {
+                    LedgerRecord::Degradation(d) => Some(d.outcome().clone()),
                     _ => None,
                 });
                 let recorded = match outcome {

@@ -50,7 +50,7 @@ fn outcomes(turn: &Turn) -> Vec<String> {
     turn.ledger()
         .entries()
         .into_iter()
-        .filter_map(|e| match e.record {
+        .filter_map(|e| match e.into_record() {
             LedgerRecord::Recovery(r) => Some(r),
             _ => None,
         })

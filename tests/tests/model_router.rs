@@ -58,7 +58,7 @@ fn recovery(turn: &Turn) -> RecoveryReport {
         .ledger()
         .entries()
         .into_iter()
-        .filter_map(|e| match e.record {
+        .filter_map(|e| match e.into_record() {
             LedgerRecord::Recovery(r) => Some(r),
             _ => None,
         })

@@ -208,12 +208,12 @@ impl FollowUpRunner {
         if let Some(ledger) = &self.ledger {
             ledger.record(
                 attr,
-                LedgerRecord::Commitment(CommitmentRecord {
-                    id: commitment.id(),
+                LedgerRecord::Commitment(CommitmentRecord::new(
+                    commitment.id(),
                     state,
                     follow_ups,
-                    max_follow_ups: commitment.attempts(),
-                }),
+                    commitment.attempts(),
+                )),
             );
         }
     }
@@ -257,7 +257,7 @@ mod tests {
     fn final_state(ledger: &Ledger) -> (CommitmentState, u32) {
         let promises = ledger.commitments();
         assert_eq!(promises.len(), 1);
-        (promises[0].1.state, promises[0].1.follow_ups)
+        (promises[0].1.state(), promises[0].1.follow_ups())
     }
 
     #[tokio::test(start_paused = true)]

@@ -132,11 +132,11 @@ pub(crate) fn track(error: &EgressError, ledger: Option<&Ledger>) {
     if let Some(ledger) = ledger {
         ledger.record(
             attr,
-            LedgerRecord::BoundaryError(BoundaryErrorRecord {
-                class: error.class(),
-                retryable: error.retryable(),
-                attempt: error.attempt(),
-            }),
+            LedgerRecord::BoundaryError(BoundaryErrorRecord::new(
+                error.class(),
+                error.retryable(),
+                error.attempt(),
+            )),
         );
     }
 }
@@ -202,16 +202,16 @@ mod tests {
         let rows = turn.ledger().entries();
         assert!(
             rows.iter()
-                .any(|r| matches!(r.record, LedgerRecord::BoundaryError(_)))
+                .any(|r| matches!(r.record(), LedgerRecord::BoundaryError(_)))
         );
         assert!(
             rows.iter()
-                .any(|r| matches!(r.record, LedgerRecord::Degradation(_)))
+                .any(|r| matches!(r.record(), LedgerRecord::Degradation(_)))
         );
         let promises = turn.ledger().commitments();
         assert_eq!(promises.len(), 1);
-        assert_eq!(promises[0].1.id, commitment.id());
-        assert_eq!(promises[0].1.state, CommitmentState::Pending);
+        assert_eq!(promises[0].1.id(), commitment.id());
+        assert_eq!(promises[0].1.state(), CommitmentState::Pending);
     }
 
     #[test]

@@ -67,12 +67,12 @@ pub(crate) fn choose(
             if let Some(ledger) = ledger {
                 ledger.record(
                     &attribution,
-                    LedgerRecord::Commitment(CommitmentRecord {
-                        id: commitment.id(),
-                        state: CommitmentState::Pending,
-                        follow_ups: 0,
-                        max_follow_ups: commitment.attempts(),
-                    }),
+                    LedgerRecord::Commitment(CommitmentRecord::new(
+                        commitment.id(),
+                        CommitmentState::Pending,
+                        0,
+                        commitment.attempts(),
+                    )),
                 );
             }
             let outcome = DegradationOutcome::Holding {
@@ -107,7 +107,7 @@ pub(crate) fn choose(
     if let Some(ledger) = ledger {
         ledger.record(
             &attribution,
-            LedgerRecord::Degradation(DegradationRecord::new(mode.as_str(), outcome)),
+            LedgerRecord::Degradation(DegradationRecord::new(mode, outcome)),
         );
     }
     reply
@@ -178,13 +178,11 @@ mod tests {
         ));
         let rows = ledger.entries();
         assert!(rows.iter().any(|r| matches!(
-            &r.record,
-            LedgerRecord::Degradation(DegradationRecord {
-                outcome: DegradationOutcome::Silence {
-                    retry_next_cycle: true
-                },
-                ..
-            })
+            r.record(),
+            LedgerRecord::Degradation(d) if matches!(
+                d.outcome(),
+                DegradationOutcome::Silence { retry_next_cycle: true }
+            ) && d.mode() == Mode::Proactive
         )));
         let dump = format!("{rows:?}");
         assert!(!dump.contains(MARKER), "{dump}");
@@ -200,7 +198,7 @@ mod tests {
         };
         let promises = ledger.commitments();
         assert_eq!(promises.len(), 1);
-        assert_eq!(promises[0].1.id, commitment.id());
-        assert_eq!(promises[0].1.state, CommitmentState::Pending);
+        assert_eq!(promises[0].1.id(), commitment.id());
+        assert_eq!(promises[0].1.state(), CommitmentState::Pending);
     }
 }
