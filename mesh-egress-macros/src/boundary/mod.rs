@@ -101,7 +101,12 @@ fn rewrite(
         // The "fake return edge" (as tracing-attributes and tokio-macros do) fixes the async
         // block's output type at the declared return type before the body is checked, so `?`
         // and `return` inside it type-check as written; only it carries the return type's span.
-        let fake = Ident::new("__mesh_egress_fake_return", Span::mixed_site());
+        // Located at the return type too, so rustc's "return type inferred to be ... here"
+        // points at the signature, not at the attribute.
+        let fake = Ident::new(
+            "__mesh_egress_fake_return",
+            Span::mixed_site().located_at(ret_span),
+        );
         let fake_return = quote_spanned! {ret_span=>
             #[allow(
                 unknown_lints,

@@ -125,8 +125,8 @@ pub(super) fn find_turn(sig: &mut Signature) -> (Option<TurnParam>, Option<syn::
                 &*param,
                 format!(
                     "`#[egress_boundary]` ties the reply to one turn, but `{first}` and `{name}` \
-                     both take a `&Turn`: keep one `&Turn` parameter (pass the other turn's data \
-                     by value), or call `mesh_egress::degrade::resolve_in(&turn, mode, &policy, \
+                     both take a `&Turn`: keep one `&Turn` parameter (take what you need from the \
+                     other, such as its `Attribution`), or call `mesh_egress::degrade::resolve_in(&turn, mode, &policy, \
                      result)` yourself for the turn that owns the reply"
                 ),
             );
