@@ -2,6 +2,8 @@
 
 mod args;
 mod signature;
+#[cfg(test)]
+mod tests;
 
 use args::{Args, Mode};
 use proc_macro2::{Span, TokenStream};

@@ -97,7 +97,7 @@ fn is_text(ty: &Type) -> bool {
 pub(super) struct TurnParam {
     /// An expression of type `&Turn`, usable after the body ran (`&Turn` is `Copy`).
     pub(super) expr: TokenStream,
-    /// For a parameter whose pattern binds no plain name (`_`, `(turn)`): the signature takes
+    /// For a parameter whose pattern binds no plain name (`_`, `_turn`, `(turn)`): the signature takes
     /// a hidden name instead, and this `let` restores the user's pattern before the body.
     pub(super) rebind: Option<TokenStream>,
 }
@@ -137,7 +137,13 @@ pub(super) fn find_turn(sig: &mut Signature) -> (Option<TurnParam>, Option<syn::
             continue;
         }
         let found = match &*param.pat {
-            Pat::Ident(binding) if binding.by_ref.is_none() && binding.subpat.is_none() => {
+            // `_turn` says "unused": generated code does not use it either (pedantic clippy
+            // would flag the use), it takes the hidden name below.
+            Pat::Ident(binding)
+                if binding.by_ref.is_none()
+                    && binding.subpat.is_none()
+                    && !binding.ident.to_string().starts_with('_') =>
+            {
                 let ident = &binding.ident;
                 TurnParam {
                     expr: quote! { #ident },
