@@ -155,7 +155,7 @@ pub(super) fn find_turn(sig: &mut Signature) -> (Option<TurnParam>, Option<syn::
                 let hidden = Ident::new("turn", Span::mixed_site());
                 let ty = &param.ty;
                 let rebind = quote! { let #pattern: #ty = #hidden; };
-                param.pat = Box::new(syn::parse_quote! { #hidden });
+                *param.pat = syn::parse_quote! { #hidden };
                 TurnParam {
                     expr: quote! { #hidden },
                     rebind: Some(rebind),
