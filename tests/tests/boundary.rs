@@ -123,23 +123,24 @@ impl Bot {
 
 #[tokio::test]
 async fn a_method_handler_uses_its_own_policy_and_records_on_its_ledger() {
+    // The handlers take a `&Turn`, so Layer C records on the turn's ledger.
     let ledger = Ledger::in_memory();
     let bot = Bot {
         policy: DegradationPolicy::default()
             .with_holding_lines(["First, one sec.", "Second, nearly there."])
-            .with_handoff("Priya from support", "Handing you to {to} now.")
-            .with_ledger(ledger.clone()),
+            .with_handoff("Priya from support", "Handing you to {to} now."),
     };
+    let turn = || turn("c-5").with_ledger(ledger.clone());
     let channel = Recorder::new();
     let cause = marker("method");
     for _ in 0..2 {
         let mut receipt = channel
-            .deliver(bot.answer(&turn("c-5"), cause.clone()).await)
+            .deliver(bot.answer(&turn(), cause.clone()).await)
             .await
             .expect("delivered");
         let _ = receipt.take_commitment().expect("promise");
     }
-    let reply = bot.refuse(&turn("c-5"), cause.clone());
+    let reply = bot.refuse(&turn(), cause.clone());
     assert!(matches!(reply, Reply::Handoff { .. }));
     let receipt = channel.deliver(reply).await.expect("delivered");
     assert!(receipt.commitment().is_none(), "a handoff makes no promise");
@@ -230,5 +231,151 @@ async fn losing_ownership_before_commit_sends_nothing() {
         err,
         DeliveryError::Commit(CommitError::OwnershipLost)
     ));
+    assert_eq!(channel.attempts(), 0);
+}
+
+// Through the macro, a handler that takes a `&Turn` (found by its type, whatever its name or
+// position) resolves on that turn: its ledger, its ownership.
+
+#[egress_boundary(interactive)]
+async fn unnamed_turn(_: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(
+        cause,
+        Attribution::new("support-bot", "c-6", "run-42"),
+    ))
+}
+
+#[egress_boundary(interactive)]
+fn turn_last(cause: String, this_turn: &mesh_egress::Turn) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(
+        cause,
+        this_turn.attribution().clone(),
+    ))
+}
+
+/// One failed turn through the macro left exactly Layer C's rows on the turn's ledger.
+fn assert_layer_c_rows_on(turn: &Turn, reply: &Reply, cause: &str) {
+    assert!(matches!(reply, Reply::Holding { .. }), "{reply:?}");
+    let rows = turn.ledger().entries();
+    let count = |pick: fn(&LedgerRecord) -> bool| rows.iter().filter(|r| pick(&r.record)).count();
+    assert_eq!(
+        count(|r| matches!(r, LedgerRecord::BoundaryError(_))),
+        1,
+        "{rows:?}"
+    );
+    assert_eq!(
+        count(|r| matches!(r, LedgerRecord::Degradation(_))),
+        1,
+        "{rows:?}"
+    );
+    assert_eq!(
+        count(|r| matches!(r, LedgerRecord::Commitment(_))),
+        1,
+        "{rows:?}"
+    );
+    assert_eq!(turn.ledger().commitments().len(), 1);
+    assert!(
+        !format!("{rows:?}").contains(cause),
+        "the ledger never holds a cause"
+    );
+}
+
+#[tokio::test]
+async fn layer_c_rows_land_on_the_turns_ledger_through_the_macro() {
+    let (named, cause) = (turn("c-6"), marker("named"));
+    let reply = interactive(&named, Some(cause.clone())).await;
+    assert_layer_c_rows_on(&named, &reply, &cause);
+
+    let (unnamed, cause) = (turn("c-6"), marker("unnamed"));
+    let reply = unnamed_turn(&unnamed, cause.clone()).await;
+    assert_layer_c_rows_on(&unnamed, &reply, &cause);
+
+    let (last, cause) = (turn("c-6"), marker("last"));
+    let reply = turn_last(cause.clone(), &last);
+    assert_layer_c_rows_on(&last, &reply, &cause);
+}
+
+#[tokio::test]
+async fn a_handler_without_a_turn_records_on_its_policys_ledger() {
+    let ledger = Ledger::in_memory();
+    let policy = DegradationPolicy::default().with_ledger(ledger.clone());
+    #[egress_boundary(interactive, policy = policy)]
+    fn no_turn(policy: &DegradationPolicy) -> Result<AgentMessage, EgressError> {
+        let _ = policy;
+        Err(EgressError::transport(
+            marker("no-turn"),
+            Attribution::new("a", "c-7", "r"),
+        ))
+    }
+    let reply = no_turn(&policy);
+    assert!(matches!(reply, Reply::Holding { .. }));
+    assert!(
+        reply
+            .message()
+            .expect("a holding line")
+            .ownership()
+            .is_none()
+    );
+    assert_eq!(ledger.commitments().len(), 1);
+}
+
+fn holding_line(reply: Reply) -> String {
+    match reply {
+        Reply::Holding { message, .. } => message.body().as_str().to_owned(),
+        other => panic!("expected a holding line, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn consecutive_holding_lines_in_one_conversation_differ_with_the_default_policy() {
+    let mut lines = Vec::new();
+    for run in 0..4 {
+        // A fresh turn (and a fresh ledger) per call, as a server makes them.
+        let turn = Turn::new(Attribution::new("support-bot", "c-8", format!("run-{run}")));
+        lines.push(holding_line(
+            interactive(&turn, Some(marker("rotation"))).await,
+        ));
+    }
+    for pair in lines.windows(2) {
+        assert_ne!(
+            pair[0], pair[1],
+            "consecutive holding lines repeat: {lines:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn consecutive_holding_lines_in_one_conversation_differ_with_an_explicit_policy() {
+    let bot = Bot {
+        policy: DegradationPolicy::default().with_holding_lines(["One sec.", "Nearly there."]),
+    };
+    let mut lines = Vec::new();
+    for run in 0..4 {
+        let turn = Turn::new(Attribution::new("support-bot", "c-9", format!("run-{run}")));
+        lines.push(holding_line(bot.answer(&turn, marker("rotation")).await));
+    }
+    assert_eq!(
+        lines,
+        ["One sec.", "Nearly there.", "One sec.", "Nearly there."]
+    );
+}
+
+#[tokio::test]
+async fn a_reply_from_a_turn_handler_is_refused_once_ownership_is_lost() {
+    let channel = Recorder::new();
+    for cause in [None, Some(marker("revoked"))] {
+        let turn = turn("c-10");
+        let reply = interactive(&turn, cause).await;
+        turn.ownership().revoke();
+        let err = channel
+            .deliver(reply)
+            .await
+            .expect_err("the conversation is no longer owned");
+        assert!(
+            matches!(err, DeliveryError::Commit(CommitError::OwnershipLost)),
+            "{err:?}"
+        );
+    }
+    assert!(channel.sent().is_empty());
     assert_eq!(channel.attempts(), 0);
 }
