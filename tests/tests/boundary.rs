@@ -257,7 +257,7 @@ fn turn_last(cause: String, this_turn: &mesh_egress::Turn) -> Result<AgentMessag
 fn assert_layer_c_rows_on(turn: &Turn, reply: &Reply, cause: &str) {
     assert!(matches!(reply, Reply::Holding { .. }), "{reply:?}");
     let rows = turn.ledger().entries();
-    let count = |pick: fn(&LedgerRecord) -> bool| rows.iter().filter(|r| pick(&r.record)).count();
+    let count = |pick: fn(&LedgerRecord) -> bool| rows.iter().filter(|r| pick(r.record())).count();
     assert_eq!(
         count(|r| matches!(r, LedgerRecord::BoundaryError(_))),
         1,
