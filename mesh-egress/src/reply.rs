@@ -29,7 +29,7 @@ impl Mode {
     }
 }
 
-/// What leaves an `#[egress_boundary]` handler, and what [`resolve`] returns: always something
+/// What leaves an `#[egress_boundary]` handler, and what [`resolve`](crate::degrade::resolve) returns: always something
 /// safe to deliver.
 #[derive(Debug)]
 #[must_use = "a reply does nothing until it is delivered"]
