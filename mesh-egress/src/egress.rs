@@ -151,6 +151,13 @@ pub struct AgentMessage {
 
 impl AgentMessage {
     /// A message with `body` (canonical Markdown) attributed to `attribution`.
+    ///
+    /// It carries **no ownership**: channels send it whether or not this process still owns the
+    /// conversation, so checking is the caller's job. Inside a turn prefer
+    /// [`Turn::message`](crate::Turn::message), which ties the message to the turn's ownership
+    /// (or add one with [`with_ownership`](Self::with_ownership)); replies from the turn-aware
+    /// boundary ([`resolve_in`](crate::degrade::resolve_in), `#[egress_boundary]` on a handler
+    /// taking `&Turn`) are tied to it too.
     pub fn new(body: impl Into<Markdown>, attribution: Attribution) -> Self {
         Self {
             body: body.into(),
