@@ -7,13 +7,12 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
+use super::retry::{
+    Outcome, Request, Transport, retry_after_header, seconds_field, unexpected_body,
+};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;
-
-/// The most characters (code points) Discord accepts in one message's `content`.
-pub const DISCORD_TEXT_LIMIT: usize = 2000;
 
 const DEFAULT_BASE_URL: &str = "https://discord.com/api/v10";
 
@@ -114,12 +113,9 @@ impl<R: Render> Channel for DiscordChannel<R> {
 fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
     let answer = serde_json::from_slice::<Value>(body).ok();
     if status == StatusCode::TOO_MANY_REQUESTS {
-        let field = |name: &str| answer.as_ref().and_then(|a| a.get(name).cloned());
-        let wait = field("retry_after")
-            .and_then(|v| v.as_f64())
-            .and_then(seconds)
-            .or_else(|| retry_after_header(headers));
-        let global = field("global").and_then(|v| v.as_bool()).unwrap_or(false)
+        let field = |name: &str| answer.as_ref().and_then(|a| a.get(name));
+        let wait = seconds_field(field("retry_after")).or_else(|| retry_after_header(headers));
+        let global = field("global").and_then(Value::as_bool).unwrap_or(false)
             || headers
                 .get("x-ratelimit-global")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));

@@ -31,9 +31,6 @@
 //! ```
 
 mod discord;
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod fake;
 mod retry;
 mod slack;
 mod telegram;
@@ -41,10 +38,10 @@ mod telegram;
 use std::fmt;
 use std::time::Duration;
 
-pub use discord::{DISCORD_TEXT_LIMIT, DiscordChannel};
-pub use retry::SendPolicy;
-pub use slack::{SLACK_TEXT_LIMIT, SlackChannel};
-pub use telegram::{TELEGRAM_TEXT_LIMIT, TelegramChannel};
+pub use discord::DiscordChannel;
+pub use retry::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
+pub use slack::SlackChannel;
+pub use telegram::TelegramChannel;
 
 /// Which chat surface a connector talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,6 +148,17 @@ pub enum ChannelErrorKind {
     /// The bot token cannot go into a request: it holds characters HTTP headers refuse.
     #[error("the bot token is not a valid HTTP header value")]
     InvalidToken,
+    /// The answer's body was longer than the policy's
+    /// [`max_response_bytes`](SendPolicy::max_response_bytes); it was not read past the cap.
+    /// After a 2xx this is ambiguous, as for [`Malformed`](Self::Malformed): the part may have
+    /// been posted, so it is not retried automatically.
+    #[error("the response (HTTP {status}) was longer than {limit} bytes")]
+    ResponseTooLarge {
+        /// The HTTP status.
+        status: u16,
+        /// The cap it passed, in bytes.
+        limit: usize,
+    },
     /// No answer: the connection failed, was reset, or timed out (or the request could not be
     /// built from the configured base URL).
     #[error("transport failure: {detail}")]

@@ -4,34 +4,44 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::{CONTENT_LENGTH, HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
 use crate::channel::{PartReceipt, SendError};
 use crate::outbound::CommittedPart;
+use crate::retry::{Backoff, parse_retry_after};
 
 /// How hard a connector tries to send one part before handing it back.
 ///
 /// For each part, at most [`max_tries`](Self::max_tries) requests are made, and the waits
 /// between them add up to at most [`max_wait`](Self::max_wait). A wait is the surface's own
-/// rate-limit answer when it gives one (Slack's `Retry-After` header, Discord's `retry_after`
-/// body field, Telegram's `parameters.retry_after`), otherwise exponential backoff for 5xx
-/// answers and connection failures: `backoff * 2^(try - 1)`. Every wait is cut to what is left
-/// of the part's budget; once the budget or the tries are spent, the part comes back in a
-/// [`SendError`] (with the surface's requested wait in
-/// [`retry_after`](SendError::retry_after) when there was one).
+/// rate-limit answer when it gives one (Discord's `retry_after` body field, Telegram's
+/// `parameters.retry_after`, otherwise the `retry-after-ms`, `x-ms-retry-after-ms` or
+/// `Retry-After` header, in seconds or as an HTTP-date, read by
+/// [`parse_retry_after`](crate::retry::parse_retry_after)), otherwise exponential backoff for
+/// 5xx answers and connection failures: a [`Backoff`] from [`backoff`](Self::backoff), doubling
+/// with each try and capped at the wait budget. Every wait is cut to what is left of the part's
+/// budget; once the budget or the tries are spent, the part comes back in a [`SendError`] (with
+/// the surface's requested wait in [`retry_after`](SendError::retry_after) when there was one).
+/// A requested wait is clamped to [`MAX_RETRY_AFTER`] (24 hours), whatever number the surface
+/// sent.
 ///
 /// A rate limit also pauses the connector: later parts (and clones of the connector) wait until
 /// the surface's requested instant, still within their own budget. A bot-wide limit (Discord's
 /// `global: true`) pauses every connector made from the same one with `for_channel`/`for_chat`.
 ///
-/// Defaults: 5 tries, 30 s of waiting per part, 250 ms initial backoff, 10 s per request.
-/// No jitter: a connector sends one part at a time and the surface's own wait, when it gives
-/// one, is what the wait follows.
+/// Every answer's body is read incrementally under [`max_response_bytes`](Self::max_response_bytes)
+/// (default [`DEFAULT_MAX_RESPONSE_BYTES`], 64 KiB: the surfaces' answers to a send are a few
+/// KiB); a longer one is never buffered and ends that request as
+/// [`ChannelErrorKind::ResponseTooLarge`](super::ChannelErrorKind::ResponseTooLarge).
+///
+/// Defaults: 5 tries, 30 s of waiting per part, 250 ms initial backoff, 10 s per request,
+/// 64 KiB per answer. No jitter: a connector sends one part at a time and the surface's own
+/// wait, when it gives one, is what the wait follows.
 ///
 /// ```
 /// use std::time::Duration;
@@ -39,6 +49,7 @@ use crate::outbound::CommittedPart;
 ///
 /// let policy = SendPolicy::default().max_tries(3).max_wait(Duration::from_secs(5));
 /// assert_eq!(policy.tries(), 3);
+/// assert_eq!(policy.response_limit(), 64 * 1024);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendPolicy {
@@ -46,7 +57,15 @@ pub struct SendPolicy {
     max_wait: Duration,
     backoff: Duration,
     timeout: Duration,
+    max_response_bytes: usize,
 }
+
+/// The most a connector waits for a surface's requested wait, and reports in
+/// [`SendError::retry_after`]: a surface may send any number, and a day is plenty.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The default cap on one answer's body: 64 KiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
 impl Default for SendPolicy {
     fn default() -> Self {
@@ -55,6 +74,7 @@ impl Default for SendPolicy {
             max_wait: Duration::from_secs(30),
             backoff: Duration::from_millis(250),
             timeout: Duration::from_secs(10),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -89,6 +109,18 @@ impl SendPolicy {
         self
     }
 
+    /// Reads at most `bytes` of each answer's body; a longer answer fails that request with
+    /// [`ChannelErrorKind::ResponseTooLarge`](super::ChannelErrorKind::ResponseTooLarge).
+    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
+        self
+    }
+
+    /// The configured cap on one answer's body, in bytes.
+    pub fn response_limit(&self) -> usize {
+        self.max_response_bytes
+    }
+
     /// The configured number of tries per part.
     pub fn tries(&self) -> u32 {
         self.max_tries
@@ -99,11 +131,10 @@ impl SendPolicy {
         self.max_wait
     }
 
+    /// The backoff after the `tries`-th failed try: doubling from the configured start, never
+    /// past the wait budget (a longer step could not be waited out anyway).
     fn backoff_for(&self, tries: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(tries.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.backoff.saturating_mul(factor)
+        Backoff::new(self.backoff, self.max_wait).step(tries)
     }
 }
 
@@ -162,8 +193,8 @@ impl Pause {
     }
 
     fn extend(&self, wait: Duration) {
-        // A surface may ask for any wait; a day is plenty and cannot overflow an instant.
-        let until = Instant::now() + wait.min(Duration::from_secs(24 * 60 * 60));
+        // A surface may ask for any wait; the clamp cannot overflow an instant.
+        let until = Instant::now() + wait.min(MAX_RETRY_AFTER);
         let mut paused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if paused.is_none_or(|p| p < until) {
             *paused = Some(until);
@@ -254,9 +285,10 @@ impl Transport {
                     return Ok(PartReceipt::new(id));
                 }
                 Outcome::RateLimited { wait, global } => {
+                    let wait = wait.map(|w| w.min(MAX_RETRY_AFTER));
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
                     self.pause_for(pause, global);
-                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| w.as_millis() as u64), "rate limited");
+                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)), "rate limited");
                     (
                         ChannelErrorKind::RateLimited {
                             retry_after: wait,
@@ -322,9 +354,10 @@ impl Transport {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        match response.bytes().await {
+        match read_capped(response, self.policy.max_response_bytes).await {
             Ok(body) => classify(status, &headers, &body, &self.token),
-            Err(error) => Outcome::Retry(self.transport_failure(error)),
+            Err(BodyError::TooLarge) => too_large(status, &headers, self.policy.max_response_bytes),
+            Err(BodyError::Transport(error)) => Outcome::Retry(self.transport_failure(error)),
         }
     }
 
@@ -361,18 +394,79 @@ fn kind_name(kind: &ChannelErrorKind) -> &'static str {
         ChannelErrorKind::Malformed { .. } => "malformed",
         ChannelErrorKind::Transport { .. } => "transport",
         ChannelErrorKind::InvalidToken => "invalid_token",
+        ChannelErrorKind::ResponseTooLarge { .. } => "response_too_large",
     }
 }
 
-/// A `Retry-After` header in seconds (integer or decimal), if present and sane.
-pub(crate) fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    seconds(value.trim().parse::<f64>().ok()?)
+/// Why an answer's body could not be read.
+enum BodyError {
+    /// It is longer than the cap.
+    TooLarge,
+    /// The connection failed mid-body.
+    Transport(reqwest::Error),
 }
 
-/// `secs` as a duration, if it is finite and not negative.
-pub(crate) fn seconds(secs: f64) -> Option<Duration> {
-    Duration::try_from_secs_f64(secs).ok()
+/// Reads `response`'s body chunk by chunk, stopping as soon as it would pass `limit` bytes (or
+/// at once, when the declared length already does): an answer is never buffered whole.
+async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let declared = response
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::with_capacity(declared.map_or(0, |len| len as usize));
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if chunk.len() > limit.saturating_sub(body.len()) {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// What an answer longer than the cap means for `status`: the same as an unreadable body (a 2xx
+/// may have posted the part, so it is not sent again), with the surface's header wait for a 429.
+fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -> Outcome {
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        return Outcome::RateLimited {
+            wait: retry_after_header(headers),
+            global: false,
+        };
+    }
+    let kind = ChannelErrorKind::ResponseTooLarge {
+        status: status.as_u16(),
+        limit,
+    };
+    if status.is_server_error() {
+        Outcome::Retry(kind)
+    } else {
+        Outcome::Fail {
+            kind,
+            retryable: status.is_success(),
+        }
+    }
+}
+
+/// The wait a surface asked for in its headers (`retry-after-ms`, `x-ms-retry-after-ms`, or
+/// `Retry-After` in seconds or as an HTTP-date), if present and sane.
+pub(crate) fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
+    parse_retry_after(
+        |name| headers.get(name).and_then(|v| v.to_str().ok()),
+        SystemTime::now(),
+    )
+}
+
+/// A wait in seconds from a JSON body field (Discord's `retry_after`, Telegram's
+/// `parameters.retry_after`): any finite, non-negative number, clamped to [`MAX_RETRY_AFTER`];
+/// anything else (a string, a negative number) is no wait at all.
+pub(crate) fn seconds_field(value: Option<&serde_json::Value>) -> Option<Duration> {
+    let secs = value?.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(
+        secs.min(MAX_RETRY_AFTER.as_secs_f64()),
+    ))
 }
 
 /// What a non-JSON or unexpected body means for `status`: a 5xx is a server failure worth
@@ -547,30 +641,59 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_from_the_configured_start_without_overflowing() {
-        let policy = SendPolicy::new().backoff(Duration::from_millis(100));
+    fn backoff_doubles_from_the_configured_start_up_to_the_wait_budget() {
+        let policy = SendPolicy::new()
+            .backoff(Duration::from_millis(100))
+            .max_wait(Duration::from_secs(30));
         assert_eq!(policy.backoff_for(1), Duration::from_millis(100));
         assert_eq!(policy.backoff_for(3), Duration::from_millis(400));
-        assert_eq!(
-            policy.backoff_for(200),
-            Duration::from_millis(100) * u32::MAX
-        );
+        assert_eq!(policy.backoff_for(200), Duration::from_secs(30));
+        let huge = SendPolicy::new()
+            .backoff(Duration::MAX)
+            .max_wait(Duration::MAX);
+        assert_eq!(huge.backoff_for(u32::MAX), Duration::MAX);
     }
 
     #[test]
-    fn retry_after_accepts_integer_and_decimal_seconds_and_refuses_nonsense() {
-        let mut headers = HeaderMap::new();
-        headers.insert(reqwest::header::RETRY_AFTER, "2".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), Some(Duration::from_secs(2)));
-        headers.insert(reqwest::header::RETRY_AFTER, "0.25".parse().unwrap());
+    fn retry_after_reads_seconds_http_dates_and_the_ms_headers_and_refuses_nonsense() {
+        let header = |name: &'static str, value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, value.parse().unwrap());
+            retry_after_header(&headers)
+        };
+        assert_eq!(header("retry-after", "2"), Some(Duration::from_secs(2)));
         assert_eq!(
-            retry_after_header(&headers),
+            header("retry-after", "0.25"),
             Some(Duration::from_millis(250))
         );
-        headers.insert(reqwest::header::RETRY_AFTER, "-1".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), None);
-        headers.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), None);
+        assert_eq!(
+            header("retry-after-ms", "40"),
+            Some(Duration::from_millis(40))
+        );
+        assert_eq!(
+            header("x-ms-retry-after-ms", "7"),
+            Some(Duration::from_millis(7))
+        );
+        let in_a_minute = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let wait = header("retry-after", &in_a_minute).expect("an HTTP-date is read");
+        assert!(wait > Duration::from_secs(55) && wait <= Duration::from_secs(60));
+        assert_eq!(header("retry-after", "-1"), None);
+        assert_eq!(header("retry-after", "soon"), None);
+    }
+
+    #[test]
+    fn a_body_wait_is_read_from_any_number_and_clamped() {
+        let secs = |v: serde_json::Value| seconds_field(Some(&v));
+        assert_eq!(
+            secs(serde_json::json!(0.125)),
+            Some(Duration::from_millis(125))
+        );
+        assert_eq!(secs(serde_json::json!(3)), Some(Duration::from_secs(3)));
+        assert_eq!(secs(serde_json::json!(1e300)), Some(MAX_RETRY_AFTER));
+        assert_eq!(secs(serde_json::json!(u64::MAX)), Some(MAX_RETRY_AFTER));
+        assert_eq!(secs(serde_json::json!(-1)), None);
+        assert_eq!(secs(serde_json::json!("3")), None);
+        assert_eq!(seconds_field(None), None);
     }
 
     #[test]
@@ -605,7 +728,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_absurd_requested_wait_is_cut_to_the_budget_without_overflowing() {
+    async fn an_absurd_requested_wait_is_cut_to_the_budget_and_reported_clamped() {
         let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
         let part = committed(1).await.pop().unwrap();
         let absurd = || Outcome::RateLimited {
@@ -613,7 +736,7 @@ mod tests {
             global: true,
         };
         let (result, at) = run(&t, part, vec![absurd(), absurd()]).await;
-        assert_eq!(result.unwrap_err().retry_after(), Some(Duration::MAX));
+        assert_eq!(result.unwrap_err().retry_after(), Some(MAX_RETRY_AFTER));
         assert_eq!(at, [Duration::ZERO, Duration::from_secs(1)]);
     }
 }

@@ -12,10 +12,6 @@ use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, SlackMrkdwn};
 use crate::outbound::CommittedPart;
 
-/// The most characters Slack shows well in one message's `text` (it truncates past 40 000, and
-/// asks for at most 4 000).
-pub const SLACK_TEXT_LIMIT: usize = 4000;
-
 const DEFAULT_BASE_URL: &str = "https://slack.com/api";
 
 /// Slack error codes its docs call transient: sending again may work.

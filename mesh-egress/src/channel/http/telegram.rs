@@ -7,13 +7,12 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
+use super::retry::{
+    Outcome, Request, Transport, retry_after_header, seconds_field, unexpected_body,
+};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, TelegramHtml};
 use crate::outbound::CommittedPart;
-
-/// The most characters (UTF-16 units, after entity parsing) Telegram accepts in one message.
-pub const TELEGRAM_TEXT_LIMIT: usize = 4096;
 
 const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 
@@ -152,10 +151,7 @@ fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token)
         .and_then(|c| u16::try_from(c).ok())
         .unwrap_or(status.as_u16());
     if code == 429 || status == StatusCode::TOO_MANY_REQUESTS {
-        let wait = answer
-            .pointer("/parameters/retry_after")
-            .and_then(Value::as_f64)
-            .and_then(seconds)
+        let wait = seconds_field(answer.pointer("/parameters/retry_after"))
             .or_else(|| retry_after_header(headers));
         return Outcome::RateLimited {
             wait,
