@@ -23,17 +23,20 @@ fn connect(surface: Surface, base_url: String) -> BoxedChannel {
     let renderer = PlainText::new().with_limit(10);
     match surface {
         Surface::Slack => BoxedChannel::new(
-            SlackChannel::new(TOKEN, "C1", renderer)
+            SlackChannel::new(TOKEN, "C1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),
         Surface::Discord => BoxedChannel::new(
-            DiscordChannel::new(TOKEN, "1", renderer)
+            DiscordChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),
         _ => BoxedChannel::new(
-            TelegramChannel::new(TOKEN, "1", renderer)
+            TelegramChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),

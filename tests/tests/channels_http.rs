@@ -43,17 +43,20 @@ fn connect(surface: Surface, base_url: String, limit: usize) -> BoxedChannel {
     let renderer = PlainText::new().with_limit(limit);
     match surface {
         Surface::Slack => BoxedChannel::new(
-            SlackChannel::new(TOKEN, "C024BE91L", renderer)
+            SlackChannel::new(TOKEN, "C024BE91L")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
         Surface::Discord => BoxedChannel::new(
-            DiscordChannel::new(TOKEN, "1100000000000000001", renderer)
+            DiscordChannel::new(TOKEN, "1100000000000000001")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
         _ => BoxedChannel::new(
-            TelegramChannel::new(TOKEN, "-1001234567890", renderer)
+            TelegramChannel::new(TOKEN, "-1001234567890")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
@@ -74,7 +77,8 @@ fn channel_error(error: &SendError) -> &ChannelError {
 #[tokio::test]
 async fn slack_posts_each_part_with_the_bot_token_channel_thread_and_part_metadata() {
     let api = fake(Surface::Slack).await;
-    let slack = SlackChannel::new(TOKEN, "C024BE91L", PlainText::new().with_limit(10))
+    let slack = SlackChannel::new(TOKEN, "C024BE91L")
+        .with_renderer(PlainText::new().with_limit(10))
         .in_thread("1700000000.000001")
         .base_url(api.base_url())
         .policy(policy());
@@ -102,13 +106,10 @@ async fn slack_posts_each_part_with_the_bot_token_channel_thread_and_part_metada
 #[tokio::test]
 async fn discord_posts_each_part_with_the_idempotency_key_as_an_enforced_nonce() {
     let api = fake(Surface::Discord).await;
-    let discord = DiscordChannel::new(
-        TOKEN,
-        "1100000000000000001",
-        PlainText::new().with_limit(10),
-    )
-    .base_url(api.base_url())
-    .policy(policy());
+    let discord = DiscordChannel::new(TOKEN, "1100000000000000001")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy());
 
     let receipt = discord.deliver(message(parts(3).concat())).await.unwrap();
 
@@ -124,7 +125,8 @@ async fn discord_posts_each_part_with_the_idempotency_key_as_an_enforced_nonce()
 #[tokio::test]
 async fn telegram_sends_each_part_in_html_parse_mode_to_the_numeric_chat() {
     let api = fake(Surface::Telegram).await;
-    let telegram = TelegramChannel::new(TOKEN, "-1001234567890", PlainText::new().with_limit(10))
+    let telegram = TelegramChannel::new(TOKEN, "-1001234567890")
+        .with_renderer(PlainText::new().with_limit(10))
         .in_topic(42)
         .base_url(api.base_url())
         .policy(policy());
@@ -339,10 +341,14 @@ async fn a_token_no_header_can_carry_is_refused_before_any_request() {
         let renderer = PlainText::new();
         let channel = match surface {
             Surface::Slack => BoxedChannel::new(
-                SlackChannel::new("xoxb-bad\ntoken", "C1", renderer).base_url(api.base_url()),
+                SlackChannel::new("xoxb-bad\ntoken", "C1")
+                    .with_renderer(renderer)
+                    .base_url(api.base_url()),
             ),
             _ => BoxedChannel::new(
-                DiscordChannel::new("bad\ntoken", "1", renderer).base_url(api.base_url()),
+                DiscordChannel::new("bad\ntoken", "1")
+                    .with_renderer(renderer)
+                    .base_url(api.base_url()),
             ),
         };
 
@@ -448,9 +454,9 @@ async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
     }
     let debug_channels = format!(
         "{:?}{:?}{:?}",
-        SlackChannel::new(TOKEN, "C1", PlainText::new()),
-        DiscordChannel::new(TOKEN, "1", PlainText::new()),
-        TelegramChannel::new(TOKEN, "1", PlainText::new()),
+        SlackChannel::new(TOKEN, "C1").with_renderer(PlainText::new()),
+        DiscordChannel::new(TOKEN, "1").with_renderer(PlainText::new()),
+        TelegramChannel::new(TOKEN, "1").with_renderer(PlainText::new()),
     );
     let logged = logs.text();
 
@@ -504,4 +510,28 @@ async fn a_header_wait_in_milliseconds_or_as_an_http_date_is_honoured_and_report
         "{asked:?}"
     );
     assert_eq!(api.texts(), ["after 5 ms"]);
+}
+
+#[tokio::test]
+async fn each_connector_renders_its_surfaces_format_by_default() {
+    let expected = [
+        (Surface::Slack, "*bold*"),
+        (Surface::Discord, "**bold**"),
+        (Surface::Telegram, "<b>bold</b>"),
+    ];
+    for (surface, wire) in expected {
+        let api = fake(surface).await;
+        let channel = match surface {
+            Surface::Slack => {
+                BoxedChannel::new(SlackChannel::new(TOKEN, "C1").base_url(api.base_url()))
+            }
+            Surface::Discord => {
+                BoxedChannel::new(DiscordChannel::new(TOKEN, "1").base_url(api.base_url()))
+            }
+            _ => BoxedChannel::new(TelegramChannel::new(TOKEN, "1").base_url(api.base_url())),
+        };
+        let receipt = channel.deliver(message("**bold**")).await.unwrap();
+        assert_eq!(receipt.len(), 1, "{surface}");
+        assert_eq!(api.texts(), [wire], "{surface}");
+    }
 }

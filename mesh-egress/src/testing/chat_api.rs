@@ -14,7 +14,9 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
 //! api.script([FakeResponse::chat_server_error(Surface::Slack, 503)]);
-//! let slack = SlackChannel::new("xoxb-test", "C1", PlainText::new()).base_url(api.base_url());
+//! let slack = SlackChannel::new("xoxb-test", "C1")
+//!     .with_renderer(PlainText::new())
+//!     .base_url(api.base_url());
 //! slack.deliver(AgentMessage::new("hi", Attribution::new("a", "c", "r"))).await?;
 //! assert_eq!(api.texts(), ["hi"]);
 //! assert_eq!(api.attempts(), 2);

@@ -30,8 +30,10 @@ const NONCE_LIMIT: usize = 25;
 /// ```
 /// use mesh_egress::channel::{DiscordChannel, DiscordMarkdown};
 ///
-/// let discord = DiscordChannel::new("bot-token", "123456789012345678", DiscordMarkdown::new());
+/// let discord = DiscordChannel::new("bot-token", "123456789012345678");
 /// assert!(!format!("{discord:?}").contains("bot-token"));
+/// let short = discord.with_renderer(DiscordMarkdown::new().with_limit(500));
+/// # let _ = short;
 /// ```
 #[derive(Clone)]
 pub struct DiscordChannel<R = DiscordMarkdown> {
@@ -41,14 +43,28 @@ pub struct DiscordChannel<R = DiscordMarkdown> {
     channel: String,
 }
 
-impl<R: Render> DiscordChannel<R> {
-    /// Posts to channel (or thread) `channel_id` with bot `token`, rendering with `renderer`.
-    pub fn new(token: impl Into<String>, channel_id: impl Into<String>, renderer: R) -> Self {
+impl DiscordChannel {
+    /// Posts to channel (or thread) `channel_id` with bot `token`, rendering Discord Markdown
+    /// ([`DiscordMarkdown`]); [`with_renderer`](Self::with_renderer) changes that.
+    pub fn new(token: impl Into<String>, channel_id: impl Into<String>) -> Self {
         Self {
-            renderer,
+            renderer: DiscordMarkdown::new(),
             transport: Transport::new(Surface::Discord, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             channel: channel_id.into(),
+        }
+    }
+}
+
+impl<R: Render> DiscordChannel<R> {
+    /// The same connector rendering with `renderer` (whose output must be Discord Markdown, or
+    /// plain text).
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> DiscordChannel<R2> {
+        DiscordChannel {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            channel: self.channel,
         }
     }
 

@@ -14,7 +14,7 @@
 //! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
 //!
 //! ```no_run
-//! use mesh_egress::channel::{Deliver, SlackChannel, SlackMrkdwn};
+//! use mesh_egress::channel::{Deliver, SlackChannel};
 //! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
 //!
 //! #[egress_boundary(interactive)]
@@ -23,7 +23,7 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789", SlackMrkdwn::new());
+//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789");
 //! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
 //! let reply: Reply = answer(&turn).await;
 //! slack.deliver(reply).await?;

@@ -27,8 +27,10 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// ```
 /// use mesh_egress::channel::{TelegramChannel, TelegramHtml};
 ///
-/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890", TelegramHtml::new());
+/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890");
 /// assert!(!format!("{telegram:?}").contains("ABC-DEF"));
+/// let short = telegram.with_renderer(TelegramHtml::new().with_limit(1000));
+/// # let _ = short;
 /// ```
 #[derive(Clone)]
 pub struct TelegramChannel<R = TelegramHtml> {
@@ -39,16 +41,31 @@ pub struct TelegramChannel<R = TelegramHtml> {
     topic: Option<i64>,
 }
 
-impl<R: Render> TelegramChannel<R> {
-    /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`, rendering
-    /// with `renderer` (whose output must be Telegram HTML).
-    pub fn new(token: impl Into<String>, chat_id: impl Into<String>, renderer: R) -> Self {
+impl TelegramChannel {
+    /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`,
+    /// rendering Telegram HTML ([`TelegramHtml`]); [`with_renderer`](Self::with_renderer)
+    /// changes that.
+    pub fn new(token: impl Into<String>, chat_id: impl Into<String>) -> Self {
         Self {
-            renderer,
+            renderer: TelegramHtml::new(),
             transport: Transport::new(Surface::Telegram, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             chat: chat_value(chat_id.into()),
             topic: None,
+        }
+    }
+}
+
+impl<R: Render> TelegramChannel<R> {
+    /// The same connector rendering with `renderer`, whose output must be Telegram HTML (or
+    /// plain text without `<`, `>` and `&`): it is sent with `parse_mode: "HTML"`.
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> TelegramChannel<R2> {
+        TelegramChannel {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            chat: self.chat,
+            topic: self.topic,
         }
     }
 
