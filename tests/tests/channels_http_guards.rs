@@ -1,0 +1,135 @@
+//! What the chat connectors refuse to let through, shown by what the loopback fake API
+//! receives: nothing once the turn's ownership is lost, no mention that notifies unless the
+//! application allows it, and no answer read past its size cap.
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::channel::{
+    Channel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
+    TelegramChannel,
+};
+use mesh_egress::testing::FakeApi;
+use mesh_egress::{Attribution, CommitError, Ownership, Turn};
+
+const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
+const TOKEN: &str = "123456789:AAF-guard_TOKEN";
+
+fn policy() -> SendPolicy {
+    SendPolicy::new()
+        .max_tries(3)
+        .max_wait(Duration::from_millis(30))
+        .backoff(Duration::from_millis(1))
+        .request_timeout(Duration::from_secs(5))
+}
+
+/// `n` parts of exactly ten characters each under a ten-character limit.
+fn parts(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("part{i:03}abc")).collect()
+}
+
+async fn fake(surface: Surface) -> FakeApi {
+    FakeApi::start(surface, TOKEN).await.expect("bind loopback")
+}
+
+fn channel_error(error: &SendError) -> &ChannelError {
+    error
+        .source()
+        .and_then(|e| e.downcast_ref::<ChannelError>())
+        .expect("a connector's send error carries a ChannelError")
+}
+
+fn slack(api: &FakeApi) -> SlackChannel<PlainText> {
+    SlackChannel::new(TOKEN, "C024BE91L")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
+fn discord(api: &FakeApi) -> DiscordChannel<PlainText> {
+    DiscordChannel::new(TOKEN, "1100000000000000001")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
+fn telegram(api: &FakeApi) -> TelegramChannel<PlainText> {
+    TelegramChannel::new(TOKEN, "-1001234567890")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
+/// A message from a turn whose ownership is revoked before delivery: `channel` refuses it at
+/// the commit boundary and the surface receives nothing.
+async fn refuses_a_message_revoked_before_delivery(api: &FakeApi, channel: &impl Channel) {
+    let turn = Turn::new(Attribution::new("ops-bot", "conv-1", "run-1"));
+    let reply = turn.message(parts(3).concat());
+    turn.ownership().revoke();
+
+    let error = channel.deliver(reply).await.unwrap_err();
+
+    assert!(
+        matches!(error, DeliveryError::Commit(CommitError::OwnershipLost)),
+        "{}: {error:?}",
+        api.surface()
+    );
+    assert_eq!(api.attempts(), 0, "{}: a request arrived", api.surface());
+}
+
+#[tokio::test]
+async fn slack_sends_nothing_once_the_turn_lost_ownership() {
+    let api = fake(Surface::Slack).await;
+    refuses_a_message_revoked_before_delivery(&api, &slack(&api)).await;
+}
+
+#[tokio::test]
+async fn discord_sends_nothing_once_the_turn_lost_ownership() {
+    let api = fake(Surface::Discord).await;
+    refuses_a_message_revoked_before_delivery(&api, &discord(&api)).await;
+}
+
+#[tokio::test]
+async fn telegram_sends_nothing_once_the_turn_lost_ownership() {
+    let api = fake(Surface::Telegram).await;
+    refuses_a_message_revoked_before_delivery(&api, &telegram(&api)).await;
+}
+
+/// Ownership that holds until the surface has received its first message: lost between the
+/// first part and the second, as when a lease expires mid-delivery.
+fn lost_after_the_first_post(api: &Arc<FakeApi>) -> Ownership {
+    let seen = Arc::clone(api);
+    Ownership::checked(move || seen.received().is_empty())
+}
+
+#[tokio::test]
+async fn ownership_lost_after_the_first_part_stops_every_connector_before_the_second() {
+    for surface in SURFACES {
+        let api = Arc::new(fake(surface).await);
+        let turn = Turn::new(Attribution::new("ops-bot", "conv-1", "run-1"))
+            .with_ownership(lost_after_the_first_post(&api));
+        let reply = turn.message(parts(3).concat());
+
+        let error = match surface {
+            Surface::Slack => slack(&api).deliver(reply).await,
+            Surface::Discord => discord(&api).deliver(reply).await,
+            _ => telegram(&api).deliver(reply).await,
+        }
+        .unwrap_err();
+
+        assert_eq!(api.attempts(), 1, "{surface}: exactly one request");
+        assert_eq!(api.texts(), parts(1), "{surface}");
+        let DeliveryError::OwnershipLost { undelivered } = error else {
+            panic!("{surface}: expected OwnershipLost, got {error:?}");
+        };
+        assert_eq!(undelivered.indexes(), [1, 2], "{surface}");
+        assert_eq!(undelivered.delivered().len(), 1, "{surface}");
+        assert_eq!(
+            undelivered.delivered()[0].id(),
+            api.received()[0].id,
+            "{surface}"
+        );
+    }
+}
