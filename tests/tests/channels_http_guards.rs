@@ -6,13 +6,16 @@ use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::channel::http::{
+    AllowedMentions, ChannelError, ChannelErrorKind, SendPolicy, Surface,
+};
 use mesh_egress::channel::{
     Channel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
     TelegramChannel,
 };
 use mesh_egress::testing::FakeApi;
 use mesh_egress::{Attribution, CommitError, Ownership, Turn};
+use serde_json::json;
 
 const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
 const TOKEN: &str = "123456789:AAF-guard_TOKEN";
@@ -132,4 +135,89 @@ async fn ownership_lost_after_the_first_part_stops_every_connector_before_the_se
             "{surface}"
         );
     }
+}
+
+fn discord_to(api: &FakeApi) -> DiscordChannel {
+    DiscordChannel::new(TOKEN, "1100000000000000001")
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
+#[tokio::test]
+async fn every_discord_message_carries_an_empty_allowed_mentions_by_default() {
+    let api = fake(Surface::Discord).await;
+    let channel = DiscordChannel::new(TOKEN, "1100000000000000001")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy());
+    let turn = Turn::new(Attribution::new("ops-bot", "conv-1", "run-1"));
+
+    let receipt = channel
+        .deliver(turn.message(parts(3).concat()))
+        .await
+        .unwrap();
+
+    assert_eq!(receipt.len(), 3);
+    let received = api.received();
+    assert_eq!(received.len(), 3);
+    for got in received {
+        assert_eq!(got.body["allowed_mentions"], json!({ "parse": [] }));
+    }
+}
+
+#[tokio::test]
+async fn everyone_here_role_and_user_mentions_in_a_discord_reply_cannot_ping() {
+    let api = fake(Surface::Discord).await;
+    let turn = Turn::new(Attribution::new("ops-bot", "conv-1", "run-1"));
+    let hostile = "@everyone @here look: <@&41771983423143936> and <@80351110224678912>";
+
+    let receipt = discord_to(&api)
+        .deliver(turn.message(hostile))
+        .await
+        .unwrap();
+
+    assert_eq!(receipt.len(), 1);
+    let got = &api.received()[0];
+    assert!(
+        got.text.contains("everyone"),
+        "the words arrive: {}",
+        got.text
+    );
+    let allowed = &got.body["allowed_mentions"];
+    assert_eq!(allowed["parse"], json!([]), "nothing is parsed into a ping");
+    assert!(allowed.get("users").is_none() && allowed.get("roles").is_none());
+}
+
+#[tokio::test]
+async fn only_the_users_and_roles_an_application_lists_may_be_notified_on_discord() {
+    let api = fake(Surface::Discord).await;
+    let channel = discord_to(&api).with_allowed_mentions(
+        AllowedMentions::none()
+            .users(["80351110224678912"])
+            .roles(["41771983423143936"]),
+    );
+    let sibling = channel.for_channel("1100000000000000002");
+    let turn = Turn::new(Attribution::new("ops-bot", "conv-1", "run-1"));
+
+    for channel in [&channel, &sibling] {
+        let receipt = channel
+            .deliver(turn.message("<@80351110224678912>, <@&41771983423143936>: done"))
+            .await
+            .unwrap();
+        assert_eq!(receipt.len(), 1);
+    }
+
+    for got in api.received() {
+        assert_eq!(
+            got.body["allowed_mentions"],
+            json!({
+                "parse": [],
+                "users": ["80351110224678912"],
+                "roles": ["41771983423143936"],
+            }),
+            "to {}",
+            got.target
+        );
+    }
+    assert_eq!(api.received().len(), 2);
 }

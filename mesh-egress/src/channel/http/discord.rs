@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::retry::{
     Outcome, Request, Transport, retry_after_header, seconds_field, unexpected_body,
 };
-use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;
 
@@ -27,6 +27,11 @@ const NONCE_LIMIT: usize = 25;
 /// duplicate. A `429` is retried after the body's `retry_after` (seconds, fractional; its
 /// `global` flag is reported), within the [`SendPolicy`].
 ///
+/// Every message carries `allowed_mentions`: by default `{"parse": []}`, so `@everyone`,
+/// `@here`, `<@user>` and `<@&role>` in a reply notify no one; list whom a message may notify
+/// with [`with_allowed_mentions`](Self::with_allowed_mentions). A plain `@name` is text on
+/// Discord, never a mention.
+///
 /// ```
 /// use mesh_egress::channel::{DiscordChannel, DiscordMarkdown};
 ///
@@ -41,6 +46,7 @@ pub struct DiscordChannel<R = DiscordMarkdown> {
     transport: Transport,
     base_url: String,
     channel: String,
+    mentions: AllowedMentions,
 }
 
 impl DiscordChannel {
@@ -52,6 +58,7 @@ impl DiscordChannel {
             transport: Transport::new(Surface::Discord, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             channel: channel_id.into(),
+            mentions: AllowedMentions::none(),
         }
     }
 }
@@ -65,11 +72,20 @@ impl<R: Render> DiscordChannel<R> {
             transport: self.transport,
             base_url: self.base_url,
             channel: self.channel,
+            mentions: self.mentions,
         }
     }
 
-    /// The same bot posting to another channel: shares this connector's client, token, policy
-    /// and the global rate-limit pause, so a `global: true` answer holds back every channel.
+    /// Lets messages notify the users and roles `mentions` lists (and no one else); the
+    /// default, [`AllowedMentions::none`], notifies no one.
+    pub fn with_allowed_mentions(mut self, mentions: AllowedMentions) -> Self {
+        self.mentions = mentions;
+        self
+    }
+
+    /// The same bot posting to another channel: shares this connector's client, token, policy,
+    /// allowed mentions and the global rate-limit pause, so a `global: true` answer holds back
+    /// every channel.
     pub fn for_channel(&self, channel_id: impl Into<String>) -> Self
     where
         R: Clone,
@@ -79,6 +95,7 @@ impl<R: Render> DiscordChannel<R> {
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
             channel: channel_id.into(),
+            mentions: self.mentions.clone(),
         }
     }
 
@@ -92,6 +109,7 @@ impl<R> fmt::Debug for DiscordChannel<R> {
         f.debug_struct("DiscordChannel")
             .field("channel", &self.channel)
             .field("base_url", &self.base_url)
+            .field("mentions", &self.mentions)
             .field("token", &self.transport.token)
             .field("policy", &self.transport.policy)
             .finish_non_exhaustive()
@@ -109,7 +127,10 @@ impl<R: Render> Channel for DiscordChannel<R> {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        let mut body = json!({ "content": part.text() });
+        let mut body = json!({
+            "content": part.text(),
+            "allowed_mentions": self.mentions.to_json(),
+        });
         let nonce = part.idempotency_key();
         // The key is 16 hex digits, a dash and the index: within Discord's limit for any
         // message of fewer than 10^8 parts.

@@ -9,6 +9,24 @@
 //! that went and carries the ones that did not; delivering its
 //! [`Undelivered`](super::Undelivered) sends only those, in order.
 //!
+//! # Mentions
+//!
+//! Model text is untrusted, so no connector lets a reply notify people unless the application
+//! opted in. What each surface does with mention-like text:
+//!
+//! - **Discord** notifies only for `<@id>`, `<@&role>`, `@everyone` and `@here`; every message
+//!   carries `allowed_mentions: {"parse": []}`, so none of them pings anyone unless its user or
+//!   role is on the [`AllowedMentions`] list given to
+//!   [`DiscordChannel::with_allowed_mentions`]. A plain `@name` is plain text.
+//! - **Slack** notifies only for `<@U…>`, `<!here>`, `<!channel>`, `<!everyone>` and
+//!   `<!subteam^…>`. A plain `@name` (or `@here`) is not turned into a mention, because the
+//!   connector never sets `link_names`; the Slack renderer escapes `<`, `>` and `&`, so model
+//!   text cannot write those forms.
+//! - **Telegram** itself recognises a plain `@username` as a mention of that public username,
+//!   and notifies that user if they are in the chat; the Bot API has no switch to turn this off
+//!   for text the bot sends. Mentions by id (`tg://user?id=…` links) are the renderer's to
+//!   keep from being live.
+//!
 //! Tokens never appear in an error's text, a `Debug` output or a log line: they are held in a
 //! redacting wrapper, transport errors are stripped of their URL (a Telegram token lives in the
 //! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
@@ -31,6 +49,7 @@
 //! ```
 
 mod discord;
+mod mentions;
 mod retry;
 mod slack;
 mod telegram;
@@ -39,6 +58,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use discord::DiscordChannel;
+pub use mentions::AllowedMentions;
 pub use retry::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
 pub use slack::SlackChannel;
 pub use telegram::TelegramChannel;
