@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesh_egress::channel::http::{
-    AllowedMentions, ChannelError, ChannelErrorKind, SendPolicy, Surface,
+    AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, SendPolicy,
+    Surface,
 };
 use mesh_egress::channel::{
-    Channel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
-    TelegramChannel,
+    BoxedChannel, Channel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError,
+    SlackChannel, TelegramChannel,
 };
-use mesh_egress::testing::FakeApi;
-use mesh_egress::{Attribution, CommitError, Ownership, Turn};
+use mesh_egress::testing::{FakeApi, FakeResponse};
+use mesh_egress::{AgentMessage, Attribution, CommitError, Ownership, Turn};
 use serde_json::json;
 
 const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
@@ -31,6 +32,32 @@ fn policy() -> SendPolicy {
 /// `n` parts of exactly ten characters each under a ten-character limit.
 fn parts(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("part{i:03}abc")).collect()
+}
+
+fn message(text: &str) -> AgentMessage {
+    AgentMessage::new(text, Attribution::new("ops-bot", "conv-1", "run-1"))
+}
+
+/// `surface`'s connector with its default renderer, talking to `api` within `policy`.
+fn connect_with(surface: Surface, api: &FakeApi, policy: SendPolicy) -> BoxedChannel {
+    let url = api.base_url();
+    match surface {
+        Surface::Slack => {
+            BoxedChannel::new(SlackChannel::new(TOKEN, "C1").base_url(url).policy(policy))
+        }
+        Surface::Discord => {
+            BoxedChannel::new(DiscordChannel::new(TOKEN, "1").base_url(url).policy(policy))
+        }
+        _ => BoxedChannel::new(
+            TelegramChannel::new(TOKEN, "1")
+                .base_url(url)
+                .policy(policy),
+        ),
+    }
+}
+
+fn connect(surface: Surface, api: &FakeApi) -> BoxedChannel {
+    connect_with(surface, api, policy())
 }
 
 async fn fake(surface: Surface) -> FakeApi {
@@ -220,4 +247,85 @@ async fn only_the_users_and_roles_an_application_lists_may_be_notified_on_discor
         );
     }
     assert_eq!(api.received().len(), 2);
+}
+
+/// A body of `len` bytes, sent chunked (the fake never declares a length by itself, so only
+/// counting while reading catches it) or with its length `declared` up front.
+fn oversized(status: u16, len: usize, declared: bool) -> FakeResponse {
+    let response = FakeResponse::raw(status, "x".repeat(len));
+    if declared {
+        response.with_header("content-length", &len.to_string())
+    } else {
+        response
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_answer_fails_that_request_with_a_typed_error() {
+    let limit = DEFAULT_MAX_RESPONSE_BYTES;
+    for surface in SURFACES {
+        for declared in [false, true] {
+            let api = fake(surface).await;
+            api.script([oversized(200, 4 * 1024 * 1024, declared)]);
+            let channel = connect(surface, &api);
+
+            let error = channel.deliver(message("hello")).await.unwrap_err();
+
+            let DeliveryError::Send {
+                source,
+                undelivered,
+                ..
+            } = &error
+            else {
+                panic!("{surface}: expected a send failure, got {error:?}");
+            };
+            assert_eq!(
+                channel_error(source).kind(),
+                &ChannelErrorKind::ResponseTooLarge { status: 200, limit },
+                "{surface}, length declared: {declared}"
+            );
+            assert!(
+                source.retryable(),
+                "{surface}: after a 2xx the part may have gone"
+            );
+            assert_eq!(api.attempts(), 1, "{surface}: a 2xx is not re-sent");
+            assert_eq!(undelivered.indexes(), [0], "{surface}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_5xx_is_retried_and_the_cap_is_configurable() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        api.script([oversized(503, 2048, false)]);
+        let channel = connect_with(surface, &api, policy().max_response_bytes(1024));
+
+        let receipt = channel.deliver(message("after the flood")).await.unwrap();
+
+        assert_eq!(receipt.len(), 1, "{surface}");
+        assert_eq!(api.attempts(), 2, "{surface}");
+        assert_eq!(api.texts(), ["after the flood"], "{surface}");
+    }
+}
+
+#[tokio::test]
+async fn text_a_surface_sends_back_is_cut_and_scrubbed_of_the_token() {
+    for surface in SURFACES {
+        let api = fake(surface).await;
+        let echo = format!("{TOKEN} {}", "y".repeat(10_000));
+        api.script([FakeResponse::chat_refusal(surface, &echo)]);
+        let channel = connect(surface, &api);
+
+        let error = channel.deliver(message("hello")).await.unwrap_err();
+
+        let DeliveryError::Send { source, .. } = &error else {
+            panic!("{surface}: expected a send failure, got {error:?}");
+        };
+        let ChannelErrorKind::Refused { detail, .. } = channel_error(source).kind() else {
+            panic!("{surface}: expected a refusal");
+        };
+        assert!(!detail.contains(TOKEN), "{surface}: {detail}");
+        assert!(detail.chars().count() <= 201, "{surface}: {detail}");
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_LENGTH, HeaderMap, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
@@ -410,14 +410,12 @@ enum BodyError {
 /// at once, when the declared length already does): an answer is never buffered whole.
 async fn read_capped(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
     let declared = response
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
+        .content_length()
+        .map(|len| usize::try_from(len).unwrap_or(usize::MAX));
+    if declared.is_some_and(|len| len > limit) {
         return Err(BodyError::TooLarge);
     }
-    let mut body = Vec::with_capacity(declared.map_or(0, |len| len as usize));
+    let mut body = Vec::with_capacity(declared.unwrap_or(0));
     while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
         if chunk.len() > limit.saturating_sub(body.len()) {
             return Err(BodyError::TooLarge);
