@@ -82,8 +82,11 @@ fn target(surface: Surface) -> &'static str {
     }
 }
 
+/// Extra variables for one run.
+type Env = Vec<(&'static str, String)>;
+
 /// The variables that point `--deliver <surface>` at `api`.
-fn deliver_env(surface: Surface, api: &FakeApi) -> Vec<(&'static str, String)> {
+fn deliver_env(surface: Surface, api: &FakeApi) -> Env {
     let [token, to, url] = flag_and_env(surface).1;
     vec![
         (token, TOKEN.to_owned()),
@@ -274,10 +277,11 @@ async fn deliver_usage_errors_exit_2_with_one_line_and_send_nothing() {
         .await
         .expect("fake api");
     let slack = deliver_env(Surface::Slack, &api);
-    let without = |name: &str| -> Vec<(&'static str, String)> {
-        slack.iter().filter(|(k, _)| *k != name).cloned().collect()
-    };
-    let cases: [(&str, Vec<(&'static str, String)>, &[&str]); 6] = [
+    let without =
+        |name: &str| -> Env { slack.iter().filter(|(k, _)| *k != name).cloned().collect() };
+    /// What is wrong, the environment, and the arguments.
+    type Case<'a> = (&'a str, Env, &'a [&'a str]);
+    let cases: [Case<'_>; 6] = [
         (
             "a different --channel",
             slack.clone(),
