@@ -7,9 +7,8 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{
-    Outcome, Request, Transport, retry_after_header, seconds_field, unexpected_body,
-};
+use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::retry::{Request, Transport};
 use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;

@@ -48,8 +48,10 @@
 //! # Ok(()) }
 //! ```
 
+mod answer;
 mod discord;
 mod mentions;
+mod policy;
 mod retry;
 mod slack;
 mod telegram;
@@ -59,7 +61,7 @@ use std::time::Duration;
 
 pub use discord::DiscordChannel;
 pub use mentions::AllowedMentions;
-pub use retry::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
+pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
 pub use slack::SlackChannel;
 pub use telegram::TelegramChannel;
 
