@@ -437,4 +437,25 @@ mod tests {
         assert_eq!(result.unwrap_err().retry_after(), Some(MAX_RETRY_AFTER));
         assert_eq!(at, [Duration::ZERO, Duration::from_secs(1)]);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_largest_policy_values_neither_panic_nor_overflow() {
+        let t = transport(
+            SendPolicy::new()
+                .max_tries(u32::MAX)
+                .max_wait(Duration::MAX)
+                .backoff(Duration::MAX)
+                .request_timeout(Duration::MAX),
+        );
+        let part = committed(1).await.pop().unwrap();
+        let absurd = Outcome::RateLimited {
+            wait: Some(Duration::MAX),
+            global: true,
+        };
+        let (result, at) = run(&t, part, vec![absurd, server()]).await;
+        assert!(result.is_ok());
+        assert_eq!(at.len(), 3);
+        assert_eq!(at[1], MAX_RETRY_AFTER, "the asked wait, clamped");
+        assert!(at[2] > at[1], "{at:?}");
+    }
 }
