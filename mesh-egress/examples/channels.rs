@@ -11,12 +11,9 @@
 
 use std::time::Duration;
 
-use mesh_egress::channel::http::fake::{FakeApi, Fault};
 use mesh_egress::channel::http::{SendPolicy, Surface};
-use mesh_egress::channel::{
-    BoxedChannel, Deliver, DiscordChannel, DiscordMarkdown, SlackChannel, SlackMrkdwn,
-    TelegramChannel, TelegramHtml,
-};
+use mesh_egress::channel::{BoxedChannel, Deliver, DiscordChannel, SlackChannel, TelegramChannel};
+use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution};
 
 /// A long mixed reply: a heading, emoji, a table, a code block, a long list and a long link.
@@ -53,18 +50,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = SendPolicy::new().max_wait(Duration::from_secs(3));
 
     let slack_api = FakeApi::start(Surface::Slack, "xoxb-demo").await?;
-    slack_api.script([Fault::Pass, Fault::RateLimited(Duration::from_secs(1))]);
+    slack_api.script([
+        ChatStep::Accept,
+        FakeResponse::chat_rate_limited(Surface::Slack, Duration::from_secs(1)).into(),
+    ]);
     let discord_api = FakeApi::start(Surface::Discord, "discord-demo").await?;
-    discord_api.script([Fault::GlobalRateLimited(Duration::from_millis(250))]);
+    discord_api.script([FakeResponse::chat_global_rate_limited(
+        Surface::Discord,
+        Duration::from_millis(250),
+    )]);
     let telegram_api = FakeApi::start(Surface::Telegram, "123:telegram-demo").await?;
-    telegram_api.script([Fault::ServerError(503)]);
+    telegram_api.script([FakeResponse::chat_server_error(Surface::Telegram, 503)]);
 
-    // One bot, three surfaces, one type, each with its own renderer and limits.
+    // One bot, three surfaces, one type, each with its own default renderer and limits.
     let surfaces = [
         (
             &slack_api,
             BoxedChannel::new(
-                SlackChannel::new("xoxb-demo", "C024BE91L", SlackMrkdwn::new())
+                SlackChannel::new("xoxb-demo", "C024BE91L")
                     .base_url(slack_api.base_url())
                     .policy(policy),
             ),
@@ -72,19 +75,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (
             &discord_api,
             BoxedChannel::new(
-                DiscordChannel::new(
-                    "discord-demo",
-                    "1100000000000000001",
-                    DiscordMarkdown::new(),
-                )
-                .base_url(discord_api.base_url())
-                .policy(policy),
+                DiscordChannel::new("discord-demo", "1100000000000000001")
+                    .base_url(discord_api.base_url())
+                    .policy(policy),
             ),
         ),
         (
             &telegram_api,
             BoxedChannel::new(
-                TelegramChannel::new("123:telegram-demo", "-1001234567890", TelegramHtml::new())
+                TelegramChannel::new("123:telegram-demo", "-1001234567890")
                     .base_url(telegram_api.base_url())
                     .policy(policy),
             ),

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run -q -p mesh-egress --example turn -- \
 //!     [--mode interactive|proactive] [--channel plain|slack|discord|telegram] [--gate on|off] \
-//!     [--system-prompt FILE] [--json] [--follow-up] PROMPT
+//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] PROMPT
 //! ```
 //!
 //! Environment: `MESH_MODEL_BASE_URL` (e.g. `http://127.0.0.1:8080/v1`), `MESH_MODEL`
@@ -16,18 +16,31 @@
 //!
 //! Stdout carries exactly what the person would see (nothing on silence); stderr carries JSON
 //! log lines. Exit 0 whenever the turn ended as the contract says (answered, held, handed off,
-//! silent), 2 with one `error: ...` line for a usage error.
+//! silent), 2 with one `error: ...` line for a usage error, 1 with one `error: ...` line (never
+//! the cause) when delivery itself failed after its retries.
 //!
 //! `--channel` renders for that surface (Telegram in HTML parse mode) and prints its parts;
 //! `--json` prints `{"part": N, "text": "..."}` per part, `text` being the exact payload.
+//!
+//! `--deliver slack|discord|telegram` sends the parts through that surface's real connector
+//! (and implies the matching `--channel`; a different `--channel` is a usage error), then
+//! prints each part that went, with `--json` as `{"part": N, "text": "...", "id": "..."}` (`id`
+//! is the platform's message id). Credentials and target: `SLACK_BOT_TOKEN` +
+//! `MESH_SLACK_CHANNEL`, `DISCORD_BOT_TOKEN` + `MESH_DISCORD_CHANNEL`, `TELEGRAM_BOT_TOKEN` +
+//! `MESH_TELEGRAM_CHAT`; the public API unless `MESH_SLACK_API_URL` / `MESH_DISCORD_API_URL` /
+//! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake).
 //! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
 //! follow-ups run first and print the real answer (or a handoff) when they end.
 
+use std::future::Future;
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use mesh_egress::CommittedPart;
 use mesh_egress::channel::{
-    Deliver, DiscordMarkdown, PlainText, Render, SlackMrkdwn, Stdout, TelegramHtml,
+    BoxedChannel, Channel, Deliver, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText,
+    Render, SendError, SlackChannel, SlackMrkdwn, Stdout, TelegramChannel, TelegramHtml,
 };
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve};
 use mesh_egress::gate::{ModelJudge, QualityGate};
@@ -36,10 +49,11 @@ use mesh_egress::{AgentMessage, Attribution, EgressError, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
-                     [--system-prompt FILE] [--json] [--follow-up] PROMPT";
+                     [--system-prompt FILE] [--json] [--follow-up] \
+                     [--deliver slack|discord|telegram] PROMPT";
 
 /// The chat surface whose format the parts are rendered in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Surface {
     Plain,
     Slack,
@@ -56,6 +70,160 @@ impl Surface {
             Self::Telegram => Box::new(TelegramHtml::new()),
         }
     }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Slack => "slack",
+            Self::Discord => "discord",
+            Self::Telegram => "telegram",
+        }
+    }
+
+    /// The variables `--deliver` reads for this surface: bot token, target, API base.
+    fn deliver_env(self) -> Option<[&'static str; 3]> {
+        match self {
+            Self::Plain => None,
+            Self::Slack => Some([
+                "SLACK_BOT_TOKEN",
+                "MESH_SLACK_CHANNEL",
+                "MESH_SLACK_API_URL",
+            ]),
+            Self::Discord => Some([
+                "DISCORD_BOT_TOKEN",
+                "MESH_DISCORD_CHANNEL",
+                "MESH_DISCORD_API_URL",
+            ]),
+            Self::Telegram => Some([
+                "TELEGRAM_BOT_TOKEN",
+                "MESH_TELEGRAM_CHAT",
+                "MESH_TELEGRAM_API_URL",
+            ]),
+        }
+    }
+}
+
+/// Where `--deliver` sends the parts: one surface's real connector. (No `Debug`: it holds the
+/// bot token.)
+struct Delivery {
+    surface: Surface,
+    token: String,
+    target: String,
+    api_url: Option<String>,
+}
+
+impl Delivery {
+    /// The credentials, target and API base for `surface`, from the environment.
+    fn from_env(surface: Surface) -> Result<Self, String> {
+        let [token, target, api_url] = surface
+            .deliver_env()
+            .ok_or_else(|| format!("--deliver {} is not a chat surface", surface.name()))?;
+        let api_url = std::env::var(api_url)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|url| {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Ok(url)
+                } else {
+                    Err(format!("{api_url} {url:?} is not an http(s) URL"))
+                }
+            })
+            .transpose()?;
+        Ok(Self {
+            surface,
+            token: required_env(token)?,
+            target: required_env(target)?,
+            api_url,
+        })
+    }
+
+    /// The connector, printing each part that went.
+    fn channel(self, json: bool) -> BoxedChannel {
+        let Self {
+            surface,
+            token,
+            target,
+            api_url,
+        } = self;
+        match surface {
+            Surface::Slack => {
+                let mut slack = SlackChannel::new(token, target);
+                if let Some(url) = api_url {
+                    slack = slack.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(slack, json))
+            }
+            Surface::Discord => {
+                let mut discord = DiscordChannel::new(token, target);
+                if let Some(url) = api_url {
+                    discord = discord.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(discord, json))
+            }
+            // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
+            Surface::Telegram | Surface::Plain => {
+                let mut telegram = TelegramChannel::new(token, target);
+                if let Some(url) = api_url {
+                    telegram = telegram.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(telegram, json))
+            }
+        }
+    }
+}
+
+/// A connector that, once a part has gone, prints it as `turn` prints parts: the text, or with
+/// `--json` `{"part": N, "text": "...", "id": "..."}`.
+struct Tee<C> {
+    inner: C,
+    json: bool,
+}
+
+impl<C: Channel> Tee<C> {
+    fn new(inner: C, json: bool) -> Self {
+        Self { inner, json }
+    }
+}
+
+impl<C: Channel> Channel for Tee<C> {
+    type Renderer = C::Renderer;
+
+    fn renderer(&self) -> &C::Renderer {
+        self.inner.renderer()
+    }
+
+    fn commit(
+        &self,
+        record: &mesh_egress::CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), mesh_egress::CommitError>> + Send {
+        self.inner.commit(record)
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let number = part.index() + 1;
+        let text = part.text().to_owned();
+        let sent = self.inner.send(part);
+        let json = self.json;
+        async move {
+            let receipt = sent.await?;
+            let line = if json {
+                format!(
+                    "{{\"part\":{number},\"text\":{},\"id\":{}}}\n",
+                    serde_json::Value::from(text),
+                    serde_json::Value::from(receipt.id())
+                )
+            } else {
+                format!("{text}\n")
+            };
+            // The part went: a closed stdout cannot undo that, so it does not fail the send.
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+            Ok(receipt)
+        }
+    }
 }
 
 /// The parsed command line.
@@ -66,6 +234,7 @@ struct Args {
     gate: bool,
     json: bool,
     follow_up: bool,
+    deliver: Option<Surface>,
     system_prompt: Option<String>,
     prompt: String,
 }
@@ -86,9 +255,21 @@ fn value<'a>(
         .ok_or_else(|| format!("{flag} needs a value"))
 }
 
+fn surface_named(name: &str) -> Option<Surface> {
+    [
+        Surface::Plain,
+        Surface::Slack,
+        Surface::Discord,
+        Surface::Telegram,
+    ]
+    .into_iter()
+    .find(|s| s.name() == name)
+}
+
 fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut mode = Mode::Interactive;
-    let mut surface = Surface::Plain;
+    let mut channel = None;
+    let mut deliver = None;
     let mut gate = false;
     let (mut json, mut follow_up) = (false, false);
     let mut system_prompt_file = None;
@@ -123,17 +304,20 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                 };
             }
             "--channel" => {
-                surface = match value(flag, inline, &mut rest)? {
-                    "plain" => Surface::Plain,
-                    "slack" => Surface::Slack,
-                    "discord" => Surface::Discord,
-                    "telegram" => Surface::Telegram,
-                    other => {
-                        return Err(format!(
-                            "unknown --channel {other:?} (plain|slack|discord|telegram)"
-                        ));
-                    }
-                }
+                let name = value(flag, inline, &mut rest)?;
+                channel = Some(surface_named(name).ok_or_else(|| {
+                    format!("unknown --channel {name:?} (plain|slack|discord|telegram)")
+                })?);
+            }
+            "--deliver" => {
+                let name = value(flag, inline, &mut rest)?;
+                deliver = Some(
+                    surface_named(name)
+                        .filter(|s| s.deliver_env().is_some())
+                        .ok_or_else(|| {
+                            format!("unknown --deliver {name:?} (slack|discord|telegram)")
+                        })?,
+                );
             }
             "--gate" => {
                 gate = match value(flag, inline, &mut rest)? {
@@ -148,6 +332,17 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
+    let surface = match (channel, deliver) {
+        (Some(channel), Some(deliver)) if channel != deliver => {
+            return Err(format!(
+                "--channel {} does not match --deliver {} (--deliver implies its channel)",
+                channel.name(),
+                deliver.name()
+            ));
+        }
+        (_, Some(surface)) | (Some(surface), None) => surface,
+        (None, None) => Surface::Plain,
+    };
     let prompt = match positionals.as_slice() {
         [] => return Err("missing PROMPT".into()),
         [prompt] => (*prompt).to_owned(),
@@ -165,6 +360,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         gate,
         json,
         follow_up,
+        deliver,
         system_prompt,
         prompt,
     }))
@@ -209,6 +405,10 @@ async fn main() -> ExitCode {
     ) {
         (Ok(base_url), Ok(model)) => (base_url, model),
         (Err(message), _) | (_, Err(message)) => return usage_error(&message),
+    };
+    let delivery = match args.deliver.map(Delivery::from_env).transpose() {
+        Ok(delivery) => delivery,
+        Err(message) => return usage_error(&message),
     };
     init_logs();
 
@@ -287,13 +487,14 @@ async fn main() -> ExitCode {
     let reply = resolve(args.mode, &policy, answer().await);
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
 
-    let channel = Stdout::with_renderer(args.surface.renderer()).json(args.json);
+    let target = args.deliver.unwrap_or(Surface::Plain);
+    let channel = match delivery {
+        Some(delivery) => delivery.channel(args.json),
+        None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+    };
     let mut receipt = match channel.deliver(reply).await {
         Ok(receipt) => receipt,
-        Err(error) => {
-            tracing::error!(target: "mesh_egress::egress", error = %error, "delivery to stdout failed");
-            return ExitCode::FAILURE;
-        }
+        Err(error) => return delivery_failed(target, &error),
     };
     let Some(commitment) = receipt.take_commitment() else {
         return ExitCode::SUCCESS;
@@ -318,9 +519,19 @@ async fn main() -> ExitCode {
             tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
             ExitCode::SUCCESS
         }
-        Err(error) => {
-            tracing::error!(target: "mesh_egress::egress", error = %error, "follow-up delivery to stdout failed");
-            ExitCode::FAILURE
-        }
+        Err(error) => delivery_failed(target, &error),
     }
+}
+
+/// Exit 1 after a delivery that failed after its retries: one plain `error:` line naming where
+/// it went, never the cause (the log line carries only the delivery error's own text, which
+/// names parts, not causes).
+fn delivery_failed(target: Surface, error: &mesh_egress::channel::DeliveryError) -> ExitCode {
+    let to = match target {
+        Surface::Plain => "stdout",
+        surface => surface.name(),
+    };
+    tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
+    eprintln!("error: delivery to {to} failed");
+    ExitCode::FAILURE
 }

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use mesh_egress::channel::http::fake::{FakeApi, Fault};
 use mesh_egress::channel::http::{SendPolicy, Surface};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
+use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution};
 use proptest::prelude::*;
 
@@ -23,17 +23,20 @@ fn connect(surface: Surface, base_url: String) -> BoxedChannel {
     let renderer = PlainText::new().with_limit(10);
     match surface {
         Surface::Slack => BoxedChannel::new(
-            SlackChannel::new(TOKEN, "C1", renderer)
+            SlackChannel::new(TOKEN, "C1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),
         Surface::Discord => BoxedChannel::new(
-            DiscordChannel::new(TOKEN, "1", renderer)
+            DiscordChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),
         _ => BoxedChannel::new(
-            TelegramChannel::new(TOKEN, "1", renderer)
+            TelegramChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy),
         ),
@@ -48,18 +51,47 @@ fn surface() -> impl Strategy<Value = Surface> {
     ]
 }
 
+/// The surface's trouble, as a strategy draws it; [`Fault::step`] scripts it on the fake.
+#[derive(Clone, Debug, PartialEq)]
+enum Fault {
+    Pass,
+    RateLimited,
+    GlobalRateLimited,
+    ServerError(u16),
+    NotJson(u16),
+    Reset,
+    LoseResponse,
+    Refuse,
+}
+
+impl Fault {
+    fn step(&self, surface: Surface) -> ChatStep {
+        let wait = Duration::from_millis(2);
+        match self {
+            Self::Pass => ChatStep::Accept,
+            Self::RateLimited => FakeResponse::chat_rate_limited(surface, wait).into(),
+            Self::GlobalRateLimited => FakeResponse::chat_global_rate_limited(surface, wait).into(),
+            Self::ServerError(status) => FakeResponse::chat_server_error(surface, *status).into(),
+            Self::NotJson(status) => FakeResponse::not_json(*status).into(),
+            Self::Reset => FakeResponse::close_mid_response().into(),
+            Self::LoseResponse => ChatStep::AcceptThen(FakeResponse::close_mid_response()),
+            Self::Refuse => FakeResponse::chat_refusal(surface, "invalid_blocks").into(),
+        }
+    }
+}
+
 fn fault() -> impl Strategy<Value = Fault> {
     prop_oneof![
         3 => Just(Fault::Pass),
-        1 => Just(Fault::RateLimited(Duration::from_millis(2))),
-        1 => Just(Fault::GlobalRateLimited(Duration::from_millis(2))),
+        1 => Just(Fault::RateLimited),
+        1 => Just(Fault::GlobalRateLimited),
         1 => Just(Fault::ServerError(500)),
         1 => Just(Fault::ServerError(503)),
         1 => Just(Fault::NotJson(502)),
         1 => Just(Fault::NotJson(200)),
         1 => Just(Fault::Reset),
         1 => Just(Fault::LoseResponse),
-        1 => Just(Fault::Refuse("invalid_blocks".into())),
+        1 => Just(Fault::Refuse),
     ]
 }
 
@@ -83,7 +115,7 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
         .expect("runtime");
     runtime.block_on(async move {
         let api = FakeApi::start(surface, TOKEN).await.expect("bind loopback");
-        api.script(schedule);
+        api.script(schedule.iter().map(|fault| fault.step(surface)));
         let channel = connect(surface, api.base_url());
         let expected: Vec<String> = (0..n).map(|i| format!("part{i:03}abc")).collect();
         let message = AgentMessage::new(expected.concat(), Attribution::new("a", "c", "r"));

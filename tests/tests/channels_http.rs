@@ -7,12 +7,12 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::channel::http::fake::{FakeApi, Fault};
 use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
     TelegramChannel,
 };
+use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution};
 
 const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
@@ -43,17 +43,20 @@ fn connect(surface: Surface, base_url: String, limit: usize) -> BoxedChannel {
     let renderer = PlainText::new().with_limit(limit);
     match surface {
         Surface::Slack => BoxedChannel::new(
-            SlackChannel::new(TOKEN, "C024BE91L", renderer)
+            SlackChannel::new(TOKEN, "C024BE91L")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
         Surface::Discord => BoxedChannel::new(
-            DiscordChannel::new(TOKEN, "1100000000000000001", renderer)
+            DiscordChannel::new(TOKEN, "1100000000000000001")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
         _ => BoxedChannel::new(
-            TelegramChannel::new(TOKEN, "-1001234567890", renderer)
+            TelegramChannel::new(TOKEN, "-1001234567890")
+                .with_renderer(renderer)
                 .base_url(base_url)
                 .policy(policy()),
         ),
@@ -74,7 +77,8 @@ fn channel_error(error: &SendError) -> &ChannelError {
 #[tokio::test]
 async fn slack_posts_each_part_with_the_bot_token_channel_thread_and_part_metadata() {
     let api = fake(Surface::Slack).await;
-    let slack = SlackChannel::new(TOKEN, "C024BE91L", PlainText::new().with_limit(10))
+    let slack = SlackChannel::new(TOKEN, "C024BE91L")
+        .with_renderer(PlainText::new().with_limit(10))
         .in_thread("1700000000.000001")
         .base_url(api.base_url())
         .policy(policy());
@@ -102,13 +106,10 @@ async fn slack_posts_each_part_with_the_bot_token_channel_thread_and_part_metada
 #[tokio::test]
 async fn discord_posts_each_part_with_the_idempotency_key_as_an_enforced_nonce() {
     let api = fake(Surface::Discord).await;
-    let discord = DiscordChannel::new(
-        TOKEN,
-        "1100000000000000001",
-        PlainText::new().with_limit(10),
-    )
-    .base_url(api.base_url())
-    .policy(policy());
+    let discord = DiscordChannel::new(TOKEN, "1100000000000000001")
+        .with_renderer(PlainText::new().with_limit(10))
+        .base_url(api.base_url())
+        .policy(policy());
 
     let receipt = discord.deliver(message(parts(3).concat())).await.unwrap();
 
@@ -124,7 +125,8 @@ async fn discord_posts_each_part_with_the_idempotency_key_as_an_enforced_nonce()
 #[tokio::test]
 async fn telegram_sends_each_part_in_html_parse_mode_to_the_numeric_chat() {
     let api = fake(Surface::Telegram).await;
-    let telegram = TelegramChannel::new(TOKEN, "-1001234567890", PlainText::new().with_limit(10))
+    let telegram = TelegramChannel::new(TOKEN, "-1001234567890")
+        .with_renderer(PlainText::new().with_limit(10))
         .in_topic(42)
         .base_url(api.base_url())
         .policy(policy());
@@ -144,7 +146,10 @@ async fn telegram_sends_each_part_in_html_parse_mode_to_the_numeric_chat() {
 async fn each_surface_retries_after_its_own_429_form_and_delivers_once() {
     for surface in SURFACES {
         let api = fake(surface).await;
-        api.script([Fault::RateLimited(Duration::from_millis(5))]);
+        api.script([FakeResponse::chat_rate_limited(
+            surface,
+            Duration::from_millis(5),
+        )]);
         let channel = connect(surface, api.base_url(), 10);
 
         let receipt = channel.deliver(message(parts(2).concat())).await.unwrap();
@@ -158,14 +163,20 @@ async fn each_surface_retries_after_its_own_429_form_and_delivers_once() {
 #[tokio::test]
 async fn a_discord_global_rate_limit_is_honoured_and_reported_when_it_outlasts_the_budget() {
     let api = fake(Surface::Discord).await;
-    api.script([Fault::GlobalRateLimited(Duration::from_millis(3))]);
+    api.script([FakeResponse::chat_global_rate_limited(
+        Surface::Discord,
+        Duration::from_millis(3),
+    )]);
     let channel = connect(Surface::Discord, api.base_url(), 100);
     let receipt = channel.deliver(message("first")).await.unwrap();
     assert_eq!(receipt.len(), 1);
     assert_eq!(api.texts(), ["first"]);
 
     api.script(vec![
-        Fault::GlobalRateLimited(Duration::from_secs(9));
+        FakeResponse::chat_global_rate_limited(
+            Surface::Discord,
+            Duration::from_secs(9)
+        );
         TRIES as usize
     ]);
     let error = channel.deliver(message("second")).await.unwrap_err();
@@ -188,7 +199,11 @@ async fn a_discord_global_rate_limit_is_honoured_and_reported_when_it_outlasts_t
 async fn each_surface_retries_a_5xx_and_a_reset_connection_then_delivers_once() {
     for surface in SURFACES {
         let api = fake(surface).await;
-        api.script([Fault::ServerError(503), Fault::Pass, Fault::Reset]);
+        api.script([
+            FakeResponse::chat_server_error(surface, 503).into(),
+            ChatStep::Accept,
+            FakeResponse::close_mid_response().into(),
+        ]);
         let channel = connect(surface, api.base_url(), 10);
 
         let receipt = channel.deliver(message(parts(2).concat())).await.unwrap();
@@ -203,8 +218,11 @@ async fn each_surface_retries_a_5xx_and_a_reset_connection_then_delivers_once() 
 async fn a_part_failing_midway_is_named_and_redelivery_sends_exactly_the_missing_parts() {
     for surface in SURFACES {
         let api = fake(surface).await;
-        let mut script = vec![Fault::Pass];
-        script.extend(vec![Fault::ServerError(500); TRIES as usize]);
+        let mut script = vec![ChatStep::Accept];
+        script.extend(vec![
+            FakeResponse::chat_server_error(surface, 500).into();
+            TRIES as usize
+        ]);
         api.script(script);
         let channel = connect(surface, api.base_url(), 10);
 
@@ -244,7 +262,7 @@ async fn a_part_failing_midway_is_named_and_redelivery_sends_exactly_the_missing
 #[tokio::test]
 async fn a_lost_discord_response_is_deduplicated_by_the_nonce_on_retry() {
     let api = fake(Surface::Discord).await;
-    api.script([Fault::LoseResponse]);
+    api.script([ChatStep::AcceptThen(FakeResponse::close_mid_response())]);
     let channel = connect(Surface::Discord, api.base_url(), 100);
 
     let receipt = channel.deliver(message("only once")).await.unwrap();
@@ -258,7 +276,7 @@ async fn a_lost_discord_response_is_deduplicated_by_the_nonce_on_retry() {
 async fn a_refusal_is_not_retried_and_carries_the_surfaces_code() {
     for surface in SURFACES {
         let api = fake(surface).await;
-        api.script([Fault::Refuse("channel_not_found".into())]);
+        api.script([FakeResponse::chat_refusal(surface, "channel_not_found")]);
         let channel = connect(surface, api.base_url(), 100);
 
         let error = channel.deliver(message("hello")).await.unwrap_err();
@@ -285,14 +303,14 @@ async fn a_refusal_is_not_retried_and_carries_the_surfaces_code() {
 async fn a_non_json_5xx_is_retried_and_a_non_json_2xx_is_handed_back_unretried() {
     for surface in SURFACES {
         let api = fake(surface).await;
-        api.script([Fault::NotJson(502)]);
+        api.script([FakeResponse::not_json(502)]);
         let channel = connect(surface, api.base_url(), 100);
         let receipt = channel.deliver(message("after the proxy")).await.unwrap();
         assert_eq!(receipt.len(), 1, "{surface}");
         assert_eq!(api.texts(), ["after the proxy"], "{surface}");
         assert_eq!(api.attempts(), 2, "{surface}");
 
-        api.script([Fault::NotJson(200)]);
+        api.script([FakeResponse::not_json(200)]);
         let error = channel.deliver(message("ambiguous")).await.unwrap_err();
         let DeliveryError::Send {
             source,
@@ -323,10 +341,14 @@ async fn a_token_no_header_can_carry_is_refused_before_any_request() {
         let renderer = PlainText::new();
         let channel = match surface {
             Surface::Slack => BoxedChannel::new(
-                SlackChannel::new("xoxb-bad\ntoken", "C1", renderer).base_url(api.base_url()),
+                SlackChannel::new("xoxb-bad\ntoken", "C1")
+                    .with_renderer(renderer)
+                    .base_url(api.base_url()),
             ),
             _ => BoxedChannel::new(
-                DiscordChannel::new("bad\ntoken", "1", renderer).base_url(api.base_url()),
+                DiscordChannel::new("bad\ntoken", "1")
+                    .with_renderer(renderer)
+                    .base_url(api.base_url()),
             ),
         };
 
@@ -414,12 +436,15 @@ async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
         let channel = connect(surface, api.base_url(), 100);
         shown += &format!("{channel:?}\n{api:?}\n");
         let echo = format!("Bad Request: /bot{TOKEN}/sendMessage");
-        let mut script = vec![Fault::Refuse(echo)];
+        let mut script = vec![FakeResponse::chat_refusal(surface, &echo)];
         script.extend(vec![
-            Fault::RateLimited(Duration::from_secs(1));
+            FakeResponse::chat_rate_limited(
+                surface,
+                Duration::from_secs(1)
+            );
             TRIES as usize
         ]);
-        script.extend(vec![Fault::Reset; TRIES as usize]);
+        script.extend(vec![FakeResponse::close_mid_response(); TRIES as usize]);
         api.script(script);
         for _ in 0..3 {
             let error = channel.deliver(message("hello")).await.unwrap_err();
@@ -429,9 +454,9 @@ async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
     }
     let debug_channels = format!(
         "{:?}{:?}{:?}",
-        SlackChannel::new(TOKEN, "C1", PlainText::new()),
-        DiscordChannel::new(TOKEN, "1", PlainText::new()),
-        TelegramChannel::new(TOKEN, "1", PlainText::new()),
+        SlackChannel::new(TOKEN, "C1").with_renderer(PlainText::new()),
+        DiscordChannel::new(TOKEN, "1").with_renderer(PlainText::new()),
+        TelegramChannel::new(TOKEN, "1").with_renderer(PlainText::new()),
     );
     let logged = logs.text();
 
@@ -456,4 +481,57 @@ async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
         !logged.contains("AAF-secret"),
         "a log line shows part of the token: {logged}"
     );
+}
+
+#[tokio::test]
+async fn a_header_wait_in_milliseconds_or_as_an_http_date_is_honoured_and_reported() {
+    let api = fake(Surface::Slack).await;
+    let ratelimited = || FakeResponse::raw(429, r#"{"ok":false,"error":"ratelimited"}"#);
+    api.script([ratelimited().with_header("retry-after-ms", "5")]);
+    let channel = connect(Surface::Slack, api.base_url(), 100);
+    let receipt = channel.deliver(message("after 5 ms")).await.unwrap();
+    assert_eq!(receipt.len(), 1);
+    assert_eq!(api.attempts(), 2);
+
+    let in_two_minutes =
+        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+    api.script(vec![
+        ratelimited()
+            .with_header("retry-after", &in_two_minutes);
+        TRIES as usize
+    ]);
+    let error = channel.deliver(message("later")).await.unwrap_err();
+    let DeliveryError::Send { source, .. } = &error else {
+        panic!("expected a send failure, got {error:?}");
+    };
+    let asked = source.retry_after().expect("the HTTP-date was read");
+    assert!(
+        asked > Duration::from_secs(110) && asked <= Duration::from_secs(120),
+        "{asked:?}"
+    );
+    assert_eq!(api.texts(), ["after 5 ms"]);
+}
+
+#[tokio::test]
+async fn each_connector_renders_its_surfaces_format_by_default() {
+    let expected = [
+        (Surface::Slack, "*bold*"),
+        (Surface::Discord, "**bold**"),
+        (Surface::Telegram, "<b>bold</b>"),
+    ];
+    for (surface, wire) in expected {
+        let api = fake(surface).await;
+        let channel = match surface {
+            Surface::Slack => {
+                BoxedChannel::new(SlackChannel::new(TOKEN, "C1").base_url(api.base_url()))
+            }
+            Surface::Discord => {
+                BoxedChannel::new(DiscordChannel::new(TOKEN, "1").base_url(api.base_url()))
+            }
+            _ => BoxedChannel::new(TelegramChannel::new(TOKEN, "1").base_url(api.base_url())),
+        };
+        let receipt = channel.deliver(message("**bold**")).await.unwrap();
+        assert_eq!(receipt.len(), 1, "{surface}");
+        assert_eq!(api.texts(), [wire], "{surface}");
+    }
 }

@@ -284,6 +284,12 @@ async fn respond(
     let next = next.unwrap_or_else(|| {
         FakeResponse::error(500, "script_exhausted", "fake provider script exhausted")
     });
+    Ok(play(next).await)
+}
+
+/// Plays `next`: waits its delay, then answers, never answers, or breaks off mid-body. Shared
+/// with the chat-API fake, so both fakes speak one vocabulary.
+pub(super) async fn play(next: FakeResponse) -> Response<FakeBody> {
     if let Some(delay) = next.delay {
         tokio::time::sleep(delay).await;
     }
@@ -307,16 +313,16 @@ async fn respond(
             builder.body(FakeBody::full(body))
         }
     };
-    Ok(response.unwrap_or_else(|_| {
+    response.unwrap_or_else(|_| {
         let mut fallback = Response::new(FakeBody::full("invalid scripted response"));
         *fallback.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
         fallback
-    }))
+    })
 }
 
 /// A response body that is either whole, or a first chunk followed by an I/O error (which makes
 /// hyper close the connection mid-response).
-struct FakeBody {
+pub(super) struct FakeBody {
     chunk: Option<Bytes>,
     then_fail: bool,
 }

@@ -4,10 +4,12 @@
 //!
 //! They are public so users can test their own handlers the way this crate tests itself.
 
+mod chat_api;
 mod fake_provider;
 mod loopback;
 mod scripted;
 
+pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
 pub use scripted::{Call, ScriptedConnector, Step};
 

@@ -7,13 +7,11 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
-use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::retry::{Request, Transport};
+use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;
-
-/// The most characters (code points) Discord accepts in one message's `content`.
-pub const DISCORD_TEXT_LIMIT: usize = 2000;
 
 const DEFAULT_BASE_URL: &str = "https://discord.com/api/v10";
 
@@ -28,11 +26,18 @@ const NONCE_LIMIT: usize = 25;
 /// duplicate. A `429` is retried after the body's `retry_after` (seconds, fractional; its
 /// `global` flag is reported), within the [`SendPolicy`].
 ///
+/// Every message carries `allowed_mentions`: by default `{"parse": []}`, so `@everyone`,
+/// `@here`, `<@user>` and `<@&role>` in a reply notify no one; list whom a message may notify
+/// with [`with_allowed_mentions`](Self::with_allowed_mentions). A plain `@name` is text on
+/// Discord, never a mention.
+///
 /// ```
 /// use mesh_egress::channel::{DiscordChannel, DiscordMarkdown};
 ///
-/// let discord = DiscordChannel::new("bot-token", "123456789012345678", DiscordMarkdown::new());
+/// let discord = DiscordChannel::new("bot-token", "123456789012345678");
 /// assert!(!format!("{discord:?}").contains("bot-token"));
+/// let short = discord.with_renderer(DiscordMarkdown::new().with_limit(500));
+/// # let _ = short;
 /// ```
 #[derive(Clone)]
 pub struct DiscordChannel<R = DiscordMarkdown> {
@@ -40,21 +45,46 @@ pub struct DiscordChannel<R = DiscordMarkdown> {
     transport: Transport,
     base_url: String,
     channel: String,
+    mentions: AllowedMentions,
 }
 
-impl<R: Render> DiscordChannel<R> {
-    /// Posts to channel (or thread) `channel_id` with bot `token`, rendering with `renderer`.
-    pub fn new(token: impl Into<String>, channel_id: impl Into<String>, renderer: R) -> Self {
+impl DiscordChannel {
+    /// Posts to channel (or thread) `channel_id` with bot `token`, rendering Discord Markdown
+    /// ([`DiscordMarkdown`]); [`with_renderer`](Self::with_renderer) changes that.
+    pub fn new(token: impl Into<String>, channel_id: impl Into<String>) -> Self {
         Self {
-            renderer,
+            renderer: DiscordMarkdown::new(),
             transport: Transport::new(Surface::Discord, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             channel: channel_id.into(),
+            mentions: AllowedMentions::none(),
+        }
+    }
+}
+
+impl<R: Render> DiscordChannel<R> {
+    /// The same connector rendering with `renderer` (whose output must be Discord Markdown, or
+    /// plain text).
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> DiscordChannel<R2> {
+        DiscordChannel {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            channel: self.channel,
+            mentions: self.mentions,
         }
     }
 
-    /// The same bot posting to another channel: shares this connector's client, token, policy
-    /// and the global rate-limit pause, so a `global: true` answer holds back every channel.
+    /// Lets messages notify the users and roles `mentions` lists (and no one else); the
+    /// default, [`AllowedMentions::none`], notifies no one.
+    pub fn with_allowed_mentions(mut self, mentions: AllowedMentions) -> Self {
+        self.mentions = mentions;
+        self
+    }
+
+    /// The same bot posting to another channel: shares this connector's client, token, policy,
+    /// allowed mentions and the global rate-limit pause, so a `global: true` answer holds back
+    /// every channel.
     pub fn for_channel(&self, channel_id: impl Into<String>) -> Self
     where
         R: Clone,
@@ -64,6 +94,7 @@ impl<R: Render> DiscordChannel<R> {
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
             channel: channel_id.into(),
+            mentions: self.mentions.clone(),
         }
     }
 
@@ -77,6 +108,7 @@ impl<R> fmt::Debug for DiscordChannel<R> {
         f.debug_struct("DiscordChannel")
             .field("channel", &self.channel)
             .field("base_url", &self.base_url)
+            .field("mentions", &self.mentions)
             .field("token", &self.transport.token)
             .field("policy", &self.transport.policy)
             .finish_non_exhaustive()
@@ -94,7 +126,10 @@ impl<R: Render> Channel for DiscordChannel<R> {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        let mut body = json!({ "content": part.text() });
+        let mut body = json!({
+            "content": part.text(),
+            "allowed_mentions": self.mentions.to_json(),
+        });
         let nonce = part.idempotency_key();
         // The key is 16 hex digits, a dash and the index: within Discord's limit for any
         // message of fewer than 10^8 parts.
@@ -114,12 +149,9 @@ impl<R: Render> Channel for DiscordChannel<R> {
 fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
     let answer = serde_json::from_slice::<Value>(body).ok();
     if status == StatusCode::TOO_MANY_REQUESTS {
-        let field = |name: &str| answer.as_ref().and_then(|a| a.get(name).cloned());
-        let wait = field("retry_after")
-            .and_then(|v| v.as_f64())
-            .and_then(seconds)
-            .or_else(|| retry_after_header(headers));
-        let global = field("global").and_then(|v| v.as_bool()).unwrap_or(false)
+        let field = |name: &str| answer.as_ref().and_then(|a| a.get(name));
+        let wait = seconds_field(field("retry_after")).or_else(|| retry_after_header(headers));
+        let global = field("global").and_then(Value::as_bool).unwrap_or(false)
             || headers
                 .get("x-ratelimit-global")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));

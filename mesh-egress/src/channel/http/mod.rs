@@ -9,12 +9,30 @@
 //! that went and carries the ones that did not; delivering its
 //! [`Undelivered`](super::Undelivered) sends only those, in order.
 //!
+//! # Mentions
+//!
+//! Model text is untrusted, so no connector lets a reply notify people unless the application
+//! opted in. What each surface does with mention-like text:
+//!
+//! - **Discord** notifies only for `<@id>`, `<@&role>`, `@everyone` and `@here`; every message
+//!   carries `allowed_mentions: {"parse": []}`, so none of them pings anyone unless its user or
+//!   role is on the [`AllowedMentions`] list given to
+//!   [`DiscordChannel::with_allowed_mentions`]. A plain `@name` is plain text.
+//! - **Slack** notifies only for `<@U…>`, `<!here>`, `<!channel>`, `<!everyone>` and
+//!   `<!subteam^…>`. A plain `@name` (or `@here`) is not turned into a mention, because the
+//!   connector never sets `link_names`; the Slack renderer escapes `<`, `>` and `&`, so model
+//!   text cannot write those forms.
+//! - **Telegram** itself recognises a plain `@username` as a mention of that public username,
+//!   and notifies that user if they are in the chat; the Bot API has no switch to turn this off
+//!   for text the bot sends. Mentions by id (`tg://user?id=…` links) are the renderer's to
+//!   keep from being live.
+//!
 //! Tokens never appear in an error's text, a `Debug` output or a log line: they are held in a
 //! redacting wrapper, transport errors are stripped of their URL (a Telegram token lives in the
 //! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
 //!
 //! ```no_run
-//! use mesh_egress::channel::{Deliver, SlackChannel, SlackMrkdwn};
+//! use mesh_egress::channel::{Deliver, SlackChannel};
 //! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
 //!
 //! #[egress_boundary(interactive)]
@@ -23,17 +41,17 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789", SlackMrkdwn::new());
+//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789");
 //! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
 //! let reply: Reply = answer(&turn).await;
 //! slack.deliver(reply).await?;
 //! # Ok(()) }
 //! ```
 
+mod answer;
 mod discord;
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod fake;
+mod mentions;
+mod policy;
 mod retry;
 mod slack;
 mod telegram;
@@ -41,10 +59,11 @@ mod telegram;
 use std::fmt;
 use std::time::Duration;
 
-pub use discord::{DISCORD_TEXT_LIMIT, DiscordChannel};
-pub use retry::SendPolicy;
-pub use slack::{SLACK_TEXT_LIMIT, SlackChannel};
-pub use telegram::{TELEGRAM_TEXT_LIMIT, TelegramChannel};
+pub use discord::DiscordChannel;
+pub use mentions::AllowedMentions;
+pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
+pub use slack::SlackChannel;
+pub use telegram::TelegramChannel;
 
 /// Which chat surface a connector talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,6 +170,17 @@ pub enum ChannelErrorKind {
     /// The bot token cannot go into a request: it holds characters HTTP headers refuse.
     #[error("the bot token is not a valid HTTP header value")]
     InvalidToken,
+    /// The answer's body was longer than the policy's
+    /// [`max_response_bytes`](SendPolicy::max_response_bytes); it was not read past the cap.
+    /// After a 2xx this is ambiguous, as for [`Malformed`](Self::Malformed): the part may have
+    /// been posted, so it is not retried automatically.
+    #[error("the response (HTTP {status}) was longer than {limit} bytes")]
+    ResponseTooLarge {
+        /// The HTTP status.
+        status: u16,
+        /// The cap it passed, in bytes.
+        limit: usize,
+    },
     /// No answer: the connection failed, was reset, or timed out (or the request could not be
     /// built from the configured base URL).
     #[error("transport failure: {detail}")]

@@ -10,120 +10,11 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
+use super::answer::{BodyError, Outcome, read_capped, too_large};
+use super::policy::{MAX_RETRY_AFTER, SendPolicy};
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
 use crate::channel::{PartReceipt, SendError};
 use crate::outbound::CommittedPart;
-
-/// How hard a connector tries to send one part before handing it back.
-///
-/// For each part, at most [`max_tries`](Self::max_tries) requests are made, and the waits
-/// between them add up to at most [`max_wait`](Self::max_wait). A wait is the surface's own
-/// rate-limit answer when it gives one (Slack's `Retry-After` header, Discord's `retry_after`
-/// body field, Telegram's `parameters.retry_after`), otherwise exponential backoff for 5xx
-/// answers and connection failures: `backoff * 2^(try - 1)`. Every wait is cut to what is left
-/// of the part's budget; once the budget or the tries are spent, the part comes back in a
-/// [`SendError`] (with the surface's requested wait in
-/// [`retry_after`](SendError::retry_after) when there was one).
-///
-/// A rate limit also pauses the connector: later parts (and clones of the connector) wait until
-/// the surface's requested instant, still within their own budget. A bot-wide limit (Discord's
-/// `global: true`) pauses every connector made from the same one with `for_channel`/`for_chat`.
-///
-/// Defaults: 5 tries, 30 s of waiting per part, 250 ms initial backoff, 10 s per request.
-/// No jitter: a connector sends one part at a time and the surface's own wait, when it gives
-/// one, is what the wait follows.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::channel::http::SendPolicy;
-///
-/// let policy = SendPolicy::default().max_tries(3).max_wait(Duration::from_secs(5));
-/// assert_eq!(policy.tries(), 3);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendPolicy {
-    max_tries: u32,
-    max_wait: Duration,
-    backoff: Duration,
-    timeout: Duration,
-}
-
-impl Default for SendPolicy {
-    fn default() -> Self {
-        Self {
-            max_tries: 5,
-            max_wait: Duration::from_secs(30),
-            backoff: Duration::from_millis(250),
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-impl SendPolicy {
-    /// The default policy (see the type's docs).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// At most `tries` requests per part (at least 1; `1` disables retries).
-    pub fn max_tries(mut self, tries: u32) -> Self {
-        self.max_tries = tries.max(1);
-        self
-    }
-
-    /// At most `wait` of waiting, in total, per part (`Duration::ZERO` disables retries).
-    pub fn max_wait(mut self, wait: Duration) -> Self {
-        self.max_wait = wait;
-        self
-    }
-
-    /// The first backoff after a 5xx or a connection failure; it doubles with each try.
-    pub fn backoff(mut self, backoff: Duration) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// How long one request may take before it counts as a transport failure.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The configured number of tries per part.
-    pub fn tries(&self) -> u32 {
-        self.max_tries
-    }
-
-    /// The configured wait budget per part.
-    pub fn wait_budget(&self) -> Duration {
-        self.max_wait
-    }
-
-    fn backoff_for(&self, tries: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(tries.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.backoff.saturating_mul(factor)
-    }
-}
-
-/// What one request ended with, as a connector reads its surface's answer.
-pub(crate) enum Outcome {
-    /// Posted; the surface's id for it.
-    Sent(String),
-    /// Rate limited, with the surface's requested wait.
-    RateLimited {
-        wait: Option<Duration>,
-        global: bool,
-    },
-    /// A failure that sending again may fix (5xx, a transient API error).
-    Retry(ChannelErrorKind),
-    /// A failure not retried here; `retryable` says whether delivering again later could work.
-    Fail {
-        kind: ChannelErrorKind,
-        retryable: bool,
-    },
-}
 
 /// One request, ready to send as many times as it takes.
 pub(crate) struct Request {
@@ -162,8 +53,8 @@ impl Pause {
     }
 
     fn extend(&self, wait: Duration) {
-        // A surface may ask for any wait; a day is plenty and cannot overflow an instant.
-        let until = Instant::now() + wait.min(Duration::from_secs(24 * 60 * 60));
+        // A surface may ask for any wait; the clamp cannot overflow an instant.
+        let until = Instant::now() + wait.min(MAX_RETRY_AFTER);
         let mut paused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if paused.is_none_or(|p| p < until) {
             *paused = Some(until);
@@ -254,9 +145,10 @@ impl Transport {
                     return Ok(PartReceipt::new(id));
                 }
                 Outcome::RateLimited { wait, global } => {
+                    let wait = wait.map(|w| w.min(MAX_RETRY_AFTER));
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
                     self.pause_for(pause, global);
-                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| w.as_millis() as u64), "rate limited");
+                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)), "rate limited");
                     (
                         ChannelErrorKind::RateLimited {
                             retry_after: wait,
@@ -322,9 +214,10 @@ impl Transport {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        match response.bytes().await {
+        match read_capped(response, self.policy.max_response_bytes).await {
             Ok(body) => classify(status, &headers, &body, &self.token),
-            Err(error) => Outcome::Retry(self.transport_failure(error)),
+            Err(BodyError::TooLarge) => too_large(status, &headers, self.policy.max_response_bytes),
+            Err(BodyError::Transport(error)) => Outcome::Retry(self.transport_failure(error)),
         }
     }
 
@@ -361,47 +254,7 @@ fn kind_name(kind: &ChannelErrorKind) -> &'static str {
         ChannelErrorKind::Malformed { .. } => "malformed",
         ChannelErrorKind::Transport { .. } => "transport",
         ChannelErrorKind::InvalidToken => "invalid_token",
-    }
-}
-
-/// A `Retry-After` header in seconds (integer or decimal), if present and sane.
-pub(crate) fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    seconds(value.trim().parse::<f64>().ok()?)
-}
-
-/// `secs` as a duration, if it is finite and not negative.
-pub(crate) fn seconds(secs: f64) -> Option<Duration> {
-    Duration::try_from_secs_f64(secs).ok()
-}
-
-/// What a non-JSON or unexpected body means for `status`: a 5xx is a server failure worth
-/// retrying; anything else is ambiguous or a refusal.
-pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
-    if status.is_server_error() {
-        Outcome::Retry(ChannelErrorKind::Server {
-            status: status.as_u16(),
-        })
-    } else if status == StatusCode::TOO_MANY_REQUESTS {
-        Outcome::RateLimited {
-            wait: None,
-            global: false,
-        }
-    } else if status.is_success() {
-        // The part may have been posted: sending it again could duplicate it.
-        Outcome::Fail {
-            kind: ChannelErrorKind::Malformed {
-                status: status.as_u16(),
-            },
-            retryable: true,
-        }
-    } else {
-        Outcome::Fail {
-            kind: ChannelErrorKind::Malformed {
-                status: status.as_u16(),
-            },
-            retryable: false,
-        }
+        ChannelErrorKind::ResponseTooLarge { .. } => "response_too_large",
     }
 }
 
@@ -546,38 +399,6 @@ mod tests {
         assert_eq!(at, [Duration::from_secs(1)]);
     }
 
-    #[test]
-    fn backoff_doubles_from_the_configured_start_without_overflowing() {
-        let policy = SendPolicy::new().backoff(Duration::from_millis(100));
-        assert_eq!(policy.backoff_for(1), Duration::from_millis(100));
-        assert_eq!(policy.backoff_for(3), Duration::from_millis(400));
-        assert_eq!(
-            policy.backoff_for(200),
-            Duration::from_millis(100) * u32::MAX
-        );
-    }
-
-    #[test]
-    fn retry_after_accepts_integer_and_decimal_seconds_and_refuses_nonsense() {
-        let mut headers = HeaderMap::new();
-        headers.insert(reqwest::header::RETRY_AFTER, "2".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), Some(Duration::from_secs(2)));
-        headers.insert(reqwest::header::RETRY_AFTER, "0.25".parse().unwrap());
-        assert_eq!(
-            retry_after_header(&headers),
-            Some(Duration::from_millis(250))
-        );
-        headers.insert(reqwest::header::RETRY_AFTER, "-1".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), None);
-        headers.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(retry_after_header(&headers), None);
-    }
-
-    #[test]
-    fn zero_tries_is_raised_to_one() {
-        assert_eq!(SendPolicy::new().max_tries(0).tries(), 1);
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_global_limit_holds_back_sibling_routes_and_a_route_limit_does_not() {
         let t = transport(SendPolicy::new().max_tries(1));
@@ -605,7 +426,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_absurd_requested_wait_is_cut_to_the_budget_without_overflowing() {
+    async fn an_absurd_requested_wait_is_cut_to_the_budget_and_reported_clamped() {
         let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
         let part = committed(1).await.pop().unwrap();
         let absurd = || Outcome::RateLimited {
@@ -613,7 +434,28 @@ mod tests {
             global: true,
         };
         let (result, at) = run(&t, part, vec![absurd(), absurd()]).await;
-        assert_eq!(result.unwrap_err().retry_after(), Some(Duration::MAX));
+        assert_eq!(result.unwrap_err().retry_after(), Some(MAX_RETRY_AFTER));
         assert_eq!(at, [Duration::ZERO, Duration::from_secs(1)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_largest_policy_values_neither_panic_nor_overflow() {
+        let t = transport(
+            SendPolicy::new()
+                .max_tries(u32::MAX)
+                .max_wait(Duration::MAX)
+                .backoff(Duration::MAX)
+                .request_timeout(Duration::MAX),
+        );
+        let part = committed(1).await.pop().unwrap();
+        let absurd = Outcome::RateLimited {
+            wait: Some(Duration::MAX),
+            global: true,
+        };
+        let (result, at) = run(&t, part, vec![absurd, server()]).await;
+        assert!(result.is_ok());
+        assert_eq!(at.len(), 3);
+        assert_eq!(at[1], MAX_RETRY_AFTER, "the asked wait, clamped");
+        assert!(at[2] > at[1], "{at:?}");
     }
 }

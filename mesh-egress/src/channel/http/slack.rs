@@ -7,14 +7,11 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{Outcome, Request, Transport, retry_after_header, unexpected_body};
+use super::answer::{Outcome, retry_after_header, unexpected_body};
+use super::retry::{Request, Transport};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, SlackMrkdwn};
 use crate::outbound::CommittedPart;
-
-/// The most characters Slack shows well in one message's `text` (it truncates past 40 000, and
-/// asks for at most 4 000).
-pub const SLACK_TEXT_LIMIT: usize = 4000;
 
 const DEFAULT_BASE_URL: &str = "https://slack.com/api";
 
@@ -39,9 +36,12 @@ const TRANSIENT: &[&str] = &[
 /// ```
 /// use mesh_egress::channel::{SlackChannel, SlackMrkdwn};
 ///
-/// let slack = SlackChannel::new("xoxb-…", "C0123456789", SlackMrkdwn::new())
-///     .in_thread("1700000000.000100");
+/// let slack = SlackChannel::new("xoxb-…", "C0123456789").in_thread("1700000000.000100");
 /// assert!(!format!("{slack:?}").contains("xoxb"));
+/// // Another renderer (here: mrkdwn cut to 1000 characters a message).
+/// let short = SlackChannel::new("xoxb-…", "C0123456789")
+///     .with_renderer(SlackMrkdwn::new().with_limit(1000));
+/// # let _ = short;
 /// ```
 #[derive(Clone)]
 pub struct SlackChannel<R = SlackMrkdwn> {
@@ -52,16 +52,31 @@ pub struct SlackChannel<R = SlackMrkdwn> {
     thread_ts: Option<String>,
 }
 
-impl<R: Render> SlackChannel<R> {
+impl SlackChannel {
     /// Posts to `channel` (a channel, DM or group id such as `C0123456789`) with bot `token`,
-    /// rendering with `renderer`.
-    pub fn new(token: impl Into<String>, channel: impl Into<String>, renderer: R) -> Self {
+    /// rendering Slack mrkdwn ([`SlackMrkdwn`]); [`with_renderer`](Self::with_renderer)
+    /// changes that.
+    pub fn new(token: impl Into<String>, channel: impl Into<String>) -> Self {
         Self {
-            renderer,
+            renderer: SlackMrkdwn::new(),
             transport: Transport::new(Surface::Slack, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             channel: channel.into(),
             thread_ts: None,
+        }
+    }
+}
+
+impl<R: Render> SlackChannel<R> {
+    /// The same connector rendering with `renderer` (whose output must be Slack mrkdwn, or
+    /// plain text).
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> SlackChannel<R2> {
+        SlackChannel {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            channel: self.channel,
+            thread_ts: self.thread_ts,
         }
     }
 

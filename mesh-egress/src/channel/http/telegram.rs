@@ -7,13 +7,11 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::retry::{Outcome, Request, Transport, retry_after_header, seconds, unexpected_body};
+use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::retry::{Request, Transport};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, TelegramHtml};
 use crate::outbound::CommittedPart;
-
-/// The most characters (UTF-16 units, after entity parsing) Telegram accepts in one message.
-pub const TELEGRAM_TEXT_LIMIT: usize = 4096;
 
 const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 
@@ -28,8 +26,10 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// ```
 /// use mesh_egress::channel::{TelegramChannel, TelegramHtml};
 ///
-/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890", TelegramHtml::new());
+/// let telegram = TelegramChannel::new("123456:ABC-DEF", "-1001234567890");
 /// assert!(!format!("{telegram:?}").contains("ABC-DEF"));
+/// let short = telegram.with_renderer(TelegramHtml::new().with_limit(1000));
+/// # let _ = short;
 /// ```
 #[derive(Clone)]
 pub struct TelegramChannel<R = TelegramHtml> {
@@ -40,16 +40,31 @@ pub struct TelegramChannel<R = TelegramHtml> {
     topic: Option<i64>,
 }
 
-impl<R: Render> TelegramChannel<R> {
-    /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`, rendering
-    /// with `renderer` (whose output must be Telegram HTML).
-    pub fn new(token: impl Into<String>, chat_id: impl Into<String>, renderer: R) -> Self {
+impl TelegramChannel {
+    /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`,
+    /// rendering Telegram HTML ([`TelegramHtml`]); [`with_renderer`](Self::with_renderer)
+    /// changes that.
+    pub fn new(token: impl Into<String>, chat_id: impl Into<String>) -> Self {
         Self {
-            renderer,
+            renderer: TelegramHtml::new(),
             transport: Transport::new(Surface::Telegram, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
             chat: chat_value(chat_id.into()),
             topic: None,
+        }
+    }
+}
+
+impl<R: Render> TelegramChannel<R> {
+    /// The same connector rendering with `renderer`, whose output must be Telegram HTML (or
+    /// plain text without `<`, `>` and `&`): it is sent with `parse_mode: "HTML"`.
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> TelegramChannel<R2> {
+        TelegramChannel {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            chat: self.chat,
+            topic: self.topic,
         }
     }
 
@@ -152,10 +167,7 @@ fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token)
         .and_then(|c| u16::try_from(c).ok())
         .unwrap_or(status.as_u16());
     if code == 429 || status == StatusCode::TOO_MANY_REQUESTS {
-        let wait = answer
-            .pointer("/parameters/retry_after")
-            .and_then(Value::as_f64)
-            .and_then(seconds)
+        let wait = seconds_field(answer.pointer("/parameters/retry_after"))
             .or_else(|| retry_after_header(headers));
         return Outcome::RateLimited {
             wait,

@@ -1,0 +1,426 @@
+//! [`FakeApi`]: a loopback fake of Slack's, Discord's or Telegram's send endpoint, scripted with
+//! [`ChatStep`]s, for tests and demos.
+//!
+//! It speaks the model fake's vocabulary: every HTTP-level answer (a status, headers, a body, a
+//! delay, a connection closed mid-answer) is a [`FakeResponse`], with constructors for each
+//! surface's own answers (`FakeResponse::chat_rate_limited` and the like). What only a chat API
+//! does — post the message, or post it and then lose the answer — is a [`ChatStep`].
+//!
+//! ```
+//! use mesh_egress::channel::http::Surface;
+//! use mesh_egress::channel::{Deliver, PlainText, SlackChannel};
+//! use mesh_egress::testing::{FakeApi, FakeResponse};
+//! use mesh_egress::{AgentMessage, Attribution};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
+//! api.script([FakeResponse::chat_server_error(Surface::Slack, 503)]);
+//! let slack = SlackChannel::new("xoxb-test", "C1")
+//!     .with_renderer(PlainText::new())
+//!     .base_url(api.base_url());
+//! slack.deliver(AgentMessage::new("hi", Attribution::new("a", "c", "r"))).await?;
+//! assert_eq!(api.texts(), ["hi"]);
+//! assert_eq!(api.attempts(), 2);
+//! # Ok(()) }
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, RETRY_AFTER};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use super::FakeResponse;
+use super::fake_provider::{FakeBody, play};
+use crate::channel::http::Surface;
+
+/// What a [`FakeApi`] does with one request.
+///
+/// A [`FakeResponse`] converts into [`Answer`](Self::Answer), so a script of HTTP answers alone
+/// reads `api.script([FakeResponse::status(503)])`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ChatStep {
+    /// Posts the message and answers as the surface does (to script a success between
+    /// failures).
+    Accept,
+    /// Posts the message, then answers with this instead of the surface's success: with
+    /// [`FakeResponse::close_mid_response`] the sender cannot know the message went; with
+    /// [`FakeResponse::after`] on [`FakeResponse::chat_success`] it is a slow success.
+    AcceptThen(FakeResponse),
+    /// Posts nothing and answers with this (a rate limit, a 5xx, a refusal, a proxy's page, a
+    /// connection closed mid-answer, no answer at all).
+    Answer(FakeResponse),
+}
+
+impl From<FakeResponse> for ChatStep {
+    fn from(response: FakeResponse) -> Self {
+        Self::Answer(response)
+    }
+}
+
+/// Each surface's own answers, in the model fake's vocabulary.
+impl FakeResponse {
+    /// A `429` asking for `wait`, in `surface`'s own form: Slack's `Retry-After` header (whole
+    /// seconds, rounded up), Discord's `retry_after` body field (fractional seconds,
+    /// `global: false`), Telegram's `parameters.retry_after` (whole seconds, rounded up).
+    pub fn chat_rate_limited(surface: Surface, wait: Duration) -> Self {
+        rate_limited(surface, wait, false)
+    }
+
+    /// Discord's bot-wide `429` (`global: true`, and the `x-ratelimit-global` header); the other
+    /// surfaces have no such thing and answer as [`chat_rate_limited`](Self::chat_rate_limited).
+    pub fn chat_global_rate_limited(surface: Surface, wait: Duration) -> Self {
+        rate_limited(surface, wait, true)
+    }
+
+    /// An HTTP error `status` (a 5xx) with `surface`'s JSON error body.
+    pub fn chat_server_error(surface: Surface, status: u16) -> Self {
+        let body = match surface {
+            Surface::Telegram => {
+                json!({ "ok": false, "error_code": status, "description": "Internal Server Error" })
+            }
+            Surface::Discord => json!({ "message": "Internal Server Error", "code": 0 }),
+            Surface::Slack => json!({ "ok": false, "error": "internal_error" }),
+        };
+        Self::raw(status, body.to_string())
+    }
+
+    /// `surface`'s refusal: Slack `200` with `ok: false` and this error code; Discord `400` with
+    /// this message; Telegram `400` with this description.
+    pub fn chat_refusal(surface: Surface, detail: &str) -> Self {
+        match surface {
+            Surface::Discord => {
+                Self::raw(400, json!({ "message": detail, "code": 50035 }).to_string())
+            }
+            Surface::Telegram => Self::raw(
+                400,
+                json!({ "ok": false, "error_code": 400, "description": detail }).to_string(),
+            ),
+            Surface::Slack => Self::raw(200, json!({ "ok": false, "error": detail }).to_string()),
+        }
+    }
+
+    /// `surface`'s success for a message posted to `target` with platform id `id` (what
+    /// [`ChatStep::Accept`] answers).
+    pub fn chat_success(surface: Surface, target: &str, id: &str) -> Self {
+        let body = match surface {
+            Surface::Discord => json!({ "id": id, "channel_id": target }),
+            Surface::Telegram => json!({
+                "ok": true,
+                "result": { "message_id": id.parse::<i64>().unwrap_or_default(), "chat": { "id": target } },
+            }),
+            Surface::Slack => json!({ "ok": true, "channel": target, "ts": id }),
+        };
+        Self::raw(200, body.to_string())
+    }
+
+    /// `status` with an HTML body that is not JSON (a proxy's error page, say).
+    pub fn not_json(status: u16) -> Self {
+        Self::raw(status, "<html><body><h1>Bad Gateway</h1></body></html>")
+            .with_header("content-type", "text/html")
+    }
+}
+
+fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs()
+        .saturating_add(u64::from(wait.subsec_nanos() > 0))
+}
+
+fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse {
+    let header = whole_seconds(wait).to_string();
+    match surface {
+        Surface::Discord => {
+            let body = json!({
+                "message": "You are being rate limited.",
+                "retry_after": wait.as_secs_f64(),
+                "global": global,
+            });
+            let response =
+                FakeResponse::raw(429, body.to_string()).with_header(RETRY_AFTER.as_str(), &header);
+            if global {
+                response.with_header("x-ratelimit-global", "true")
+            } else {
+                response
+            }
+        }
+        Surface::Telegram => FakeResponse::raw(
+            429,
+            json!({
+                "ok": false,
+                "error_code": 429,
+                "description": format!("Too Many Requests: retry after {header}"),
+                "parameters": { "retry_after": whole_seconds(wait) },
+            })
+            .to_string(),
+        ),
+        Surface::Slack => FakeResponse::raw(
+            429,
+            json!({ "ok": false, "error": "ratelimited" }).to_string(),
+        )
+        .with_header(RETRY_AFTER.as_str(), &header),
+    }
+}
+
+/// One message the fake accepted (posted).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ReceivedMessage {
+    /// The channel, or chat, it was posted to.
+    pub target: String,
+    /// The message text, exactly as sent.
+    pub text: String,
+    /// The whole JSON request body.
+    pub body: Value,
+    /// The id the fake answered with.
+    pub id: String,
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<ChatStep>,
+    received: Vec<ReceivedMessage>,
+    attempts: usize,
+    nonces: HashMap<String, String>,
+    next_id: u64,
+}
+
+struct Shared {
+    surface: Surface,
+    token: String,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A loopback fake of one surface's send endpoint (`chat.postMessage`, create message or
+/// `sendMessage`), bound to 127.0.0.1 on a free port. It checks the bot token as the surface
+/// does, posts what it is sent unless a scripted [`ChatStep`] says otherwise, dedupes Discord
+/// nonces under `enforce_nonce`, and stops when dropped.
+pub struct FakeApi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl FakeApi {
+    /// Starts a fake of `surface` that accepts bot `token`.
+    pub async fn start(surface: Surface, token: impl Into<String>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            surface,
+            token: token.into(),
+            state: Mutex::new(State::default()),
+        });
+        let server = tokio::spawn(serve(listener, Arc::clone(&shared)));
+        Ok(Self {
+            addr,
+            shared,
+            server,
+        })
+    }
+
+    /// The surface this fake speaks for.
+    pub fn surface(&self) -> Surface {
+        self.shared.surface
+    }
+
+    /// The address the fake listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to configure the connector with.
+    pub fn base_url(&self) -> String {
+        match self.shared.surface {
+            Surface::Discord => format!("http://{}/api/v10", self.addr),
+            Surface::Telegram => format!("http://{}", self.addr),
+            Surface::Slack => format!("http://{}/api", self.addr),
+        }
+    }
+
+    /// Queues `steps`: each request takes the next one; once the queue is empty, requests are
+    /// accepted.
+    pub fn script<S: Into<ChatStep>>(&self, steps: impl IntoIterator<Item = S>) {
+        self.shared
+            .lock()
+            .script
+            .extend(steps.into_iter().map(Into::into));
+    }
+
+    /// Every message posted, in order.
+    pub fn received(&self) -> Vec<ReceivedMessage> {
+        self.shared.lock().received.clone()
+    }
+
+    /// The text of every message posted, in order.
+    pub fn texts(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .received
+            .iter()
+            .map(|r| r.text.clone())
+            .collect()
+    }
+
+    /// How many requests arrived, refused and failed ones included.
+    pub fn attempts(&self) -> usize {
+        self.shared.lock().attempts
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        // Aborting the accept loop drops its JoinSet, which aborts every connection task.
+        self.server.abort();
+    }
+}
+
+impl fmt::Debug for FakeApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeApi")
+            .field("surface", &self.shared.surface)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    super::serve_http1(listener, move || {
+        let shared = Arc::clone(&shared);
+        service_fn(move |request| handle(Arc::clone(&shared), request))
+    })
+    .await;
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+) -> Result<Response<FakeBody>, Infallible> {
+    let path = request.uri().path().to_owned();
+    let authorization = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = match request.into_body().collect().await {
+        Ok(collected) => serde_json::from_slice(&collected.to_bytes()).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
+    let step = {
+        let mut state = shared.lock();
+        state.attempts += 1;
+        state.script.pop_front().unwrap_or(ChatStep::Accept)
+    };
+    let answer = match route(&shared, &path, authorization.as_deref(), &body) {
+        None => refuse_auth(shared.surface),
+        Some(target) => match step {
+            ChatStep::Accept => accept(&shared, target, body),
+            ChatStep::AcceptThen(answer) => {
+                accept(&shared, target, body);
+                answer
+            }
+            ChatStep::Answer(answer) => answer,
+        },
+    };
+    Ok(play(answer).await)
+}
+
+/// The message's target, if the path and token are right.
+fn route(shared: &Shared, path: &str, authorization: Option<&str>, body: &Value) -> Option<String> {
+    let field = |name: &str| match body.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    match shared.surface {
+        Surface::Discord => {
+            let authorized = authorization == Some(&format!("Bot {}", shared.token));
+            let id = path
+                .strip_prefix("/api/v10/channels/")?
+                .strip_suffix("/messages")?;
+            authorized.then(|| id.to_owned())
+        }
+        Surface::Telegram => {
+            let token = path.strip_prefix("/bot")?.strip_suffix("/sendMessage")?;
+            (token == shared.token).then(|| field("chat_id")).flatten()
+        }
+        Surface::Slack => {
+            let authorized = authorization == Some(&format!("Bearer {}", shared.token));
+            (path == "/api/chat.postMessage" && authorized)
+                .then(|| field("channel"))
+                .flatten()
+        }
+    }
+}
+
+fn refuse_auth(surface: Surface) -> FakeResponse {
+    let (status, body) = match surface {
+        Surface::Discord => (401, json!({ "message": "401: Unauthorized", "code": 0 })),
+        Surface::Telegram => (
+            404,
+            json!({ "ok": false, "error_code": 404, "description": "Not Found" }),
+        ),
+        Surface::Slack => (200, json!({ "ok": false, "error": "invalid_auth" })),
+    };
+    FakeResponse::raw(status, body.to_string())
+}
+
+/// Posts the message (once per Discord nonce under `enforce_nonce`) and returns the surface's
+/// success answer.
+fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
+    let surface = shared.surface;
+    let mut state = shared.lock();
+    let nonce = (surface == Surface::Discord
+        && body.get("enforce_nonce").and_then(Value::as_bool) == Some(true))
+    .then(|| body.get("nonce").and_then(Value::as_str).map(str::to_owned))
+    .flatten();
+    let existing = nonce.as_ref().and_then(|n| state.nonces.get(n).cloned());
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            state.next_id += 1;
+            let id = match surface {
+                Surface::Discord => (1_100_000_000_000_000_000 + state.next_id).to_string(),
+                Surface::Telegram => state.next_id.to_string(),
+                Surface::Slack => format!("1700000000.{:06}", state.next_id),
+            };
+            if let Some(nonce) = nonce {
+                state.nonces.insert(nonce, id.clone());
+            }
+            let text_field = if surface == Surface::Discord {
+                "content"
+            } else {
+                "text"
+            };
+            let text = body
+                .get(text_field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            state.received.push(ReceivedMessage {
+                target: target.clone(),
+                text,
+                body,
+                id: id.clone(),
+            });
+            id
+        }
+    };
+    drop(state);
+    FakeResponse::chat_success(surface, &target, &id)
+}
