@@ -110,7 +110,9 @@ fn check_classify(s: &Sample) -> Result<(), String> {
         SystemTime::now(),
     );
     let c = classify(&error);
-    let got_hint = c.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let got_hint = c
+        .retry_after
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let got = (c.reason.as_str(), c.retryable, got_hint);
     let want = (s.reason.as_str(), s.retryable, s.retry_after_ms);
     if got == want {
@@ -140,7 +142,10 @@ fn classify_reads_every_sample_as_labelled() {
         .collect();
     let (tuned_right, tuned) = report("classify, tuning part", &results, false);
     let (held_right, held) = report("classify, held-out part", &results, true);
-    assert_eq!(tuned_right, tuned, "every tuning sample is classified as labelled");
+    assert_eq!(
+        tuned_right, tuned,
+        "every tuning sample is classified as labelled"
+    );
     // The held-out part was never looked at while tuning: it may miss, but not much.
     assert!(
         held_right * 10 >= held * 9,
@@ -230,7 +235,10 @@ async fn the_router_retries_falls_back_or_ends_as_each_class_calls_for() {
     }
     let (tuned_right, tuned) = report("router, tuning part", &results, false);
     let (held_right, held) = report("router, held-out part", &results, true);
-    assert_eq!(tuned_right, tuned, "every tuning sample is routed as its class says");
+    assert_eq!(
+        tuned_right, tuned,
+        "every tuning sample is routed as its class says"
+    );
     assert!(
         held_right * 10 >= held * 9,
         "held-out router accuracy {held_right}/{held} below 90%"

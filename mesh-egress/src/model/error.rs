@@ -23,6 +23,34 @@ pub enum ModelErrorKind {
     InvalidResponse,
     /// The request could not be built or sent (a bad base URL, a bad header value).
     InvalidRequest,
+    /// The response body was larger than the connector's cap for it (a completion or an error
+    /// body); the read stopped at the cap.
+    ResponseTooLarge,
+}
+
+/// How long the provider's exhausted limit lasts, from a structured field (Gemini's
+/// `QuotaFailure.violations[].quotaId`, `ErrorInfo.metadata.quota_limit`), never from prose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum QuotaWindow {
+    /// A per-second limit: waiting helps.
+    PerSecond,
+    /// A per-minute limit: waiting helps.
+    PerMinute,
+    /// A per-hour limit.
+    PerHour,
+    /// A per-day (or longer) cap: waiting on this route will not help this turn.
+    PerDay,
+}
+
+/// A structured quota violation the provider reported (Gemini's `QuotaFailure` and `ErrorInfo`
+/// details). Several violations fold into one: the longest window and the smallest limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QuotaFailure {
+    /// The longest window among the violations, if any names one.
+    pub window: Option<QuotaWindow>,
+    /// The smallest limit among the violations, if any states one (`0`: no quota at all).
+    pub limit: Option<u64>,
 }
 
 /// Why one model call failed.
@@ -45,6 +73,9 @@ pub enum ModelErrorKind {
 pub struct ModelError {
     kind: ModelErrorKind,
     code: Option<String>,
+    error_type: Option<String>,
+    provider_status: Option<String>,
+    quota: Option<QuotaFailure>,
     retry_after: Option<Duration>,
     should_retry: Option<bool>,
     provider_message: Option<String>,
@@ -57,6 +88,9 @@ impl ModelError {
         Self {
             kind,
             code: None,
+            error_type: None,
+            provider_status: None,
+            quota: None,
             retry_after: None,
             should_retry: None,
             provider_message: None,
@@ -105,6 +139,32 @@ impl ModelError {
         self
     }
 
+    /// The response body was larger than `cap` bytes, so the connector stopped reading it.
+    pub fn response_too_large(cap: usize) -> Self {
+        Self::new(ModelErrorKind::ResponseTooLarge)
+            .with_source(format!("response body larger than its cap of {cap} bytes"))
+    }
+
+    /// The provider's error type (`error.type`: `rate_limit_error`, `insufficient_quota`,
+    /// `tokens`, `credit_limit`, ...).
+    pub fn with_error_type(mut self, error_type: impl Into<String>) -> Self {
+        self.error_type = Some(error_type.into());
+        self
+    }
+
+    /// The provider's status word (Google's `error.status`: `RESOURCE_EXHAUSTED`,
+    /// `INVALID_ARGUMENT`, `UNAVAILABLE`, ...).
+    pub fn with_provider_status(mut self, status: impl Into<String>) -> Self {
+        self.provider_status = Some(status.into());
+        self
+    }
+
+    /// The structured quota violation the provider reported.
+    pub fn with_quota_failure(mut self, quota: QuotaFailure) -> Self {
+        self.quota = Some(quota);
+        self
+    }
+
     /// The wait the provider asked for.
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
         self.retry_after = Some(wait);
@@ -147,6 +207,21 @@ impl ModelError {
         self.code.as_deref()
     }
 
+    /// The provider's error type, if it sent one.
+    pub fn error_type(&self) -> Option<&str> {
+        self.error_type.as_deref()
+    }
+
+    /// The provider's status word, if it sent one.
+    pub fn provider_status(&self) -> Option<&str> {
+        self.provider_status.as_deref()
+    }
+
+    /// The structured quota violation, if the provider reported one.
+    pub fn quota_failure(&self) -> Option<QuotaFailure> {
+        self.quota
+    }
+
     /// The wait the provider asked for, if it asked.
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
@@ -177,6 +252,9 @@ impl fmt::Display for ModelError {
                 f.write_str("model response could not be decoded")?
             }
             ModelErrorKind::InvalidRequest => f.write_str("model request could not be sent")?,
+            ModelErrorKind::ResponseTooLarge => {
+                f.write_str("model response body was larger than its cap")?;
+            }
         }
         if let Some(code) = &self.code {
             write!(f, " ({code})")?;
@@ -194,6 +272,9 @@ impl fmt::Debug for ModelError {
         f.debug_struct("ModelError")
             .field("kind", &self.kind)
             .field("code", &self.code)
+            .field("error_type", &self.error_type)
+            .field("provider_status", &self.provider_status)
+            .field("quota", &self.quota)
             .field("retry_after", &self.retry_after)
             .field("should_retry", &self.should_retry)
             .finish_non_exhaustive()

@@ -33,8 +33,10 @@ mod backoff;
 mod classify;
 mod config;
 mod error;
+mod limits;
 #[cfg(feature = "http")]
 mod openai;
+mod response;
 mod router;
 mod wire;
 
@@ -49,10 +51,13 @@ pub use config::{
     DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS,
     ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
-pub use error::{ModelError, ModelErrorKind};
+pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use openai::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, OpenAiCompatible};
+pub use openai::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_COMPLETION_BODY,
+    DEFAULT_MAX_ERROR_BODY, OpenAiCompatible,
+};
 pub use router::{FallbackReason, RecoveryError, Route, Router};
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,

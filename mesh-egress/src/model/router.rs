@@ -72,6 +72,11 @@ pub enum FallbackReason {
     ContextOverflow,
     /// A terminal failure, with terminal fallback turned on.
     TerminalError,
+    /// The route's quota, credit or per-day cap is exhausted (another provider may have quota).
+    QuotaExhausted,
+    /// The request is larger than the route's limit, or the route answered with a body larger
+    /// than the connector's cap.
+    TooLarge,
 }
 
 impl FallbackReason {
@@ -83,6 +88,8 @@ impl FallbackReason {
             Self::RetriesExhausted => "retries_exhausted",
             Self::ContextOverflow => "context_overflow",
             Self::TerminalError => "terminal_error",
+            Self::QuotaExhausted => "quota_exhausted",
+            Self::TooLarge => "too_large",
         }
     }
 }
@@ -179,6 +186,7 @@ pub struct Router<C> {
     config: RetryConfig,
     jitter: Jitter,
     fallback_on_terminal: bool,
+    fallback_on_quota: bool,
 }
 
 /// How one attempt ended.
@@ -237,6 +245,7 @@ impl<C: ModelConnector> Router<C> {
             config,
             jitter: Jitter::random(),
             fallback_on_terminal: false,
+            fallback_on_quota: true,
         }
     }
 
@@ -250,6 +259,14 @@ impl<C: ModelConnector> Router<C> {
     /// recovery. Off by default: a terminal failure on one route usually fails on all.
     pub fn fallback_on_terminal(mut self, yes: bool) -> Self {
         self.fallback_on_terminal = yes;
+        self
+    }
+
+    /// Whether an exhausted quota, credit balance or per-day cap on one route
+    /// ([`FailureReason::QuotaExhausted`]) moves to the next route. On by default: the next
+    /// route is often another provider or account, with its own quota.
+    pub fn fallback_on_quota(mut self, yes: bool) -> Self {
+        self.fallback_on_quota = yes;
         self
     }
 
@@ -630,8 +647,20 @@ impl<C: ModelConnector> Router<C> {
         index: usize,
         reason: FailureReason,
     ) -> Option<(usize, FallbackReason)> {
-        if self.fallback_on_terminal && index + 1 < self.routes.len() {
-            return Some((index + 1, FallbackReason::TerminalError));
+        let next = (index + 1 < self.routes.len()).then_some(index + 1);
+        match reason {
+            FailureReason::QuotaExhausted if self.fallback_on_quota => {
+                return next.map(|to| (to, FallbackReason::QuotaExhausted));
+            }
+            // A limit of this route (its per-minute token budget, the connector's body cap),
+            // not of the request's meaning: the next route has its own.
+            FailureReason::RequestTooLarge | FailureReason::ResponseTooLarge => {
+                return next.map(|to| (to, FallbackReason::TooLarge));
+            }
+            _ => {}
+        }
+        if self.fallback_on_terminal {
+            return next.map(|to| (to, FallbackReason::TerminalError));
         }
         if reason != FailureReason::ContextOverflow {
             return None;
