@@ -327,7 +327,6 @@ async fn terminal_errors_are_not_retried_and_do_not_fall_back() {
         Step::status(403),
         Step::status_with_code(400, "invalid_request_error"),
         Step::status_with_code(400, "context_length_exceeded"),
-        Step::status_with_code(429, "insufficient_quota"),
         Step::status(404),
     ] {
         let connector = ScriptedConnector::new()
@@ -343,6 +342,25 @@ async fn terminal_errors_are_not_retried_and_do_not_fall_back() {
         assert_eq!(err.attempt(), 1);
         assert_eq!(recovery(&turn).gave_up.as_deref(), Some("terminal"));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_quota_is_not_retried_but_falls_back_by_default() {
+    let connector = ScriptedConnector::new()
+        .on("a", [Step::status_with_code(429, "insufficient_quota")])
+        .on("b", [Step::answer("other provider")]);
+    let turn = turn();
+    let completion = router(&connector, RetryConfig::default(), &["a", "b"])
+        .complete(&turn, request())
+        .await
+        .expect("fell back");
+    assert_eq!(completion.content.as_deref(), Some("other provider"));
+    assert_eq!(connector.calls_to("a").len(), 1);
+    let report = recovery(&turn);
+    assert_eq!(
+        report.attempts.iter().next().map(|a| &*a.outcome),
+        Some("quota_exhausted")
+    );
 }
 
 #[tokio::test(start_paused = true)]
