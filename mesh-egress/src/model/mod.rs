@@ -36,7 +36,9 @@ mod error;
 mod limits;
 #[cfg(feature = "http")]
 mod openai;
+mod recovery;
 mod response;
+mod route;
 mod router;
 mod wire;
 
@@ -58,7 +60,8 @@ pub use openai::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_COMPLETION_BODY,
     DEFAULT_MAX_ERROR_BODY, OpenAiCompatible,
 };
-pub use router::{FallbackReason, RecoveryError, Route, Router};
+pub use route::{FallbackReason, RecoveryError, Route};
+pub use router::Router;
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
     ToolDefinition,

@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 
 use super::ModelConnector;
 use super::error::ModelError;
-use super::wire::{ChatMessage, ChatRequest, Completion, WireRequest, WireResponse};
+use super::wire::{ChatMessage, ChatRequest, Completion, WireRequest, WireResponse, usable};
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -153,14 +153,14 @@ impl OpenAiCompatible {
     ) -> Result<Completion, ModelError> {
         let first = self.post(model, request).await?;
         if !has_malformed_tool_call(&first) {
-            return non_empty(first);
+            return usable(Ok(first));
         }
         let second = self.post(model, &repair_request(request, &first)).await?;
         // Never a second repair.
         if has_malformed_tool_call(&second) {
             return Err(ModelError::malformed_tool_call());
         }
-        non_empty(second)
+        usable(Ok(second))
     }
 }
 
@@ -183,14 +183,6 @@ impl fmt::Debug for OpenAiCompatible {
             .field("max_completion_body", &self.max_completion_body)
             .field("max_error_body", &self.max_error_body)
             .finish_non_exhaustive()
-    }
-}
-
-fn non_empty(completion: Completion) -> Result<Completion, ModelError> {
-    if completion.is_empty() {
-        Err(ModelError::empty_completion())
-    } else {
-        Ok(completion)
     }
 }
 

@@ -273,6 +273,17 @@ impl Completion {
     }
 }
 
+/// The one place an empty completion becomes a failure: a completion with no text and no tool
+/// call is a retryable `empty_completion` (used by the Router and the HTTP connector alike).
+pub(crate) fn usable(
+    result: Result<Completion, super::ModelError>,
+) -> Result<Completion, super::ModelError> {
+    match result {
+        Ok(completion) if completion.is_empty() => Err(super::ModelError::empty_completion()),
+        other => other,
+    }
+}
+
 #[cfg(any(feature = "http", test))]
 /// The body of a chat-completions request on the wire: the request plus the model asked.
 #[derive(Serialize)]
