@@ -585,3 +585,62 @@ async fn logs_and_ledger_never_carry_provider_text() {
     }
     assert!(!format!("{:?}", turn.ledger().entries()).contains("SECRET"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_total_deadline_attempt_timeout_and_retry_after_never_panic() {
+    // The total deadline and the attempt timeout at Duration::MAX: the waits are the ordinary
+    // ones, and a Retry-After of Duration::MAX is clamped to the 20 s max delay.
+    let connector = ScriptedConnector::new().on(
+        "a",
+        [
+            Step::status(503),
+            Step::rate_limited(Duration::MAX),
+            Step::answer("ok"),
+        ],
+    );
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_attempt_timeout(Some(Duration::MAX));
+    let start = Instant::now();
+    let completion = router(&connector, config, &["a", "b"])
+        .complete(&turn(), request())
+        .await
+        .expect("answered");
+    assert_eq!(completion.content.as_deref(), Some("ok"));
+    assert_eq!(
+        call_times(&connector, "a", start),
+        [S(0), MS(500), MS(20_500)]
+    );
+
+    // A max delay and base delay of Duration::MAX: the wait cannot fit, so the route's budget is
+    // spent at once and the fallback answers, at the same instant.
+    let connector = ScriptedConnector::new()
+        .on("a", [Step::rate_limited(Duration::MAX)])
+        .on("b", [Step::answer("fallback")]);
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_max_delay(Duration::MAX)
+        .with_base_delay(Duration::MAX);
+    let start = Instant::now();
+    let turn = turn();
+    let completion = router(&connector, config, &["a", "b"])
+        .complete(&turn, request())
+        .await
+        .expect("fell back");
+    assert_eq!(completion.content.as_deref(), Some("fallback"));
+    assert_eq!(call_times(&connector, "b", start), [S(0)]);
+
+    // The turn's own deadline still bounds a call whose policy says "forever".
+    let connector = ScriptedConnector::new().on("a", [Step::stall()]);
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_attempt_timeout(None);
+    let turn = Turn::new(Attribution::new("agent", "conv", "run")).with_timeout(S(7));
+    let start = Instant::now();
+    let error = router(&connector, config, &["a"])
+        .complete(&turn, request())
+        .await
+        .expect_err("the turn's deadline ends it");
+    assert_eq!(Instant::now() - start, S(7));
+    assert!(error.retryable());
+}

@@ -79,7 +79,8 @@ pub struct Classification {
     pub retryable: bool,
     /// Why it failed.
     pub reason: FailureReason,
-    /// The wait the provider asked for, unclamped (the Router clamps it).
+    /// The wait the provider asked for, at most [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)
+    /// (the Router clamps it further, to its max delay).
     pub retry_after: Option<Duration>,
 }
 
@@ -109,7 +110,8 @@ pub struct Classification {
 /// ordinary per-minute 429s carry `quotaincrease` and `settings/billing` links.
 ///
 /// A provider's `x-should-retry` header, when present, overrides the retry verdict for HTTP
-/// failures. The provider's wait is passed through unclamped.
+/// failures. The provider's wait is passed through as the error holds it (at most
+/// [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)); the Router clamps it to its max delay.
 ///
 /// ```
 /// use mesh_egress::model::{classify, FailureReason, ModelError};
@@ -289,8 +291,10 @@ mod tests {
     }
 
     #[test]
-    fn classify_passes_the_providers_retry_after_through_unclamped() {
+    fn classify_passes_the_providers_retry_after_through_up_to_a_day() {
         let c = classify(&err(429).with_retry_after(Duration::from_secs(3600)));
         assert_eq!(c.retry_after, Some(Duration::from_secs(3600)));
+        let c = classify(&err(429).with_retry_after(Duration::MAX));
+        assert_eq!(c.retry_after, Some(crate::model::MAX_RETRY_AFTER));
     }
 }

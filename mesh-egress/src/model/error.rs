@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use crate::egress::Cause;
 
+/// The longest provider wait a [`ModelError`] hands on (one day): a `Retry-After` of years, or
+/// one that would overflow a caller's `Instant + Duration`, reads as this. The Router clamps
+/// further, to its max delay.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
 /// What kind of failure a [`ModelError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -165,9 +170,9 @@ impl ModelError {
         self
     }
 
-    /// The wait the provider asked for.
+    /// The wait the provider asked for, clamped to [`MAX_RETRY_AFTER`].
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
-        self.retry_after = Some(wait);
+        self.retry_after = Some(wait.min(MAX_RETRY_AFTER));
         self
     }
 
@@ -222,7 +227,7 @@ impl ModelError {
         self.quota
     }
 
-    /// The wait the provider asked for, if it asked.
+    /// The wait the provider asked for, if it asked (at most [`MAX_RETRY_AFTER`]).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }

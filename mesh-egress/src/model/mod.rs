@@ -53,7 +53,7 @@ pub use config::{
     DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS,
     ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
-pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use openai::{
