@@ -34,6 +34,7 @@ mod classify;
 mod config;
 mod error;
 mod limits;
+mod message;
 #[cfg(feature = "http")]
 mod openai;
 mod recovery;
@@ -54,6 +55,7 @@ pub use config::{
     ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
 pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use openai::{

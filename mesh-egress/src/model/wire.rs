@@ -265,11 +265,14 @@ impl Completion {
     /// Whether the completion holds nothing usable: no text (or only whitespace) and no tool
     /// call. Such a completion is a retryable failure.
     pub fn is_empty(&self) -> bool {
-        self.tool_calls.is_empty()
-            && self
-                .content
-                .as_deref()
-                .is_none_or(|c| c.chars().all(char::is_whitespace))
+        self.tool_calls.is_empty() && !self.has_text()
+    }
+
+    /// Whether the completion has text that is not only whitespace.
+    pub(crate) fn has_text(&self) -> bool {
+        self.content
+            .as_deref()
+            .is_some_and(|c| !c.chars().all(char::is_whitespace))
     }
 }
 
