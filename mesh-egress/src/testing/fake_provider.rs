@@ -22,13 +22,26 @@ enum Behaviour {
     Reply {
         status: u16,
         headers: Vec<(String, String)>,
-        body: String,
+        body: FakeBodyKind,
     },
     NeverAnswer,
     CloseMidResponse,
 }
 
+/// What a scripted reply's body is: given text, or `len` filler bytes made as they are sent.
+#[derive(Clone, Debug)]
+enum FakeBodyKind {
+    Text(String),
+    Filler { len: usize },
+}
+
 /// One scripted HTTP response (or fault) of a [`FakeProvider`].
+///
+/// The model-provider fakes share one scripting vocabulary: every [`Step`](super::Step) of the
+/// in-memory [`ScriptedConnector`](super::ScriptedConnector) converts into a `FakeResponse`
+/// (`FakeProvider::start([Step::status(503), Step::answer("hi")])`), so a failure is described
+/// once and played either in memory or over loopback HTTP. `FakeResponse` adds what only HTTP
+/// has: raw bodies, headers, oversized bodies, connections closed mid-response.
 ///
 /// ```
 /// use std::time::Duration;
@@ -55,7 +68,21 @@ impl FakeResponse {
             behaviour: Behaviour::Reply {
                 status,
                 headers: vec![("content-type".to_owned(), "application/json".to_owned())],
-                body: body.into(),
+                body: FakeBodyKind::Text(body.into()),
+            },
+        }
+    }
+
+    /// A response with `status` whose body is `len` filler bytes, streamed in chunks as they
+    /// are sent (never held whole by the fake), without a `Content-Length`: for testing body
+    /// caps.
+    pub fn large_body(status: u16, len: usize) -> Self {
+        Self {
+            delay: None,
+            behaviour: Behaviour::Reply {
+                status,
+                headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+                body: FakeBodyKind::Filler { len },
             },
         }
     }
@@ -181,19 +208,21 @@ pub struct FakeProvider {
 
 impl FakeProvider {
     /// Starts a server on an ephemeral `127.0.0.1` port playing `script`.
-    pub async fn start(script: impl IntoIterator<Item = FakeResponse>) -> io::Result<Self> {
+    pub async fn start<R: Into<FakeResponse>>(
+        script: impl IntoIterator<Item = R>,
+    ) -> io::Result<Self> {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
     }
 
     /// Starts a server on `addr` (use a loopback address) playing `script`.
-    pub async fn start_on(
+    pub async fn start_on<R: Into<FakeResponse>>(
         addr: SocketAddr,
-        script: impl IntoIterator<Item = FakeResponse>,
+        script: impl IntoIterator<Item = R>,
     ) -> io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State {
-            script: script.into_iter().collect(),
+            script: script.into_iter().map(Into::into).collect(),
             ..State::default()
         }));
         let server = tokio::spawn(serve(listener, Arc::clone(&state)));
@@ -205,14 +234,16 @@ impl FakeProvider {
     }
 
     /// Plays `response` whenever the script is exhausted (instead of a 500).
-    pub fn otherwise(self, response: FakeResponse) -> Self {
-        self.lock().otherwise = Some(response);
+    pub fn otherwise(self, response: impl Into<FakeResponse>) -> Self {
+        self.lock().otherwise = Some(response.into());
         self
     }
 
     /// Appends `responses` to the script.
-    pub fn push(&self, responses: impl IntoIterator<Item = FakeResponse>) {
-        self.lock().script.extend(responses);
+    pub fn push<R: Into<FakeResponse>>(&self, responses: impl IntoIterator<Item = R>) {
+        self.lock()
+            .script
+            .extend(responses.into_iter().map(Into::into));
     }
 
     /// The address the server listens on.
@@ -304,7 +335,10 @@ async fn respond(
             for (name, value) in headers {
                 builder = builder.header(name, value);
             }
-            builder.body(FakeBody::full(body))
+            builder.body(match body {
+                FakeBodyKind::Text(text) => FakeBody::full(text),
+                FakeBodyKind::Filler { len } => FakeBody::filler(len),
+            })
         }
     };
     Ok(response.unwrap_or_else(|_| {
@@ -319,13 +353,26 @@ async fn respond(
 struct FakeBody {
     chunk: Option<Bytes>,
     then_fail: bool,
+    filler_left: usize,
 }
+
+/// The filler a large body is made of, one chunk at a time.
+static FILLER: [u8; 16 * 1024] = [b' '; 16 * 1024];
 
 impl FakeBody {
     fn full(body: impl Into<String>) -> Self {
         Self {
             chunk: Some(Bytes::from(body.into())),
             then_fail: false,
+            filler_left: 0,
+        }
+    }
+
+    fn filler(len: usize) -> Self {
+        Self {
+            chunk: None,
+            then_fail: false,
+            filler_left: len,
         }
     }
 
@@ -333,6 +380,7 @@ impl FakeBody {
         Self {
             chunk: Some(Bytes::from_static(start.as_bytes())),
             then_fail: true,
+            filler_left: 0,
         }
     }
 }
@@ -347,6 +395,11 @@ impl Body for FakeBody {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         if let Some(chunk) = self.chunk.take() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if self.filler_left > 0 {
+            let n = self.filler_left.min(FILLER.len());
+            self.filler_left -= n;
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&FILLER[..n])))));
         }
         if self.then_fail {
             self.then_fail = false;
