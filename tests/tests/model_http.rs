@@ -426,7 +426,9 @@ async fn one_script_plays_the_same_in_memory_and_over_http() {
         ]
     };
     let in_memory = ScriptedConnector::new().on("m", script());
-    let provider = FakeProvider::start(script()).await.expect("fake provider");
+    let provider = FakeProvider::start_steps(script())
+        .await
+        .expect("fake provider");
     let over_http = connector(&provider);
     for _ in 0..5 {
         // The HTTP connector reports an empty completion as an error; the in-memory one hands

@@ -77,14 +77,22 @@ pub struct QuotaFailure {
 /// ```
 pub struct ModelError {
     kind: ModelErrorKind,
+    should_retry: Option<bool>,
+    retry_after: Option<Duration>,
+    // What the provider's body said, boxed: most failures (resets, timeouts, a bare 503) have
+    // none, and the error travels inside every `Result<Completion, ModelError>`.
+    details: Option<Box<ProviderDetails>>,
+    source: Option<Cause>,
+}
+
+/// What a provider's error body said.
+#[derive(Default)]
+struct ProviderDetails {
     code: Option<String>,
     error_type: Option<String>,
     provider_status: Option<String>,
     quota: Option<QuotaFailure>,
-    retry_after: Option<Duration>,
-    should_retry: Option<bool>,
     provider_message: Option<String>,
-    source: Option<Cause>,
 }
 
 impl ModelError {
@@ -92,13 +100,9 @@ impl ModelError {
     pub fn new(kind: ModelErrorKind) -> Self {
         Self {
             kind,
-            code: None,
-            error_type: None,
-            provider_status: None,
-            quota: None,
-            retry_after: None,
             should_retry: None,
-            provider_message: None,
+            retry_after: None,
+            details: None,
             source: None,
         }
     }
@@ -140,7 +144,7 @@ impl ModelError {
 
     /// The provider's error code (e.g. `context_length_exceeded`, `insufficient_quota`).
     pub fn with_code(mut self, code: impl Into<String>) -> Self {
-        self.code = Some(code.into());
+        self.details_mut().code = Some(code.into());
         self
     }
 
@@ -153,20 +157,20 @@ impl ModelError {
     /// The provider's error type (`error.type`: `rate_limit_error`, `insufficient_quota`,
     /// `tokens`, `credit_limit`, ...).
     pub fn with_error_type(mut self, error_type: impl Into<String>) -> Self {
-        self.error_type = Some(error_type.into());
+        self.details_mut().error_type = Some(error_type.into());
         self
     }
 
     /// The provider's status word (Google's `error.status`: `RESOURCE_EXHAUSTED`,
     /// `INVALID_ARGUMENT`, `UNAVAILABLE`, ...).
     pub fn with_provider_status(mut self, status: impl Into<String>) -> Self {
-        self.provider_status = Some(status.into());
+        self.details_mut().provider_status = Some(status.into());
         self
     }
 
     /// The structured quota violation the provider reported.
     pub fn with_quota_failure(mut self, quota: QuotaFailure) -> Self {
-        self.quota = Some(quota);
+        self.details_mut().quota = Some(quota);
         self
     }
 
@@ -184,7 +188,7 @@ impl ModelError {
 
     /// The provider's own error text (kept for the internal cause only).
     pub fn with_provider_message(mut self, message: impl Into<String>) -> Self {
-        self.provider_message = Some(message.into());
+        self.details_mut().provider_message = Some(message.into());
         self
     }
 
@@ -192,6 +196,10 @@ impl ModelError {
     pub fn with_source(mut self, source: impl Into<Cause>) -> Self {
         self.source = Some(source.into());
         self
+    }
+
+    fn details_mut(&mut self) -> &mut ProviderDetails {
+        self.details.get_or_insert_with(Box::default)
     }
 
     /// What kind of failure this is.
@@ -209,22 +217,22 @@ impl ModelError {
 
     /// The provider's error code, if it sent one.
     pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
+        self.details.as_ref()?.code.as_deref()
     }
 
     /// The provider's error type, if it sent one.
     pub fn error_type(&self) -> Option<&str> {
-        self.error_type.as_deref()
+        self.details.as_ref()?.error_type.as_deref()
     }
 
     /// The provider's status word, if it sent one.
     pub fn provider_status(&self) -> Option<&str> {
-        self.provider_status.as_deref()
+        self.details.as_ref()?.provider_status.as_deref()
     }
 
     /// The structured quota violation, if the provider reported one.
     pub fn quota_failure(&self) -> Option<QuotaFailure> {
-        self.quota
+        self.details.as_ref()?.quota
     }
 
     /// The wait the provider asked for, if it asked (at most [`MAX_RETRY_AFTER`]).
@@ -239,7 +247,7 @@ impl ModelError {
 
     /// The provider's own error text. **Internal**: for the error-tracking event only.
     pub fn provider_message(&self) -> Option<&str> {
-        self.provider_message.as_deref()
+        self.details.as_ref()?.provider_message.as_deref()
     }
 }
 
@@ -261,10 +269,10 @@ impl fmt::Display for ModelError {
                 f.write_str("model response body was larger than its cap")?;
             }
         }
-        if let Some(code) = &self.code {
+        if let Some(code) = self.code() {
             write!(f, " ({code})")?;
         }
-        if let Some(message) = &self.provider_message {
+        if let Some(message) = self.provider_message() {
             write!(f, ": {message}")?;
         }
         Ok(())
@@ -276,10 +284,10 @@ impl fmt::Debug for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelError")
             .field("kind", &self.kind)
-            .field("code", &self.code)
-            .field("error_type", &self.error_type)
-            .field("provider_status", &self.provider_status)
-            .field("quota", &self.quota)
+            .field("code", &self.code())
+            .field("error_type", &self.error_type())
+            .field("provider_status", &self.provider_status())
+            .field("quota", &self.quota_failure())
             .field("retry_after", &self.retry_after)
             .field("should_retry", &self.should_retry)
             .finish_non_exhaustive()

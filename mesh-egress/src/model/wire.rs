@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Who wrote a chat message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Role {
     /// Instructions for the model.
     System,

@@ -39,8 +39,9 @@ enum FakeBodyKind {
 ///
 /// The model-provider fakes share one scripting vocabulary: every [`Step`](super::Step) of the
 /// in-memory [`ScriptedConnector`](super::ScriptedConnector) converts into a `FakeResponse`
-/// (`FakeProvider::start([Step::status(503), Step::answer("hi")])`), so a failure is described
-/// once and played either in memory or over loopback HTTP. `FakeResponse` adds what only HTTP
+/// (`FakeProvider::start_steps([Step::status(503), Step::answer("hi")])`), so a failure is described
+/// once and played either in memory or over loopback HTTP
+/// ([`FakeProvider::start_steps`], or `FakeResponse::from(step)`). `FakeResponse` adds what only HTTP
 /// has: raw bodies, headers, oversized bodies, connections closed mid-response.
 ///
 /// ```
@@ -208,21 +209,33 @@ pub struct FakeProvider {
 
 impl FakeProvider {
     /// Starts a server on an ephemeral `127.0.0.1` port playing `script`.
-    pub async fn start<R: Into<FakeResponse>>(
-        script: impl IntoIterator<Item = R>,
-    ) -> io::Result<Self> {
+    pub async fn start(script: impl IntoIterator<Item = FakeResponse>) -> io::Result<Self> {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
     }
 
+    /// Starts a server on an ephemeral `127.0.0.1` port playing `steps`, the in-memory
+    /// [`ScriptedConnector`](super::ScriptedConnector)'s vocabulary, each as the HTTP response
+    /// that makes the connector see the same outcome.
+    ///
+    /// ```
+    /// use mesh_egress::testing::{FakeProvider, Step};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let provider = FakeProvider::start_steps([Step::status(503), Step::answer("hi")]).await?;
+    /// # let _ = provider; Ok(()) }
+    /// ```
+    pub async fn start_steps(steps: impl IntoIterator<Item = super::Step>) -> io::Result<Self> {
+        Self::start(steps.into_iter().map(FakeResponse::from)).await
+    }
+
     /// Starts a server on `addr` (use a loopback address) playing `script`.
-    pub async fn start_on<R: Into<FakeResponse>>(
+    pub async fn start_on(
         addr: SocketAddr,
-        script: impl IntoIterator<Item = R>,
+        script: impl IntoIterator<Item = FakeResponse>,
     ) -> io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State {
-            script: script.into_iter().map(Into::into).collect(),
+            script: script.into_iter().collect(),
             ..State::default()
         }));
         let server = tokio::spawn(serve(listener, Arc::clone(&state)));

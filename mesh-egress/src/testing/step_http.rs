@@ -21,7 +21,7 @@ impl From<Step> for FakeResponse {
     /// ```
     /// use mesh_egress::testing::{FakeProvider, Step};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
-    /// let provider = FakeProvider::start([Step::status(503), Step::answer("hi")]).await?;
+    /// let provider = FakeProvider::start([Step::status(503).into(), Step::answer("hi").into()]).await?;
     /// # let _ = provider; Ok(()) }
     /// ```
     fn from(step: Step) -> Self {
