@@ -78,7 +78,7 @@ impl FallbackReason {
     }
 }
 
-/// The internal cause of the [`EgressError`] a Router returns when recovery ends without an
+/// The internal cause of the [`EgressError`](crate::EgressError) a Router returns when recovery ends without an
 /// answer: why it gave up, how much it tried, and the last failure.
 #[derive(Debug)]
 pub struct RecoveryError {
