@@ -2,6 +2,8 @@
 //! loopback fake provider (real time, short deadlines). Each failed on the code before the
 //! change: the body text or wording is exactly the one the issue quotes.
 
+mod support;
+
 use std::time::Duration;
 
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
@@ -201,5 +203,27 @@ async fn an_openai_try_again_in_minutes_hint_is_clamped() {
     assert_eq!(
         first_outcome(&report),
         ("rate_limited".to_owned(), Some(MAX_WAIT))
+    );
+}
+
+#[tokio::test]
+async fn the_failed_attempt_log_and_the_fallback_event_name_the_class() {
+    let (logs, _guard) = support::capture();
+    let body = r#"{"error":{"message":"Request too large for model `m` in organization `o` service tier `on_demand` on tokens per minute (TPM): Limit 6000, Requested 6284, please reduce your message size and try again.","type":"tokens","code":"rate_limit_exceeded"}}"#;
+    let (models, _) = run(FakeResponse::raw(413, body)).await;
+    assert_eq!(models, ["primary", "fallback"]);
+    let failed = logs.with_message("model attempt failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].field("classification"), Some("request_too_large"));
+    assert_eq!(failed[0].field("retryable"), Some("false"));
+    let fallback = logs.with_message("model fallback started");
+    assert_eq!(fallback.len(), 1);
+    assert_eq!(fallback[0].field("reason"), Some("too_large"));
+    // The provider's text stays out of the log.
+    assert!(
+        !logs.with_message("model attempt failed")[0]
+            .fields
+            .values()
+            .any(|v| v.contains("Request too large"))
     );
 }
