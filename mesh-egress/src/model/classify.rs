@@ -110,7 +110,8 @@ pub struct Classification {
 /// ordinary per-minute 429s carry `quotaincrease` and `settings/billing` links.
 ///
 /// A provider's `x-should-retry` header, when present, overrides the retry verdict for HTTP
-/// failures. The provider's wait is passed through as the error holds it (at most
+/// failures, except for a request too large or a context overflow: the same request can never
+/// fit, whatever the header says. The provider's wait is passed through as the error holds it (at most
 /// [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)); the Router clamps it to its max delay.
 ///
 /// ```
@@ -130,7 +131,15 @@ pub fn classify(error: &ModelError) -> Classification {
     let (retryable, reason) = match error.kind() {
         ModelErrorKind::Status(status) => {
             let (retryable, reason) = classify_status(status, error);
-            (error.should_retry().unwrap_or(retryable), reason)
+            // The same request can never fit: no header makes resending it useful.
+            let intrinsic = matches!(
+                reason,
+                FailureReason::RequestTooLarge | FailureReason::ContextOverflow
+            );
+            match error.should_retry() {
+                Some(should_retry) if !intrinsic => (should_retry, reason),
+                _ => (retryable, reason),
+            }
         }
         ModelErrorKind::Connection => (true, FailureReason::Connection),
         ModelErrorKind::Timeout => (true, FailureReason::RequestTimeout),
@@ -276,6 +285,14 @@ mod tests {
                 err(400).with_should_retry(true),
                 true,
                 R::InvalidRequest,
+            ),
+            (
+                "x-should-retry true cannot revive an overflow",
+                err(400)
+                    .with_code("context_length_exceeded")
+                    .with_should_retry(true),
+                false,
+                R::ContextOverflow,
             ),
             (
                 "x-should-retry false on 503",
