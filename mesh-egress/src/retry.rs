@@ -81,12 +81,15 @@ impl Backoff {
     /// The wait after the `failed`-th failure (formula in the type's docs).
     pub fn delay(&self, failed: u32, retry_after: Option<Duration>, unit: f64) -> Duration {
         let step = self.step(failed);
-        let factor = 1.0 - self.jitter * unit_interval(unit);
-        // `Duration::mul_f64` panics when the product does not fit; the factor is at most 1, so
-        // only float rounding near `Duration::MAX` can get there, and the step itself is then
-        // the right answer.
-        let jittered =
-            Duration::try_from_secs_f64(step.as_secs_f64() * factor).map_or(step, |d| d.min(step));
+        let keep = 1.0 - self.jitter * unit_interval(unit);
+        // `Duration::mul_f64` panics when the product rounds past `Duration::MAX` (it does for
+        // `Duration::MAX · 1.0`): a factor of 1 keeps the step, and any other product that does
+        // not fit saturates to the step (the factor is never above 1).
+        let jittered = if keep >= 1.0 {
+            step
+        } else {
+            Duration::try_from_secs_f64(step.as_secs_f64() * keep).unwrap_or(step)
+        };
         let asked = retry_after.map_or(Duration::ZERO, |wait| wait.min(self.max));
         jittered.max(asked)
     }
@@ -146,6 +149,140 @@ fn non_negative(value: &str) -> Option<f64> {
         .filter(|v| v.is_finite() && *v >= 0.0)
 }
 
+/// Reads a duration written the way rate-limit headers and bodies write them: Go's
+/// `time.Duration` text (`6m0s`, `2m59.56s`, `7.66s`, `6ms`, `1h2m`), protobuf's JSON `Duration`
+/// (`26s`, `1.5s`), or a number of seconds followed by a word (`9 seconds`, `1 second`).
+///
+/// Each part saturates; a value that overflows a `Duration` or is not finite reads as `None`,
+/// as does anything unparseable. The value is not clamped.
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::retry::parse_duration_text;
+/// assert_eq!(parse_duration_text("6m0s"), Some(Duration::from_secs(360)));
+/// assert_eq!(parse_duration_text("9m38.016s"), Some(Duration::from_millis(578_016)));
+/// assert_eq!(parse_duration_text("26s"), Some(Duration::from_secs(26)));
+/// assert_eq!(parse_duration_text("20ms"), Some(Duration::from_millis(20)));
+/// assert_eq!(parse_duration_text("54 seconds"), Some(Duration::from_secs(54)));
+/// assert_eq!(parse_duration_text("soon"), None);
+/// ```
+pub fn parse_duration_text(text: &str) -> Option<Duration> {
+    let mut rest = text.trim().trim_start_matches('~').trim_start();
+    let mut total = Duration::ZERO;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        // Go never writes more than h, m, s, ms, us, ns: more parts is not a duration.
+        if parts == 6 {
+            return None;
+        }
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let number = &rest[..digits];
+        rest = rest[digits..].trim_start();
+        let letters = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let (unit_nanos, is_word) = unit_nanos(&rest[..letters])?;
+        total = total.checked_add(decimal(number, unit_nanos)?)?;
+        parts += 1;
+        rest = rest[letters..].trim_start();
+        // A word unit (`9 seconds`) ends the value; Go's compact units chain (`6m0s`).
+        if is_word && !rest.is_empty() {
+            return None;
+        }
+    }
+    (parts > 0).then_some(total)
+}
+
+/// Nanoseconds in one `unit`, and whether it is an English word.
+fn unit_nanos(unit: &str) -> Option<(u128, bool)> {
+    let nanos = match unit.to_ascii_lowercase().as_str() {
+        "ns" => (1, false),
+        "us" => (1_000, false),
+        "ms" => (1_000_000, false),
+        "s" => (1_000_000_000, false),
+        "m" => (60_000_000_000, false),
+        "h" => (3_600_000_000_000, false),
+        "millisecond" | "milliseconds" => (1_000_000, true),
+        "sec" | "secs" | "second" | "seconds" => (1_000_000_000, true),
+        "minute" | "minutes" => (60_000_000_000, true),
+        "hour" | "hours" => (3_600_000_000_000, true),
+        _ => return None,
+    };
+    Some(nanos)
+}
+
+/// `number` (digits with at most one dot) times `unit_nanos`, exactly (no float rounding:
+/// "4.77s" is 4770 ms, not 4769.999 ms), saturating into `None` on overflow.
+fn decimal(number: &str, unit_nanos: u128) -> Option<Duration> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
+        return None;
+    }
+    let parse = |digits: &str| -> Option<u128> {
+        if digits.is_empty() {
+            Some(0)
+        } else {
+            digits.parse().ok()
+        }
+    };
+    // Digits past the 18th are below a nanosecond for every unit here.
+    let fraction = &fraction[..fraction.len().min(18)];
+    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+    let nanos = parse(whole)?
+        .checked_mul(unit_nanos)?
+        .checked_add(parse(fraction)?.checked_mul(unit_nanos)? / scale)?;
+    let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    let subsec = u32::try_from(nanos % 1_000_000_000).ok()?;
+    Some(Duration::new(secs, subsec))
+}
+
+/// Finds the wait a provider wrote into an error message: "try again in 4.77s", "Please try
+/// again in 9m38.016s", "Please retry after 9 seconds", "Please retry in 26.4s". The first such
+/// phrase wins; `None` when there is none. Not clamped.
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::retry::parse_wait_in_text;
+/// let groq = "Limit 6000, Used 5034, Requested 1443. Please try again in 4.77s. Need more tokens?";
+/// assert_eq!(parse_wait_in_text(groq), Some(Duration::from_millis(4770)));
+/// let azure = "... S0 pricing tier. Please retry after 9 seconds. Please go here: ...";
+/// assert_eq!(parse_wait_in_text(azure), Some(Duration::from_secs(9)));
+/// assert_eq!(parse_wait_in_text("try again later"), None);
+/// ```
+pub fn parse_wait_in_text(text: &str) -> Option<Duration> {
+    let lower = text.to_ascii_lowercase();
+    for phrase in ["try again in ", "retry in ", "retry after ", "retrying in "] {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(phrase) {
+            let start = from + at + phrase.len();
+            // The duration runs to the next sentence end or clause break.
+            let end = lower[start..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ' '))
+                .map_or(lower.len(), |e| start + e);
+            let candidate = lower[start..end].trim().trim_end_matches('.');
+            let candidate = candidate.split(". ").next().unwrap_or(candidate);
+            if let Some(wait) = parse_leading_duration(candidate) {
+                return Some(wait);
+            }
+            from = start;
+        }
+    }
+    None
+}
+
+/// The longest prefix of `text` that reads as a duration (so "4.77s need more" reads as 4.77 s).
+fn parse_leading_duration(text: &str) -> Option<Duration> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    (1..=words.len().min(2))
+        .rev()
+        .find_map(|n| parse_duration_text(&words[..n].join(" ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +297,65 @@ mod tests {
             huge.delay(u32::MAX, Some(Duration::MAX), 1.0),
             Duration::MAX
         );
+    }
+
+    #[test]
+    fn duration_text_in_every_form_providers_write_it() {
+        let ms = |n| Some(Duration::from_millis(n));
+        for (text, want) in [
+            ("6m0s", ms(360_000)),
+            ("2m59.56s", ms(179_560)),
+            ("7.66s", ms(7_660)),
+            ("6ms", ms(6)),
+            ("1h2m", ms(3_720_000)),
+            ("26s", ms(26_000)),
+            ("4.77s", ms(4_770)),
+            ("9m38.016s", ms(578_016)),
+            ("~12s", ms(12_000)),
+            ("54 seconds", ms(54_000)),
+            ("1 second", ms(1_000)),
+            ("", None),
+            ("s", None),
+            ("-3s", None),
+            ("1e400s", None),
+            ("3 parsecs", None),
+            ("9 seconds please", None),
+            ("1.2.3s", None),
+            ("99999999999999999999999999h", None),
+        ] {
+            assert_eq!(parse_duration_text(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn waits_written_in_messages() {
+        let ms = |n| Some(Duration::from_millis(n));
+        for (text, want) in [
+            (
+                "Used 5034, Requested 1443. Please try again in 4.77s. Need more tokens?",
+                ms(4_770),
+            ),
+            (
+                "Please try again in 9m38.016s. Visit https://x",
+                ms(578_016),
+            ),
+            (
+                "pricing tier. Please retry after 86400 seconds. Please go here: https://aka.ms/x",
+                ms(86_400_000),
+            ),
+            ("limit: 0\nPlease retry in 5.237548564s.", ms(5_237)),
+            ("Please try again later.", None),
+            ("try again in a few minutes", None),
+            ("", None),
+        ] {
+            assert_eq!(
+                parse_wait_in_text(text).map(|d| Duration::from_millis(
+                    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+                )),
+                want,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -353,3 +353,104 @@ fn a_router_call_is_a_send_future_so_it_can_be_spawned() {
     assert_send(&call);
     drop(call);
 }
+
+#[tokio::test]
+async fn a_completion_body_over_the_cap_fails_the_attempt_and_the_route_falls_back() {
+    // 1 MiB of body against a 4 KiB cap: the read stops at the cap, the route is left.
+    let provider = FakeProvider::start([
+        FakeResponse::large_body(200, 1024 * 1024),
+        FakeResponse::large_body(200, 1024 * 1024),
+        FakeResponse::completion("fallback answers"),
+    ])
+    .await
+    .expect("fake provider");
+    let connector = connector(&provider).with_max_completion_body(4 * 1024);
+    let direct = connector.complete("primary", &request()).await;
+    let error = direct.expect_err("over the cap");
+    assert_eq!(error.kind(), ModelErrorKind::ResponseTooLarge);
+    assert_eq!(classify(&error).reason, FailureReason::ResponseTooLarge);
+
+    let router = Router::with_routes(
+        connector,
+        Route::new("primary"),
+        [Route::new("fallback")],
+        config(),
+    )
+    .with_jitter(Jitter::fixed(0.0));
+    let turn = turn();
+    let completion = router.complete(&turn, request()).await.expect("fell back");
+    assert_eq!(completion.content.as_deref(), Some("fallback answers"));
+    assert_eq!(outcomes(&turn), ["response_too_large", "ok"]);
+}
+
+#[tokio::test]
+async fn an_error_body_over_the_cap_is_cut_and_the_status_still_decides() {
+    let provider = FakeProvider::start([FakeResponse::large_body(503, 1024 * 1024)])
+        .await
+        .expect("fake provider");
+    let connector = connector(&provider).with_max_error_body(2 * 1024);
+    let error = connector.complete("m", &request()).await.expect_err("503");
+    assert_eq!(error.kind(), ModelErrorKind::Status(503));
+    assert!(classify(&error).retryable);
+    assert!(error.provider_message().is_none_or(|m| m.len() <= 2 * 1024));
+}
+
+#[tokio::test]
+async fn extra_choices_are_skipped_not_materialised() {
+    let choices: Vec<String> = (0..500)
+        .map(|i| {
+            format!(r#"{{"index":{i},"message":{{"role":"assistant","content":"choice {i}"}}}}"#)
+        })
+        .collect();
+    let body = format!(r#"{{"model":"m","choices":[{}]}}"#, choices.join(","));
+    let provider = FakeProvider::start([FakeResponse::raw(200, body)])
+        .await
+        .expect("fake provider");
+    let completion = connector(&provider)
+        .complete("m", &request())
+        .await
+        .expect("answered");
+    assert_eq!(completion.content.as_deref(), Some("choice 0"));
+}
+
+#[tokio::test]
+async fn one_script_plays_the_same_in_memory_and_over_http() {
+    use mesh_egress::testing::{ScriptedConnector, Step};
+    let script = || {
+        [
+            Step::status(503),
+            Step::rate_limited(MS(40)),
+            Step::connection_reset(),
+            Step::empty(),
+            Step::answer("same answer"),
+        ]
+    };
+    let in_memory = ScriptedConnector::new().on("m", script());
+    let provider = FakeProvider::start_steps(script())
+        .await
+        .expect("fake provider");
+    let over_http = connector(&provider);
+    for _ in 0..5 {
+        // The HTTP connector reports an empty completion as an error; the in-memory one hands
+        // it to the Router, which does the same.
+        let a = in_memory.complete("m", &request()).await.and_then(|c| {
+            if c.is_empty() {
+                Err(mesh_egress::model::ModelError::empty_completion())
+            } else {
+                Ok(c)
+            }
+        });
+        let b = over_http.complete("m", &request()).await;
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a.content, b.content),
+            (Err(a), Err(b)) => {
+                let (ca, cb) = (classify(&a), classify(&b));
+                assert_eq!(
+                    (ca.reason, ca.retryable, ca.retry_after),
+                    (cb.reason, cb.retryable, cb.retry_after)
+                );
+            }
+            (a, b) => panic!("differ: {a:?} vs {b:?}"),
+        }
+    }
+}

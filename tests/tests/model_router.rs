@@ -327,7 +327,6 @@ async fn terminal_errors_are_not_retried_and_do_not_fall_back() {
         Step::status(403),
         Step::status_with_code(400, "invalid_request_error"),
         Step::status_with_code(400, "context_length_exceeded"),
-        Step::status_with_code(429, "insufficient_quota"),
         Step::status(404),
     ] {
         let connector = ScriptedConnector::new()
@@ -343,6 +342,25 @@ async fn terminal_errors_are_not_retried_and_do_not_fall_back() {
         assert_eq!(err.attempt(), 1);
         assert_eq!(recovery(&turn).gave_up.as_deref(), Some("terminal"));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_quota_is_not_retried_but_falls_back_by_default() {
+    let connector = ScriptedConnector::new()
+        .on("a", [Step::status_with_code(429, "insufficient_quota")])
+        .on("b", [Step::answer("other provider")]);
+    let turn = turn();
+    let completion = router(&connector, RetryConfig::default(), &["a", "b"])
+        .complete(&turn, request())
+        .await
+        .expect("fell back");
+    assert_eq!(completion.content.as_deref(), Some("other provider"));
+    assert_eq!(connector.calls_to("a").len(), 1);
+    let report = recovery(&turn);
+    assert_eq!(
+        report.attempts.iter().next().map(|a| &*a.outcome),
+        Some("quota_exhausted")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -566,4 +584,63 @@ async fn logs_and_ledger_never_carry_provider_text() {
         assert!(!format!("{event:?}").contains("SECRET"), "{event:?}");
     }
     assert!(!format!("{:?}", turn.ledger().entries()).contains("SECRET"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_total_deadline_attempt_timeout_and_retry_after_never_panic() {
+    // The total deadline and the attempt timeout at Duration::MAX: the waits are the ordinary
+    // ones, and a Retry-After of Duration::MAX is clamped to the 20 s max delay.
+    let connector = ScriptedConnector::new().on(
+        "a",
+        [
+            Step::status(503),
+            Step::rate_limited(Duration::MAX),
+            Step::answer("ok"),
+        ],
+    );
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_attempt_timeout(Some(Duration::MAX));
+    let start = Instant::now();
+    let completion = router(&connector, config, &["a", "b"])
+        .complete(&turn(), request())
+        .await
+        .expect("answered");
+    assert_eq!(completion.content.as_deref(), Some("ok"));
+    assert_eq!(
+        call_times(&connector, "a", start),
+        [S(0), MS(500), MS(20_500)]
+    );
+
+    // A max delay and base delay of Duration::MAX: the wait cannot fit, so the route's budget is
+    // spent at once and the fallback answers, at the same instant.
+    let connector = ScriptedConnector::new()
+        .on("a", [Step::rate_limited(Duration::MAX)])
+        .on("b", [Step::answer("fallback")]);
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_max_delay(Duration::MAX)
+        .with_base_delay(Duration::MAX);
+    let start = Instant::now();
+    let turn = turn();
+    let completion = router(&connector, config, &["a", "b"])
+        .complete(&turn, request())
+        .await
+        .expect("fell back");
+    assert_eq!(completion.content.as_deref(), Some("fallback"));
+    assert_eq!(call_times(&connector, "b", start), [S(0)]);
+
+    // The turn's own deadline still bounds a call whose policy says "forever".
+    let connector = ScriptedConnector::new().on("a", [Step::stall()]);
+    let config = RetryConfig::default()
+        .with_total_deadline(Duration::MAX)
+        .with_attempt_timeout(None);
+    let turn = Turn::new(Attribution::new("agent", "conv", "run")).with_timeout(S(7));
+    let start = Instant::now();
+    let error = router(&connector, config, &["a"])
+        .complete(&turn, request())
+        .await
+        .expect_err("the turn's deadline ends it");
+    assert_eq!(Instant::now() - start, S(7));
+    assert!(error.retryable());
 }

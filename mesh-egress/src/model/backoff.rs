@@ -1,5 +1,7 @@
-//! Exponential backoff with jitter, honouring a clamped `Retry-After` (formula in
-//! [`RetryConfig`]'s documentation).
+//! Jitter for the Router's backoff, and [`backoff_delay`]: a thin form of
+//! [`crate::retry::Backoff::delay`] for a [`RetryConfig`] (formula in its documentation). The
+//! backoff itself is `crate::retry::Backoff`, shared with the chat connectors and the follow-up
+//! runner; its tests live there.
 
 use std::fmt;
 use std::sync::Arc;
@@ -81,44 +83,4 @@ pub fn backoff_delay(
     unit: f64,
 ) -> Duration {
     config.backoff().delay(failed_attempt, retry_after, unit)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn steps_double_up_to_the_max_delay() {
-        let config = RetryConfig::default();
-        let waits: Vec<u128> = (1..=8)
-            .map(|n| backoff_delay(&config, n, None, 0.0).as_millis())
-            .collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 16000, 20000, 20000]);
-        assert_eq!(
-            backoff_delay(&config, u32::MAX, None, 0.0),
-            Duration::from_secs(20)
-        );
-    }
-
-    #[test]
-    fn jitter_takes_at_most_its_share_of_a_step() {
-        let config = RetryConfig::default();
-        assert_eq!(
-            backoff_delay(&config, 2, None, 1.0),
-            Duration::from_millis(750)
-        );
-        assert_eq!(
-            backoff_delay(&config, 2, None, 0.5),
-            Duration::from_millis(875)
-        );
-    }
-
-    #[test]
-    fn retry_after_below_the_cap_is_honoured_exactly() {
-        let config = RetryConfig::default();
-        assert_eq!(
-            backoff_delay(&config, 1, Some(Duration::from_secs(4)), 0.7),
-            Duration::from_secs(4)
-        );
-    }
 }

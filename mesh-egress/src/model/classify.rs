@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::error::{ModelError, ModelErrorKind};
+use super::limits::limit_reason;
 
 /// Why a model attempt failed, as a stable label for logs and the ledger (never provider text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,8 +32,16 @@ pub enum FailureReason {
     Auth,
     /// The request does not fit the model's context window.
     ContextOverflow,
-    /// HTTP 429 meaning exhausted quota or billing: waiting will not help.
+    /// An exhausted quota, credit balance or per-day cap (402, `insufficient_quota`, a Google
+    /// per-day `QuotaFailure`, ...): waiting will not help on this route; another provider may
+    /// still have quota.
     QuotaExhausted,
+    /// The request alone is larger than the route's per-request or per-minute token limit (413,
+    /// OpenAI's and Groq's "Request too large ... Limit 30000, Requested 36278"): it can never
+    /// succeed on this route, however long one waits.
+    RequestTooLarge,
+    /// The response body was larger than the connector's cap.
+    ResponseTooLarge,
     /// HTTP 404: the model does not exist on this provider.
     UnknownModel,
     /// Another 4xx (409 conflicts are retryable, the rest terminal).
@@ -55,6 +64,8 @@ impl FailureReason {
             Self::Auth => "auth",
             Self::ContextOverflow => "context_overflow",
             Self::QuotaExhausted => "quota_exhausted",
+            Self::RequestTooLarge => "request_too_large",
+            Self::ResponseTooLarge => "response_too_large",
             Self::UnknownModel => "unknown_model",
             Self::ClientError => "client_error",
         }
@@ -68,7 +79,8 @@ pub struct Classification {
     pub retryable: bool,
     /// Why it failed.
     pub reason: FailureReason,
-    /// The wait the provider asked for, unclamped (the Router clamps it).
+    /// The wait the provider asked for, at most [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)
+    /// (the Router clamps it further, to its max delay).
     pub retry_after: Option<Duration>,
 }
 
@@ -76,31 +88,58 @@ pub struct Classification {
 ///
 /// | failure | verdict |
 /// |---|---|
-/// | 5xx, 408, 409 | retryable |
-/// | 429 | retryable, unless the code or text says quota/billing (`insufficient_quota`): terminal |
+/// | 5xx (529 included), 408, 409 | retryable |
+/// | 429 per-second / per-minute rate limit | retryable, with the provider's wait |
+/// | 402, exhausted quota or credits, per-day cap (any 4xx) | terminal for the route, `quota_exhausted` (the Router may fall back) |
+/// | 413, or a request larger than the limit it hit ("Limit 30000, Requested 36278") | terminal for the route, `request_too_large` (falls back) |
+/// | 400/413/422 context overflow, in any major provider's wording | terminal for the route, `context_overflow` (falls back to a larger window) |
 /// | connection refused/reset/closed, transport timeout | retryable |
 /// | empty completion, tool call unparseable after the repair, undecodable body | retryable |
-/// | 400 (or 413) whose code or text is a context overflow (`context_length_exceeded`) | terminal, `context_overflow` |
+/// | response body over the connector's cap | terminal for the route, `response_too_large` (falls back) |
 /// | other 400, 422, a request that could not be built | terminal |
 /// | 401, 403 | terminal |
 /// | 404 | terminal (unknown model) |
 /// | other 4xx | terminal |
 ///
-/// A provider's `x-should-retry` header, when present, overrides the status-code rule for HTTP
-/// failures. The provider's `Retry-After` is passed through unclamped.
+/// Rate limit or exhausted quota is decided from structured fields first: the error `code` and
+/// `type` (`insufficient_quota`, `insufficient_credits`, `billing_hard_limit_reached`), HTTP
+/// 402, and Google's `QuotaFailure` / `ErrorInfo` windows (`...PerDay...` is a cap,
+/// `...PerMinute...` a rate limit, a limit of `0` no quota at all). Only when those say nothing
+/// do message phrases decide ("per day", "tokens per minute (TPM)", "exceeded your current
+/// quota", "credit balance is too low"), and never text inside a URL: Azure's and Groq's
+/// ordinary per-minute 429s carry `quotaincrease` and `settings/billing` links.
+///
+/// A provider's `x-should-retry` header, when present, overrides the retry verdict for HTTP
+/// failures, except for a request too large or a context overflow: the same request can never
+/// fit, whatever the header says. The provider's wait is passed through as the error holds it (at most
+/// [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)); the Router clamps it to its max delay.
 ///
 /// ```
 /// use mesh_egress::model::{classify, FailureReason, ModelError};
 /// let c = classify(&ModelError::status(429).with_code("insufficient_quota"));
 /// assert!(!c.retryable);
 /// assert_eq!(c.reason, FailureReason::QuotaExhausted);
+/// // A link is not a reason: this is Azure's ordinary per-minute rate limit.
+/// let azure = ModelError::status(429).with_code("429").with_provider_message(
+///     "... exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry \
+///      after 9 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like ...",
+/// );
+/// assert_eq!(classify(&azure).reason, FailureReason::RateLimited);
 /// assert!(classify(&ModelError::status(503)).retryable);
 /// ```
 pub fn classify(error: &ModelError) -> Classification {
     let (retryable, reason) = match error.kind() {
         ModelErrorKind::Status(status) => {
             let (retryable, reason) = classify_status(status, error);
-            (error.should_retry().unwrap_or(retryable), reason)
+            // The same request can never fit: no header makes resending it useful.
+            let intrinsic = matches!(
+                reason,
+                FailureReason::RequestTooLarge | FailureReason::ContextOverflow
+            );
+            match error.should_retry() {
+                Some(should_retry) if !intrinsic => (should_retry, reason),
+                _ => (retryable, reason),
+            }
         }
         ModelErrorKind::Connection => (true, FailureReason::Connection),
         ModelErrorKind::Timeout => (true, FailureReason::RequestTimeout),
@@ -108,6 +147,7 @@ pub fn classify(error: &ModelError) -> Classification {
         ModelErrorKind::MalformedToolCall => (true, FailureReason::MalformedToolCall),
         ModelErrorKind::InvalidResponse => (true, FailureReason::InvalidResponse),
         ModelErrorKind::InvalidRequest => (false, FailureReason::InvalidRequest),
+        ModelErrorKind::ResponseTooLarge => (false, FailureReason::ResponseTooLarge),
     };
     Classification {
         retryable,
@@ -118,47 +158,24 @@ pub fn classify(error: &ModelError) -> Classification {
 
 fn classify_status(status: u16, error: &ModelError) -> (bool, FailureReason) {
     match status {
-        429 if mentions(error, QUOTA_MARKERS) => (false, FailureReason::QuotaExhausted),
-        429 => (true, FailureReason::RateLimited),
-        400 | 413 | 422 if mentions(error, OVERFLOW_MARKERS) => {
-            (false, FailureReason::ContextOverflow)
+        400 | 402 | 403 | 413 | 422 | 429 => {
+            if let Some(reason) = limit_reason(status, error) {
+                return (reason == FailureReason::RateLimited, reason);
+            }
+            match status {
+                429 => (true, FailureReason::RateLimited),
+                413 => (false, FailureReason::RequestTooLarge),
+                403 => (false, FailureReason::Auth),
+                _ => (false, FailureReason::InvalidRequest),
+            }
         }
-        400 | 422 => (false, FailureReason::InvalidRequest),
-        401 | 403 => (false, FailureReason::Auth),
+        401 => (false, FailureReason::Auth),
         404 => (false, FailureReason::UnknownModel),
         408 => (true, FailureReason::RequestTimeout),
         409 => (true, FailureReason::ClientError),
         500..=599 => (true, FailureReason::ServerError),
         _ => (false, FailureReason::ClientError),
     }
-}
-
-const QUOTA_MARKERS: &[&str] = &[
-    "insufficient_quota",
-    "quota",
-    "billing",
-    "insufficient credits",
-    "insufficient_credits",
-];
-
-const OVERFLOW_MARKERS: &[&str] = &[
-    "context_length_exceeded",
-    "context length",
-    "context window",
-    "maximum context",
-    "too many tokens",
-    "prompt is too long",
-];
-
-/// Whether the provider's code or text contains one of `markers` (ASCII case-insensitive).
-fn mentions(error: &ModelError, markers: &[&str]) -> bool {
-    [error.code(), error.provider_message()]
-        .into_iter()
-        .flatten()
-        .any(|text| {
-            let text = text.to_ascii_lowercase();
-            markers.iter().any(|m| text.contains(m))
-        })
 }
 
 pub use crate::retry::parse_retry_after;
@@ -270,6 +287,14 @@ mod tests {
                 R::InvalidRequest,
             ),
             (
+                "x-should-retry true cannot revive an overflow",
+                err(400)
+                    .with_code("context_length_exceeded")
+                    .with_should_retry(true),
+                false,
+                R::ContextOverflow,
+            ),
+            (
                 "x-should-retry false on 503",
                 err(503).with_should_retry(false),
                 false,
@@ -283,8 +308,10 @@ mod tests {
     }
 
     #[test]
-    fn classify_passes_the_providers_retry_after_through_unclamped() {
+    fn classify_passes_the_providers_retry_after_through_up_to_a_day() {
         let c = classify(&err(429).with_retry_after(Duration::from_secs(3600)));
         assert_eq!(c.retry_after, Some(Duration::from_secs(3600)));
+        let c = classify(&err(429).with_retry_after(Duration::MAX));
+        assert_eq!(c.retry_after, Some(crate::model::MAX_RETRY_AFTER));
     }
 }

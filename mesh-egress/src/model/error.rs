@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use crate::egress::Cause;
 
+/// The longest provider wait a [`ModelError`] hands on (one day): a `Retry-After` of years, or
+/// one that would overflow a caller's `Instant + Duration`, reads as this. The Router clamps
+/// further, to its max delay.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
 /// What kind of failure a [`ModelError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -23,6 +28,34 @@ pub enum ModelErrorKind {
     InvalidResponse,
     /// The request could not be built or sent (a bad base URL, a bad header value).
     InvalidRequest,
+    /// The response body was larger than the connector's cap for it (a completion or an error
+    /// body); the read stopped at the cap.
+    ResponseTooLarge,
+}
+
+/// How long the provider's exhausted limit lasts, from a structured field (Gemini's
+/// `QuotaFailure.violations[].quotaId`, `ErrorInfo.metadata.quota_limit`), never from prose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum QuotaWindow {
+    /// A per-second limit: waiting helps.
+    PerSecond,
+    /// A per-minute limit: waiting helps.
+    PerMinute,
+    /// A per-hour limit.
+    PerHour,
+    /// A per-day (or longer) cap: waiting on this route will not help this turn.
+    PerDay,
+}
+
+/// A structured quota violation the provider reported (Gemini's `QuotaFailure` and `ErrorInfo`
+/// details). Several violations fold into one: the longest window and the smallest limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QuotaFailure {
+    /// The longest window among the violations, if any names one.
+    pub window: Option<QuotaWindow>,
+    /// The smallest limit among the violations, if any states one (`0`: no quota at all).
+    pub limit: Option<u64>,
 }
 
 /// Why one model call failed.
@@ -44,11 +77,22 @@ pub enum ModelErrorKind {
 /// ```
 pub struct ModelError {
     kind: ModelErrorKind,
-    code: Option<String>,
-    retry_after: Option<Duration>,
     should_retry: Option<bool>,
-    provider_message: Option<String>,
+    retry_after: Option<Duration>,
+    // What the provider's body said, boxed: most failures (resets, timeouts, a bare 503) have
+    // none, and the error travels inside every `Result<Completion, ModelError>`.
+    details: Option<Box<ProviderDetails>>,
     source: Option<Cause>,
+}
+
+/// What a provider's error body said.
+#[derive(Default)]
+struct ProviderDetails {
+    code: Option<String>,
+    error_type: Option<String>,
+    provider_status: Option<String>,
+    quota: Option<QuotaFailure>,
+    provider_message: Option<String>,
 }
 
 impl ModelError {
@@ -56,10 +100,9 @@ impl ModelError {
     pub fn new(kind: ModelErrorKind) -> Self {
         Self {
             kind,
-            code: None,
-            retry_after: None,
             should_retry: None,
-            provider_message: None,
+            retry_after: None,
+            details: None,
             source: None,
         }
     }
@@ -101,13 +144,39 @@ impl ModelError {
 
     /// The provider's error code (e.g. `context_length_exceeded`, `insufficient_quota`).
     pub fn with_code(mut self, code: impl Into<String>) -> Self {
-        self.code = Some(code.into());
+        self.details_mut().code = Some(code.into());
         self
     }
 
-    /// The wait the provider asked for.
+    /// The response body was larger than `cap` bytes, so the connector stopped reading it.
+    pub fn response_too_large(cap: usize) -> Self {
+        Self::new(ModelErrorKind::ResponseTooLarge)
+            .with_source(format!("response body larger than its cap of {cap} bytes"))
+    }
+
+    /// The provider's error type (`error.type`: `rate_limit_error`, `insufficient_quota`,
+    /// `tokens`, `credit_limit`, ...).
+    pub fn with_error_type(mut self, error_type: impl Into<String>) -> Self {
+        self.details_mut().error_type = Some(error_type.into());
+        self
+    }
+
+    /// The provider's status word (Google's `error.status`: `RESOURCE_EXHAUSTED`,
+    /// `INVALID_ARGUMENT`, `UNAVAILABLE`, ...).
+    pub fn with_provider_status(mut self, status: impl Into<String>) -> Self {
+        self.details_mut().provider_status = Some(status.into());
+        self
+    }
+
+    /// The structured quota violation the provider reported.
+    pub fn with_quota_failure(mut self, quota: QuotaFailure) -> Self {
+        self.details_mut().quota = Some(quota);
+        self
+    }
+
+    /// The wait the provider asked for, clamped to [`MAX_RETRY_AFTER`].
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
-        self.retry_after = Some(wait);
+        self.retry_after = Some(wait.min(MAX_RETRY_AFTER));
         self
     }
 
@@ -119,7 +188,7 @@ impl ModelError {
 
     /// The provider's own error text (kept for the internal cause only).
     pub fn with_provider_message(mut self, message: impl Into<String>) -> Self {
-        self.provider_message = Some(message.into());
+        self.details_mut().provider_message = Some(message.into());
         self
     }
 
@@ -127,6 +196,10 @@ impl ModelError {
     pub fn with_source(mut self, source: impl Into<Cause>) -> Self {
         self.source = Some(source.into());
         self
+    }
+
+    fn details_mut(&mut self) -> &mut ProviderDetails {
+        self.details.get_or_insert_with(Box::default)
     }
 
     /// What kind of failure this is.
@@ -144,10 +217,25 @@ impl ModelError {
 
     /// The provider's error code, if it sent one.
     pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
+        self.details.as_ref()?.code.as_deref()
     }
 
-    /// The wait the provider asked for, if it asked.
+    /// The provider's error type, if it sent one.
+    pub fn error_type(&self) -> Option<&str> {
+        self.details.as_ref()?.error_type.as_deref()
+    }
+
+    /// The provider's status word, if it sent one.
+    pub fn provider_status(&self) -> Option<&str> {
+        self.details.as_ref()?.provider_status.as_deref()
+    }
+
+    /// The structured quota violation, if the provider reported one.
+    pub fn quota_failure(&self) -> Option<QuotaFailure> {
+        self.details.as_ref()?.quota
+    }
+
+    /// The wait the provider asked for, if it asked (at most [`MAX_RETRY_AFTER`]).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -159,7 +247,7 @@ impl ModelError {
 
     /// The provider's own error text. **Internal**: for the error-tracking event only.
     pub fn provider_message(&self) -> Option<&str> {
-        self.provider_message.as_deref()
+        self.details.as_ref()?.provider_message.as_deref()
     }
 }
 
@@ -177,11 +265,14 @@ impl fmt::Display for ModelError {
                 f.write_str("model response could not be decoded")?
             }
             ModelErrorKind::InvalidRequest => f.write_str("model request could not be sent")?,
+            ModelErrorKind::ResponseTooLarge => {
+                f.write_str("model response body was larger than its cap")?;
+            }
         }
-        if let Some(code) = &self.code {
+        if let Some(code) = self.code() {
             write!(f, " ({code})")?;
         }
-        if let Some(message) = &self.provider_message {
+        if let Some(message) = self.provider_message() {
             write!(f, ": {message}")?;
         }
         Ok(())
@@ -193,7 +284,10 @@ impl fmt::Debug for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelError")
             .field("kind", &self.kind)
-            .field("code", &self.code)
+            .field("code", &self.code())
+            .field("error_type", &self.error_type())
+            .field("provider_status", &self.provider_status())
+            .field("quota", &self.quota_failure())
             .field("retry_after", &self.retry_after)
             .field("should_retry", &self.should_retry)
             .finish_non_exhaustive()

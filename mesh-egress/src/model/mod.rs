@@ -33,8 +33,13 @@ mod backoff;
 mod classify;
 mod config;
 mod error;
+mod limits;
+mod message;
 #[cfg(feature = "http")]
 mod openai;
+mod recovery;
+mod response;
+mod route;
 mod router;
 mod wire;
 
@@ -49,11 +54,16 @@ pub use config::{
     DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS,
     ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
-pub use error::{ModelError, ModelErrorKind};
+pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use openai::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, OpenAiCompatible};
-pub use router::{FallbackReason, RecoveryError, Route, Router};
+pub use openai::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_COMPLETION_BODY,
+    DEFAULT_MAX_ERROR_BODY, OpenAiCompatible,
+};
+pub use route::{FallbackReason, RecoveryError, Route};
+pub use router::Router;
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
     ToolDefinition,

@@ -8,16 +8,19 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::HeaderMap;
 
 use super::ModelConnector;
-use super::classify::parse_retry_after;
 use super::error::ModelError;
-use super::wire::{ChatMessage, ChatRequest, Completion, WireErrorBody, WireRequest, WireResponse};
+use super::wire::{ChatMessage, ChatRequest, Completion, WireRequest, WireResponse, usable};
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long connecting may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Provider error text kept for the internal cause, at most (bytes).
-const MAX_PROVIDER_TEXT: usize = 2048;
+/// The largest completion body read, by default (8 MiB): far above any real chat completion,
+/// far below what would hurt a bot's memory.
+pub const DEFAULT_MAX_COMPLETION_BODY: usize = 8 * 1024 * 1024;
+/// The largest error body read, by default (64 KiB): error bodies are small; past this the rest
+/// is dropped unread and the status still decides.
+pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The OpenAI-compatible connector: `POST {base_url}/chat/completions` with a bearer key.
 ///
@@ -27,6 +30,15 @@ const MAX_PROVIDER_TEXT: usize = 2048;
 /// the request is re-sent with the model's reply and a correction; if that also fails to parse
 /// the call fails with a retryable `malformed_tool_call`. Dropping the future cancels the
 /// request.
+///
+/// Bodies are hostile input and are read incrementally under a cap, never buffered whole: a
+/// completion body over [`DEFAULT_MAX_COMPLETION_BODY`] (8 MiB, see
+/// [`with_max_completion_body`](Self::with_max_completion_body)) fails the attempt with
+/// [`ModelErrorKind::ResponseTooLarge`](super::ModelErrorKind::ResponseTooLarge), which the
+/// Router treats as terminal for the route and falls back from; an error body is read up to
+/// [`DEFAULT_MAX_ERROR_BODY`] (64 KiB, [`with_max_error_body`](Self::with_max_error_body)) and
+/// the rest dropped. Only the first of a completion's `choices` is decoded; the others are
+/// skipped without being built.
 ///
 /// ```no_run
 /// use mesh_egress::model::{OpenAiCompatible, RetryConfig, Router};
@@ -40,6 +52,8 @@ pub struct OpenAiCompatible {
     client: reqwest::Client,
     endpoint: String,
     api_key: Option<String>,
+    max_completion_body: usize,
+    max_error_body: usize,
 }
 
 impl OpenAiCompatible {
@@ -75,6 +89,8 @@ impl OpenAiCompatible {
             client,
             endpoint,
             api_key: None,
+            max_completion_body: DEFAULT_MAX_COMPLETION_BODY,
+            max_error_body: DEFAULT_MAX_ERROR_BODY,
         })
     }
 
@@ -82,6 +98,20 @@ impl OpenAiCompatible {
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
         let key = key.into();
         self.api_key = (!key.trim().is_empty()).then_some(key);
+        self
+    }
+
+    /// Caps a completion body at `bytes` (default [`DEFAULT_MAX_COMPLETION_BODY`]); a larger
+    /// body fails the attempt with `ResponseTooLarge`.
+    pub fn with_max_completion_body(mut self, bytes: usize) -> Self {
+        self.max_completion_body = bytes;
+        self
+    }
+
+    /// Caps an error body at `bytes` (default [`DEFAULT_MAX_ERROR_BODY`]); the rest is dropped
+    /// unread.
+    pub fn with_max_error_body(mut self, bytes: usize) -> Self {
+        self.max_error_body = bytes;
         self
     }
 
@@ -98,13 +128,19 @@ impl OpenAiCompatible {
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
-        let response = builder.send().await.map_err(transport_error)?;
+        let mut response = builder.send().await.map_err(transport_error)?;
         let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.bytes().await.map_err(transport_error)?;
         if !status.is_success() {
+            let headers = response.headers().clone();
+            let body = match read_capped(&mut response, self.max_error_body).await? {
+                Capped::Whole(body) | Capped::Cut(body) => body,
+            };
             return Err(status_error(status.as_u16(), &headers, &body));
         }
+        let body = match read_capped(&mut response, self.max_completion_body).await? {
+            Capped::Whole(body) => body,
+            Capped::Cut(_) => return Err(ModelError::response_too_large(self.max_completion_body)),
+        };
         let wire: WireResponse =
             serde_json::from_slice(&body).map_err(ModelError::invalid_response)?;
         Ok(wire.into_completion(model))
@@ -117,14 +153,14 @@ impl OpenAiCompatible {
     ) -> Result<Completion, ModelError> {
         let first = self.post(model, request).await?;
         if !has_malformed_tool_call(&first) {
-            return non_empty(first);
+            return usable(Ok(first));
         }
         let second = self.post(model, &repair_request(request, &first)).await?;
         // Never a second repair.
         if has_malformed_tool_call(&second) {
             return Err(ModelError::malformed_tool_call());
         }
-        non_empty(second)
+        usable(Ok(second))
     }
 }
 
@@ -144,15 +180,9 @@ impl fmt::Debug for OpenAiCompatible {
         f.debug_struct("OpenAiCompatible")
             .field("endpoint", &self.endpoint)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("max_completion_body", &self.max_completion_body)
+            .field("max_error_body", &self.max_error_body)
             .finish_non_exhaustive()
-    }
-}
-
-fn non_empty(completion: Completion) -> Result<Completion, ModelError> {
-    if completion.is_empty() {
-        Err(ModelError::empty_completion())
-    } else {
-        Ok(completion)
     }
 }
 
@@ -200,50 +230,40 @@ fn transport_error(error: reqwest::Error) -> ModelError {
     }
 }
 
-fn status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> ModelError {
-    let mut error = ModelError::status(status);
-    if let Some(wait) = parse_retry_after(
-        |name| headers.get(name).and_then(|v| v.to_str().ok()),
-        SystemTime::now(),
-    ) {
-        error = error.with_retry_after(wait);
-    }
-    match headers
-        .get("x-should-retry")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-    {
-        Some("true") => error = error.with_should_retry(true),
-        Some("false") => error = error.with_should_retry(false),
-        _ => {}
-    }
-    match serde_json::from_slice::<WireErrorBody>(body) {
-        Ok(parsed) => {
-            if let Some(code) = parsed.error.code() {
-                error = error.with_code(code);
-            }
-            if let Some(message) = parsed.error.message {
-                error = error.with_provider_message(truncate(message));
-            }
-        }
-        Err(_) if !body.is_empty() => {
-            error =
-                error.with_provider_message(truncate(String::from_utf8_lossy(body).into_owned()));
-        }
-        Err(_) => {}
-    }
-    error
+/// A body read under a cap: all of it, or the first `cap` bytes of a longer one.
+enum Capped {
+    Whole(Vec<u8>),
+    Cut(Vec<u8>),
 }
 
-fn truncate(mut text: String) -> String {
-    if text.len() > MAX_PROVIDER_TEXT {
-        let mut cut = MAX_PROVIDER_TEXT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
+/// Reads `response`'s body chunk by chunk, stopping at `cap` bytes: a longer body is never
+/// held whole (a declared `Content-Length` over the cap stops before the first chunk).
+async fn read_capped(response: &mut reqwest::Response, cap: usize) -> Result<Capped, ModelError> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > u64::try_from(cap).unwrap_or(u64::MAX))
+    {
+        return Ok(Capped::Cut(Vec::new()));
     }
-    text
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        let room = cap.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok(Capped::Cut(body));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Capped::Whole(body))
+}
+
+fn status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> ModelError {
+    ModelError::from_http_response(
+        status,
+        |name| headers.get(name).and_then(|v| v.to_str().ok()),
+        body,
+        SystemTime::now(),
+    )
 }
 
 #[cfg(test)]
@@ -258,7 +278,7 @@ mod tests {
         headers.insert("x-should-retry", HeaderValue::from_static("false"));
         let body = br#"{"error":{"message":"quota gone","type":"insufficient_quota","code":null}}"#;
         let error = status_error(429, &headers, body);
-        assert_eq!(error.code(), Some("insufficient_quota"));
+        assert_eq!(error.error_type(), Some("insufficient_quota"));
         assert_eq!(error.provider_message(), Some("quota gone"));
         assert_eq!(error.retry_after(), Some(Duration::from_millis(1500)));
         assert_eq!(error.should_retry(), Some(false));
@@ -270,7 +290,7 @@ mod tests {
         let error = status_error(502, &HeaderMap::new(), body.as_bytes());
         assert_eq!(
             error.provider_message().map(str::len),
-            Some(MAX_PROVIDER_TEXT)
+            Some(super::super::response::MAX_PROVIDER_TEXT)
         );
     }
 

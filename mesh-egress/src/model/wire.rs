@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// Who wrote a chat message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Role {
     /// Instructions for the model.
     System,
@@ -265,11 +266,25 @@ impl Completion {
     /// Whether the completion holds nothing usable: no text (or only whitespace) and no tool
     /// call. Such a completion is a retryable failure.
     pub fn is_empty(&self) -> bool {
-        self.tool_calls.is_empty()
-            && self
-                .content
-                .as_deref()
-                .is_none_or(|c| c.chars().all(char::is_whitespace))
+        self.tool_calls.is_empty() && !self.has_text()
+    }
+
+    /// Whether the completion has text that is not only whitespace.
+    pub(crate) fn has_text(&self) -> bool {
+        self.content
+            .as_deref()
+            .is_some_and(|c| !c.chars().all(char::is_whitespace))
+    }
+}
+
+/// The one place an empty completion becomes a failure: a completion with no text and no tool
+/// call is a retryable `empty_completion` (used by the Router and the HTTP connector alike).
+pub(crate) fn usable(
+    result: Result<Completion, super::ModelError>,
+) -> Result<Completion, super::ModelError> {
+    match result {
+        Ok(completion) if completion.is_empty() => Err(super::ModelError::empty_completion()),
+        other => other,
     }
 }
 
@@ -283,13 +298,44 @@ pub(crate) struct WireRequest<'a> {
 }
 
 #[cfg(any(feature = "http", test))]
-/// The body of a chat-completions response on the wire (the fields we read).
+/// The body of a chat-completions response on the wire (the fields we read). Only the first
+/// of `choices` is built: the rest are skipped as they are parsed, so a provider (or a
+/// hostile proxy) sending thousands of choices costs parsing time, not memory.
 #[derive(Deserialize)]
 pub(crate) struct WireResponse {
     #[serde(default)]
     pub(crate) model: Option<String>,
-    #[serde(default)]
-    pub(crate) choices: Vec<WireChoice>,
+    #[serde(default, rename = "choices", deserialize_with = "first_choice")]
+    pub(crate) choice: Option<WireChoice>,
+}
+
+#[cfg(any(feature = "http", test))]
+fn first_choice<'de, D>(deserializer: D) -> Result<Option<WireChoice>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct First;
+    impl<'de> serde::de::Visitor<'de> for First {
+        type Value = Option<WireChoice>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of choices")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element::<WireChoice>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    deserializer.deserialize_any(First)
 }
 
 #[cfg(any(feature = "http", test))]
@@ -314,7 +360,7 @@ impl WireResponse {
     /// The first choice as a [`Completion`]; `fallback_model` names it when the provider did not.
     pub(crate) fn into_completion(self, fallback_model: &str) -> Completion {
         let model = self.model.unwrap_or_else(|| fallback_model.to_owned());
-        match self.choices.into_iter().next() {
+        match self.choice {
             Some(choice) => Completion {
                 model,
                 content: choice.message.content,
@@ -328,38 +374,6 @@ impl WireResponse {
                 finish_reason: None,
             },
         }
-    }
-}
-
-#[cfg(feature = "http")]
-/// A provider's error body: `{"error": {"message", "type", "code"}}`.
-#[derive(Deserialize)]
-pub(crate) struct WireErrorBody {
-    pub(crate) error: WireError,
-}
-
-#[cfg(feature = "http")]
-#[derive(Deserialize)]
-pub(crate) struct WireError {
-    #[serde(default)]
-    pub(crate) message: Option<String>,
-    #[serde(default, rename = "type")]
-    pub(crate) kind: Option<String>,
-    // Some gateways send a number here.
-    #[serde(default)]
-    pub(crate) code: Option<serde_json::Value>,
-}
-
-#[cfg(feature = "http")]
-impl WireError {
-    /// The error code, falling back to its type, as text.
-    pub(crate) fn code(&self) -> Option<String> {
-        let code = match &self.code {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-            _ => None,
-        };
-        code.or_else(|| self.kind.clone())
     }
 }
 
@@ -416,6 +430,20 @@ mod tests {
             serde_json::json!({"id": 7})
         );
         assert!(!completion.is_empty());
+    }
+
+    #[test]
+    fn only_the_first_choice_is_built_and_null_choices_read_as_none() {
+        let extra = format!(
+            r#"{{"choices":[{{"message":{{"content":"first"}}}},{}]}}"#,
+            vec![r#"{"message":{"content":"more"}}"#; 1000].join(",")
+        );
+        let completion = serde_json::from_str::<WireResponse>(&extra)
+            .expect("decodes")
+            .into_completion("m");
+        assert_eq!(completion.content.as_deref(), Some("first"));
+        let none = serde_json::from_str::<WireResponse>(r#"{"choices":null}"#).expect("decodes");
+        assert!(none.into_completion("m").is_empty());
     }
 
     #[test]

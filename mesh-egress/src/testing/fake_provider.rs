@@ -22,13 +22,27 @@ enum Behaviour {
     Reply {
         status: u16,
         headers: Vec<(String, String)>,
-        body: String,
+        body: FakeBodyKind,
     },
     NeverAnswer,
     CloseMidResponse,
 }
 
+/// What a scripted reply's body is: given text, or `len` filler bytes made as they are sent.
+#[derive(Clone, Debug)]
+enum FakeBodyKind {
+    Text(String),
+    Filler { len: usize },
+}
+
 /// One scripted HTTP response (or fault) of a [`FakeProvider`].
+///
+/// The model-provider fakes share one scripting vocabulary: every [`Step`](super::Step) of the
+/// in-memory [`ScriptedConnector`](super::ScriptedConnector) converts into a `FakeResponse`
+/// (`FakeProvider::start_steps([Step::status(503), Step::answer("hi")])`), so a failure is described
+/// once and played either in memory or over loopback HTTP
+/// ([`FakeProvider::start_steps`], or `FakeResponse::from(step)`). `FakeResponse` adds what only HTTP
+/// has: raw bodies, headers, oversized bodies, connections closed mid-response.
 ///
 /// ```
 /// use std::time::Duration;
@@ -55,7 +69,21 @@ impl FakeResponse {
             behaviour: Behaviour::Reply {
                 status,
                 headers: vec![("content-type".to_owned(), "application/json".to_owned())],
-                body: body.into(),
+                body: FakeBodyKind::Text(body.into()),
+            },
+        }
+    }
+
+    /// A response with `status` whose body is `len` filler bytes, streamed in chunks as they
+    /// are sent (never held whole by the fake), without a `Content-Length`: for testing body
+    /// caps.
+    pub fn large_body(status: u16, len: usize) -> Self {
+        Self {
+            delay: None,
+            behaviour: Behaviour::Reply {
+                status,
+                headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+                body: FakeBodyKind::Filler { len },
             },
         }
     }
@@ -185,6 +213,20 @@ impl FakeProvider {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
     }
 
+    /// Starts a server on an ephemeral `127.0.0.1` port playing `steps`, the in-memory
+    /// [`ScriptedConnector`](super::ScriptedConnector)'s vocabulary, each as the HTTP response
+    /// that makes the connector see the same outcome.
+    ///
+    /// ```
+    /// use mesh_egress::testing::{FakeProvider, Step};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let provider = FakeProvider::start_steps([Step::status(503), Step::answer("hi")]).await?;
+    /// # let _ = provider; Ok(()) }
+    /// ```
+    pub async fn start_steps(steps: impl IntoIterator<Item = super::Step>) -> io::Result<Self> {
+        Self::start(steps.into_iter().map(FakeResponse::from)).await
+    }
+
     /// Starts a server on `addr` (use a loopback address) playing `script`.
     pub async fn start_on(
         addr: SocketAddr,
@@ -205,14 +247,16 @@ impl FakeProvider {
     }
 
     /// Plays `response` whenever the script is exhausted (instead of a 500).
-    pub fn otherwise(self, response: FakeResponse) -> Self {
-        self.lock().otherwise = Some(response);
+    pub fn otherwise(self, response: impl Into<FakeResponse>) -> Self {
+        self.lock().otherwise = Some(response.into());
         self
     }
 
     /// Appends `responses` to the script.
-    pub fn push(&self, responses: impl IntoIterator<Item = FakeResponse>) {
-        self.lock().script.extend(responses);
+    pub fn push<R: Into<FakeResponse>>(&self, responses: impl IntoIterator<Item = R>) {
+        self.lock()
+            .script
+            .extend(responses.into_iter().map(Into::into));
     }
 
     /// The address the server listens on.
@@ -310,7 +354,10 @@ pub(super) async fn play(next: FakeResponse) -> Response<FakeBody> {
             for (name, value) in headers {
                 builder = builder.header(name, value);
             }
-            builder.body(FakeBody::full(body))
+            builder.body(match body {
+                FakeBodyKind::Text(text) => FakeBody::full(text),
+                FakeBodyKind::Filler { len } => FakeBody::filler(len),
+            })
         }
     };
     response.unwrap_or_else(|_| {
@@ -325,13 +372,26 @@ pub(super) async fn play(next: FakeResponse) -> Response<FakeBody> {
 pub(super) struct FakeBody {
     chunk: Option<Bytes>,
     then_fail: bool,
+    filler_left: usize,
 }
+
+/// The filler a large body is made of, one chunk at a time.
+static FILLER: [u8; 16 * 1024] = [b' '; 16 * 1024];
 
 impl FakeBody {
     fn full(body: impl Into<String>) -> Self {
         Self {
             chunk: Some(Bytes::from(body.into())),
             then_fail: false,
+            filler_left: 0,
+        }
+    }
+
+    fn filler(len: usize) -> Self {
+        Self {
+            chunk: None,
+            then_fail: false,
+            filler_left: len,
         }
     }
 
@@ -339,6 +399,7 @@ impl FakeBody {
         Self {
             chunk: Some(Bytes::from_static(start.as_bytes())),
             then_fail: true,
+            filler_left: 0,
         }
     }
 }
@@ -353,6 +414,11 @@ impl Body for FakeBody {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         if let Some(chunk) = self.chunk.take() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if self.filler_left > 0 {
+            let n = self.filler_left.min(FILLER.len());
+            self.filler_left -= n;
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&FILLER[..n])))));
         }
         if self.then_fail {
             self.then_fail = false;

@@ -2,12 +2,17 @@
 //! paused-time tests, and a loopback [`FakeProvider`] that speaks the OpenAI chat-completions
 //! wire format with injected faults, for HTTP tests and demos.
 //!
+//! Both speak one scripting vocabulary: a [`Step`] scripts the in-memory connector and converts
+//! into the [`FakeResponse`] that plays the same outcome over HTTP, so a test can move from
+//! paused time to real sockets without rewriting its script.
+//!
 //! They are public so users can test their own handlers the way this crate tests itself.
 
 mod chat_api;
 mod fake_provider;
 mod loopback;
 mod scripted;
+mod step_http;
 
 pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};

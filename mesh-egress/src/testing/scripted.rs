@@ -12,7 +12,7 @@ use crate::model::{ChatRequest, Completion, ModelConnector, ModelError};
 type MakeError = Arc<dyn Fn() -> ModelError + Send + Sync>;
 
 #[derive(Clone)]
-enum Action {
+pub(super) enum Action {
     Answer(Completion),
     Fail(MakeError),
     Stall,
@@ -20,6 +20,11 @@ enum Action {
 
 /// One scripted outcome: answer, fail, or never answer, optionally after a delay
 /// (`tokio::time`, so paused-time tests see exact instants).
+///
+/// The one scripting vocabulary for model-provider fakes: a `Step` also converts into the
+/// loopback [`FakeResponse`](super::FakeResponse) that plays the same outcome over HTTP (an
+/// answer as a chat completion, a failure as its status, code and `retry-after-ms`, a reset
+/// as a connection closed mid-response, a stall as a request never answered).
 ///
 /// ```
 /// use std::time::Duration;
@@ -34,8 +39,8 @@ enum Action {
 /// ```
 #[derive(Clone)]
 pub struct Step {
-    delay: Option<Duration>,
-    action: Action,
+    pub(super) delay: Option<Duration>,
+    pub(super) action: Action,
 }
 
 impl Step {
