@@ -38,14 +38,15 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mesh_egress::CommittedPart;
+use mesh_egress::boundary::deliver;
 use mesh_egress::channel::{
-    BoxedChannel, Channel, Deliver, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText,
-    Render, SendError, SlackChannel, SlackMrkdwn, Stdout, TelegramChannel, TelegramHtml,
+    BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
+    SendError, SlackChannel, SlackMrkdwn, Stdout, TelegramChannel, TelegramHtml,
 };
-use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve};
+use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::{ModelJudge, QualityGate};
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Turn};
+use mesh_egress::{Attribution, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
@@ -461,30 +462,22 @@ async fn main() -> ExitCode {
     messages.push(ChatMessage::user(args.prompt.clone()));
     let request = ChatRequest::new(messages);
 
-    // The un-annotated turn: Layer A, then the opt-in gate. Follow-ups run it again.
+    // The un-annotated turn: Layer A, then the opt-in gate. Follow-ups run it again. A tool-only
+    // or empty completion is an EgressError (this turn offers no tools), never an empty body.
     let answer = || async {
         let result = router
             .complete(&turn, &request)
             .await
-            .and_then(|completion| match completion.content {
-                Some(text) if !text.trim().is_empty() => {
-                    Ok(AgentMessage::new(text, turn.attribution().clone()))
-                }
-                // This example offers the model no tools, so a tool-only answer has nothing to say.
-                _ => Err(EgressError::semantic(
-                    "the model answered with tool calls only, and this turn offers no tools",
-                    turn.attribution().clone(),
-                )
-                .with_retryable(false)),
-            });
+            .and_then(|completion| completion.into_message(&turn));
         gate.check(&turn, args.prompt.as_str(), result).await
     };
 
     let (follow_up, _warnings) = FollowUp::from_env();
-    let policy = DegradationPolicy::default()
-        .with_follow_up(follow_up.first_delay, follow_up.attempts)
-        .with_ledger(turn.ledger().clone());
-    let reply = resolve(args.mode, &policy, answer().await);
+    let policy =
+        DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
+    // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
+    // reply is refused by the channel once the turn no longer owns the conversation.
+    let reply = resolve_in(&turn, args.mode, &policy, answer().await);
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
 
     let target = args.deliver.unwrap_or(Surface::Plain);
@@ -492,7 +485,9 @@ async fn main() -> ExitCode {
         Some(delivery) => delivery.channel(args.json),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
-    let mut receipt = match channel.deliver(reply).await {
+    // Rendered for the channel before anything is committed: a reply that renders to nothing
+    // (a lone `>`, an empty fence) or that the channel cannot carry goes to Layer C too.
+    let mut receipt = match deliver(&turn, args.mode, &policy, &channel, reply).await {
         Ok(receipt) => receipt,
         Err(error) => return delivery_failed(target, &error),
     };
@@ -512,6 +507,7 @@ async fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     match FollowUpRunner::new(policy)
+        .with_ledger(turn.ledger().clone())
         .run(commitment, &channel, answer)
         .await
     {

@@ -3,8 +3,9 @@
 
 use crate::channel::{Channel, DeliveryError, Receipt, RenderError, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Mode};
-use crate::egress::EgressError;
+use crate::egress::{AgentMessage, EgressError};
 use crate::outbound::Outbound;
+use crate::outbound::state::Rendered;
 use crate::reply::Reply;
 use crate::turn::Turn;
 
@@ -57,17 +58,33 @@ pub async fn deliver<C: Channel + ?Sized>(
             commitment,
         } => (message, Some(commitment), false),
     };
-    let attribution = message.attribution().clone();
-    match Outbound::new(message).render(channel.renderer()) {
-        Ok(rendered) => deliver_rendered(channel, rendered, commitment).await,
+    if !is_answer {
         // Layer C's own lines are short plain sentences; if even they cannot be rendered the
         // channel is misconfigured, and that is the caller's typed error.
-        Err(error) if !is_answer => Err(DeliveryError::Render(error)),
-        Err(error) => {
-            let retryable = matches!(error, RenderError::Empty);
-            let failure = EgressError::semantic(error, attribution).with_retryable(retryable);
+        let rendered = Outbound::new(message).render(channel.renderer())?;
+        return deliver_rendered(channel, rendered, commitment).await;
+    }
+    match render_for(channel, message) {
+        Ok(rendered) => deliver_rendered(channel, rendered, commitment).await,
+        Err(failure) => {
             let fallback = resolve_in(turn, mode, policy, Err(failure));
             Box::pin(deliver(turn, mode, policy, channel, fallback)).await
         }
     }
+}
+
+/// Renders an answer for `channel`, or says why it cannot be shown there as a semantic
+/// [`EgressError`]: retryable for an empty render (asking again may produce text), not for a
+/// limit problem (the same text would fail again).
+pub(crate) fn render_for<C: Channel + ?Sized>(
+    channel: &C,
+    message: AgentMessage,
+) -> Result<Outbound<Rendered>, EgressError> {
+    let attribution = message.attribution().clone();
+    Outbound::new(message)
+        .render(channel.renderer())
+        .map_err(|error| {
+            let retryable = matches!(error, RenderError::Empty);
+            EgressError::semantic(error, attribution).with_retryable(retryable)
+        })
 }

@@ -3,8 +3,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use super::deliver::render_for;
 use super::track;
-use crate::channel::{Channel, Deliver, DeliveryError, Receipt};
+use crate::channel::{Channel, Deliver, DeliveryError, Receipt, deliver_rendered};
 use crate::degrade::DegradationPolicy;
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{CommitmentRecord, CommitmentState, Ledger, LedgerRecord};
@@ -155,9 +156,12 @@ impl FollowUpRunner {
                 self.record(&commitment, CommitmentState::Cancelled, k - 1);
                 return Ok(FollowUpOutcome::Cancelled { follow_ups: k - 1 });
             };
-            match result {
+            // Rendered before it counts: an answer that cannot be shown on this channel is a
+            // failed try like any other, not a delivery error.
+            let rendered = result.and_then(|answer| render_for(channel, answer));
+            match rendered {
                 Ok(answer) => {
-                    let receipt = channel.deliver(answer).await?;
+                    let receipt = deliver_rendered(channel, answer, None).await?;
                     self.record(&commitment, CommitmentState::Fulfilled, k);
                     return Ok(FollowUpOutcome::Fulfilled {
                         receipt,
@@ -285,6 +289,28 @@ mod tests {
         ));
         // 10 s before the first try, 20 s before the second.
         assert_eq!(start.elapsed(), Duration::from_secs(30));
+        assert_eq!(channel.sent(), ["the answer"]);
+        assert_eq!(final_state(&ledger), (CommitmentState::Fulfilled, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_follow_up_answer_that_renders_to_nothing_is_a_failed_try_not_a_delivery_error() {
+        let (policy, ledger, channel, commitment) = setup(3);
+        let calls = Arc::new(AtomicU32::new(0));
+        let seen = calls.clone();
+        let outcome = FollowUpRunner::new(policy)
+            .run(commitment, &channel, move || {
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                // A lone quote marker renders to nothing visible.
+                let body = if n == 0 { ">" } else { "the answer" };
+                async move { Ok(AgentMessage::new(body, attr())) }
+            })
+            .await
+            .expect("delivered");
+        assert!(matches!(
+            outcome,
+            FollowUpOutcome::Fulfilled { follow_ups: 2, .. }
+        ));
         assert_eq!(channel.sent(), ["the answer"]);
         assert_eq!(final_state(&ledger), (CommitmentState::Fulfilled, 2));
     }
