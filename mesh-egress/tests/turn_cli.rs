@@ -270,3 +270,44 @@ async fn gate_on_keeps_every_never_string_off_stdout_and_lets_benign_text_throug
     }
     let _ = std::fs::remove_file(prompt_file);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_renders_to_nothing_ends_as_the_contract_says_on_every_channel() {
+    // A lone quote marker, an empty fence, only a link reference definition: nothing to show.
+    for body in [">", "```\n```", "[a]: https://example.com"] {
+        for channel in ["plain", "slack", "discord", "telegram"] {
+            let provider = FakeProvider::start([FakeResponse::completion(body)])
+                .await
+                .expect("provider");
+            let interactive = run(
+                Some(&provider.base_url()),
+                &[],
+                &["--channel", channel, "Say something"],
+            )
+            .await;
+            assert_eq!(
+                interactive.status.code(),
+                Some(0),
+                "{body:?} on {channel}: {}",
+                stderr(&interactive)
+            );
+            let seen = stdout(&interactive);
+            assert!(
+                !seen.trim().is_empty() && !seen.contains("render"),
+                "{body:?} on {channel}: a holding line, got {seen:?}"
+            );
+
+            let provider = FakeProvider::start([FakeResponse::completion(body)])
+                .await
+                .expect("provider");
+            let proactive = run(
+                Some(&provider.base_url()),
+                &[],
+                &["--mode", "proactive", "--channel", channel, "Digest"],
+            )
+            .await;
+            assert_eq!(proactive.status.code(), Some(0), "{}", stderr(&proactive));
+            assert_eq!(stdout(&proactive), "", "{body:?} on {channel}: silence");
+        }
+    }
+}
