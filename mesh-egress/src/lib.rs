@@ -74,6 +74,7 @@ pub mod ledger;
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
 mod outbound;
+mod render;
 mod setting;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

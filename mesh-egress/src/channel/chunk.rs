@@ -17,7 +17,7 @@ use std::ops::Range;
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::atom::{Atom, Atoms, Kind, Level};
-use super::render::RenderError;
+use crate::render::RenderError;
 
 /// A channel's limits for one part.
 #[derive(Clone, Copy, Debug)]

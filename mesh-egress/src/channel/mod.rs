@@ -52,7 +52,6 @@ mod format;
 pub mod http;
 mod plain;
 mod recorder;
-mod render;
 mod stdout;
 #[cfg(all(test, feature = "markdown"))]
 mod tests;
@@ -67,7 +66,7 @@ pub use deliver::{
 pub use format::{DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
-pub use render::{Render, RenderError};
+pub use crate::render::{PartBudgetCut, Render, RenderError, RenderedParts};
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]

@@ -1,6 +1,6 @@
 //! Plain-text rendering.
 
-use super::render::{Render, RenderError};
+use crate::render::{Render, RenderError};
 use crate::egress::Markdown;
 
 /// Renders Markdown as plain text: the words without markup, links as `label (url)`, lists

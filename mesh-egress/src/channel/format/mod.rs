@@ -25,7 +25,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use super::atom::{Atoms, Level, MAX_SOURCE, Unit, is_grapheme_boundary};
 use super::chunk::{Limits, Packer, Part};
-use super::render::RenderError;
+use crate::render::RenderError;
 use crate::egress::Markdown;
 
 /// A paired marker as a channel spells it.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::{Dialect, Heading, Pair, Quote, Style, break_backtick_runs};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
-use crate::channel::render::{Render, RenderError};
+use crate::render::{Render, RenderError};
 use crate::egress::Markdown;
 
 /// Renders Markdown as Slack mrkdwn, in parts of at most [`limit`](Self::with_limit)

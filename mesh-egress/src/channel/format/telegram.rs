@@ -3,7 +3,7 @@
 use super::{Dialect, Heading, Pair, Quote, Style};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
-use crate::channel::render::{Render, RenderError};
+use crate::render::{Render, RenderError};
 use crate::egress::Markdown;
 
 /// Renders Markdown as Telegram HTML (`parse_mode: "HTML"`), in parts of at most
