@@ -8,6 +8,16 @@ use std::borrow::Cow;
 
 use crate::egress::Markdown;
 
+/// How many parts a built-in renderer sends for one reply unless configured otherwise
+/// (`with_max_parts` on [`PlainText`](crate::channel::PlainText) and the Markdown renderers).
+///
+/// Ten parts is a long answer on every surface (Discord: 20,000 code points) and still a
+/// readable one; past it a hostile or runaway reply would flood the conversation. A reply that
+/// needs more is cut at a clean boundary and ends in a visible "… (reply shortened)" marker;
+/// [`Render::render_parts`] reports the cut. For genuinely long output send a file or a link,
+/// or raise the budget.
+pub const DEFAULT_MAX_PARTS: usize = 10;
+
 /// Turns canonical Markdown into the parts a channel can show, in order, each within the
 /// channel's limit.
 ///
@@ -213,17 +223,26 @@ mod tests {
         assert_eq!(strip_controls(hostile), "a[31mbcdexe.txt\n\tz");
         assert!(matches!(strip_controls("plain\ttext\n"), Cow::Borrowed(_)));
         // Zero-width joiners and marks that are not overrides are left alone.
-        assert_eq!(strip_controls("👩\u{200d}💻 \u{200e}"), "👩\u{200d}💻 \u{200e}");
+        assert_eq!(
+            strip_controls("👩\u{200d}💻 \u{200e}"),
+            "👩\u{200d}💻 \u{200e}"
+        );
     }
 
     #[test]
     fn error_kinds_are_stable_names() {
         assert_eq!(RenderError::Empty.kind(), "empty");
-        let small = RenderError::LimitTooSmall { limit: 1, needed: 2 };
+        let small = RenderError::LimitTooSmall {
+            limit: 1,
+            needed: 2,
+        };
         assert_eq!(small.kind(), "limit_too_small");
         let large = RenderError::TooLarge { bytes: 2, limit: 1 };
         assert_eq!(large.kind(), "too_large");
-        let many = RenderError::TooManyEntities { limit: 1, needed: 2 };
+        let many = RenderError::TooManyEntities {
+            limit: 1,
+            needed: 2,
+        };
         assert_eq!(many.kind(), "too_many_entities");
     }
 

@@ -1,4 +1,5 @@
-//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits.
+//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits, within
+//! the renderer's part budget.
 //!
 //! Every channel uses this same function; channels differ only in the unit their atoms are
 //! measured in and in whether they count entities. The rules:
@@ -10,14 +11,22 @@
 //! - markers open at a cut are closed at the end of the part and reopened at the start of the
 //!   next, and those markers count against the limit;
 //! - every part holds at least one visible atom, so chunking always progresses; a limit too
-//!   small for that is a [`RenderError`].
+//!   small for that is a [`RenderError`];
+//! - at most `max_parts` parts are made. The parts concatenate to the rendered text (whitespace
+//!   dropped at cuts and reopened markers aside) **except at a budget cut**: when the reply
+//!   needs more parts, only the first `max_parts` are kept, the last of them packed with room
+//!   for [`BUDGET_MARKER`] and ending in it, and the cut is reported as a
+//!   [`PartBudgetCut`](crate::render::PartBudgetCut). A reply that would need exactly
+//!   `max_parts` full parts can therefore be cut by the room the marker takes. For genuinely
+//!   long output (a log, a report) send a file or a link instead, or raise the budget with
+//!   the renderer's `with_max_parts`.
 
 use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::atom::{Atom, Atoms, Kind, Level};
-use crate::render::RenderError;
+use crate::render::{PartBudgetCut, RenderError};
 
 /// A channel's limits for one part.
 #[derive(Clone, Copy, Debug)]
@@ -71,6 +80,8 @@ impl Mark {
 /// drop the atoms already packed (memory stays bounded by a part, not the message).
 pub(crate) struct Packer {
     limits: Limits,
+    /// The part budget (at least one).
+    max_parts: usize,
     /// Markers open at `pos`.
     stack: Vec<u32>,
     /// Where the next part starts, relative to the atoms still buffered.
@@ -80,9 +91,10 @@ pub(crate) struct Packer {
 
 impl Packer {
     /// A packer at the start of a message.
-    pub(crate) fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits, max_parts: usize) -> Self {
         Self {
             limits,
+            max_parts: max_parts.max(1),
             stack: Vec::new(),
             pos: Pos { idx: 0, byte: 0 },
             parts: Vec::new(),
@@ -98,11 +110,17 @@ impl Packer {
         } else {
             atoms.atoms.len().saturating_sub(1)
         };
-        let chunker = Chunker {
+        if self.parts.len() > self.max_parts {
+            // Past the budget: nothing more is packed, the walk only measures what is left out.
+            self.pos.idx = end;
+            return Ok(end);
+        }
+        let max = self.limits.units.unwrap_or(usize::MAX);
+        let mut chunker = Chunker {
             atoms,
             list: &atoms.atoms[..end],
             last,
-            max: self.limits.units.unwrap_or(usize::MAX),
+            max,
             max_entities: self.limits.entities.unwrap_or(usize::MAX),
         };
         let last_visible = if last {
@@ -126,6 +144,16 @@ impl Packer {
                     break;
                 }
             }
+            if self.parts.len() > self.max_parts {
+                self.pos.idx = end;
+                break;
+            }
+            // The last part in the budget leaves room for the marker, in case more follows.
+            chunker.max = if self.parts.len() + 1 == self.max_parts {
+                max - marker_for(max).1
+            } else {
+                max
+            };
             match chunker.part(self.pos, &mut self.stack)? {
                 Some((part, next)) => {
                     self.parts.push(part);
@@ -142,9 +170,56 @@ impl Packer {
         self.pos.idx -= done;
     }
 
-    /// The parts packed.
-    pub(crate) fn finish(self) -> Vec<Part> {
-        self.parts
+    /// The parts packed, within the budget, and the cut if the budget shortened the reply;
+    /// `rendered` is the length of the whole rendered text in bytes.
+    pub(crate) fn finish(mut self, rendered: usize) -> (Vec<Part>, Option<PartBudgetCut>) {
+        if self.parts.len() <= self.max_parts {
+            return (self.parts, None);
+        }
+        self.parts.truncate(self.max_parts);
+        let max = self.limits.units.unwrap_or(usize::MAX);
+        let (marker, _) = marker_for(max);
+        let mut omitted = rendered;
+        if let Some(last) = self.parts.last_mut() {
+            omitted = rendered.saturating_sub(last.body.end);
+            match marker {
+                Some(marker) => {
+                    last.text.push_str(marker);
+                    last.tail += marker.len();
+                }
+                // A limit of one unit has room for nothing else.
+                None => {
+                    omitted = rendered.saturating_sub(last.body.start);
+                    last.text = BUDGET_MARKER_SHORT.to_owned();
+                    last.head = 0;
+                    last.tail = last.text.len();
+                    last.body = last.body.start..last.body.start;
+                }
+            }
+        }
+        let cut = PartBudgetCut::new(self.parts.len(), self.max_parts, omitted);
+        (self.parts, Some(cut))
+    }
+}
+
+/// Ends the last part when the part budget cut a reply short. Plain text with no markup, so it
+/// reads the same on every surface and needs no escaping.
+pub(crate) const BUDGET_MARKER: &str = "\n\n… (reply shortened)";
+
+/// The marker when a part has no room for [`BUDGET_MARKER`].
+const BUDGET_MARKER_SHORT: &str = "…";
+
+/// The marker a part limit of `max` units has room for, and the units to reserve for it
+/// (`None`: the last part is replaced by the short marker).
+fn marker_for(max: usize) -> (Option<&'static str>, usize) {
+    // Both markers are one UTF-16 unit per character.
+    let long = BUDGET_MARKER.chars().count();
+    if max >= 4 * long {
+        (Some(BUDGET_MARKER), long)
+    } else if max >= 2 {
+        (Some(BUDGET_MARKER_SHORT), 1)
+    } else {
+        (None, 0)
     }
 }
 

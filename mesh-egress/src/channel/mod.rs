@@ -58,15 +58,15 @@ mod tests;
 
 use std::future::Future;
 
+pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
 #[cfg(feature = "markdown")]
-pub use format::{DiscordMarkdown, SlackMrkdwn, TelegramHtml};
+pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
-pub use crate::render::{PartBudgetCut, Render, RenderError, RenderedParts};
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]

@@ -1,0 +1,73 @@
+//! Character-level helpers shared by the walk and the dialects: where a line may break, where
+//! a sentence ends, and how code is kept from closing its own delimiters.
+
+use std::borrow::Cow;
+
+use crate::channel::atom::is_grapheme_boundary;
+
+/// Whitespace a line may break at (not the no-break spaces).
+pub(super) fn is_break_space(c: char) -> bool {
+    c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
+}
+
+/// Puts a zero-width space into every run of `min` backticks (before each one when `min` is
+/// 1), so code cannot close its own delimiters.
+pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
+    const RUNS: [&str; 3] = ["`", "``", "```"];
+    if !code.contains(RUNS[min.clamp(1, 3) - 1]) {
+        return Cow::Borrowed(code);
+    }
+    let mut out = String::with_capacity(code.len() + 8);
+    let mut run = 0;
+    for c in code.chars() {
+        if c == '`' {
+            if run + 1 >= min {
+                out.push('\u{200b}');
+                run = 0;
+            }
+            run += 1;
+        } else {
+            run = 0;
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
+}
+
+/// Whether `s` starts with a web URL (escaped as a URL, not as prose).
+pub(super) fn is_url_start(s: &str) -> bool {
+    s.starts_with("https://") || s.starts_with("http://")
+}
+
+/// Whether the last two non-space characters of text end a sentence.
+pub(super) fn ends_sentence(last: [char; 2]) -> bool {
+    let end = |c: char| matches!(c, '.' | '!' | '?' | '…');
+    end(last[1]) || (matches!(last[1], '"' | '\'' | ')' | '”' | '’' | '»') && end(last[0]))
+}
+
+/// Whether `text[at..end]` is a grapheme cluster of its own (checked only next to non-ASCII).
+pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
+    let bytes = text.as_bytes();
+    let ascii_around =
+        (at == 0 || bytes[at - 1].is_ascii()) && bytes.get(end).is_none_or(u8::is_ascii);
+    ascii_around || (is_grapheme_boundary(text, at) && is_grapheme_boundary(text, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backtick_runs_are_broken_at_the_given_length() {
+        assert_eq!(break_backtick_runs("a```b", 3), "a``\u{200b}`b");
+        assert_eq!(break_backtick_runs("a`b", 1), "a\u{200b}`b");
+        assert!(matches!(break_backtick_runs("a``b", 3), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn sentence_ends_after_closing_quotes() {
+        assert!(ends_sentence(['.', '"']));
+        assert!(ends_sentence(['x', '?']));
+        assert!(!ends_sentence(['x', ',']));
+    }
+}
