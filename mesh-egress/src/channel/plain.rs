@@ -83,6 +83,7 @@ impl Render for PlainText {
             },
             max_parts: self.max_parts,
             links: super::format::LinkPolicy::default(),
+            link_markup_cap: usize::MAX,
         };
         super::format::render(&super::format::Plain, body, settings)
     }

@@ -14,6 +14,7 @@
 
 mod discord;
 mod inline;
+mod label;
 mod link;
 mod plain;
 mod slack;
@@ -148,6 +149,10 @@ pub(crate) struct Settings {
     pub(crate) max_parts: usize,
     /// Which link targets become live links.
     pub(crate) links: LinkPolicy,
+    /// The longest link markup (`<url|` and `>` together) written, in characters; a link
+    /// whose markup is longer is shown as text, which the chunker can cut. Half the part
+    /// limit, so a long URL cannot make a part impossible.
+    pub(crate) link_markup_cap: usize,
 }
 
 /// Renders `body` for dialect `d`, chunks it within the settings' limits and applies the
@@ -176,6 +181,7 @@ pub(crate) fn render_parts<D: Dialect>(
         limits,
         max_parts: usize::MAX,
         links: LinkPolicy::default(),
+        link_markup_cap: usize::MAX,
     };
     Ok(render_chunks(d, src, settings)?.0)
 }
@@ -189,8 +195,12 @@ pub(crate) fn render_chunks<D: Dialect>(
     settings: Settings,
 ) -> Result<(Vec<Part>, Option<PartBudgetCut>), RenderError> {
     let mut packer = Packer::new(settings.limits, settings.max_parts);
-    let out = walker::walk(d, src, settings.links, |out| {
-        if out.atoms.len() >= BATCH {
+    let cap = settings.link_markup_cap;
+    // Without limits the one part is the whole message: packing it early would only rescan it
+    // from its start at every batch (quadratic), so it is packed once at the end.
+    let unlimited = settings.limits.units.is_none() && settings.limits.entities.is_none();
+    let out = walker::walk(d, src, settings.links, cap, |out| {
+        if !unlimited && out.atoms.len() >= BATCH {
             let done = packer.feed(out, false)?;
             out.atoms.drain(..done);
             packer.drained(done);
@@ -208,7 +218,7 @@ const BATCH: usize = if cfg!(test) { 8 } else { 4096 };
 /// Renders `src` into the whole atom stream.
 #[cfg(test)]
 pub(crate) fn atoms<D: Dialect>(d: &D, src: &str) -> Result<Atoms, RenderError> {
-    walker::walk(d, src, LinkPolicy::default(), |_| Ok(()))
+    walker::walk(d, src, LinkPolicy::default(), usize::MAX, |_| Ok(()))
 }
 
 /// The part budget and link allow-list methods every Markdown renderer has.
@@ -251,6 +261,7 @@ macro_rules! renderer_options {
                     limits,
                     max_parts: self.max_parts,
                     links: self.links,
+                    link_markup_cap: limits.units.map_or(usize::MAX, |units| units / 2),
                 }
             }
         }

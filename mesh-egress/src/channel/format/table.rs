@@ -4,7 +4,8 @@ use pulldown_cmark::{Alignment, Event, Tag, TagEnd};
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::Dialect;
-use super::walker::{Walker, collect_label, is_reference, plain_label};
+use super::label::{collect_label, is_reference, plain_label};
+use super::walker::Walker;
 
 /// A table being collected: cells as plain text.
 pub(super) struct Table {

@@ -3,7 +3,10 @@
 
 use std::borrow::Cow;
 
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, Tag};
+
 use crate::channel::atom::is_grapheme_boundary;
+use crate::render::{is_hostile_control, strip_controls};
 
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
@@ -51,6 +54,55 @@ pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
     let ascii_around =
         (at == 0 || bytes[at - 1].is_ascii()) && bytes.get(end).is_none_or(u8::is_ascii);
     ascii_around || (is_grapheme_boundary(text, at) && is_grapheme_boundary(text, end))
+}
+
+/// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
+/// so the source alone cannot be filtered).
+fn clean(s: CowStr<'_>) -> CowStr<'_> {
+    if s.chars().any(is_hostile_control) {
+        CowStr::from(strip_controls(&s).into_owned())
+    } else {
+        s
+    }
+}
+
+/// An event with control characters removed from every string that can reach the output.
+pub(super) fn clean_event(event: Event<'_>) -> Event<'_> {
+    match event {
+        Event::Text(t) => Event::Text(clean(t)),
+        Event::Code(t) => Event::Code(clean(t)),
+        Event::Html(t) => Event::Html(clean(t)),
+        Event::InlineHtml(t) => Event::InlineHtml(clean(t)),
+        Event::InlineMath(t) => Event::InlineMath(clean(t)),
+        Event::DisplayMath(t) => Event::DisplayMath(clean(t)),
+        Event::FootnoteReference(t) => Event::FootnoteReference(clean(t)),
+        Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(clean(info))))
+        }
+        Event::Start(Tag::Link {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => Event::Start(Tag::Link {
+            link_type,
+            dest_url: clean(dest_url),
+            title,
+            id,
+        }),
+        Event::Start(Tag::Image {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => Event::Start(Tag::Image {
+            link_type,
+            dest_url: clean(dest_url),
+            title,
+            id,
+        }),
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -8,13 +8,14 @@
 
 use std::borrow::Cow;
 
-use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use super::link::label_disguises;
+use super::label::collect_label;
 use super::table::Table;
+use super::text::clean_event;
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
-use crate::render::{RenderError, is_hostile_control, strip_controls};
+use crate::render::RenderError;
 
 /// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
 /// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
@@ -27,6 +28,7 @@ pub(super) fn walk<D: Dialect>(
     d: &D,
     src: &str,
     links: LinkPolicy,
+    link_markup_cap: usize,
     mut between: impl FnMut(&mut Atoms) -> Result<(), RenderError>,
 ) -> Result<Atoms, RenderError> {
     if src.trim().is_empty() {
@@ -49,6 +51,7 @@ pub(super) fn walk<D: Dialect>(
     let mut walker = Walker {
         d,
         links,
+        link_markup_cap,
         out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 4),
         lines: Lines {
             pending: None,
@@ -76,55 +79,6 @@ pub(super) fn walk<D: Dialect>(
         return Err(RenderError::Empty);
     }
     Ok(walker.out)
-}
-
-/// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
-/// so the source alone cannot be filtered).
-fn clean(s: CowStr<'_>) -> CowStr<'_> {
-    if s.chars().any(is_hostile_control) {
-        CowStr::from(strip_controls(&s).into_owned())
-    } else {
-        s
-    }
-}
-
-/// An event with control characters removed from every string that can reach the output.
-fn clean_event(event: Event<'_>) -> Event<'_> {
-    match event {
-        Event::Text(t) => Event::Text(clean(t)),
-        Event::Code(t) => Event::Code(clean(t)),
-        Event::Html(t) => Event::Html(clean(t)),
-        Event::InlineHtml(t) => Event::InlineHtml(clean(t)),
-        Event::InlineMath(t) => Event::InlineMath(clean(t)),
-        Event::DisplayMath(t) => Event::DisplayMath(clean(t)),
-        Event::FootnoteReference(t) => Event::FootnoteReference(clean(t)),
-        Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(clean(info))))
-        }
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
-            link_type,
-            dest_url: clean(dest_url),
-            title,
-            id,
-        }),
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Image {
-            link_type,
-            dest_url: clean(dest_url),
-            title,
-            id,
-        }),
-        other => other,
-    }
 }
 
 /// A block that prefixes the lines inside it.
@@ -202,6 +156,9 @@ pub(super) struct CodeBlock {
 pub(super) struct Walker<'d, D> {
     pub(super) d: &'d D,
     pub(super) links: LinkPolicy,
+    /// The longest link markup (`<url|` … `>`) written, in characters: a longer one could
+    /// not fit a part, so its link is shown as text, which the chunker can cut.
+    pub(super) link_markup_cap: usize,
     pub(super) out: Atoms,
     pub(super) lines: Lines,
     pub(super) blocks: Blocks,
@@ -570,116 +527,4 @@ impl<'a, D: Dialect> Walker<'_, D> {
         self.lines.written = true;
         self.lines.at_line_start = false;
     }
-
-    /// A link or image (outside any label). Live only when the policy allows its target; a
-    /// label that reads as another address shows the target beside it.
-    fn link(&mut self, url: &str, label: Vec<Event<'a>>, link_type: LinkType) {
-        if is_reference(link_type) {
-            if self.inline.reference_bytes < url.len() {
-                self.inline.in_link = true;
-                self.replay(label);
-                self.inline.in_link = false;
-                return;
-            }
-            self.inline.reference_bytes -= url.len();
-        }
-        let shown = plain_label(&label);
-        let bare = matches!(link_type, LinkType::Autolink | LinkType::Email);
-        if bare || shown.trim().is_empty() || shown == url {
-            if !url.is_empty() {
-                self.flush();
-                self.word(url, true);
-            }
-            return;
-        }
-        let live = if self.links.allows(url) {
-            self.d.link(url)
-        } else {
-            None
-        };
-        self.inline.in_link = true;
-        match live {
-            Some(pair) => {
-                self.flush();
-                let id = self.open(&pair);
-                self.replay(label);
-                self.out.close(id);
-                if label_disguises(&shown, url) {
-                    self.beside(url);
-                }
-            }
-            None => {
-                self.replay(label);
-                if !url.is_empty() {
-                    self.beside(url);
-                }
-            }
-        }
-        self.inline.in_link = false;
-    }
-
-    /// A URL in parentheses after a label, as text.
-    fn beside(&mut self, url: &str) {
-        self.out.space(" ", Level::Word, false);
-        self.word(&format!("({url})"), true);
-    }
-
-    /// Writes a label's events. Called only with `in_link` set, so links and images inside
-    /// are not collected again: the call depth stays constant.
-    fn replay(&mut self, label: Vec<Event<'a>>) {
-        debug_assert!(self.inline.in_link);
-        let mut events = label.into_iter();
-        while let Some(event) = events.next() {
-            self.event(event, &mut events);
-        }
-    }
-}
-
-/// Whether a link's URL comes from a reference definition rather than from the link itself.
-pub(super) fn is_reference(link_type: LinkType) -> bool {
-    matches!(
-        link_type,
-        LinkType::Reference
-            | LinkType::ReferenceUnknown
-            | LinkType::Collapsed
-            | LinkType::CollapsedUnknown
-            | LinkType::Shortcut
-            | LinkType::ShortcutUnknown
-    )
-}
-
-/// Collects a link's or image's label events up to its matching end (a loop with a counter:
-/// no recursion on the nesting).
-pub(super) fn collect_label<'a, I: Iterator<Item = Event<'a>>>(rest: &mut I) -> Vec<Event<'a>> {
-    let mut depth = 0usize;
-    let mut label = Vec::new();
-    for event in rest.by_ref() {
-        match &event {
-            Event::Start(Tag::Link { .. } | Tag::Image { .. }) => depth += 1,
-            Event::End(TagEnd::Link | TagEnd::Image) => {
-                if depth == 0 {
-                    break;
-                }
-                depth -= 1;
-            }
-            _ => {}
-        }
-        label.push(event);
-    }
-    label
-}
-
-/// A label's text without markup.
-pub(super) fn plain_label(label: &[Event<'_>]) -> String {
-    let mut text = String::new();
-    for event in label {
-        match event {
-            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::InlineMath(t) => {
-                text.push_str(t)
-            }
-            Event::SoftBreak | Event::HardBreak => text.push(' '),
-            _ => {}
-        }
-    }
-    text
 }

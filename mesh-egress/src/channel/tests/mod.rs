@@ -2,5 +2,6 @@
 //! and properties over arbitrary Markdown-ish input.
 
 mod edge;
+mod hostile;
 mod props;
 mod support;
