@@ -87,6 +87,10 @@ pub(crate) struct Packer {
     /// Where the next part starts, relative to the atoms still buffered.
     pos: Pos,
     parts: Vec<Part>,
+    /// Whether more visible output follows the budget's last part.
+    overflow: bool,
+    /// Whether the budget's last part was packed with room for the marker.
+    reserved: bool,
 }
 
 impl Packer {
@@ -98,6 +102,8 @@ impl Packer {
             stack: Vec::new(),
             pos: Pos { idx: 0, byte: 0 },
             parts: Vec::new(),
+            overflow: false,
+            reserved: false,
         }
     }
 
@@ -110,13 +116,13 @@ impl Packer {
         } else {
             atoms.atoms.len().saturating_sub(1)
         };
-        if self.parts.len() > self.max_parts {
+        if self.overflow {
             // Past the budget: nothing more is packed, the walk only measures what is left out.
             self.pos.idx = end;
             return Ok(end);
         }
         let max = self.limits.units.unwrap_or(usize::MAX);
-        let mut chunker = Chunker {
+        let chunker = &mut Chunker {
             atoms,
             list: &atoms.atoms[..end],
             last,
@@ -144,17 +150,34 @@ impl Packer {
                     break;
                 }
             }
-            if self.parts.len() > self.max_parts {
-                self.pos.idx = end;
+            if self.parts.len() == self.max_parts {
+                // More to show past the budget: the reply is cut.
+                let more = atoms.atoms[self.pos.idx..end]
+                    .iter()
+                    .any(|a| atoms.is_visible(a));
+                if more {
+                    self.overflow = true;
+                    self.pos.idx = end;
+                }
                 break;
             }
-            // The last part in the budget leaves room for the marker, in case more follows.
-            chunker.max = if self.parts.len() + 1 == self.max_parts {
-                max - marker_for(max).1
+            // The last part in the budget leaves room for the marker, in case more follows;
+            // if a piece does not fit the reduced room, the part takes the whole limit and the
+            // marker becomes a part of its own.
+            let reserve = marker_for(max).1;
+            let packed = if self.parts.len() + 1 == self.max_parts && reserve > 0 {
+                chunker.max = max - reserve;
+                let reduced = chunker.part(self.pos, &mut self.stack);
+                chunker.max = max;
+                self.reserved = reduced.is_ok();
+                match reduced {
+                    Ok(packed) => packed,
+                    Err(_) => chunker.part(self.pos, &mut self.stack)?,
+                }
             } else {
-                max
+                chunker.part(self.pos, &mut self.stack)?
             };
-            match chunker.part(self.pos, &mut self.stack)? {
+            match packed {
                 Some((part, next)) => {
                     self.parts.push(part);
                     self.pos = next;
@@ -173,29 +196,39 @@ impl Packer {
     /// The parts packed, within the budget, and the cut if the budget shortened the reply;
     /// `rendered` is the length of the whole rendered text in bytes.
     pub(crate) fn finish(mut self, rendered: usize) -> (Vec<Part>, Option<PartBudgetCut>) {
-        if self.parts.len() <= self.max_parts {
+        if !self.overflow {
             return (self.parts, None);
         }
-        self.parts.truncate(self.max_parts);
         let max = self.limits.units.unwrap_or(usize::MAX);
-        let (marker, _) = marker_for(max);
+        let marker = match marker_for(max) {
+            (Some(marker), _) if self.reserved => marker,
+            // No room was kept: the marker is a part of its own, in place of the last one.
+            _ => {
+                let start = self.parts.last().map_or(0, |p| p.body.start);
+                if self.parts.len() >= self.max_parts {
+                    self.parts.pop();
+                }
+                let text = if max >= BUDGET_MARKER_LONE.chars().count() {
+                    BUDGET_MARKER_LONE
+                } else {
+                    BUDGET_MARKER_SHORT
+                };
+                self.parts.push(Part {
+                    text: text.to_owned(),
+                    head: 0,
+                    tail: text.len(),
+                    body: start..start,
+                });
+                let omitted = rendered.saturating_sub(start);
+                let cut = PartBudgetCut::new(self.parts.len() - 1, self.max_parts, omitted);
+                return (self.parts, Some(cut));
+            }
+        };
         let mut omitted = rendered;
         if let Some(last) = self.parts.last_mut() {
             omitted = rendered.saturating_sub(last.body.end);
-            match marker {
-                Some(marker) => {
-                    last.text.push_str(marker);
-                    last.tail += marker.len();
-                }
-                // A limit of one unit has room for nothing else.
-                None => {
-                    omitted = rendered.saturating_sub(last.body.start);
-                    last.text = BUDGET_MARKER_SHORT.to_owned();
-                    last.head = 0;
-                    last.tail = last.text.len();
-                    last.body = last.body.start..last.body.start;
-                }
-            }
+            last.text.push_str(marker);
+            last.tail += marker.len();
         }
         let cut = PartBudgetCut::new(self.parts.len(), self.max_parts, omitted);
         (self.parts, Some(cut))
@@ -209,8 +242,11 @@ pub(crate) const BUDGET_MARKER: &str = "\n\n… (reply shortened)";
 /// The marker when a part has no room for [`BUDGET_MARKER`].
 const BUDGET_MARKER_SHORT: &str = "…";
 
+/// The marker as a part of its own.
+const BUDGET_MARKER_LONE: &str = "… (reply shortened)";
+
 /// The marker a part limit of `max` units has room for, and the units to reserve for it
-/// (`None`: the last part is replaced by the short marker).
+/// (`None`: the marker replaces the last part).
 fn marker_for(max: usize) -> (Option<&'static str>, usize) {
     // Both markers are one UTF-16 unit per character.
     let long = BUDGET_MARKER.chars().count();
