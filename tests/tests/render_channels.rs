@@ -160,7 +160,7 @@ mod hostile {
                     .expect("a runtime");
                 runtime.block_on(async move {
                     let channel = Recorder::new();
-                    channel.deliver(message(&text)).await.expect("delivered");
+                    let _receipt = channel.deliver(message(&text)).await.expect("delivered");
                     channel.sent()
                 })
             })
@@ -231,5 +231,29 @@ mod hostile {
                 assert_eq!(err.kind(), "empty");
             }
         }
+    }
+}
+
+/// The renderers' fuzz check (`fuzz/src/render_check.rs`), run here on stable.
+#[path = "../../fuzz/src/render_check.rs"]
+mod render_check;
+
+#[test]
+fn the_fuzz_seed_corpus_passes_the_fuzz_check_on_a_small_stack() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/seeds/render_chunk");
+    let mut seeds: Vec<_> = std::fs::read_dir(dir)
+        .expect("the seed corpus is committed")
+        .map(|entry| entry.expect("a seed").path())
+        .collect();
+    seeds.sort();
+    assert!(seeds.len() >= 10, "seeds: {seeds:?}");
+    for seed in seeds {
+        let data = std::fs::read(&seed).expect("a readable seed");
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || render_check::run(&data))
+            .expect("spawns")
+            .join()
+            .unwrap_or_else(|_| panic!("{} fails the fuzz check", seed.display()));
     }
 }
