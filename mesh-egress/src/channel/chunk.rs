@@ -16,8 +16,8 @@
 //!   dropped at cuts and reopened markers aside) **except at a budget cut**: when the reply
 //!   needs more parts, only the first `max_parts` are kept, the last of them packed with room
 //!   for [`BUDGET_MARKER`] and ending in it, and the cut is reported as a
-//!   [`PartBudgetCut`](crate::render::PartBudgetCut). A reply that would need exactly
-//!   `max_parts` full parts can therefore be cut by the room the marker takes. For genuinely
+//!   [`PartBudgetCut`](crate::render::PartBudgetCut). A reply that fits `max_parts` parts
+//!   exactly is not cut. For genuinely
 //!   long output (a log, a report) send a file or a link instead, or raise the budget with
 //!   the renderer's `with_max_parts`.
 
@@ -91,6 +91,9 @@ pub(crate) struct Packer {
     overflow: bool,
     /// Whether the budget's last part was packed with room for the marker.
     reserved: bool,
+    /// Where the budget's last part starts and the markers open there, while it may still
+    /// need packing again with room for the marker.
+    last_start: Option<(Pos, Vec<u32>)>,
 }
 
 impl Packer {
@@ -104,6 +107,7 @@ impl Packer {
             parts: Vec::new(),
             overflow: false,
             reserved: false,
+            last_start: None,
         }
     }
 
@@ -151,33 +155,23 @@ impl Packer {
                 }
             }
             if self.parts.len() == self.max_parts {
-                // More to show past the budget: the reply is cut.
+                // More to show past the budget: the reply is cut, and its last part is packed
+                // again with room for the marker.
                 let more = atoms.atoms[self.pos.idx..end]
                     .iter()
                     .any(|a| atoms.is_visible(a));
                 if more {
                     self.overflow = true;
+                    self.repack_last(chunker, max);
                     self.pos.idx = end;
                 }
                 break;
             }
-            // The last part in the budget leaves room for the marker, in case more follows;
-            // if a piece does not fit the reduced room, the part takes the whole limit and the
-            // marker becomes a part of its own.
-            let reserve = marker_for(max).1;
-            let packed = if self.parts.len() + 1 == self.max_parts && reserve > 0 {
-                chunker.max = max - reserve;
-                let reduced = chunker.part(self.pos, &mut self.stack);
-                chunker.max = max;
-                self.reserved = reduced.is_ok();
-                match reduced {
-                    Ok(packed) => packed,
-                    Err(_) => chunker.part(self.pos, &mut self.stack)?,
-                }
-            } else {
-                chunker.part(self.pos, &mut self.stack)?
-            };
-            match packed {
+            if self.parts.len() + 1 == self.max_parts {
+                // Kept (with its atoms) until the reply is known to fit or to be cut.
+                self.last_start = Some((self.pos, self.stack.clone()));
+            }
+            match chunker.part(self.pos, &mut self.stack)? {
                 Some((part, next)) => {
                     self.parts.push(part);
                     self.pos = next;
@@ -185,12 +179,40 @@ impl Packer {
                 None => break,
             }
         }
-        Ok(self.pos.idx)
+        if self.overflow {
+            return Ok(end);
+        }
+        Ok(self
+            .last_start
+            .as_ref()
+            .map_or(self.pos.idx, |(start, _)| start.idx.min(self.pos.idx)))
+    }
+
+    /// Packs the budget's last part again with room for the marker. If a piece does not fit
+    /// that room, the part keeps the whole limit and the marker becomes a part of its own.
+    fn repack_last(&mut self, chunker: &mut Chunker<'_>, max: usize) {
+        let reserve = marker_for(max).1;
+        let Some((start, mut stack)) = self.last_start.take() else {
+            return;
+        };
+        if reserve == 0 {
+            return;
+        }
+        chunker.max = max - reserve;
+        if let Ok(Some((part, _))) = chunker.part(start, &mut stack) {
+            self.parts.pop();
+            self.parts.push(part);
+            self.reserved = true;
+        }
+        chunker.max = max;
     }
 
     /// The buffer dropped its first `done` atoms.
     pub(crate) fn drained(&mut self, done: usize) {
         self.pos.idx -= done;
+        if let Some((start, _)) = &mut self.last_start {
+            start.idx -= done;
+        }
     }
 
     /// The parts packed, within the budget, and the cut if the budget shortened the reply;

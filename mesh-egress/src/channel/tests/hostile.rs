@@ -391,3 +391,21 @@ fn a_wide_table_over_many_rows_is_not_padded_without_bound() {
         src.len()
     );
 }
+
+#[test]
+fn a_reply_that_fills_the_budget_exactly_is_not_cut() {
+    let renderer = PlainText::new().with_limit(10).with_max_parts(3);
+    let exact = renderer
+        .render_parts(&Markdown::new("aaaaaaaaaa bbbbbbbbbb cccccccccc"))
+        .unwrap();
+    assert_eq!(exact.parts(), ["aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"]);
+    assert_eq!(exact.cut(), None);
+    let over = renderer
+        .render_parts(&Markdown::new("aaaaaaaaaa bbbbbbbbbb cccccccccc dddd"))
+        .unwrap();
+    assert_eq!(over.parts(), ["aaaaaaaaaa", "bbbbbbbbbb", "ccccccccc…"]);
+    assert_eq!(
+        over.cut(),
+        Some(&crate::channel::PartBudgetCut::new(3, 3, 6))
+    );
+}
