@@ -72,6 +72,19 @@ impl<R: Render + ?Sized> Render for std::sync::Arc<R> {
 /// Without a cut the parts concatenate to the rendered text (give or take the whitespace at
 /// each cut and the markers closed and reopened around it); with one they are a prefix of it,
 /// the last part ending in a visible marker.
+///
+/// ```
+/// # #[cfg(feature = "markdown")] {
+/// use mesh_egress::Markdown;
+/// use mesh_egress::channel::{Render, SlackMrkdwn};
+/// let slack = SlackMrkdwn::new().with_limit(100).with_max_parts(2);
+/// let rendered = slack.render_parts(&Markdown::new("A long sentence. ".repeat(50)))?;
+/// assert_eq!(rendered.parts().len(), 2);
+/// assert!(rendered.parts()[1].ends_with("… (reply shortened)"));
+/// assert_eq!(rendered.cut().map(|cut| (cut.kept(), cut.budget())), Some((2, 2)));
+/// # }
+/// # Ok::<(), mesh_egress::channel::RenderError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderedParts {
     parts: Vec<String>,

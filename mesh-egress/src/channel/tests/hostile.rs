@@ -138,14 +138,13 @@ fn a_three_kilobyte_nested_quote_is_not_a_flood() {
 fn past_the_part_budget_a_reply_is_cut_with_a_visible_marker() {
     let src = "A sentence of moderate length that fills the parts.\n\n".repeat(400);
     let body = Markdown::new(src);
-    for (name, r) in renderers() {
+    for (name, _) in renderers() {
         let r: Box<dyn Render> = match name {
             "slack" => Box::new(SlackMrkdwn::new().with_limit(300)),
             "discord" => Box::new(DiscordMarkdown::new().with_limit(300)),
             "telegram" => Box::new(TelegramHtml::new().with_limit(300)),
             _ => Box::new(PlainText::new().with_limit(300)),
         };
-        drop(r.render(&body));
         let rendered = r.render_parts(&body).unwrap();
         assert_eq!(rendered.parts().len(), DEFAULT_MAX_PARTS, "{name}");
         let last = rendered.parts().last().unwrap();
