@@ -119,7 +119,7 @@ fn nesting_past_sixteen_levels_keeps_the_words_not_the_structure() {
 #[test]
 fn a_three_kilobyte_nested_quote_is_not_a_flood() {
     // Before: 1001 Discord messages, the prefix repeated on every line for every level.
-    let src = format!("{}\n{}", "> ".repeat(500), "line\n".repeat(500));
+    let src = format!("{} x\n{}", ">".repeat(1000), "y\n".repeat(1000));
     for (name, parts) in parts_of(&src) {
         assert!(
             parts.len() <= DEFAULT_MAX_PARTS,
