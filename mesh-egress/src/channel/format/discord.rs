@@ -102,6 +102,28 @@ fn defuse_mass_mentions(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// Puts a zero-width space after a `<` that would open Discord's mention, channel, command,
+/// emoji or timestamp syntax (`<@…>`, `<#…>`, `<:…>`, `<a:…>`, `<t:…>`).
+fn defuse_mention_syntax(text: &str) -> Cow<'_, str> {
+    let opens = |rest: &str| {
+        rest.starts_with(['@', '#', ':']) || rest.starts_with("a:") || rest.starts_with("t:")
+    };
+    if !text
+        .match_indices('<')
+        .any(|(at, _)| opens(&text[at + 1..]))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 6);
+    for (at, c) in text.char_indices() {
+        out.push(c);
+        if c == '<' && opens(&text[at + 1..]) {
+            out.push('\u{200b}');
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The Discord dialect.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Discord;
@@ -142,7 +164,13 @@ impl Dialect for Discord {
     }
 
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
-        defuse_mass_mentions(word)
+        // A URL shown as text is not backslash-escaped (the backslash would show), so a
+        // mention written inside one (`[x](a<@1>b)`) is set apart here.
+        let word = match defuse_mass_mentions(word) {
+            Cow::Borrowed(word) => defuse_mention_syntax(word),
+            Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),
+        };
+        word
     }
 
     fn style(&self, style: Style) -> Option<Pair> {

@@ -292,11 +292,16 @@ fn discord_mass_mentions_are_defused_in_text_and_code() {
         "{text}"
     );
     assert!(text.contains("@\u{200b}everyone") && text.contains("@\u{200b}here"));
-    assert_eq!(
-        text.matches("<@").count(),
-        text.matches("\\<@").count(),
+    // `<` is escaped and set apart from the `@`, so no mention syntax is left.
+    assert!(
+        !text.contains("<@") && text.contains("\\<\u{200b}@123"),
         "{text}"
     );
+    let url = DiscordMarkdown::new()
+        .render(&Markdown::new("[x](a<@1>b)"))
+        .unwrap()
+        .concat();
+    assert!(!url.contains("<@"), "{url}");
 }
 
 #[test]
