@@ -18,9 +18,12 @@ use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 /// Hostile text: a reply renders to at most [`max_parts`](Self::with_max_parts) messages;
 /// links are live only for [allowed schemes](Self::with_link_schemes) (`tg://` is not one by
 /// default: `tg://user?id=…` would mention anyone), never nested (a link inside an image's
-/// label is its words); control characters are removed. Mentions: a plain `@name` in text is
-/// shown as written and Telegram makes it a link to that public username, which notifies no
-/// one; `<`, `>` and `&` are escaped, so model text cannot write a `tg://user` link or any tag.
+/// label is its words); control characters are removed. Mentions: `<`, `>` and `&` are
+/// escaped, so model text cannot write a `tg://user?id=` link (the only way to mention a user
+/// who has no username) or any tag, and `[x](tg://user?id=1)` is the text `x (tg://user?id=1)`.
+/// A plain `@username` is shown as written; Telegram itself recognises it as a mention of that
+/// public username, as in any message (the Bot API's `mention` entity), and the renderer does
+/// not alter the text to prevent that. There is no `@everyone` on Telegram.
 ///
 /// ```
 /// use mesh_egress::Markdown;
