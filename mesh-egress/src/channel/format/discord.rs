@@ -166,11 +166,10 @@ impl Dialect for Discord {
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         // A URL shown as text is not backslash-escaped (the backslash would show), so a
         // mention written inside one (`[x](a<@1>b)`) is set apart here.
-        let word = match defuse_mass_mentions(word) {
+        match defuse_mass_mentions(word) {
             Cow::Borrowed(word) => defuse_mention_syntax(word),
             Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),
-        };
-        word
+        }
     }
 
     fn style(&self, style: Style) -> Option<Pair> {
