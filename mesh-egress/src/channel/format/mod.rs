@@ -187,7 +187,7 @@ pub(crate) fn render_parts<D: Dialect>(
 }
 
 /// Renders `src` and chunks it. Parts are packed while the walk goes on, every [`BATCH`]
-/// atoms, so a long message never holds all its atoms at once; past the part budget the walk
+/// atoms or more, so a long message never holds all its atoms at once; past the part budget the walk
 /// goes on only to measure what the cut leaves out.
 pub(crate) fn render_chunks<D: Dialect>(
     d: &D,
@@ -199,11 +199,16 @@ pub(crate) fn render_chunks<D: Dialect>(
     // Without limits the one part is the whole message: packing it early would only rescan it
     // from its start at every batch (quadratic), so it is packed once at the end.
     let unlimited = settings.limits.units.is_none() && settings.limits.entities.is_none();
+    // A feed rescans the part still open from its start, so the next feed waits until the
+    // buffer has doubled: every atom is scanned a bounded number of times (linear time), where
+    // feeding after every event once the buffer is full would rescan a long part per event.
+    let mut next_feed = BATCH;
     let out = walker::walk(d, src, settings.links, cap, |out| {
-        if !unlimited && out.atoms.len() >= BATCH {
+        if !unlimited && out.atoms.len() >= next_feed {
             let done = packer.feed(out, false)?;
             out.atoms.drain(..done);
             packer.drained(done);
+            next_feed = BATCH.max(2 * out.atoms.len());
         }
         Ok(())
     })?;

@@ -114,7 +114,7 @@ fn escape_growth(src: &str) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn hostile_markdown_renders_bounded_on_every_channel(src in hostile()) {
