@@ -151,7 +151,7 @@ fn hostile_64kb() -> Vec<(&'static str, String)> {
     };
     let emphasis = {
         let depth = KB64 / 4;
-        format!("{}x{}", "*_".repeat(depth / 2), "_*".repeat(depth / 2))
+        format!("{}x{}", "*_".repeat(depth), "_*".repeat(depth))
     };
     let lists: String = {
         let mut s = String::new();
