@@ -175,6 +175,7 @@ fn hostile_64kb() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Also checks the bounds; ignored because its figures only mean something in release mode.
 #[test]
 #[ignore = "a measurement, run in release mode by hand"]
 fn hostile_64kb_figures() {
@@ -184,10 +185,17 @@ fn hostile_64kb_figures() {
             let start = std::time::Instant::now();
             let parts = r.render(&body);
             let took = start.elapsed();
-            let out = parts
-                .as_ref()
-                .map_or(0, |p| p.iter().map(String::len).sum::<usize>());
-            let count = parts.as_ref().map_or(0, Vec::len);
+            let parts = parts.unwrap_or_else(|e| panic!("{shape} on {name}: {e}"));
+            let out: usize = parts.iter().map(String::len).sum();
+            let count = parts.len();
+            assert!(
+                count <= DEFAULT_MAX_PARTS,
+                "{shape} on {name}: {count} parts"
+            );
+            assert!(
+                out <= 4 * src.len() + BUDGET_MARKER.len(),
+                "{shape} on {name}: {out} B"
+            );
             println!(
                 "{shape:24} {name:14} {:>6} B in  {took:>10.2?}  {count:>2} parts  {out:>7} B out",
                 src.len()
