@@ -1,4 +1,8 @@
-//! Render+chunk throughput per channel against pulldown-cmark's bare parse of the same text.
+//! Render+chunk throughput per channel against pulldown-cmark's bare parse of the same text,
+//! and the time to render 64 KB of hostile, deeply nested Markdown with the default budget.
+//!
+//! The throughput renderers have no part budget (`with_max_parts(usize::MAX)`), so a long
+//! document is rendered and chunked whole, as before the budget existed.
 //!
 //! `cargo bench -p mesh-egress --bench render`
 
@@ -29,10 +33,22 @@ fn render(c: &mut Criterion) {
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let renderers: [(&str, Box<dyn Render>); 4] = [
-        ("plain", Box::new(PlainText::new().with_limit(4000))),
-        ("slack", Box::new(SlackMrkdwn::new())),
-        ("discord", Box::new(DiscordMarkdown::new())),
-        ("telegram", Box::new(TelegramHtml::new())),
+        (
+            "plain",
+            Box::new(PlainText::new().with_limit(4000).with_max_parts(usize::MAX)),
+        ),
+        (
+            "slack",
+            Box::new(SlackMrkdwn::new().with_max_parts(usize::MAX)),
+        ),
+        (
+            "discord",
+            Box::new(DiscordMarkdown::new().with_max_parts(usize::MAX)),
+        ),
+        (
+            "telegram",
+            Box::new(TelegramHtml::new().with_max_parts(usize::MAX)),
+        ),
     ];
     for (label, bytes) in [("1KB", 1 << 10), ("64KB", 64 << 10), ("1MB", 1 << 20)] {
         let text = document(bytes);
@@ -54,5 +70,37 @@ fn render(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, render);
+/// 64 KB of one nested construct around a word.
+fn nested(open: &str, close: &str) -> String {
+    let depth = (64 << 10) / (open.len() + close.len());
+    format!("{}word{}", open.repeat(depth), close.repeat(depth))
+}
+
+fn hostile(c: &mut Criterion) {
+    let renderers: [(&str, Box<dyn Render>); 4] = [
+        ("plain", Box::new(PlainText::new().with_limit(4000))),
+        ("slack", Box::new(SlackMrkdwn::new())),
+        ("discord", Box::new(DiscordMarkdown::new())),
+        ("telegram", Box::new(TelegramHtml::new())),
+    ];
+    let shapes = [
+        ("images", nested("![", "](u)")),
+        ("quotes", nested("> ", "")),
+        ("emphasis", nested("*_", "_*")),
+        ("links", nested("[", "](https://a.example)")),
+    ];
+    let mut group = c.benchmark_group("render/hostile-64KB");
+    group.sample_size(10);
+    for (shape, text) in &shapes {
+        let body = Markdown::new(text.clone());
+        for (name, renderer) in &renderers {
+            group.bench_with_input(BenchmarkId::new(*shape, name), &body, |b, body| {
+                b.iter(|| renderer.render(black_box(body)).expect("renders"))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, render, hostile);
 criterion_main!(benches);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::egress::{Attribution, FailureClass};
+use crate::render::{PartBudgetCut, RenderError};
 use crate::reply::Mode;
 
 /// Where ledger rows go. Implement it to make the ledger durable; [`InMemoryLedger`] is the
@@ -166,6 +167,28 @@ pub enum LedgerRecord {
     Commitment(CommitmentRecord),
     /// The quality gate: a finding and the verdict on it.
     Gate(GateRecord),
+    /// The boundary: a reply was shortened to its part budget, or could not be rendered for
+    /// its channel (and went to Layer C).
+    Render(RenderRecord),
+}
+
+/// What rendering did to a reply that was not simply sent whole.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RenderRecord {
+    /// The reply was longer than the channel's part budget: a prefix was sent, ending in a
+    /// visible marker.
+    Shortened {
+        /// What the budget kept and left out.
+        cut: PartBudgetCut,
+    },
+    /// The reply could not be rendered (nothing visible, a limit too small); Layer C chose
+    /// what the person saw instead.
+    Failed {
+        /// Why (its kind and sizes; never the reply's text).
+        error: RenderError,
+    },
 }
 
 /// Layer A's account of one model call: every attempt, and the route that answered.

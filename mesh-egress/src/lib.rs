@@ -77,6 +77,7 @@ pub mod ledger;
 pub mod model;
 mod outbound;
 mod ownership;
+mod render;
 mod reply;
 pub mod retry;
 mod setting;

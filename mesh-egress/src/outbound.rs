@@ -25,9 +25,9 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::channel::{Render, RenderError};
 use crate::egress::{AgentMessage, Attribution};
 use crate::ownership::Ownership;
+use crate::render::{PartBudgetCut, Render, RenderError, strip_controls};
 
 mod sealed {
     /// The seal: only this crate names it, so only this crate adds states. Each state carries
@@ -86,6 +86,7 @@ pub struct RenderedData {
     attribution: Attribution,
     ownership: Option<Ownership>,
     parts: Vec<String>,
+    cut: Option<PartBudgetCut>,
 }
 
 #[doc(hidden)]
@@ -127,10 +128,35 @@ impl Outbound<Unrendered> {
     }
 
     /// Renders the Markdown body into the parts a channel can show.
+    ///
+    /// Whatever the renderer, no part carries a C0/C1 control character (other than newline and
+    /// tab) or a bidi embedding, override or isolate character: they are removed here, so a
+    /// user-written renderer cannot let them through either. A render with nothing visible left
+    /// is [`RenderError::Empty`].
     pub fn render(self, renderer: &impl Render) -> Result<Outbound<Rendered>, RenderError> {
-        let parts = renderer.render(self.data.body())?;
+        let rendered = renderer.render_parts(self.data.body())?;
+        let cut = rendered.cut().copied();
+        let mut parts = rendered.into_parts();
+        for part in &mut parts {
+            if let std::borrow::Cow::Owned(clean) = strip_controls(part) {
+                *part = clean;
+            }
+        }
         if parts.is_empty() || parts.iter().all(|p| p.trim().is_empty()) {
             return Err(RenderError::Empty);
+        }
+        if let Some(cut) = cut {
+            let attr = self.data.attribution();
+            tracing::warn!(
+                target: "mesh_egress::egress",
+                agent = attr.agent(),
+                conversation = attr.conversation(),
+                run = attr.run(),
+                kept = cut.kept(),
+                budget = cut.budget(),
+                omitted_bytes = cut.omitted_bytes(),
+                "reply shortened to its part budget"
+            );
         }
         let ownership = self.data.ownership().cloned();
         let (_, attribution) = self.data.into_parts();
@@ -138,6 +164,7 @@ impl Outbound<Unrendered> {
             attribution,
             ownership,
             parts,
+            cut,
         }))
     }
 }
@@ -146,6 +173,12 @@ impl Outbound<Rendered> {
     /// The rendered parts, read-only.
     pub fn parts(&self) -> &[String] {
         &self.data.parts
+    }
+
+    /// The part budget's cut, if the renderer shortened the reply (the last part then ends in a
+    /// visible marker).
+    pub fn cut(&self) -> Option<PartBudgetCut> {
+        self.data.cut
     }
 
     /// Who is speaking.
@@ -176,6 +209,7 @@ impl Outbound<Rendered> {
             attribution,
             ownership,
             parts,
+            cut: _,
         } = self.data;
         Ok(Outbound::with(CommittedData {
             attribution,

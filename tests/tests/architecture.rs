@@ -23,7 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("setting", &[]),
     ("id", &[]),
     // The record of what happened, and the context of one turn.
-    ("ledger", &["egress", "reply"]),
+    ("ledger", &["egress", "reply", "render"]),
     ("turn", &["egress", "ownership", "ledger"]),
     // Layer B: the typestate, then the channels.
     ("outbound", &["egress", "ownership", "render", "id"]),

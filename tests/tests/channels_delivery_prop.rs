@@ -1,15 +1,18 @@
 //! A property of every HTTP connector: under any schedule of failures on the surface, each part
 //! is delivered exactly once and in order, or the error names precisely the undelivered ones;
-//! delivering those again picks up exactly where the last try stopped.
+//! delivering those again picks up exactly where the last try stopped. A reply longer than the
+//! renderer's part budget is the budget's parts, the last ending in the marker, delivered the
+//! same way.
 
 use std::time::Duration;
 
 use mesh_egress::channel::http::{SendPolicy, Surface};
 use mesh_egress::channel::{
-    BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
+    BoxedChannel, DEFAULT_MAX_PARTS, Deliver, DeliveryError, DiscordChannel, PlainText, Render,
+    SlackChannel, TelegramChannel,
 };
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution};
+use mesh_egress::{AgentMessage, Attribution, Markdown};
 use proptest::prelude::*;
 
 const TOKEN: &str = "prop-token";
@@ -117,8 +120,28 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
         let api = FakeApi::start(surface, TOKEN).await.expect("bind loopback");
         api.script(schedule.iter().map(|fault| fault.step(surface)));
         let channel = connect(surface, api.base_url());
-        let expected: Vec<String> = (0..n).map(|i| format!("part{i:03}abc")).collect();
-        let message = AgentMessage::new(expected.concat(), Attribution::new("a", "c", "r"));
+        let words: Vec<String> = (0..n).map(|i| format!("part{i:03}abc")).collect();
+        let expected = if n <= DEFAULT_MAX_PARTS {
+            words.clone()
+        } else {
+            // Past the budget the last part makes room for the marker.
+            let cut = PlainText::new()
+                .with_limit(10)
+                .render_parts(&Markdown::new(words.concat()));
+            let cut = cut.expect("renders");
+            prop_assert!(cut.cut().is_some());
+            cut.into_parts()
+        };
+        let n = expected.len();
+        prop_assert!(n <= DEFAULT_MAX_PARTS);
+        prop_assert_eq!(
+            &expected[..n.min(DEFAULT_MAX_PARTS - 1)],
+            &words[..n.min(DEFAULT_MAX_PARTS - 1)]
+        );
+        if words.len() > DEFAULT_MAX_PARTS {
+            prop_assert!(expected[n - 1].ends_with('…'), "{:?}", expected);
+        }
+        let message = AgentMessage::new(words.concat(), Attribution::new("a", "c", "r"));
 
         let mut outcome = channel.deliver(message).await;
         // Each failed round consumes at least one scripted fault, so this ends.
@@ -166,7 +189,7 @@ proptest! {
     #[test]
     fn every_part_is_delivered_exactly_once_in_order_or_named_undelivered(
         surface in surface(),
-        n in 1usize..6,
+        n in prop_oneof![3 => 1usize..6, 1 => 9usize..14],
         schedule in proptest::collection::vec(fault(), 0..14),
     ) {
         check(surface, n, schedule)?;

@@ -136,3 +136,124 @@ fn every_channel_refuses_a_blank_body_and_a_limit_too_small() {
         })
     ));
 }
+
+/// Hostile replies through the public API, as a bot would meet them (issue 11).
+mod hostile {
+    use mesh_egress::channel::{
+        DEFAULT_LINK_SCHEMES, DEFAULT_MAX_PARTS, Deliver, DiscordMarkdown, PlainText, Recorder,
+        Render, RenderError, SlackMrkdwn, TelegramHtml,
+    };
+    use mesh_egress::{AgentMessage, Attribution, Markdown, Outbound};
+
+    fn message(text: &str) -> AgentMessage {
+        AgentMessage::new(text, Attribution::new("ops", "c1", "r1"))
+    }
+
+    #[test]
+    fn three_thousand_nested_images_are_delivered_from_a_small_stack() {
+        let text = format!("{}x{}", "![".repeat(3000), "](u)".repeat(3000));
+        let sent = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("a runtime");
+                runtime.block_on(async move {
+                    let channel = Recorder::new();
+                    let _receipt = channel.deliver(message(&text)).await.expect("delivered");
+                    channel.sent()
+                })
+            })
+            .expect("spawns")
+            .join()
+            .expect("no stack overflow");
+        assert!(!sent.is_empty() && sent.len() <= DEFAULT_MAX_PARTS);
+        assert!(sent.concat().contains('x'));
+    }
+
+    #[test]
+    fn an_outbound_reply_to_slack_cannot_ping_the_channel() {
+        let rendered = Outbound::new(message("[z](!channel) <!here> [u](@U1)"))
+            .render(&SlackMrkdwn::new())
+            .expect("renders");
+        let wire = rendered.parts().concat();
+        assert!(!wire.contains("<!") && !wire.contains("<@"), "{wire}");
+    }
+
+    #[test]
+    fn the_budget_cut_is_reported_through_a_boxed_renderer() {
+        let renderer: Box<dyn Render> = Box::new(DiscordMarkdown::new().with_max_parts(2));
+        let long = "Words that keep going and going. ".repeat(400);
+        let rendered = renderer
+            .render_parts(&Markdown::new(long))
+            .expect("renders");
+        assert_eq!(rendered.parts().len(), 2);
+        let cut = rendered.cut().expect("a cut");
+        assert_eq!((cut.kept(), cut.budget()), (2, 2));
+        assert!(rendered.parts()[1].ends_with("(reply shortened)"));
+    }
+
+    #[test]
+    fn dangerous_links_are_text_and_controls_are_gone_on_every_renderer() {
+        assert_eq!(DEFAULT_LINK_SCHEMES, ["http", "https", "mailto"]);
+        let text = "[pay](javascript:pay()) [me](tg://user?id=7) x\u{1b}[2J\u{202e}y";
+        let renderers: [Box<dyn Render>; 4] = [
+            Box::new(PlainText::new()),
+            Box::new(SlackMrkdwn::new()),
+            Box::new(DiscordMarkdown::new()),
+            Box::new(TelegramHtml::new()),
+        ];
+        for r in &renderers {
+            let wire = r.render(&Markdown::new(text)).expect("renders").concat();
+            assert!(!wire.contains("<a ") && !wire.contains("|pay>") && !wire.contains("](<"));
+            assert!(
+                !wire.contains('\u{1b}') && !wire.contains('\u{202e}'),
+                "{wire:?}"
+            );
+            assert!(wire.contains("pay (javascript:pay())"), "{wire}");
+        }
+    }
+
+    #[test]
+    fn a_reply_with_nothing_visible_is_empty_for_every_renderer() {
+        let renderers: [Box<dyn Render>; 4] = [
+            Box::new(PlainText::new()),
+            Box::new(SlackMrkdwn::new()),
+            Box::new(DiscordMarkdown::new()),
+            Box::new(TelegramHtml::new()),
+        ];
+        for src in ["```\n```\n", ">\n", "[foo]: /url\n", "\u{7}\u{1b}"] {
+            for r in &renderers {
+                let err = r
+                    .render_parts(&Markdown::new(src))
+                    .expect_err("nothing to show");
+                assert_eq!(err, RenderError::Empty);
+                assert_eq!(err.kind(), "empty");
+            }
+        }
+    }
+}
+
+/// The renderers' fuzz check (`fuzz/src/render_check.rs`), run here on stable.
+#[path = "../../fuzz/src/render_check.rs"]
+mod render_check;
+
+#[test]
+fn the_fuzz_seed_corpus_passes_the_fuzz_check_on_a_small_stack() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/seeds/render_chunk");
+    let mut seeds: Vec<_> = std::fs::read_dir(dir)
+        .expect("the seed corpus is committed")
+        .map(|entry| entry.expect("a seed").path())
+        .collect();
+    seeds.sort();
+    assert!(seeds.len() >= 10, "seeds: {seeds:?}");
+    for seed in seeds {
+        let data = std::fs::read(&seed).expect("a readable seed");
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || render_check::run(&data))
+            .expect("spawns")
+            .join()
+            .unwrap_or_else(|_| panic!("{} fails the fuzz check", seed.display()));
+    }
+}

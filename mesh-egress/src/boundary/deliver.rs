@@ -3,7 +3,8 @@
 
 use crate::channel::{Channel, DeliveryError, Receipt, RenderError, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Mode};
-use crate::egress::{AgentMessage, EgressError};
+use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::Outbound;
 use crate::outbound::state::Rendered;
 use crate::reply::Reply;
@@ -20,8 +21,9 @@ use super::resolve_in;
 /// retryable for an empty render, since asking again may produce text; not retryable for a
 /// limit problem, since the same text would fail again — and goes through
 /// [`resolve_in`](super::resolve_in): interactive turns get a holding line or a handoff,
-/// proactive turns stay silent. The error is recorded on the turn's ledger like any boundary
-/// error. Plain [`Deliver`](crate::channel::Deliver) still returns its typed
+/// proactive turns stay silent. The turn's ledger records the render failure (its kind, never
+/// the text) and then Layer C's rows like any boundary error; a reply shortened to its
+/// channel's part budget is recorded there too. Plain [`Deliver`](crate::channel::Deliver) still returns its typed
 /// [`RenderError`]; use this function at the edge of a bot, where every turn must end as the
 /// contract says.
 ///
@@ -64,9 +66,25 @@ pub async fn deliver<C: Channel + ?Sized>(
         let rendered = Outbound::new(message).render(channel.renderer())?;
         return deliver_rendered(channel, rendered, commitment).await;
     }
-    match render_for(channel, message) {
-        Ok(rendered) => deliver_rendered(channel, rendered, commitment).await,
-        Err(failure) => {
+    let attribution = message.attribution().clone();
+    match Outbound::new(message).render(channel.renderer()) {
+        Ok(rendered) => {
+            if let Some(cut) = rendered.cut() {
+                turn.ledger().record(
+                    &attribution,
+                    LedgerRecord::Render(RenderRecord::Shortened { cut }),
+                );
+            }
+            deliver_rendered(channel, rendered, commitment).await
+        }
+        Err(error) => {
+            turn.ledger().record(
+                &attribution,
+                LedgerRecord::Render(RenderRecord::Failed {
+                    error: error.clone(),
+                }),
+            );
+            let failure = unrenderable(error, attribution);
             let fallback = resolve_in(turn, mode, policy, Err(failure));
             Box::pin(deliver(turn, mode, policy, channel, fallback)).await
         }
@@ -83,8 +101,87 @@ pub(crate) fn render_for<C: Channel + ?Sized>(
     let attribution = message.attribution().clone();
     Outbound::new(message)
         .render(channel.renderer())
-        .map_err(|error| {
-            let retryable = matches!(error, RenderError::Empty);
-            EgressError::semantic(error, attribution).with_retryable(retryable)
-        })
+        .map_err(|error| unrenderable(error, attribution))
+}
+
+fn unrenderable(error: RenderError, attribution: Attribution) -> EgressError {
+    let retryable = matches!(error, RenderError::Empty);
+    EgressError::semantic(error, attribution).with_retryable(retryable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::Recorder;
+    use crate::egress::Attribution;
+
+    fn turn() -> Turn {
+        Turn::new(Attribution::new("bot", "conv-r", "run-r"))
+    }
+
+    fn renders(turn: &Turn) -> Vec<RenderRecord> {
+        turn.ledger()
+            .entries()
+            .into_iter()
+            .filter_map(|e| match e.into_record() {
+                LedgerRecord::Render(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_unrenderable_answer_is_recorded_and_reaches_layer_c() {
+        let turn = turn();
+        let channel = Recorder::new();
+        let reply = Reply::Answer(turn.message("```\n```"));
+        let policy = DegradationPolicy::default();
+        let receipt = deliver(&turn, Mode::Interactive, &policy, &channel, reply)
+            .await
+            .expect("a holding line is delivered");
+        assert!(receipt.commitment().is_some());
+        assert_eq!(
+            renders(&turn),
+            [RenderRecord::Failed {
+                error: RenderError::Empty
+            }]
+        );
+        assert_eq!(turn.ledger().commitments().len(), 1);
+
+        // Proactive: silence, nothing sent.
+        let quiet = Recorder::new();
+        let receipt = deliver(
+            &turn,
+            Mode::Proactive,
+            &policy,
+            &quiet,
+            Reply::Answer(turn.message(">")),
+        )
+        .await
+        .unwrap();
+        assert!(receipt.is_empty());
+        assert!(quiet.sent().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_reply_past_the_part_budget_is_shortened_and_the_cut_recorded() {
+        let turn = turn();
+        let channel = Recorder::new().with_limit(20);
+        let long = "word ".repeat(200);
+        let receipt = deliver(
+            &turn,
+            Mode::Interactive,
+            &DegradationPolicy::default(),
+            &channel,
+            Reply::Answer(turn.message(long)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(receipt.len(), crate::render::DEFAULT_MAX_PARTS);
+        let [RenderRecord::Shortened { cut }] = renders(&turn)[..] else {
+            panic!("expected one cut, got {:?}", renders(&turn));
+        };
+        assert_eq!(cut.kept(), crate::render::DEFAULT_MAX_PARTS);
+        assert!(cut.omitted_bytes() > 0);
+    }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::{Channel, PartReceipt, Render, RenderError, SendError};
+use super::{Channel, PartReceipt, Render, RenderError, RenderedParts, SendError};
 use crate::egress::Markdown;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
@@ -28,6 +28,9 @@ pub trait DynChannel: sealed::SealedDyn + Send + Sync {
     /// The channel's renderer, applied to `body`.
     fn render_dyn(&self, body: &Markdown) -> Result<Vec<String>, RenderError>;
 
+    /// The channel's renderer, applied to `body`, with the part budget's cut.
+    fn render_parts_dyn(&self, body: &Markdown) -> Result<RenderedParts, RenderError>;
+
     /// The channel's [`Channel::commit`], boxed.
     fn commit_dyn<'a>(
         &'a self,
@@ -43,6 +46,10 @@ impl<C: Channel + ?Sized> sealed::SealedDyn for C {}
 impl<C: Channel + ?Sized> DynChannel for C {
     fn render_dyn(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
         self.renderer().render(body)
+    }
+
+    fn render_parts_dyn(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
+        self.renderer().render_parts(body)
     }
 
     fn commit_dyn<'a>(
@@ -123,6 +130,10 @@ impl fmt::Debug for BoxedRenderer {
 impl Render for BoxedRenderer {
     fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
         self.channel.render_dyn(body)
+    }
+
+    fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
+        self.channel.render_parts_dyn(body)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits.
+//! The one chunker: packs a renderer's atoms into parts that fit the channel's limits, within
+//! the renderer's part budget.
 //!
 //! Every channel uses this same function; channels differ only in the unit their atoms are
 //! measured in and in whether they count entities. The rules:
@@ -10,14 +11,22 @@
 //! - markers open at a cut are closed at the end of the part and reopened at the start of the
 //!   next, and those markers count against the limit;
 //! - every part holds at least one visible atom, so chunking always progresses; a limit too
-//!   small for that is a [`RenderError`].
+//!   small for that is a [`RenderError`];
+//! - at most `max_parts` parts are made. The parts concatenate to the rendered text (whitespace
+//!   dropped at cuts and reopened markers aside) **except at a budget cut**: when the reply
+//!   needs more parts, only the first `max_parts` are kept, the last of them packed with room
+//!   for [`BUDGET_MARKER`] and ending in it, and the cut is reported as a
+//!   [`PartBudgetCut`](crate::render::PartBudgetCut). A reply that fits `max_parts` parts
+//!   exactly is not cut. For genuinely
+//!   long output (a log, a report) send a file or a link instead, or raise the budget with
+//!   the renderer's `with_max_parts`.
 
 use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::atom::{Atom, Atoms, Kind, Level};
-use super::render::RenderError;
+use crate::render::{PartBudgetCut, RenderError};
 
 /// A channel's limits for one part.
 #[derive(Clone, Copy, Debug)]
@@ -71,21 +80,34 @@ impl Mark {
 /// drop the atoms already packed (memory stays bounded by a part, not the message).
 pub(crate) struct Packer {
     limits: Limits,
+    /// The part budget (at least one).
+    max_parts: usize,
     /// Markers open at `pos`.
     stack: Vec<u32>,
     /// Where the next part starts, relative to the atoms still buffered.
     pos: Pos,
     parts: Vec<Part>,
+    /// Whether more visible output follows the budget's last part.
+    overflow: bool,
+    /// Whether the budget's last part was packed with room for the marker.
+    reserved: bool,
+    /// Where the budget's last part starts and the markers open there, while it may still
+    /// need packing again with room for the marker.
+    last_start: Option<(Pos, Vec<u32>)>,
 }
 
 impl Packer {
     /// A packer at the start of a message.
-    pub(crate) fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits, max_parts: usize) -> Self {
         Self {
             limits,
+            max_parts: max_parts.max(1),
             stack: Vec::new(),
             pos: Pos { idx: 0, byte: 0 },
             parts: Vec::new(),
+            overflow: false,
+            reserved: false,
+            last_start: None,
         }
     }
 
@@ -98,11 +120,17 @@ impl Packer {
         } else {
             atoms.atoms.len().saturating_sub(1)
         };
-        let chunker = Chunker {
+        if self.overflow {
+            // Past the budget: nothing more is packed, the walk only measures what is left out.
+            self.pos.idx = end;
+            return Ok(end);
+        }
+        let max = self.limits.units.unwrap_or(usize::MAX);
+        let chunker = &mut Chunker {
             atoms,
             list: &atoms.atoms[..end],
             last,
-            max: self.limits.units.unwrap_or(usize::MAX),
+            max,
             max_entities: self.limits.entities.unwrap_or(usize::MAX),
         };
         let last_visible = if last {
@@ -126,6 +154,23 @@ impl Packer {
                     break;
                 }
             }
+            if self.parts.len() == self.max_parts {
+                // More to show past the budget: the reply is cut, and its last part is packed
+                // again with room for the marker.
+                let more = atoms.atoms[self.pos.idx..end]
+                    .iter()
+                    .any(|a| atoms.is_visible(a));
+                if more {
+                    self.overflow = true;
+                    self.repack_last(chunker, max);
+                    self.pos.idx = end;
+                }
+                break;
+            }
+            if self.parts.len() + 1 == self.max_parts {
+                // Kept (with its atoms) until the reply is known to fit or to be cut.
+                self.last_start = Some((self.pos, self.stack.clone()));
+            }
             match chunker.part(self.pos, &mut self.stack)? {
                 Some((part, next)) => {
                     self.parts.push(part);
@@ -134,17 +179,105 @@ impl Packer {
                 None => break,
             }
         }
-        Ok(self.pos.idx)
+        if self.overflow {
+            return Ok(end);
+        }
+        Ok(self
+            .last_start
+            .as_ref()
+            .map_or(self.pos.idx, |(start, _)| start.idx.min(self.pos.idx)))
+    }
+
+    /// Packs the budget's last part again with room for the marker. If a piece does not fit
+    /// that room, the part keeps the whole limit and the marker becomes a part of its own.
+    fn repack_last(&mut self, chunker: &mut Chunker<'_>, max: usize) {
+        let reserve = marker_for(max).1;
+        let Some((start, mut stack)) = self.last_start.take() else {
+            return;
+        };
+        if reserve == 0 {
+            return;
+        }
+        chunker.max = max - reserve;
+        if let Ok(Some((part, _))) = chunker.part(start, &mut stack) {
+            self.parts.pop();
+            self.parts.push(part);
+            self.reserved = true;
+        }
+        chunker.max = max;
     }
 
     /// The buffer dropped its first `done` atoms.
     pub(crate) fn drained(&mut self, done: usize) {
         self.pos.idx -= done;
+        if let Some((start, _)) = &mut self.last_start {
+            start.idx -= done;
+        }
     }
 
-    /// The parts packed.
-    pub(crate) fn finish(self) -> Vec<Part> {
-        self.parts
+    /// The parts packed, within the budget, and the cut if the budget shortened the reply;
+    /// `rendered` is the length of the whole rendered text in bytes.
+    pub(crate) fn finish(mut self, rendered: usize) -> (Vec<Part>, Option<PartBudgetCut>) {
+        if !self.overflow {
+            return (self.parts, None);
+        }
+        let max = self.limits.units.unwrap_or(usize::MAX);
+        let marker = match marker_for(max) {
+            (Some(marker), _) if self.reserved => marker,
+            // No room was kept: the marker is a part of its own, in place of the last one.
+            _ => {
+                let start = self.parts.last().map_or(0, |p| p.body.start);
+                if self.parts.len() >= self.max_parts {
+                    self.parts.pop();
+                }
+                let text = if max >= BUDGET_MARKER_LONE.chars().count() {
+                    BUDGET_MARKER_LONE
+                } else {
+                    BUDGET_MARKER_SHORT
+                };
+                self.parts.push(Part {
+                    text: text.to_owned(),
+                    head: 0,
+                    tail: text.len(),
+                    body: start..start,
+                });
+                let omitted = rendered.saturating_sub(start);
+                let cut = PartBudgetCut::new(self.parts.len() - 1, self.max_parts, omitted);
+                return (self.parts, Some(cut));
+            }
+        };
+        let mut omitted = rendered;
+        if let Some(last) = self.parts.last_mut() {
+            omitted = rendered.saturating_sub(last.body.end);
+            last.text.push_str(marker);
+            last.tail += marker.len();
+        }
+        let cut = PartBudgetCut::new(self.parts.len(), self.max_parts, omitted);
+        (self.parts, Some(cut))
+    }
+}
+
+/// Ends the last part when the part budget cut a reply short. Plain text with no markup, so it
+/// reads the same on every surface and needs no escaping.
+pub(crate) const BUDGET_MARKER: &str = "\n\n… (reply shortened)";
+
+/// The marker when a part has no room for [`BUDGET_MARKER`].
+const BUDGET_MARKER_SHORT: &str = "…";
+
+/// The marker as a part of its own.
+const BUDGET_MARKER_LONE: &str = "… (reply shortened)";
+
+/// The marker a part limit of `max` units has room for, and the units to reserve for it
+/// (`None`: the marker replaces the last part).
+fn marker_for(max: usize) -> (Option<&'static str>, usize) {
+    // Both markers are one UTF-16 unit per character.
+    let long = BUDGET_MARKER.chars().count();
+    if max >= 4 * long {
+        (Some(BUDGET_MARKER), long)
+    } else if max >= 2 {
+        (Some(BUDGET_MARKER_SHORT), 1)
+    } else {
+        (None, 0)
     }
 }
 

@@ -25,8 +25,31 @@
 //! least half full (paragraph, line, sentence, word), hard-cuts at a grapheme boundary only when
 //! nothing else fits, and closes the fences and styles a cut goes through at the end of the part
 //! and reopens them at the start of the next, counting those markers against the limit. A limit
-//! too small for one piece is [`RenderError::LimitTooSmall`]; a blank body is
-//! [`RenderError::Empty`]. A renderer can be chosen at run time as a `Box<dyn Render>`:
+//! too small for one piece is [`RenderError::LimitTooSmall`]; a body that renders to nothing
+//! visible (blank, an empty code fence, a lone `>`, only a link reference definition) is
+//! [`RenderError::Empty`] on every renderer.
+//!
+//! The parts concatenate to the rendered text (whitespace dropped at a cut and reopened
+//! markers aside) **except at a part budget cut**: every built-in renderer sends at most
+//! `max_parts` parts per reply ([`DEFAULT_MAX_PARTS`], ten; `with_max_parts` changes it). A
+//! longer reply is cut at a clean boundary and its last part ends in "… (reply shortened)";
+//! [`Render::render_parts`] returns the parts with the [`PartBudgetCut`] (parts kept, the
+//! budget, bytes left out) so the boundary can record it. For genuinely long output (a log, a
+//! report, a listing) send a file or a link to it instead, or raise the budget.
+//!
+//! Model text is treated as hostile. Rendering never recurses on the input's nesting, so any
+//! reply renders on a small stack in time, memory and output linear in its size; nesting past
+//! 16 levels (quotes, lists, emphasis, links, images) keeps its words but not its structure.
+//! Links are live only for [`DEFAULT_LINK_SCHEMES`] (`http`, `https`, `mailto`;
+//! `with_link_schemes` changes the list); `javascript:`, `data:`, `file:`, `tg://`, relative,
+//! fragment-only and empty targets are shown as text, links never nest, and a label that reads
+//! as another address shows its real target beside it. C0 and C1 control characters (but
+//! newline and tab) and the bidi embedding, override and isolate characters are removed by
+//! every renderer, [`PlainText`] included. What each surface does with `@name`, `@everyone`,
+//! `<@123>` or `<!channel>` written by a model is on [`SlackMrkdwn`], [`DiscordMarkdown`] and
+//! [`TelegramHtml`]: nothing notifies.
+//!
+//! A renderer can be chosen at run time as a `Box<dyn Render>`:
 //!
 //! ```
 //! # #[cfg(feature = "markdown")] {
@@ -52,23 +75,22 @@ mod format;
 pub mod http;
 mod plain;
 mod recorder;
-mod render;
 mod stdout;
 #[cfg(all(test, feature = "markdown"))]
 mod tests;
 
 use std::future::Future;
 
+pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
 pub(crate) use deliver::deliver_rendered;
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
 #[cfg(feature = "markdown")]
-pub use format::{DiscordMarkdown, SlackMrkdwn, TelegramHtml};
+pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
-pub use render::{Render, RenderError};
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]

@@ -2,11 +2,13 @@
 
 use std::borrow::Cow;
 
-use super::{Dialect, Heading, Pair, Quote, Style, break_backtick_runs};
+use super::{
+    Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs, renderer_options,
+};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
-use crate::channel::render::{Render, RenderError};
 use crate::egress::Markdown;
+use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
 /// Renders Markdown as Discord markdown, in parts of at most [`limit`](Self::with_limit)
 /// code points (Discord's message limit is 2,000).
@@ -15,6 +17,16 @@ use crate::egress::Markdown;
 /// `[label](<url>)`, headings keep `#` (up to `###`), tables become code blocks, raw HTML is
 /// shown as text. Code that contains its own delimiter gets a zero-width space inside the
 /// backtick run.
+///
+/// Hostile text: a reply renders to at most [`max_parts`](Self::with_max_parts) messages;
+/// links are live only for [allowed schemes](Self::with_link_schemes), never nested, and a
+/// label that reads as another address shows its target beside it; control characters are
+/// removed. Mentions: [`DiscordChannel`](crate::channel::DiscordChannel) sends
+/// `allowed_mentions: {"parse": []}`, so no mention in a reply notifies anyone. The text is
+/// also defused on its own: `<` is escaped, so `<@123>`, `<@&role>` and `<#channel>` show as
+/// written, and `@everyone` / `@here` get a zero-width space after the `@` in text and code,
+/// so they neither notify nor render as a mention pill even through a sender that sets no
+/// `allowed_mentions`. A plain `@name` is text: Discord only mentions through `<@id>`.
 ///
 /// ```
 /// use mesh_egress::Markdown;
@@ -26,6 +38,8 @@ use crate::egress::Markdown;
 #[derive(Clone, Copy, Debug)]
 pub struct DiscordMarkdown {
     limit: usize,
+    max_parts: usize,
+    links: LinkPolicy,
 }
 
 impl DiscordMarkdown {
@@ -34,7 +48,11 @@ impl DiscordMarkdown {
 
     /// A renderer with Discord's limit of [`LIMIT`](Self::LIMIT) code points.
     pub fn new() -> Self {
-        Self { limit: Self::LIMIT }
+        Self {
+            limit: Self::LIMIT,
+            max_parts: DEFAULT_MAX_PARTS,
+            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
+        }
     }
 
     /// Caps parts at `limit` code points; values above [`LIMIT`](Self::LIMIT) are capped there.
@@ -55,17 +73,55 @@ impl Default for DiscordMarkdown {
     }
 }
 
+renderer_options!(DiscordMarkdown);
+
 impl Render for DiscordMarkdown {
     fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
-        super::render(
-            &Discord,
-            body,
-            Limits {
-                units: Some(self.limit),
-                entities: None,
-            },
-        )
+        self.render_parts(body).map(RenderedParts::into_parts)
     }
+
+    fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
+        let limits = Limits {
+            units: Some(self.limit),
+            entities: None,
+        };
+        super::render(&Discord, body, self.settings(limits))
+    }
+}
+
+/// Puts a zero-width space after the `@` of `@everyone` and `@here`, which Discord parses as
+/// mass mentions anywhere in a message's content, code included
+/// (https://discord.com/developers/docs/resources/message#allowed-mentions-object).
+fn defuse_mass_mentions(text: &str) -> Cow<'_, str> {
+    if !text.contains("@everyone") && !text.contains("@here") {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.replace("@everyone", "@\u{200b}everyone")
+            .replace("@here", "@\u{200b}here"),
+    )
+}
+
+/// Puts a zero-width space after a `<` that would open Discord's mention, channel, command,
+/// emoji or timestamp syntax (`<@…>`, `<#…>`, `<:…>`, `<a:…>`, `<t:…>`).
+fn defuse_mention_syntax(text: &str) -> Cow<'_, str> {
+    let opens = |rest: &str| {
+        rest.starts_with(['@', '#', ':']) || rest.starts_with("a:") || rest.starts_with("t:")
+    };
+    if !text
+        .match_indices('<')
+        .any(|(at, _)| opens(&text[at + 1..]))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 6);
+    for (at, c) in text.char_indices() {
+        out.push(c);
+        if c == '<' && opens(&text[at + 1..]) {
+            out.push('\u{200b}');
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The Discord dialect.
@@ -101,7 +157,19 @@ impl Dialect for Discord {
     }
 
     fn code_text<'c>(&self, code: &'c str, inline: bool) -> Cow<'c, str> {
-        break_backtick_runs(code, if inline { 2 } else { 3 })
+        match break_backtick_runs(code, if inline { 2 } else { 3 }) {
+            Cow::Borrowed(code) => defuse_mass_mentions(code),
+            Cow::Owned(code) => Cow::Owned(defuse_mass_mentions(&code).into_owned()),
+        }
+    }
+
+    fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
+        // A URL shown as text is not backslash-escaped (the backslash would show), so a
+        // mention written inside one (`[x](a<@1>b)`) is set apart here.
+        match defuse_mass_mentions(word) {
+            Cow::Borrowed(word) => defuse_mention_syntax(word),
+            Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),
+        }
     }
 
     fn style(&self, style: Style) -> Option<Pair> {

@@ -2,11 +2,13 @@
 
 use std::borrow::Cow;
 
-use super::{Dialect, Heading, Pair, Quote, Style, break_backtick_runs};
+use super::{
+    Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs, renderer_options,
+};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
-use crate::channel::render::{Render, RenderError};
 use crate::egress::Markdown;
+use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
 /// Renders Markdown as Slack mrkdwn, in parts of at most [`limit`](Self::with_limit)
 /// characters of the text as sent (escapes and markup count).
@@ -16,6 +18,14 @@ use crate::egress::Markdown;
 /// escape for `*`, `_` or `~`: those show as written; a backtick in text gets a zero-width
 /// space before it so text cannot open a code block. Headings become bold lines,
 /// tables become code blocks, raw HTML is shown as text.
+///
+/// Hostile text: a reply renders to at most [`max_parts`](Self::with_max_parts) messages;
+/// links are live only for [allowed schemes](Self::with_link_schemes), never nested, and a
+/// label that reads as another address shows its target beside it; control characters are
+/// removed. Mentions: `&`, `<` and `>` are always escaped, so `<!channel>`, `<!here>`,
+/// `<@U123>`, `<#C123>` or `<!subteam^S1>` in model text is shown as written and notifies no
+/// one, and a link target can never produce them (`[z](!channel)` is the text `z (!channel)`).
+/// A plain `@name` is text: Slack only notifies for the `<@…>` syntax.
 ///
 /// ```
 /// use mesh_egress::Markdown;
@@ -27,6 +37,8 @@ use crate::egress::Markdown;
 #[derive(Clone, Copy, Debug)]
 pub struct SlackMrkdwn {
     limit: usize,
+    max_parts: usize,
+    links: LinkPolicy,
 }
 
 impl SlackMrkdwn {
@@ -39,6 +51,8 @@ impl SlackMrkdwn {
     pub fn new() -> Self {
         Self {
             limit: Self::DEFAULT_LIMIT,
+            max_parts: DEFAULT_MAX_PARTS,
+            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
         }
     }
 
@@ -61,16 +75,19 @@ impl Default for SlackMrkdwn {
     }
 }
 
+renderer_options!(SlackMrkdwn);
+
 impl Render for SlackMrkdwn {
     fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
-        super::render(
-            &Slack,
-            body,
-            Limits {
-                units: Some(self.limit),
-                entities: None,
-            },
-        )
+        self.render_parts(body).map(RenderedParts::into_parts)
+    }
+
+    fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
+        let limits = Limits {
+            units: Some(self.limit),
+            entities: None,
+        };
+        super::render(&Slack, body, self.settings(limits))
     }
 }
 
@@ -157,6 +174,13 @@ impl Dialect for Slack {
     }
 
     fn link(&self, url: &str) -> Option<Pair> {
+        // `<!…>`, `<@…>` and `<#…>` are Slack's mention and channel syntax
+        // (https://api.slack.com/reference/surfaces/formatting#advanced): a target that could
+        // open one is never a link. The link policy already requires a scheme; this keeps
+        // that true whatever schemes are allowed.
+        if url.starts_with(['!', '@', '#']) {
+            return None;
+        }
         Some(Pair::new(format!("<{}|", slack_url(url)), ">", 0))
     }
 }

@@ -1,10 +1,10 @@
 //! Telegram HTML parse mode: `<b>`, `<i>`, `<s>`, `<code>`, `<pre>`, `<a>`, `<blockquote>`.
 
-use super::{Dialect, Heading, Pair, Quote, Style};
+use super::{Dialect, Heading, LinkPolicy, Pair, Quote, Style, renderer_options};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
-use crate::channel::render::{Render, RenderError};
 use crate::egress::Markdown;
+use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
 /// Renders Markdown as Telegram HTML (`parse_mode: "HTML"`), in parts of at most
 /// [`limit`](Self::with_limit) UTF-16 code units *after entity parsing* (tags count nothing,
@@ -14,6 +14,16 @@ use crate::egress::Markdown;
 /// Telegram's limits are 4,096 units and 100 entities per message. Lists become bullet lines,
 /// headings bold lines, tables `<pre>` blocks; nested quotes join the outer `<blockquote>`
 /// (Telegram does not nest them); raw HTML is shown as text.
+///
+/// Hostile text: a reply renders to at most [`max_parts`](Self::with_max_parts) messages;
+/// links are live only for [allowed schemes](Self::with_link_schemes) (`tg://` is not one by
+/// default: `tg://user?id=…` would mention anyone), never nested (a link inside an image's
+/// label is its words); control characters are removed. Mentions: `<`, `>` and `&` are
+/// escaped, so model text cannot write a `tg://user?id=` link (the only way to mention a user
+/// who has no username) or any tag, and `[x](tg://user?id=1)` is the text `x (tg://user?id=1)`.
+/// A plain `@username` is shown as written; Telegram itself recognises it as a mention of that
+/// public username, as in any message (the Bot API's `mention` entity), and the renderer does
+/// not alter the text to prevent that. There is no `@everyone` on Telegram.
 ///
 /// ```
 /// use mesh_egress::Markdown;
@@ -26,6 +36,8 @@ use crate::egress::Markdown;
 pub struct TelegramHtml {
     limit: usize,
     entities: usize,
+    max_parts: usize,
+    links: LinkPolicy,
 }
 
 impl TelegramHtml {
@@ -39,6 +51,8 @@ impl TelegramHtml {
         Self {
             limit: Self::LIMIT,
             entities: Self::ENTITY_LIMIT,
+            max_parts: DEFAULT_MAX_PARTS,
+            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
         }
     }
 
@@ -72,16 +86,19 @@ impl Default for TelegramHtml {
     }
 }
 
+renderer_options!(TelegramHtml);
+
 impl Render for TelegramHtml {
     fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError> {
-        super::render(
-            &Telegram,
-            body,
-            Limits {
-                units: Some(self.limit),
-                entities: Some(self.entities),
-            },
-        )
+        self.render_parts(body).map(RenderedParts::into_parts)
+    }
+
+    fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
+        let limits = Limits {
+            units: Some(self.limit),
+            entities: Some(self.entities),
+        };
+        super::render(&Telegram, body, self.settings(limits))
     }
 }
 
@@ -163,12 +180,9 @@ impl Dialect for Telegram {
     }
 
     fn link(&self, url: &str) -> Option<Pair> {
-        // Telegram rejects a message whose link is not an absolute URL it knows; anything
-        // else is shown as `label (url)` text instead.
-        let known = ["http://", "https://", "tg://", "mailto:"];
-        if !known.iter().any(|scheme| url.starts_with(scheme)) {
-            return None;
-        }
+        // Only targets the link policy allows get here (absolute, `http`, `https`, `mailto` by
+        // default): Telegram rejects a message whose link is not an absolute URL it knows,
+        // and a `tg://user?id=` link mentions anyone.
         Some(Pair::new(
             format!("<a href=\"{}\">", attribute(url)),
             "</a>",

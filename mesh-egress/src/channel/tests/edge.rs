@@ -2,7 +2,7 @@
 //! invariant of [`check`]; the tests after it pin the exact behaviour case by case.
 
 use super::support::{ALL, Ch, check, telegram_entities};
-use crate::channel::render::RenderError;
+use crate::render::RenderError;
 
 const FAMILY: &str = "👨‍👩‍👧‍👦";
 const FLAG: &str = "🇩🇪";

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 
 use super::support::{ALL, Ch, check};
-use crate::channel::render::RenderError;
+use crate::render::RenderError;
 
 const PIECES: &[&str] = &[
     "word",

@@ -3,7 +3,7 @@
 use crate::channel::atom::{Atoms, is_grapheme_boundary};
 use crate::channel::chunk::{Limits, Part};
 use crate::channel::format::{self, Discord, Plain, Slack, Telegram};
-use crate::channel::render::RenderError;
+use crate::render::RenderError;
 
 /// A channel under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,151 @@
+//! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
+
+use super::Dialect;
+use super::text::{ends_sentence, is_break_space, is_url_start, stands_alone};
+use super::walker::Walker;
+use crate::channel::atom::{Level, is_grapheme_boundary};
+
+impl<D: Dialect> Walker<'_, D> {
+    /// Ordinary text: words, breaks and escapes.
+    pub(super) fn text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.flush();
+        let mut word = 0;
+        let mut url = is_url_start(text);
+        let mut space: Option<usize> = None;
+        for (at, c) in text.char_indices() {
+            let end = at + c.len_utf8();
+            if is_break_space(c) && stands_alone(text, at, end) {
+                if space.is_none() {
+                    self.word(&text[word..at], url);
+                    space = Some(at);
+                }
+                continue;
+            }
+            if let Some(start) = space.take() {
+                let level = self.break_level();
+                self.out.space(&text[start..at], level, false);
+                word = at;
+                url = is_url_start(&text[at..]);
+            }
+            self.lines.last = [self.lines.last[1], c];
+            if matches!(c, '。' | '！' | '？') && is_grapheme_boundary(text, end) {
+                // CJK needs no space after a sentence: the break is empty.
+                self.word(&text[word..end], url);
+                self.out.space("", Level::Sentence, false);
+                word = end;
+            }
+        }
+        match space {
+            Some(start) => {
+                let level = self.break_level();
+                self.out.space(&text[start..], level, false);
+            }
+            None => self.word(&text[word..], url),
+        }
+    }
+
+    /// The strength of a break after the text so far.
+    fn break_level(&self) -> Level {
+        if ends_sentence(self.lines.last) {
+            Level::Sentence
+        } else {
+            Level::Word
+        }
+    }
+
+    /// A word (no whitespace breaks), escaped as text or as a URL.
+    pub(super) fn word(&mut self, word: &str, url: bool) {
+        if word.is_empty() {
+            return;
+        }
+        let d = self.d;
+        let word = d.guard_word(word);
+        let mut run = 0;
+        for (at, c) in word.char_indices() {
+            let escape = if url {
+                d.code_escape(c)
+            } else {
+                d.escape(c, self.lines.at_line_start && at == 0)
+            };
+            if let Some(escaped) = escape {
+                self.out.graphemes(&word[run..at]);
+                self.out.escape(escaped, c);
+                run = at + c.len_utf8();
+            }
+        }
+        self.out.graphemes(&word[run..]);
+        self.wrote();
+    }
+
+    /// Code text: every character kept; spaces are breaks that stay in the part.
+    fn code_text(&mut self, code: &str, inline: bool) {
+        let d = self.d;
+        let mut run = 0;
+        let mut space: Option<usize> = None;
+        let mut leading = !inline;
+        for (at, c) in code.char_indices() {
+            if (c == ' ' || c == '\t') && is_grapheme_boundary(code, at + 1) {
+                if !leading && space.is_none() {
+                    self.out.graphemes(&code[run..at]);
+                    space = Some(at);
+                }
+                continue;
+            }
+            if leading {
+                leading = false;
+            }
+            if let Some(start) = space.take() {
+                self.out.space(&code[start..at], Level::Word, !inline);
+                run = at;
+            }
+            if let Some(escaped) = d.code_escape(c) {
+                self.out.graphemes(&code[run..at]);
+                self.out.escape(escaped, c);
+                run = at + c.len_utf8();
+            }
+        }
+        match space {
+            Some(start) => self.out.space(&code[start..], Level::Word, !inline),
+            None => self.out.graphemes(&code[run..]),
+        }
+        self.wrote();
+    }
+
+    /// Inline code.
+    pub(super) fn code_span(&mut self, code: &str) {
+        self.flush();
+        let code = self.d.code_text(code, true);
+        let id = self.d.code_span(&code).map(|pair| self.open(&pair));
+        self.code_text(&code, true);
+        if let Some(id) = id {
+            self.out.close(id);
+        }
+    }
+
+    /// A code block (or a table drawn as one).
+    pub(super) fn code_block(&mut self, lang: &str, body: &str) {
+        self.flush();
+        let prefix = self.line_prefix(false);
+        let body = self.d.code_text(body, false);
+        let body = body.strip_suffix('\n').unwrap_or(&body);
+        let id = self.d.fence(lang, &prefix).map(|pair| self.open(&pair));
+        if id.is_some() {
+            self.out.prefix(&prefix);
+        }
+        for (n, line) in body.split('\n').enumerate() {
+            if n > 0 {
+                self.out.space("\n", Level::Line, false);
+                self.out.prefix(&prefix);
+            }
+            self.code_text(line, false);
+        }
+        if let Some(id) = id {
+            self.out.close(id);
+        }
+        self.wrote();
+        self.owe(Level::Paragraph);
+    }
+}

@@ -1,0 +1,125 @@
+//! Character-level helpers shared by the walk and the dialects: where a line may break, where
+//! a sentence ends, and how code is kept from closing its own delimiters.
+
+use std::borrow::Cow;
+
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, Tag};
+
+use crate::channel::atom::is_grapheme_boundary;
+use crate::render::{is_hostile_control, strip_controls};
+
+/// Whitespace a line may break at (not the no-break spaces).
+pub(super) fn is_break_space(c: char) -> bool {
+    c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
+}
+
+/// Puts a zero-width space into every run of `min` backticks (before each one when `min` is
+/// 1), so code cannot close its own delimiters.
+pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
+    const RUNS: [&str; 3] = ["`", "``", "```"];
+    if !code.contains(RUNS[min.clamp(1, 3) - 1]) {
+        return Cow::Borrowed(code);
+    }
+    let mut out = String::with_capacity(code.len() + 8);
+    let mut run = 0;
+    for c in code.chars() {
+        if c == '`' {
+            if run + 1 >= min {
+                out.push('\u{200b}');
+                run = 0;
+            }
+            run += 1;
+        } else {
+            run = 0;
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
+}
+
+/// Whether `s` starts with a web URL (escaped as a URL, not as prose).
+pub(super) fn is_url_start(s: &str) -> bool {
+    s.starts_with("https://") || s.starts_with("http://")
+}
+
+/// Whether the last two non-space characters of text end a sentence.
+pub(super) fn ends_sentence(last: [char; 2]) -> bool {
+    let end = |c: char| matches!(c, '.' | '!' | '?' | '…');
+    end(last[1]) || (matches!(last[1], '"' | '\'' | ')' | '”' | '’' | '»') && end(last[0]))
+}
+
+/// Whether `text[at..end]` is a grapheme cluster of its own (checked only next to non-ASCII).
+pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
+    let bytes = text.as_bytes();
+    let ascii_around =
+        (at == 0 || bytes[at - 1].is_ascii()) && bytes.get(end).is_none_or(u8::is_ascii);
+    ascii_around || (is_grapheme_boundary(text, at) && is_grapheme_boundary(text, end))
+}
+
+/// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
+/// so the source alone cannot be filtered).
+fn clean(s: CowStr<'_>) -> CowStr<'_> {
+    if s.chars().any(is_hostile_control) {
+        CowStr::from(strip_controls(&s).into_owned())
+    } else {
+        s
+    }
+}
+
+/// An event with control characters removed from every string that can reach the output.
+pub(super) fn clean_event(event: Event<'_>) -> Event<'_> {
+    match event {
+        Event::Text(t) => Event::Text(clean(t)),
+        Event::Code(t) => Event::Code(clean(t)),
+        Event::Html(t) => Event::Html(clean(t)),
+        Event::InlineHtml(t) => Event::InlineHtml(clean(t)),
+        Event::InlineMath(t) => Event::InlineMath(clean(t)),
+        Event::DisplayMath(t) => Event::DisplayMath(clean(t)),
+        Event::FootnoteReference(t) => Event::FootnoteReference(clean(t)),
+        Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(clean(info))))
+        }
+        Event::Start(Tag::Link {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => Event::Start(Tag::Link {
+            link_type,
+            dest_url: clean(dest_url),
+            title,
+            id,
+        }),
+        Event::Start(Tag::Image {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => Event::Start(Tag::Image {
+            link_type,
+            dest_url: clean(dest_url),
+            title,
+            id,
+        }),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backtick_runs_are_broken_at_the_given_length() {
+        assert_eq!(break_backtick_runs("a```b", 3), "a``\u{200b}`b");
+        assert_eq!(break_backtick_runs("a`b", 1), "a\u{200b}`b");
+        assert!(matches!(break_backtick_runs("a``b", 3), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn sentence_ends_after_closing_quotes() {
+        assert!(ends_sentence(['.', '"']));
+        assert!(ends_sentence(['x', '?']));
+        assert!(!ends_sentence(['x', ',']));
+    }
+}

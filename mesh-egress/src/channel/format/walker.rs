@@ -1,0 +1,530 @@
+//! The walk over pulldown-cmark's events: block structure, breaks and line prefixes.
+//!
+//! The walker's state is split by concern: [`Lines`] (the break owed and the current line),
+//! [`Blocks`] (quotes and list items that prefix lines), [`Inline`] (open styles and links).
+//! Nothing here recurses on the input: a link's label is collected once by a loop and replayed
+//! with links and images inside it flattened, so the call depth is constant whatever the
+//! nesting.
+
+use std::borrow::Cow;
+
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+
+use super::label::collect_label;
+use super::table::Table;
+use super::text::clean_event;
+use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
+use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
+use crate::render::RenderError;
+
+/// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
+/// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
+/// output, so without this a deep quote multiplies the reply's size; CommonMark lets a soft
+/// break render as a space.
+const FOLD_BREAKS_PAST: usize = 6;
+
+/// Walks `src`'s events, calling `between` after each one with the atoms so far.
+pub(super) fn walk<D: Dialect>(
+    d: &D,
+    src: &str,
+    links: LinkPolicy,
+    link_markup_cap: usize,
+    mut between: impl FnMut(&mut Atoms) -> Result<(), RenderError>,
+) -> Result<Atoms, RenderError> {
+    if src.trim().is_empty() {
+        return Err(RenderError::Empty);
+    }
+    if src.len() > MAX_SOURCE {
+        return Err(RenderError::TooLarge {
+            bytes: src.len(),
+            limit: MAX_SOURCE,
+        });
+    }
+    // CommonMark accepts CR and CRLF line endings; chat payloads use LF only.
+    let src: Cow<'_, str> = if src.contains('\r') {
+        Cow::Owned(src.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        Cow::Borrowed(src)
+    };
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let mut walker = Walker {
+        d,
+        links,
+        link_markup_cap,
+        out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 4),
+        lines: Lines {
+            pending: None,
+            line_started: false,
+            at_line_start: true,
+            written: false,
+            last: [' '; 2],
+        },
+        blocks: Blocks::default(),
+        inline: Inline {
+            styles: Vec::new(),
+            heading_prefix: None,
+            in_link: false,
+            reference_bytes: src.len(),
+        },
+        code: None,
+        table: None,
+    };
+    let mut events = Parser::new_ext(&src, options).map(clean_event);
+    while let Some(event) = events.next() {
+        walker.event(event, &mut events);
+        between(&mut walker.out)?;
+    }
+    if !walker.out.has_content() {
+        return Err(RenderError::Empty);
+    }
+    Ok(walker.out)
+}
+
+/// A block that prefixes the lines inside it.
+pub(super) enum Container {
+    Quote,
+    Item {
+        bullet: String,
+        indent: String,
+        bullet_pending: bool,
+    },
+}
+
+/// The break owed and the state of the current line.
+pub(super) struct Lines {
+    /// The break owed before the next content.
+    pub(super) pending: Option<Level>,
+    /// Whether the current line's prefix has been written.
+    pub(super) line_started: bool,
+    /// Whether nothing has been written on this line after its prefix.
+    pub(super) at_line_start: bool,
+    /// Whether any content has been written.
+    pub(super) written: bool,
+    /// The last two non-space characters of text, for sentence ends.
+    pub(super) last: [char; 2],
+}
+
+/// Open quotes and list items: what prefixes each line.
+#[derive(Default)]
+pub(super) struct Blocks {
+    /// The containers that write a prefix, outermost first (at most [`MAX_NESTING`] of each
+    /// kind, at most [`MAX_PREFIX_WIDTH`] characters together).
+    pub(super) containers: Vec<Container>,
+    /// The width of the line prefix `containers` write, in characters.
+    pub(super) prefix_width: usize,
+    /// Per open list: the next item number (ordered) or `None` (bullets).
+    pub(super) lists: Vec<Option<u64>>,
+    /// Per open item: whether it pushed a container (past the cap it did not).
+    pub(super) items: Vec<bool>,
+    /// Items that pushed a container.
+    pub(super) item_depth: usize,
+    /// Per open block quote.
+    pub(super) quotes: Vec<QuoteLevel>,
+    /// Quotes that are shown (pushed a container or opened a marker).
+    pub(super) quote_depth: usize,
+}
+
+/// One open block quote.
+pub(super) struct QuoteLevel {
+    /// The marker it opened, if any.
+    marker: Option<u32>,
+    /// Whether it pushed a prefix container.
+    container: bool,
+}
+
+/// Open inline structure.
+pub(super) struct Inline {
+    /// Open heading and style markers (marker ids), innermost last.
+    pub(super) styles: Vec<Option<u32>>,
+    /// A heading prefix owed before the heading's first content.
+    pub(super) heading_prefix: Option<String>,
+    /// Inside a link's or image's label: nested links and images are flattened.
+    pub(super) in_link: bool,
+    /// Bytes of URL that reference links may still write. A reference definition is written
+    /// once and can be used in every link, so without a budget a long URL used a thousand
+    /// times multiplies the output.
+    pub(super) reference_bytes: usize,
+}
+
+/// An open code block: its language and body.
+pub(super) struct CodeBlock {
+    lang: String,
+    body: String,
+}
+
+pub(super) struct Walker<'d, D> {
+    pub(super) d: &'d D,
+    pub(super) links: LinkPolicy,
+    /// The longest link markup (`<url|` … `>`) written, in characters: a longer one could
+    /// not fit a part, so its link is shown as text, which the chunker can cut.
+    pub(super) link_markup_cap: usize,
+    pub(super) out: Atoms,
+    pub(super) lines: Lines,
+    pub(super) blocks: Blocks,
+    pub(super) inline: Inline,
+    pub(super) code: Option<CodeBlock>,
+    pub(super) table: Option<Table>,
+}
+
+impl<'a, D: Dialect> Walker<'_, D> {
+    pub(super) fn event<I: Iterator<Item = Event<'a>>>(&mut self, event: Event<'a>, rest: &mut I) {
+        if self.table.is_some() {
+            self.table_event(event, rest);
+            return;
+        }
+        if let Some(code) = &mut self.code {
+            match event {
+                Event::Text(t) => code.body.push_str(&t),
+                Event::End(TagEnd::CodeBlock) => {
+                    if let Some(code) = self.code.take() {
+                        self.code_block(&code.lang, &code.body);
+                    }
+                }
+                _ => {}
+            }
+            return;
+        }
+        match event {
+            Event::Start(tag) => self.start(tag, rest),
+            Event::End(tag) => self.end(tag),
+            Event::Text(t) => self.text(&t),
+            Event::Code(t) | Event::InlineMath(t) => self.code_span(&t),
+            Event::DisplayMath(t) => self.code_block("", &t),
+            Event::Html(t) => {
+                // Raw HTML is shown as text, never passed through or dropped.
+                let line = t.strip_suffix('\n').unwrap_or(&t);
+                self.text(line);
+                if t.ends_with('\n') {
+                    self.owe(Level::Line);
+                }
+            }
+            Event::InlineHtml(t) => self.text(&t),
+            Event::FootnoteReference(t) => self.text(&format!("[{t}]")),
+            Event::SoftBreak | Event::HardBreak => {
+                if self.blocks.prefix_width > FOLD_BREAKS_PAST {
+                    self.text(" ");
+                } else {
+                    self.owe(Level::Line);
+                }
+            }
+            Event::Rule => {
+                self.flush();
+                self.out.graphemes("———");
+                self.wrote();
+                self.owe(Level::Paragraph);
+            }
+            Event::TaskListMarker(done) => {
+                self.flush();
+                self.out.graphemes(if done { "☑" } else { "☐" });
+                self.out.space(" ", Level::Word, false);
+                self.wrote();
+            }
+        }
+    }
+
+    fn start<I: Iterator<Item = Event<'a>>>(&mut self, tag: Tag<'a>, rest: &mut I) {
+        match tag {
+            Tag::Paragraph
+            | Tag::HtmlBlock
+            | Tag::FootnoteDefinition(_)
+            | Tag::DefinitionList
+            | Tag::DefinitionListTitle
+            | Tag::DefinitionListDefinition
+            | Tag::MetadataBlock(_)
+            | Tag::Superscript
+            | Tag::Subscript
+            | Tag::TableHead
+            | Tag::TableRow
+            | Tag::TableCell => {}
+            Tag::Heading { level, .. } => {
+                self.flush();
+                let id = match self.d.heading(level as u8) {
+                    Heading::Plain => None,
+                    Heading::Prefix(p) => {
+                        // Written with the first content, so an empty heading writes nothing.
+                        self.inline.heading_prefix = Some(p);
+                        None
+                    }
+                    Heading::Styled(pair) => Some(self.open(&pair)),
+                };
+                self.inline.styles.push(id);
+            }
+            Tag::BlockQuote(_) => self.start_quote(),
+            Tag::CodeBlock(kind) => {
+                let lang = match kind {
+                    CodeBlockKind::Fenced(info) => {
+                        info.split_whitespace().next().unwrap_or("").to_owned()
+                    }
+                    CodeBlockKind::Indented => String::new(),
+                };
+                self.code = Some(CodeBlock {
+                    lang,
+                    body: String::new(),
+                });
+            }
+            Tag::List(first) => {
+                if !self.blocks.lists.is_empty() {
+                    self.owe(Level::Line);
+                }
+                self.blocks.lists.push(first);
+            }
+            Tag::Item => self.start_item(),
+            Tag::Table(alignments) => {
+                self.flush_break();
+                self.table = Some(Table::new(alignments));
+            }
+            Tag::Emphasis | Tag::Strong | Tag::Strikethrough => {
+                let style = match tag {
+                    Tag::Emphasis => Style::Emphasis,
+                    Tag::Strong => Style::Strong,
+                    _ => Style::Strike,
+                };
+                self.flush();
+                // Past the cap the words stay, unstyled.
+                let id = if self.inline.styles.len() < MAX_NESTING {
+                    self.d.style(style).map(|pair| self.open(&pair))
+                } else {
+                    None
+                };
+                self.inline.styles.push(id);
+            }
+            // Inside a label, links and images are flattened to their words: no nested links
+            // on any surface, and no recursion on the input's nesting.
+            Tag::Link { .. } | Tag::Image { .. } if self.inline.in_link => {}
+            Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }
+            | Tag::Image {
+                link_type,
+                dest_url,
+                ..
+            } => {
+                let label = collect_label(rest);
+                self.link(&dest_url, label, link_type);
+            }
+        }
+    }
+
+    fn start_quote(&mut self) {
+        let shown = self.blocks.quote_depth < MAX_NESTING;
+        let level = match self.d.quote() {
+            Quote::Prefix(p)
+                if shown && self.blocks.prefix_width + p.chars().count() <= MAX_PREFIX_WIDTH =>
+            {
+                self.flush_break();
+                self.blocks.containers.push(Container::Quote);
+                self.blocks.prefix_width += p.chars().count();
+                // Reopened only mid-line: at a line start the prefix is already there.
+                let id = self.out.open("".into(), "".into(), p.into(), 0, true);
+                QuoteLevel {
+                    marker: Some(id),
+                    container: true,
+                }
+            }
+            // Paired quotes do not nest (Telegram rejects nested blockquotes).
+            Quote::Paired(pair) if self.blocks.quote_depth == 0 => {
+                self.flush();
+                QuoteLevel {
+                    marker: Some(self.open(&pair)),
+                    container: false,
+                }
+            }
+            // Past the cap a quote's words join the quote around it.
+            quote => {
+                if matches!(quote, Quote::Prefix(_)) {
+                    self.flush_break();
+                }
+                QuoteLevel {
+                    marker: None,
+                    container: false,
+                }
+            }
+        };
+        if level.marker.is_some() {
+            self.blocks.quote_depth += 1;
+        }
+        self.blocks.quotes.push(level);
+    }
+
+    fn start_item(&mut self) {
+        self.owe(Level::Line);
+        let depth = self.blocks.item_depth;
+        let bullet = match self.blocks.lists.last_mut() {
+            Some(Some(n)) => {
+                let b = format!("{n}. ");
+                *n = n.saturating_add(1);
+                b
+            }
+            _ => self.d.bullet(depth).to_owned(),
+        };
+        let width = bullet.chars().count();
+        // Past the cap an item is a line of the item around it: its words stay, its bullet
+        // and indentation do not.
+        let shown = depth < MAX_NESTING && self.blocks.prefix_width + width <= MAX_PREFIX_WIDTH;
+        if shown {
+            self.blocks.containers.push(Container::Item {
+                bullet,
+                indent: " ".repeat(width),
+                bullet_pending: true,
+            });
+            self.blocks.prefix_width += width;
+            self.blocks.item_depth += 1;
+        }
+        self.blocks.items.push(shown);
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::Paragraph
+            | TagEnd::HtmlBlock
+            | TagEnd::CodeBlock
+            | TagEnd::FootnoteDefinition
+            | TagEnd::DefinitionList
+            | TagEnd::DefinitionListDefinition
+            | TagEnd::MetadataBlock(_) => self.owe(Level::Paragraph),
+            TagEnd::DefinitionListTitle => self.owe(Level::Line),
+            TagEnd::Heading(_) => {
+                self.inline.heading_prefix = None;
+                if let Some(Some(id)) = self.inline.styles.pop() {
+                    self.out.close(id);
+                }
+                self.owe(Level::Paragraph);
+            }
+            TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough => {
+                if let Some(Some(id)) = self.inline.styles.pop() {
+                    self.out.close(id);
+                }
+            }
+            TagEnd::BlockQuote(_) => {
+                if let Some(level) = self.blocks.quotes.pop() {
+                    if let Some(id) = level.marker {
+                        self.out.close(id);
+                        self.blocks.quote_depth -= 1;
+                    }
+                    if level.container {
+                        self.pop_container();
+                    }
+                }
+                self.owe(Level::Paragraph);
+            }
+            TagEnd::List(_) => {
+                self.blocks.lists.pop();
+                // A nested list ends its item's line; a top-level one ends a block.
+                self.owe(if self.blocks.lists.is_empty() {
+                    Level::Paragraph
+                } else {
+                    Level::Line
+                });
+            }
+            TagEnd::Item => {
+                if self.blocks.items.pop() == Some(true) {
+                    self.pop_container();
+                    self.blocks.item_depth -= 1;
+                }
+                self.owe(Level::Line);
+            }
+            TagEnd::Table
+            | TagEnd::TableHead
+            | TagEnd::TableRow
+            | TagEnd::TableCell
+            | TagEnd::Superscript
+            | TagEnd::Subscript
+            | TagEnd::Link
+            | TagEnd::Image => {}
+        }
+    }
+
+    fn pop_container(&mut self) {
+        let width = match self.blocks.containers.pop() {
+            Some(Container::Quote) => match self.d.quote() {
+                Quote::Prefix(p) => p.chars().count(),
+                Quote::Paired(_) => 0,
+            },
+            Some(Container::Item { indent, .. }) => indent.chars().count(),
+            None => 0,
+        };
+        self.blocks.prefix_width -= width;
+    }
+
+    pub(super) fn open(&mut self, pair: &Pair) -> u32 {
+        self.out.open(
+            pair.open.clone(),
+            pair.close.clone(),
+            pair.open.clone(),
+            pair.entities,
+            false,
+        )
+    }
+
+    /// Owes at least a `level` break before the next content.
+    pub(super) fn owe(&mut self, level: Level) {
+        self.lines.pending = Some(self.lines.pending.map_or(level, |p| p.max(level)));
+    }
+
+    /// Writes the owed break, if any content precedes it.
+    pub(super) fn flush_break(&mut self) {
+        if let Some(level) = self.lines.pending.take()
+            && self.lines.written
+        {
+            let text = if level == Level::Paragraph {
+                "\n\n"
+            } else {
+                "\n"
+            };
+            self.out.space(text, level, false);
+            self.lines.line_started = false;
+        }
+    }
+
+    /// Writes the owed break and the line prefix, before content.
+    pub(super) fn flush(&mut self) {
+        self.flush_break();
+        if !self.lines.line_started {
+            let prefix = self.line_prefix(true);
+            self.out.prefix(&prefix);
+            self.lines.line_started = true;
+            self.lines.at_line_start = true;
+        }
+        if let Some(prefix) = self.inline.heading_prefix.take() {
+            self.out.prefix(&prefix);
+        }
+    }
+
+    /// The prefix of the current line: quote markers, bullets, indentation.
+    pub(super) fn line_prefix(&mut self, take_bullets: bool) -> String {
+        let mut prefix = String::new();
+        if self.blocks.containers.is_empty() {
+            return prefix;
+        }
+        let quote = match self.d.quote() {
+            Quote::Prefix(p) => p,
+            Quote::Paired(_) => "",
+        };
+        for container in &mut self.blocks.containers {
+            match container {
+                Container::Quote => prefix.push_str(quote),
+                Container::Item {
+                    bullet,
+                    indent,
+                    bullet_pending,
+                } => {
+                    if *bullet_pending && take_bullets {
+                        prefix.push_str(bullet);
+                        *bullet_pending = false;
+                    } else {
+                        prefix.push_str(indent);
+                    }
+                }
+            }
+        }
+        prefix
+    }
+
+    pub(super) fn wrote(&mut self) {
+        self.lines.written = true;
+        self.lines.at_line_start = false;
+    }
+}
