@@ -29,9 +29,7 @@ enum Step {
     Die,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("scripted failure")]
-struct Scripted_;
+const SCRIPTED: &str = "scripted failure";
 
 /// A plain-text channel that follows a script, then accepts, recording what it accepted.
 #[derive(Clone, Default)]
@@ -78,10 +76,10 @@ impl Channel for Scripted {
                 sent.push(part.text().to_owned());
                 Ok(PartReceipt::new(format!("m{}", sent.len())))
             }
-            Step::Unknown => Err(SendError::new(part, Scripted_)),
-            Step::Refuse => Err(SendError::new(part, Scripted_).with_retryable(false)),
+            Step::Unknown => Err(SendError::new(part, SCRIPTED)),
+            Step::Refuse => Err(SendError::new(part, SCRIPTED).with_retryable(false)),
             Step::RetryAfter => {
-                Err(SendError::new(part, Scripted_).with_retry_after(Duration::from_secs(1)))
+                Err(SendError::new(part, SCRIPTED).with_retry_after(Duration::from_secs(1)))
             }
             Step::Die => panic!("scripted sender death"),
         };
@@ -142,7 +140,7 @@ fn message(conversation: &str, body: &str) -> AgentMessage {
 }
 
 /// Five parts of at most 10 code points each.
-const BODY: &str = "alpha one. bravo two. charlie 3. delta four. echo five.";
+const BODY: &str = "alpha one. bravo two. charlie 3. delta 4. echo five.";
 
 fn parts_of(body: &str) -> Vec<String> {
     use mesh_egress::channel::Render;
@@ -417,7 +415,7 @@ async fn two_concurrent_committers_keep_messages_whole_and_ordered(backend: Back
     let place = backend.place();
     let store = Store::open(&place.url).await.unwrap();
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
-    let inner = Recorder::new().with_limit(10);
+    let inner = Recorder::new().with_limit(16);
     let channel = Arc::new(store.channel(inner.clone(), Surface::Plain));
     let mut tasks = Vec::new();
     for writer in 0..2 {

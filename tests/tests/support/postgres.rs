@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const PG_USER: &str = "mesh_pg";
 
 /// The running cluster.
-pub struct Cluster {
+pub(crate) struct Cluster {
     bin: PathBuf,
     port: u16,
     data: PathBuf,
@@ -28,7 +28,7 @@ static CLUSTER: OnceLock<Cluster> = OnceLock::new();
 static NEXT_DB: AtomicU32 = AtomicU32::new(0);
 
 /// A URL to a fresh, empty database on the shared cluster (started on first use).
-pub fn fresh_database_url() -> String {
+pub(crate) fn fresh_database_url() -> String {
     let cluster = CLUSTER.get_or_init(Cluster::start);
     let name = format!(
         "mesh_test_{}_{}",
