@@ -18,7 +18,7 @@ pub(crate) fn unique_u128() -> u128 {
     hasher.write_u64(count);
     hasher.write_u128(now.as_nanos());
     let random = hasher.finish();
-    let millis = (now.as_millis() as u128) & ((1 << 48) - 1);
+    let millis = now.as_millis() & ((1 << 48) - 1);
     // The counter's low 16 bits make two calls in one process distinct even if the hash collided.
     (millis << 80) | (u128::from(random) << 16) | u128::from(count & 0xffff)
 }
