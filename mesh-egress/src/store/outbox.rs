@@ -267,11 +267,8 @@ impl<C: Channel> Channel for Durable<C> {
         self.commit_parts(record)
     }
 
-    fn send(
-        &self,
-        part: CommittedPart,
-    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        async move { self.send_tracked(part).await.0 }
+    async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {
+        self.send_tracked(part).await.0
     }
 }
 

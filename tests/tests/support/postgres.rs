@@ -215,6 +215,8 @@ impl Cluster {
             pid = std::process::id(),
             dir = self.data.display()
         );
+        // Never waited on, by design: the watcher must outlive this process to stop the cluster.
+        #[allow(clippy::zombie_processes)]
         Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
