@@ -179,6 +179,7 @@ both_backends!(
     a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord,
     a_stale_lease_cannot_commit_or_send,
     an_expired_lease_is_taken_over_with_a_greater_token,
+    a_background_renewal_keeps_the_lease_until_dropped,
     two_concurrent_committers_keep_messages_whole_and_ordered,
     failed_sends_move_parts_by_the_state_table,
     rows_are_refused_when_nothing_durable_is_named,
@@ -409,6 +410,36 @@ async fn an_expired_lease_is_taken_over_with_a_greater_token(backend: Backend) {
     store.release(second).await.unwrap();
     let third = store.acquire("c1", "w3", LONG).await.unwrap();
     assert!(third.token() > token);
+}
+
+async fn a_background_renewal_keeps_the_lease_until_dropped(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let ttl = Duration::from_millis(300);
+    let lease = store.acquire("c1", "w1", ttl).await.unwrap();
+    let renewal = store.keep_renewed(&lease, ttl);
+    // Real time (the database's clock decides): more than two lease lengths.
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    assert!(lease.is_held());
+    assert!(renewal.is_running());
+    assert!(matches!(
+        store.acquire("c1", "w2", LONG).await,
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    drop(renewal);
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(!lease.is_held());
+    let taken = store.acquire("c1", "w2", LONG).await.unwrap();
+    assert!(taken.token() > lease.token());
+    // Renewing a lost lease in the background stops at once and leaves it lost.
+    let renewal = store.keep_renewed(&lease, Duration::from_millis(30));
+    for _ in 0..50 {
+        if !renewal.is_running() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!renewal.is_running());
 }
 
 async fn two_concurrent_committers_keep_messages_whole_and_ordered(backend: Backend) {

@@ -105,6 +105,34 @@ impl fmt::Debug for Lease {
     }
 }
 
+/// A background renewal of a lease ([`Store::keep_renewed`]); dropping it stops renewing
+/// (the lease then runs out at its expiry unless released).
+#[must_use = "dropping a Renewal stops renewing the lease at once"]
+pub struct Renewal {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Renewal {
+    /// Whether it still renews (false once the lease was lost or released).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl fmt::Debug for Renewal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Renewal")
+            .field("running", &self.is_running())
+            .finish()
+    }
+}
+
 /// The local instant a lease ends: the remaining time the database reported, counted from
 /// before the request was sent, so the local view expires no later than the stored one.
 fn local_deadline(started: Instant, expires_ms: i64, now_ms: i64) -> Instant {
@@ -192,9 +220,47 @@ impl Store {
     /// ownership, when it had already expired or moved on: a lost lease is never regained by
     /// renewal.
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<(), StoreError> {
+        self.renew_fence(&lease.fence, &lease.ownership, ttl).await
+    }
+
+    /// Renews `lease` in the background every third of `ttl`, for as long as the returned
+    /// [`Renewal`] lives and the lease holds: the way a turn keeps its conversation. A refused
+    /// renewal revokes the lease's ownership and ends the task; a database error is logged and
+    /// retried at the next tick (the local deadline still runs out on time if it persists).
+    pub fn keep_renewed(&self, lease: &Lease, ttl: Duration) -> Renewal {
+        let store = self.clone();
+        let fence = Arc::clone(&lease.fence);
+        let ownership = lease.ownership.clone();
+        let every = (ttl / 3).max(Duration::from_millis(1));
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = ownership.revoked() => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+                match store.renew_fence(&fence, &ownership, ttl).await {
+                    Ok(()) => {}
+                    Err(StoreError::LeaseLost { .. }) => return,
+                    Err(error) => tracing::warn!(
+                        target: "mesh_egress::store",
+                        conversation = %fence.conversation,
+                        error = %error,
+                        "lease renewal failed; retrying"
+                    ),
+                }
+            }
+        });
+        Renewal { task }
+    }
+
+    async fn renew_fence(
+        &self,
+        fence: &Fence,
+        ownership: &Ownership,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         let started = Instant::now();
         let sql = &self.inner.sql.renew;
-        let fence = &lease.fence;
         let renewed: Option<(i64, i64)> = on_pool!(&self.inner.pool, pool => {
             let row = sqlx::query(sql)
                 .bind(&fence.conversation)
@@ -218,7 +284,7 @@ impl Store {
                 Ok(())
             }
             None => {
-                lease.ownership.revoke();
+                ownership.revoke();
                 tracing::warn!(
                     target: "mesh_egress::store",
                     conversation = %fence.conversation,

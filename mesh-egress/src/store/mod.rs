@@ -4,7 +4,7 @@
 //! [`Store::open`] takes a URL: `sqlite:PATH` creates and migrates the file (WAL mode, a busy
 //! timeout, write transactions taken with `BEGIN IMMEDIATE`, so several processes on one host
 //! share it); `postgres://…` connects and migrates a database for many workers on many hosts.
-//! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`] in a
+//! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`](crate::channel::Channel) in a
 //! [`Durable`] one: committing a message writes all its parts in one transaction together with
 //! the lease check, and each send is recorded. [`Store::resend`] sends what a crashed or
 //! replaced worker left, in order.
@@ -91,7 +91,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-pub use lease::{Lease, lease_ttl_from_env, lease_ttl_from_lookup};
+pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, ResendReport};
 
 use backend::{Pool, Sql, on_pool};
