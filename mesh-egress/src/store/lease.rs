@@ -137,8 +137,11 @@ impl fmt::Debug for Renewal {
 /// before the request was sent, so the local view expires no later than the stored one.
 fn local_deadline(started: Instant, expires_ms: i64, now_ms: i64) -> Instant {
     let left = u64::try_from(expires_ms.saturating_sub(now_ms)).unwrap_or(0);
+    // A length past what the clock can hold saturates to a century (no panic on the
+    // database's numbers).
     started
         .checked_add(Duration::from_millis(left))
+        .or_else(|| started.checked_add(Duration::from_secs(100 * 365 * 86_400)))
         .unwrap_or(started)
 }
 
@@ -315,5 +318,55 @@ impl Store {
                 .map_err(StoreError::database)?;
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn leased_ownership_holds_until_the_local_deadline_exactly() {
+        let started = Instant::now();
+        // The database said 30 s were left; the request took 5 ms of our clock meanwhile.
+        let deadline = local_deadline(started, 1_030_000, 1_000_000);
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert_eq!(deadline, started + Duration::from_secs(30));
+        let fence = Arc::new(Fence::new("c".into(), "w".into(), 1, deadline));
+        let ownership = Ownership::leased(Arc::clone(&fence));
+        tokio::time::advance(Duration::from_millis(29_994)).await;
+        assert!(ownership.is_held());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(!ownership.is_held(), "held at the deadline itself");
+        // A renewal moves the deadline and the same ownership holds again...
+        fence.extend_to(Instant::now() + Duration::from_secs(1));
+        assert!(ownership.is_held());
+        // ...until it is revoked, whatever the deadline.
+        ownership.revoke();
+        assert!(!ownership.is_held());
+    }
+
+    #[test]
+    fn a_deadline_never_lies_past_what_the_database_granted() {
+        let started = Instant::now();
+        // Clocks that disagree (expiry already behind "now") give no time at all.
+        assert_eq!(local_deadline(started, 10, 20), started);
+        assert!(
+            local_deadline(started, i64::MAX, i64::MIN) > started + Duration::from_secs(86_400)
+        );
+    }
+
+    #[test]
+    fn lease_length_reads_like_the_other_settings() {
+        let (ttl, warnings) = lease_ttl_from_lookup(|_| None);
+        assert_eq!((ttl, warnings.len()), (DEFAULT_LEASE, 0));
+        for bad in ["abc", "-5", "0"] {
+            let (ttl, warnings) = lease_ttl_from_lookup(|_| Some(bad.to_owned()));
+            assert_eq!(ttl, DEFAULT_LEASE, "{bad}");
+            assert_eq!(warnings.len(), 1, "{bad}");
+            assert_eq!(warnings[0].key, LEASE_ENV);
+        }
+        let (ttl, _) = lease_ttl_from_lookup(|key| (key == LEASE_ENV).then(|| " 250 ".to_owned()));
+        assert_eq!(ttl, Duration::from_millis(250));
     }
 }
