@@ -171,7 +171,7 @@ impl<C: Channel> Durable<C> {
         match self.inner.send(part).await {
             Ok(receipt) => {
                 if let Err(error) = self
-                    .record(&sql.mark_sent, &delivery, index_i64, receipt.id(), None)
+                    .record(Mark::Sent, &delivery, index_i64, receipt.id())
                     .await
                 {
                     // Sent but not recorded: the row stays `sending`, which a resend treats as
@@ -183,20 +183,27 @@ impl<C: Channel> Durable<C> {
             }
             Err(error) => {
                 let text = error_text(&error);
-                let (statement, flag, outcome) = if !error.retryable() {
-                    (&sql.mark_failed, None, Outcome::Failed)
+                let (mark, outcome) = if !error.retryable() {
+                    (Mark::Failed, Outcome::Failed)
                 } else if error.retry_after().is_some() {
                     // The surface answered "not now": it did not post.
-                    (&sql.mark_retry, Some(0), Outcome::Retry)
+                    (
+                        Mark::Retry {
+                            maybe_delivered: false,
+                        },
+                        Outcome::Retry,
+                    )
                 } else if self.surface.dedupes() {
-                    (&sql.mark_retry, Some(1), Outcome::Retry)
+                    (
+                        Mark::Retry {
+                            maybe_delivered: true,
+                        },
+                        Outcome::Retry,
+                    )
                 } else {
-                    (&sql.mark_uncertain, None, Outcome::Uncertain)
+                    (Mark::Uncertain, Outcome::Uncertain)
                 };
-                if let Err(store_error) = self
-                    .record(statement, &delivery, index_i64, &text, flag)
-                    .await
-                {
+                if let Err(store_error) = self.record(mark, &delivery, index_i64, &text).await {
                     tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
                 }
                 match outcome {
@@ -214,27 +221,42 @@ impl<C: Channel> Durable<C> {
         }
     }
 
-    /// Runs one marking statement: `$1` delivery, `$2` index, `$3` text, then (for a retry) the
-    /// maybe-delivered flag, or (for `uncertain`) an absent fence.
+    /// Records what a send came to: `$1` delivery, `$2` index, `$3` the message id or error
+    /// text, then what the statement needs besides.
     async fn record(
         &self,
-        statement: &str,
+        mark: Mark,
         delivery: &str,
         index: i64,
         text: &str,
-        flag: Option<i64>,
     ) -> Result<(), sqlx::Error> {
-        let uncertain = std::ptr::eq(statement, self.store.inner.sql.mark_uncertain.as_str());
+        let sql = &self.store.inner.sql;
+        let statement = match mark {
+            Mark::Sent => &sql.mark_sent,
+            Mark::Retry { .. } => &sql.mark_retry,
+            Mark::Uncertain => &sql.mark_uncertain,
+            Mark::Failed => &sql.mark_failed,
+        };
         on_pool!(&self.store.inner.pool, pool => {
             let query = sqlx::query(statement).bind(delivery).bind(index).bind(text);
-            let query = match flag {
-                Some(flag) => query.bind(flag),
-                None if uncertain => query.bind(None::<String>).bind(None::<i64>),
-                None => query,
+            let query = match mark {
+                Mark::Retry { maybe_delivered } => query.bind(i64::from(maybe_delivered)),
+                // The claim was fenced already: no lease to check again.
+                Mark::Uncertain => query.bind(None::<String>).bind(None::<i64>),
+                Mark::Sent | Mark::Failed => query,
             };
             query.execute(pool).await.map(drop)
         })
     }
+}
+
+/// The row update a send's result calls for.
+#[derive(Clone, Copy)]
+enum Mark {
+    Sent,
+    Retry { maybe_delivered: bool },
+    Uncertain,
+    Failed,
 }
 
 fn error_text(error: &SendError) -> String {
