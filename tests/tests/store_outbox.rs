@@ -362,6 +362,16 @@ async fn a_stale_lease_cannot_commit_or_send(backend: Backend) {
         "{source}"
     );
     assert!(inner.sent().is_empty());
+    // A lease on another conversation proves nothing about this one.
+    let other = store.acquire("c2", "w1", LONG).await.unwrap();
+    let refused = channel
+        .deliver(message("c1", "wrong lease").with_ownership(other.ownership()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, DeliveryError::Commit(CommitError::OwnershipLost)),
+        "{refused:?}"
+    );
     // Its renewal fails and revokes it.
     assert!(matches!(
         store.renew(&old, LONG).await,
@@ -494,6 +504,22 @@ async fn two_concurrent_committers_keep_messages_whole_and_ordered(backend: Back
     }
     let report = store.resend(&channel, &lease).await.unwrap();
     assert_eq!(report.sent, 40);
+    // Workers racing for one conversation: exactly one gets it.
+    let racers: Vec<_> = (0..8)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.acquire("race", &format!("w{n}"), LONG).await })
+        })
+        .collect();
+    let mut won = 0;
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(StoreError::LeaseHeld { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(won, 1);
     let texts: Vec<String> = rows.iter().map(|r| r.text.clone()).collect();
     assert_eq!(inner.sent(), texts);
 }
