@@ -78,7 +78,11 @@
 //! expiry is ahead (translated to this process's clock, erring early) and that a failed
 //! renewal or a release revokes. A durable commit and every send's claim re-check holder and
 //! token in the database, so a worker whose lease moved on cannot commit or send even if it
-//! still believes it holds the lease. [`lease_ttl_from_env`] reads `MESH_WORKER_LEASE_MS`.
+//! still believes it holds the lease. A message without a lease-backed ownership is committed and
+//! claimed unfenced: keeping one sender per conversation is then the caller's business (commits
+//! on one conversation are still serialised, so commit order is send order).
+//! [`Store::keep_renewed`] renews a lease in the background; [`lease_ttl_from_env`] reads
+//! `MESH_WORKER_LEASE_MS`.
 
 mod backend;
 mod lease;
