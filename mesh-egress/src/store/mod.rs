@@ -80,7 +80,7 @@
 //! token in the database, so a worker whose lease moved on cannot commit or send even if it
 //! still believes it holds the lease. A message without a lease-backed ownership is committed and
 //! claimed unfenced: keeping one sender per conversation is then the caller's business (commits
-//! on one conversation are still serialised, so commit order is send order).
+//! on one conversation are still serialised, so a resend goes in commit order).
 //! [`Store::keep_renewed`] renews a lease in the background; [`lease_ttl_from_env`] reads
 //! `MESH_WORKER_LEASE_MS`.
 
