@@ -203,6 +203,7 @@ impl Outbound<Rendered> {
                 delivery,
                 attribution: &self.data.attribution,
                 parts: &self.data.parts,
+                ownership: self.data.ownership.as_ref(),
             })
             .await?;
         let RenderedData {
@@ -317,6 +318,33 @@ impl CommittedPart {
     pub fn idempotency_key(&self) -> String {
         format!("{}-{}", self.delivery, self.index)
     }
+
+    /// A part rebuilt from a durable outbox row: only the store, inside this crate, may do it,
+    /// so a user-written store cannot forge a sendable part.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn restored(
+        delivery: DeliveryId,
+        index: usize,
+        total: usize,
+        text: String,
+        attribution: Attribution,
+        ownership: Option<Ownership>,
+    ) -> Self {
+        Self {
+            delivery,
+            index,
+            total,
+            text,
+            attribution,
+            ownership,
+        }
+    }
+
+    /// The ownership the part is sent under (a lease-backed one fences the outbox's updates).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn ownership(&self) -> Option<&Ownership> {
+        self.ownership.as_ref()
+    }
 }
 
 impl fmt::Debug for CommittedPart {
@@ -348,6 +376,12 @@ impl DeliveryId {
         Self(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// The id a durable outbox row recorded (its `Display` form parsed back).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn from_stored(raw: u64) -> Self {
+        Self(raw)
+    }
+
     /// The raw id.
     pub fn get(self) -> u64 {
         self.0
@@ -369,6 +403,8 @@ pub struct CommitRecord<'a> {
     pub attribution: &'a Attribution,
     /// The rendered parts, in order.
     pub parts: &'a [String],
+    /// The ownership the message was committed under (a durable boundary fences on its lease).
+    pub(crate) ownership: Option<&'a Ownership>,
 }
 
 /// What crossing the commit boundary means: an ownership check, a durable record, or nothing.

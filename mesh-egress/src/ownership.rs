@@ -94,6 +94,55 @@ type OwnershipCheck = dyn Fn() -> bool + Send + Sync;
 pub struct Ownership {
     revoked: Cancellation,
     check: Option<Arc<OwnershipCheck>>,
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    fence: Option<Arc<Fence>>,
+}
+
+/// The identity of a stored conversation lease and the local instant it runs out, so a commit
+/// can be fenced on the lease (holder and token) and not only on a flag in this process.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) struct Fence {
+    pub(crate) conversation: String,
+    pub(crate) holder: String,
+    pub(crate) token: i64,
+    // The store's expiry translated to this process's clock when the lease was taken or renewed
+    // (measured from before the request, so it errs early, never late).
+    deadline: std::sync::Mutex<tokio::time::Instant>,
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl Fence {
+    pub(crate) fn new(
+        conversation: String,
+        holder: String,
+        token: i64,
+        deadline: tokio::time::Instant,
+    ) -> Self {
+        Self {
+            conversation,
+            holder,
+            token,
+            deadline: std::sync::Mutex::new(deadline),
+        }
+    }
+
+    pub(crate) fn extend_to(&self, deadline: tokio::time::Instant) {
+        *self
+            .deadline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = deadline;
+    }
+
+    pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        *self
+            .deadline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn is_live(&self) -> bool {
+        tokio::time::Instant::now() < self.deadline()
+    }
 }
 
 impl Ownership {
@@ -102,6 +151,8 @@ impl Ownership {
         Self {
             revoked: Cancellation::new(),
             check: None,
+            #[cfg(any(feature = "sqlite", feature = "postgres"))]
+            fence: None,
         }
     }
 
@@ -110,7 +161,26 @@ impl Ownership {
         Self {
             revoked: Cancellation::new(),
             check: Some(Arc::new(check)),
+            #[cfg(any(feature = "sqlite", feature = "postgres"))]
+            fence: None,
         }
+    }
+
+    /// Ownership backed by a stored lease: it holds while the lease's expiry is ahead and it
+    /// was not revoked (a failed renewal or a release revokes it).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn leased(fence: Arc<Fence>) -> Self {
+        Self {
+            revoked: Cancellation::new(),
+            check: None,
+            fence: Some(fence),
+        }
+    }
+
+    /// The lease behind this ownership, if any: a durable commit verifies it in its transaction.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn fence(&self) -> Option<&Fence> {
+        self.fence.as_deref()
     }
 
     /// Gives ownership up; every clone sees it at once.
@@ -120,6 +190,10 @@ impl Ownership {
 
     /// Whether ownership still holds.
     pub fn is_held(&self) -> bool {
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if self.fence.as_ref().is_some_and(|fence| !fence.is_live()) {
+            return false;
+        }
         !self.revoked.is_cancelled() && self.check.as_ref().is_none_or(|check| check())
     }
 

@@ -1,0 +1,293 @@
+//! The two databases behind [`Store`](super::Store): one connection pool per backend, the
+//! embedded migrations, and the SQL each statement needs. Everything above this module is
+//! written once; only the SQL text differs (the clock, write locking), so both backends run
+//! the same statements in the same order.
+
+use std::borrow::Cow;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+
+use super::StoreError;
+
+/// A connection pool on one of the two databases.
+#[derive(Clone)]
+pub(super) enum Pool {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the backend's pool; the body is type-checked once per
+/// backend, so it is the same code for both.
+macro_rules! on_pool {
+    ($pool_enum:expr, $pool:ident => $body:expr) => {
+        match $pool_enum {
+            #[cfg(feature = "sqlite")]
+            $crate::store::backend::Pool::Sqlite($pool) => $body,
+            #[cfg(feature = "postgres")]
+            $crate::store::backend::Pool::Postgres($pool) => $body,
+        }
+    };
+}
+pub(super) use on_pool;
+
+/// Every statement the store runs, with the backend's clock and locking spelled in.
+pub(super) struct Sql {
+    /// How a write transaction starts. SQLite takes the write lock up front (`BEGIN
+    /// IMMEDIATE`), so two writers queue on the busy timeout instead of failing on upgrade.
+    pub(super) begin: &'static str,
+    /// Serialises commits on one conversation (PostgreSQL: a transaction advisory lock), so
+    /// `seq` order is commit order. SQLite's single writer already does.
+    pub(super) lock_conversation: Option<String>,
+    pub(super) acquire: String,
+    pub(super) lease_holder: String,
+    pub(super) renew: String,
+    pub(super) release: String,
+    pub(super) check_fence: String,
+    pub(super) insert_part: String,
+    pub(super) claim: String,
+    pub(super) mark_sent: String,
+    pub(super) mark_retry: String,
+    pub(super) mark_uncertain: String,
+    pub(super) mark_failed: String,
+    pub(super) reopen_sending: String,
+    pub(super) next_open: String,
+    pub(super) parts: String,
+}
+
+const ACQUIRE: &str = "INSERT INTO mesh_leases (conversation, holder, token, expires_ms, updated_ms) \
+     VALUES ($1, $2, 1, {now} + $3, {now}) \
+     ON CONFLICT (conversation) DO UPDATE \
+     SET holder = excluded.holder, token = mesh_leases.token + 1, \
+         expires_ms = excluded.expires_ms, updated_ms = excluded.updated_ms \
+     WHERE mesh_leases.expires_ms <= excluded.updated_ms OR mesh_leases.holder = excluded.holder \
+     RETURNING token, expires_ms, updated_ms AS now_ms";
+
+const LEASE_HOLDER: &str =
+    "SELECT holder, expires_ms - {now} AS left_ms FROM mesh_leases WHERE conversation = $1";
+
+const RENEW: &str = "UPDATE mesh_leases SET expires_ms = {now} + $4, updated_ms = {now} \
+     WHERE conversation = $1 AND holder = $2 AND token = $3 AND expires_ms > {now} \
+     RETURNING expires_ms, updated_ms AS now_ms";
+
+const RELEASE: &str = "UPDATE mesh_leases SET expires_ms = {now}, updated_ms = {now} \
+     WHERE conversation = $1 AND holder = $2 AND token = $3 AND expires_ms > {now}";
+
+const CHECK_FENCE: &str = "SELECT token FROM mesh_leases \
+     WHERE conversation = $1 AND holder = $2 AND token = $3 AND expires_ms > {now}{for_update}";
+
+const INSERT_PART: &str = "INSERT INTO mesh_outbox_parts \
+     (delivery, part_index, total, conversation, agent, run, surface, body, idempotency_key, \
+      state, lease_holder, lease_token, created_ms, updated_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, {now}, {now})";
+
+// The fence is part of the claim: a part is only marked `sending` by the lease's current
+// holder, in the same statement, so a stale worker cannot start a send either.
+const CLAIM: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sending', attempts = attempts + 1, \
+         first_attempt_ms = COALESCE(first_attempt_ms, {now}), updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'pending' \
+       AND ($3 IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now}))";
+
+const MARK_SENT: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sent', platform_id = $3, last_error = NULL, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending'";
+
+const MARK_RETRY: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'pending', last_error = $3, updated_ms = {now}, \
+         maybe_delivered = CASE WHEN $4 > 0 THEN 1 ELSE maybe_delivered END \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending'";
+
+// Fenced like the claim when a lease is given ($4, $5): only the conversation's holder settles
+// what a dead sender left.
+const MARK_UNCERTAIN: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'uncertain', maybe_delivered = 1, last_error = $3, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
+       AND ($4 IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $4 AND l.token = $5 AND l.expires_ms > {now}))";
+
+// A part the surface refused for good takes the rest of its message with it: showing part 3
+// of a message whose part 2 will never arrive reads as a different message.
+const MARK_FAILED: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'failed', last_error = $3, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index >= $2 AND state IN ('pending', 'sending')";
+
+const REOPEN_SENDING: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'pending', maybe_delivered = 1, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' \
+       AND EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})";
+
+const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, state, \
+            maybe_delivered, first_attempt_ms, {now} AS now_ms \
+     FROM mesh_outbox_parts \
+     WHERE conversation = $1 AND surface = $2 AND state IN ('pending', 'sending') \
+     ORDER BY seq LIMIT 1";
+
+const PARTS: &str = "SELECT delivery, part_index, total, surface, body, state, platform_id, \
+            attempts, maybe_delivered, last_error \
+     FROM mesh_outbox_parts WHERE conversation = $1 ORDER BY seq";
+
+impl Sql {
+    fn new(now: &str, begin: &'static str, for_update: &str, lock: Option<&str>) -> Self {
+        let f = |template: &str| {
+            template
+                .replace("{now}", now)
+                .replace("{for_update}", for_update)
+        };
+        Self {
+            begin,
+            lock_conversation: lock.map(str::to_owned),
+            acquire: f(ACQUIRE),
+            lease_holder: f(LEASE_HOLDER),
+            renew: f(RENEW),
+            release: f(RELEASE),
+            check_fence: f(CHECK_FENCE),
+            insert_part: f(INSERT_PART),
+            claim: f(CLAIM),
+            mark_sent: f(MARK_SENT),
+            mark_retry: f(MARK_RETRY),
+            mark_uncertain: f(MARK_UNCERTAIN),
+            mark_failed: f(MARK_FAILED),
+            reopen_sending: f(REOPEN_SENDING),
+            next_open: f(NEXT_OPEN),
+            parts: f(PARTS),
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    fn sqlite() -> Self {
+        Self::new(
+            "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+            "BEGIN IMMEDIATE",
+            "",
+            None,
+        )
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres() -> Self {
+        // `clock_timestamp()`, not `now()`: `now()` is frozen at the transaction's start, and a
+        // commit that waited on a lock must compare the lease against the time it runs.
+        Self::new(
+            "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            "BEGIN",
+            " FOR UPDATE",
+            Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
+        )
+    }
+}
+
+/// The migrations shipped in the crate, versioned and checksummed by sqlx's migrator (its
+/// `_sqlx_migrations` table), embedded with `include_str!` so opening a store needs no files.
+fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrator {
+    Migrator {
+        migrations: Cow::Owned(
+            migrations
+                .iter()
+                .map(|&(version, description, sql)| {
+                    Migration::new(
+                        version,
+                        Cow::Borrowed(description),
+                        MigrationType::Simple,
+                        Cow::Borrowed(sql),
+                        false,
+                    )
+                })
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    }
+}
+
+#[cfg(feature = "sqlite")]
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "outbox leases commitments",
+    include_str!("../../migrations/sqlite/0001_outbox_leases_commitments.sql"),
+)];
+
+#[cfg(feature = "postgres")]
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "outbox leases commitments",
+    include_str!("../../migrations/postgres/0001_outbox_leases_commitments.sql"),
+)];
+
+/// Opens (and creates and migrates) the database `url` names.
+pub(super) async fn open(url: &str) -> Result<(Pool, Sql), StoreError> {
+    let scheme = url.split(':').next().unwrap_or_default();
+    match scheme {
+        "sqlite" => open_sqlite(url).await,
+        "postgres" | "postgresql" => open_postgres(url).await,
+        _ => Err(StoreError::UnsupportedUrl {
+            scheme: scheme.to_owned(),
+        }),
+    }
+}
+
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(url: &str) -> Result<(Pool, Sql), StoreError> {
+    use std::str::FromStr;
+    use std::time::Duration;
+
+    use sqlx::sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+    };
+
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        // An in-memory database would be a stand-in called durable.
+        return Err(StoreError::NotDurable);
+    }
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(StoreError::database)?
+        .create_if_missing(true)
+        // WAL lets readers and one writer on other processes share the file; the busy timeout
+        // makes a second writer wait its turn instead of failing at once.
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(10))
+        // FULL: a committed part survives a power cut, not only a killed process.
+        .synchronous(SqliteSynchronous::Full);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .map_err(StoreError::database)?;
+    migrator(SQLITE_MIGRATIONS)
+        .run(&pool)
+        .await
+        .map_err(StoreError::migrate)?;
+    Ok((Pool::Sqlite(pool), Sql::sqlite()))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(_url: &str) -> Result<(Pool, Sql), StoreError> {
+    Err(StoreError::BackendDisabled { feature: "sqlite" })
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<(Pool, Sql), StoreError> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(url)
+        .await
+        .map_err(StoreError::database)?;
+    // The migrator takes an advisory lock, so workers starting together migrate once.
+    migrator(POSTGRES_MIGRATIONS)
+        .run(&pool)
+        .await
+        .map_err(StoreError::migrate)?;
+    Ok((Pool::Postgres(pool), Sql::postgres()))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str) -> Result<(Pool, Sql), StoreError> {
+    Err(StoreError::BackendDisabled {
+        feature: "postgres",
+    })
+}

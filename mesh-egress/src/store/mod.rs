@@ -1,0 +1,362 @@
+//! The durable commit boundary: an outbox of rendered parts and conversation leases with
+//! fencing, on an embedded SQLite file (feature `sqlite`) or PostgreSQL (feature `postgres`).
+//!
+//! [`Store::open`] takes a URL: `sqlite:PATH` creates and migrates the file (WAL mode, a busy
+//! timeout, write transactions taken with `BEGIN IMMEDIATE`, so several processes on one host
+//! share it); `postgres://…` connects and migrates a database for many workers on many hosts.
+//! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`](crate::channel::Channel) in a
+//! [`Durable`] one: committing a message writes all its parts in one transaction together with
+//! the lease check, and each send is recorded. [`Store::resend`] sends what a crashed or
+//! replaced worker left, in order.
+//!
+//! Rows become [`CommittedPart`](crate::CommittedPart)s only inside this crate: the store is a
+//! concrete type over a private backend, with no trait a user could implement to forge a
+//! sendable part.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use mesh_egress::{AgentMessage, Attribution};
+//! use mesh_egress::channel::{Deliver, Recorder};
+//! use mesh_egress::store::{Store, Surface};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
+//! let lease = store.acquire("c1", "worker-a", Duration::from_secs(30)).await?;
+//! let channel = store.channel(Recorder::new(), Surface::Plain);
+//! let message = AgentMessage::new("Deployed.", Attribution::new("ops", "c1", "r1"))
+//!     .with_ownership(lease.ownership());
+//! channel.deliver(message).await?;
+//! // After a restart, or on the worker that took the conversation over:
+//! let report = store.resend(&channel, &lease).await?;
+//! # let _ = report; Ok(()) }
+//! ```
+//!
+//! # Part states
+//!
+//! Every part is one row, in exactly one state:
+//!
+//! | from | to | what moves it |
+//! |---|---|---|
+//! | — | `pending` | the commit transaction (all parts of a message at once, after the lease check) |
+//! | `pending` | `sending` | a send claims it, in one statement that also checks the lease (so one worker sends it) |
+//! | `sending` | `sent` | the surface accepted it; its message id is recorded |
+//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`): safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered* |
+//! | `sending` | `uncertain` | the outcome is unknown (timeout, 5xx, lost response) on a surface that cannot dedupe |
+//! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
+//! | `sending` | `pending` / `uncertain` | found still `sending` by [`Store::resend`] (its sender died mid-send): the unknown-outcome rule below |
+//! | `pending` (maybe delivered) | `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more |
+//!
+//! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
+//! never re-sent blindly and never dropped silently: it stays in the outbox (see
+//! [`Store::parts`]) and is logged at `warn` on target `mesh_egress::store` for operators;
+//! the later parts of its conversation go on.
+//!
+//! # Duplicates, per surface
+//!
+//! A send whose outcome is unknown may have reached the surface. Whether it is sent again
+//! depends on what the surface can deduplicate ([`Surface`]):
+//!
+//! - **Discord** sends the part's idempotency key as `nonce` with `enforce_nonce`, and Discord
+//!   drops a repeated nonce within a few minutes
+//!   (<https://discord.com/developers/docs/resources/message#create-message>). A part whose
+//!   first attempt began less than the dedupe window ago (default 2 minutes,
+//!   [`Durable::with_dedupe_window`]) is re-sent; an older one becomes `uncertain`.
+//! - **Slack** has no server-side dedupe. Reconciling by a metadata lookup
+//!   (`conversations.history`/`conversations.replies` with `include_all_metadata`) is not built
+//!   yet, so such a part becomes `uncertain`, as it must without the history scope.
+//! - **Telegram** and plain channels (stdout, a recorder) cannot dedupe: such a part becomes
+//!   `uncertain`.
+//!
+//! A [`SendError`](crate::channel::SendError) does not say whether the request left the
+//! process, so every retryable error without a `Retry-After` counts as an unknown outcome; a
+//! non-retryable one counts as a refusal (the surface answered and did not post).
+//!
+//! # Leases and time
+//!
+//! [`Store::acquire`] gives a [`Lease`] on a conversation: a holder name, an expiry recorded in
+//! the database's clock, and a fencing token strictly greater than every earlier token for that
+//! conversation. [`Lease::ownership`] is an [`Ownership`](crate::Ownership) that holds while the
+//! expiry is ahead (translated to this process's clock, erring early) and that a failed
+//! renewal or a release revokes. A durable commit and every send's claim re-check holder and
+//! token in the database, so a worker whose lease moved on cannot commit or send even if it
+//! still believes it holds the lease. A message without a lease-backed ownership is committed and
+//! claimed unfenced: keeping one sender per conversation is then the caller's business (commits
+//! on one conversation are still serialised, so a resend goes in commit order).
+//! [`Store::keep_renewed`] renews a lease in the background; [`lease_ttl_from_env`] reads
+//! `MESH_WORKER_LEASE_MS`.
+
+mod backend;
+mod lease;
+mod outbox;
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::Row;
+
+pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
+pub use outbox::{Durable, ResendReport};
+
+use backend::{Pool, Sql, on_pool};
+
+/// A durable store: the outbox and the conversation leases, on SQLite or PostgreSQL. Clones
+/// share one connection pool.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    sql: Sql,
+}
+
+impl Store {
+    /// Opens the store `url` names, creating and migrating it: `sqlite:PATH` (feature
+    /// `sqlite`) or `postgres://…` (feature `postgres`).
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let (pool, sql) = backend::open(url).await?;
+        tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
+        Ok(Self {
+            inner: Arc::new(Inner { pool, sql }),
+        })
+    }
+
+    /// Wraps `channel` so its commits and sends go through this store's outbox.
+    pub fn channel<C: crate::channel::Channel>(&self, channel: C, surface: Surface) -> Durable<C> {
+        Durable::new(self.clone(), channel, surface)
+    }
+
+    /// Every part recorded for `conversation`, in commit order: what operators and tests read.
+    pub async fn parts(&self, conversation: &str) -> Result<Vec<StoredPart>, StoreError> {
+        let sql = &self.inner.sql.parts;
+        on_pool!(&self.inner.pool, pool => {
+            let rows = sqlx::query(sql)
+                .bind(conversation)
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::database)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(StoredPart {
+                        delivery: row.try_get("delivery").map_err(StoreError::database)?,
+                        index: to_usize(row.try_get("part_index").map_err(StoreError::database)?)?,
+                        total: to_usize(row.try_get("total").map_err(StoreError::database)?)?,
+                        surface: row.try_get("surface").map_err(StoreError::database)?,
+                        text: row.try_get("body").map_err(StoreError::database)?,
+                        state: PartState::parse(&row.try_get::<String, _>("state").map_err(StoreError::database)?)?,
+                        platform_id: row.try_get("platform_id").map_err(StoreError::database)?,
+                        attempts: u32::try_from(row.try_get::<i64, _>("attempts").map_err(StoreError::database)?).unwrap_or(u32::MAX),
+                        maybe_delivered: row.try_get::<i64, _>("maybe_delivered").map_err(StoreError::database)? != 0,
+                        last_error: row.try_get("last_error").map_err(StoreError::database)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Closes the pool, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        on_pool!(&self.inner.pool, pool => pool.close().await)
+    }
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.inner.pool.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    fn name(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+}
+
+fn to_usize(value: i64) -> Result<usize, StoreError> {
+    usize::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative part index {value}")))
+}
+
+/// The chat surface a durable channel delivers to: it decides what a re-send may do (see the
+/// [module docs](self#duplicates-per-surface)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Surface {
+    /// Discord: `nonce` + `enforce_nonce` dedupes a re-send inside Discord's window.
+    Discord,
+    /// Slack: no server-side dedupe.
+    Slack,
+    /// Telegram: no dedupe.
+    Telegram,
+    /// Stdout, a recorder, any channel without dedupe.
+    Plain,
+}
+
+impl Surface {
+    /// The name stored in the outbox.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Discord => "discord",
+            Self::Slack => "slack",
+            Self::Telegram => "telegram",
+            Self::Plain => "plain",
+        }
+    }
+
+    /// Whether the surface drops a repeated send of the same part by itself.
+    pub fn dedupes(self) -> bool {
+        matches!(self, Self::Discord)
+    }
+}
+
+impl fmt::Display for Surface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a part is in its life (see the [state table](self#part-states)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PartState {
+    /// Committed, not yet sent (or sent and refused with a "try later").
+    Pending,
+    /// A send is under way (or its sender died during it).
+    Sending,
+    /// The surface accepted it.
+    Sent,
+    /// It may or may not have reached the person; it is not sent again.
+    Uncertain,
+    /// The surface refused it for good (or refused an earlier part of its message).
+    Failed,
+}
+
+impl PartState {
+    /// The name stored in the outbox.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Sending => "sending",
+            Self::Sent => "sent",
+            Self::Uncertain => "uncertain",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(raw: &str) -> Result<Self, StoreError> {
+        Ok(match raw {
+            "pending" => Self::Pending,
+            "sending" => Self::Sending,
+            "sent" => Self::Sent,
+            "uncertain" => Self::Uncertain,
+            "failed" => Self::Failed,
+            other => return Err(StoreError::Corrupt(format!("unknown part state {other:?}"))),
+        })
+    }
+}
+
+/// One outbox row, read back: a record, not something that can be sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredPart {
+    /// The delivery id, as [`DeliveryId`](crate::DeliveryId) displays it.
+    pub delivery: String,
+    /// Position in the message, from 0.
+    pub index: usize,
+    /// How many parts the message has.
+    pub total: usize,
+    /// The surface it was committed for.
+    pub surface: String,
+    /// The exact payload.
+    pub text: String,
+    /// Where it is.
+    pub state: PartState,
+    /// The surface's id for it, once sent.
+    pub platform_id: Option<String>,
+    /// How many sends were started.
+    pub attempts: u32,
+    /// Whether an attempt may have reached the surface without being confirmed.
+    pub maybe_delivered: bool,
+    /// Why the last attempt did not succeed, if it did not (never a request body).
+    pub last_error: Option<String>,
+}
+
+/// Why the store could not do something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The URL's scheme names no backend (`sqlite:` or `postgres://`).
+    #[error("unsupported store URL scheme {scheme:?}: use sqlite:PATH or postgres://")]
+    UnsupportedUrl {
+        /// The scheme found.
+        scheme: String,
+    },
+    /// The URL names a backend whose feature is off.
+    #[error("this build of mesh-egress has no {feature} store (enable the `{feature}` feature)")]
+    BackendDisabled {
+        /// The feature to enable.
+        feature: &'static str,
+    },
+    /// An in-memory SQLite database was asked for; it would not survive a restart.
+    #[error("an in-memory database is not a durable store: give sqlite a file path")]
+    NotDurable,
+    /// The database refused or failed.
+    #[error("the store's database failed")]
+    Database(#[source] Box<dyn StdError + Send + Sync>),
+    /// The shipped migrations could not be applied.
+    #[error("the store's migrations could not be applied")]
+    Migrate(#[source] Box<dyn StdError + Send + Sync>),
+    /// Another holder has a live lease on the conversation.
+    #[error("conversation {conversation:?} is leased to {holder:?} for another {remaining:?}")]
+    LeaseHeld {
+        /// The conversation.
+        conversation: String,
+        /// Who holds it.
+        holder: String,
+        /// How long its lease still runs (database clock).
+        remaining: Duration,
+    },
+    /// The lease expired or moved on to another holder.
+    #[error("the lease on conversation {conversation:?} was lost")]
+    LeaseLost {
+        /// The conversation.
+        conversation: String,
+    },
+    /// The part is not `pending` in this outbox: already sent, `uncertain` or `failed`, being
+    /// sent by someone else, committed elsewhere, or its lease moved on. It was not sent.
+    #[error(
+        "part {index} of delivery {delivery} is not pending in the outbox (or its lease moved on); not sent"
+    )]
+    NotClaimable {
+        /// The delivery id.
+        delivery: String,
+        /// The part's index.
+        index: usize,
+    },
+    /// A row the store wrote cannot be read back.
+    #[error("the store holds a row it cannot read: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    fn database(error: sqlx::Error) -> Self {
+        Self::Database(Box::new(error))
+    }
+
+    fn migrate(error: sqlx::migrate::MigrateError) -> Self {
+        Self::Migrate(Box::new(error))
+    }
+}
+
+/// Milliseconds of a duration as the store's integer, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,493 @@
+//! [`Durable`]: the outbox commit boundary around any [`Channel`], and [`Store::resend`].
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use sqlx::Row;
+
+use super::{Store, StoreError, Surface, millis, on_pool, to_usize};
+use crate::channel::{Channel, PartReceipt, SendError};
+use crate::egress::Attribution;
+use crate::outbound::{CommitError, CommitRecord, CommittedPart, DeliveryId};
+use crate::ownership::{Fence, Ownership};
+use crate::store::lease::Lease;
+
+/// How long after a part's first attempt Discord still drops a re-send with the same nonce, as
+/// far as we rely on it (Discord documents "a few minutes").
+const DEFAULT_DEDUPE_WINDOW: Duration = Duration::from_secs(120);
+/// The longest error text kept in a row: errors can quote hostile response bodies.
+const MAX_ERROR_TEXT: usize = 500;
+
+/// A [`Channel`] whose commit boundary is the store's outbox: committing writes every rendered
+/// part in one transaction with the lease check, and each send is claimed and recorded (see
+/// the [state table](super#part-states)). Built by [`Store::channel`].
+///
+/// Rendering is the inner channel's; so is the wire. The inner channel's own
+/// [`commit`](Channel::commit) runs first.
+pub struct Durable<C> {
+    store: Store,
+    inner: C,
+    surface: Surface,
+    dedupe_window: Duration,
+}
+
+/// What happened to one send, for [`Store::resend`] to decide whether to go on.
+enum Outcome {
+    Sent,
+    Retry,
+    Uncertain,
+    Failed,
+    NotClaimed,
+}
+
+impl<C: Channel> Durable<C> {
+    pub(super) fn new(store: Store, inner: C, surface: Surface) -> Self {
+        Self {
+            store,
+            inner,
+            surface,
+            dedupe_window: DEFAULT_DEDUPE_WINDOW,
+        }
+    }
+
+    /// How long after its first attempt a part whose outcome is unknown may still be re-sent
+    /// on a surface that dedupes (Discord; default 2 minutes). Older ones become `uncertain`.
+    pub fn with_dedupe_window(mut self, window: Duration) -> Self {
+        self.dedupe_window = window;
+        self
+    }
+
+    /// The wrapped channel.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    /// The surface the parts are recorded for.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    /// The store behind it.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn commit_parts(&self, record: &CommitRecord<'_>) -> Result<(), CommitError> {
+        Channel::commit(&self.inner, record).await?;
+        let fence = record.ownership.and_then(Ownership::fence);
+        let conversation = record.attribution.conversation();
+        if fence.is_some_and(|f| f.conversation != conversation) {
+            // A lease on another conversation proves nothing about this one.
+            return Err(CommitError::OwnershipLost);
+        }
+        let delivery = record.delivery.to_string();
+        let total = i64::try_from(record.parts.len()).unwrap_or(i64::MAX);
+        let sql = &self.store.inner.sql;
+        let store_error = |e: sqlx::Error| CommitError::Store(Box::new(StoreError::database(e)));
+        on_pool!(&self.store.inner.pool, pool => {
+            let mut tx = pool.begin_with(sql.begin).await.map_err(store_error)?;
+            if let Some(lock) = &sql.lock_conversation {
+                sqlx::query(lock).bind(conversation).execute(&mut *tx).await.map_err(store_error)?;
+            }
+            if let Some(fence) = fence {
+                let live = sqlx::query(&sql.check_fence)
+                    .bind(conversation)
+                    .bind(&fence.holder)
+                    .bind(fence.token)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if live.is_none() {
+                    tx.rollback().await.map_err(store_error)?;
+                    tracing::warn!(
+                        target: "mesh_egress::store",
+                        conversation,
+                        holder = %fence.holder,
+                        token = fence.token,
+                        "commit refused: the lease moved on"
+                    );
+                    return Err(CommitError::OwnershipLost);
+                }
+            }
+            for (index, text) in record.parts.iter().enumerate() {
+                sqlx::query(&sql.insert_part)
+                    .bind(&delivery)
+                    .bind(i64::try_from(index).unwrap_or(i64::MAX))
+                    .bind(total)
+                    .bind(conversation)
+                    .bind(record.attribution.agent())
+                    .bind(record.attribution.run())
+                    .bind(self.surface.as_str())
+                    .bind(text)
+                    .bind(format!("{delivery}-{index}"))
+                    .bind(fence.map(|f| f.holder.as_str()))
+                    .bind(fence.map(|f| f.token))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            tx.commit().await.map_err(store_error)?;
+        });
+        tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
+        Ok(())
+    }
+
+    /// Claims, sends and records one part.
+    async fn send_tracked(&self, part: CommittedPart) -> (Result<PartReceipt, SendError>, Outcome) {
+        let delivery = part.delivery_id().to_string();
+        let index = part.index();
+        let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
+        let fence = part.ownership().and_then(Ownership::fence);
+        let (holder, token) = (fence.map(|f| f.holder.clone()), fence.map(|f| f.token));
+        let sql = &self.store.inner.sql;
+        let claimed: Result<u64, sqlx::Error> = on_pool!(&self.store.inner.pool, pool => {
+            sqlx::query(&sql.claim)
+                .bind(&delivery)
+                .bind(index_i64)
+                .bind(holder.as_deref())
+                .bind(token)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        });
+        match claimed {
+            Ok(1) => {}
+            Ok(_) => {
+                let refused = StoreError::NotClaimable { delivery, index };
+                return (
+                    Err(SendError::new(part, refused).with_retryable(false)),
+                    Outcome::NotClaimed,
+                );
+            }
+            Err(error) => {
+                // Nothing was sent and the row is unchanged: trying again later is safe.
+                return (
+                    Err(SendError::new(part, StoreError::database(error))),
+                    Outcome::Retry,
+                );
+            }
+        }
+        match self.inner.send(part).await {
+            Ok(receipt) => {
+                if let Err(error) = self
+                    .record(Mark::Sent, &delivery, index_i64, receipt.id())
+                    .await
+                {
+                    // Sent but not recorded: the row stays `sending`, which a resend treats as
+                    // an unknown outcome (deduped on Discord, `uncertain` elsewhere). Never a
+                    // second post where the surface can prevent it.
+                    tracing::error!(target: "mesh_egress::store", %delivery, index, error = %error, "sent, but the outbox could not record it");
+                }
+                (Ok(receipt), Outcome::Sent)
+            }
+            Err(error) => {
+                let text = error_text(&error);
+                let (mark, outcome) = if !error.retryable() {
+                    (Mark::Failed, Outcome::Failed)
+                } else if error.retry_after().is_some() {
+                    // The surface answered "not now": it did not post.
+                    (
+                        Mark::Retry {
+                            maybe_delivered: false,
+                        },
+                        Outcome::Retry,
+                    )
+                } else if self.surface.dedupes() {
+                    (
+                        Mark::Retry {
+                            maybe_delivered: true,
+                        },
+                        Outcome::Retry,
+                    )
+                } else {
+                    (Mark::Uncertain, Outcome::Uncertain)
+                };
+                if let Err(store_error) = self.record(mark, &delivery, index_i64, &text).await {
+                    tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
+                }
+                match outcome {
+                    Outcome::Uncertain => {
+                        tracing::warn!(target: "mesh_egress::store", %delivery, index, surface = %self.surface, "part uncertain: it may have reached the surface, which cannot dedupe a re-send");
+                        (Err(error.with_retryable(false)), outcome)
+                    }
+                    Outcome::Failed => {
+                        tracing::warn!(target: "mesh_egress::store", %delivery, index, "part failed: the surface refused it; the rest of its message is failed with it");
+                        (Err(error), outcome)
+                    }
+                    _ => (Err(error), outcome),
+                }
+            }
+        }
+    }
+
+    /// Records what a send came to: `$1` delivery, `$2` index, `$3` the message id or error
+    /// text, then what the statement needs besides.
+    async fn record(
+        &self,
+        mark: Mark,
+        delivery: &str,
+        index: i64,
+        text: &str,
+    ) -> Result<(), sqlx::Error> {
+        let sql = &self.store.inner.sql;
+        let statement = match mark {
+            Mark::Sent => &sql.mark_sent,
+            Mark::Retry { .. } => &sql.mark_retry,
+            Mark::Uncertain => &sql.mark_uncertain,
+            Mark::Failed => &sql.mark_failed,
+        };
+        on_pool!(&self.store.inner.pool, pool => {
+            let query = sqlx::query(statement).bind(delivery).bind(index).bind(text);
+            let query = match mark {
+                Mark::Retry { maybe_delivered } => query.bind(i64::from(maybe_delivered)),
+                // The claim was fenced already: no lease to check again.
+                Mark::Uncertain => query.bind(None::<String>).bind(None::<i64>),
+                Mark::Sent | Mark::Failed => query,
+            };
+            query.execute(pool).await.map(drop)
+        })
+    }
+}
+
+/// The row update a send's result calls for.
+#[derive(Clone, Copy)]
+enum Mark {
+    Sent,
+    Retry { maybe_delivered: bool },
+    Uncertain,
+    Failed,
+}
+
+fn error_text(error: &SendError) -> String {
+    let mut text = error.to_string();
+    if let Some(source) = std::error::Error::source(error) {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+    }
+    if text.len() > MAX_ERROR_TEXT {
+        let mut cut = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+impl<C: Channel> Channel for Durable<C> {
+    type Renderer = C::Renderer;
+
+    fn renderer(&self) -> &C::Renderer {
+        self.inner.renderer()
+    }
+
+    fn commit(
+        &self,
+        record: &CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), CommitError>> + Send {
+        self.commit_parts(record)
+    }
+
+    async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {
+        self.send_tracked(part).await.0
+    }
+}
+
+impl<C> fmt::Debug for Durable<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Durable")
+            .field("surface", &self.surface)
+            .field("dedupe_window", &self.dedupe_window)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Store::resend`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResendReport {
+    /// Parts sent and recorded `sent`.
+    pub sent: usize,
+    /// Parts marked `uncertain` (not sent again: the surface cannot dedupe).
+    pub uncertain: usize,
+    /// Parts the surface refused for good (with the rest of their messages).
+    pub failed: usize,
+    /// Whether it stopped at a part to try later (the surface said "not now", or the outcome
+    /// was unknown on a deduping surface); the parts after it were left, to keep the order.
+    pub stopped: bool,
+}
+
+/// One open part, as the resend loop reads it.
+struct OpenPart {
+    delivery: String,
+    index: usize,
+    total: usize,
+    agent: String,
+    run: String,
+    text: String,
+    sending: bool,
+    maybe_delivered: bool,
+    first_attempt_ms: Option<i64>,
+    now_ms: i64,
+}
+
+impl Store {
+    /// Sends the parts of `lease`'s conversation that are still open in the outbox for
+    /// `channel`'s surface, oldest first, as its current holder: after a restart, or on the
+    /// worker that took the conversation over.
+    ///
+    /// A part found `sending` or marked maybe-delivered had an attempt whose outcome is
+    /// unknown: it is re-sent only where the surface dedupes and within the window; elsewhere
+    /// it becomes `uncertain` and the next part goes. The first part to try later stops the
+    /// resend, so nothing is ever sent out of order.
+    pub async fn resend<C: Channel>(
+        &self,
+        channel: &Durable<C>,
+        lease: &Lease,
+    ) -> Result<ResendReport, StoreError> {
+        let mut report = ResendReport::default();
+        let conversation = lease.conversation();
+        let fence: &Fence = lease_fence(lease);
+        loop {
+            if !lease.is_held() {
+                return Err(StoreError::LeaseLost {
+                    conversation: conversation.to_owned(),
+                });
+            }
+            let Some(open) = self.next_open(conversation, channel.surface).await? else {
+                return Ok(report);
+            };
+            let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
+            if open.sending || open.maybe_delivered {
+                let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
+                let within = channel.surface.dedupes()
+                    && age.is_some_and(|age| age <= millis(channel.dedupe_window));
+                let sql = &self.inner.sql;
+                let changed = if within {
+                    if open.sending {
+                        self.execute_fenced(
+                            &sql.reopen_sending,
+                            &open.delivery,
+                            index_i64,
+                            None,
+                            fence,
+                        )
+                        .await?
+                    } else {
+                        1
+                    }
+                } else {
+                    let why = "outcome of an earlier attempt unknown; the surface cannot dedupe a re-send";
+                    let changed = self
+                        .execute_fenced(
+                            &sql.mark_uncertain,
+                            &open.delivery,
+                            index_i64,
+                            Some(why),
+                            fence,
+                        )
+                        .await?;
+                    if changed == 1 {
+                        tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
+                        report.uncertain += 1;
+                        continue;
+                    }
+                    changed
+                };
+                if changed != 1 {
+                    return Err(StoreError::LeaseLost {
+                        conversation: conversation.to_owned(),
+                    });
+                }
+            }
+            let raw = u64::from_str_radix(&open.delivery, 16)
+                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
+            let part = CommittedPart::restored(
+                DeliveryId::from_stored(raw),
+                open.index,
+                open.total,
+                open.text,
+                Attribution::new(open.agent, conversation, open.run),
+                Some(lease.ownership()),
+            );
+            match channel.send_tracked(part).await.1 {
+                Outcome::Sent => report.sent += 1,
+                Outcome::Uncertain => report.uncertain += 1,
+                Outcome::Failed => report.failed += 1,
+                Outcome::Retry => {
+                    report.stopped = true;
+                    return Ok(report);
+                }
+                Outcome::NotClaimed => {
+                    return Err(StoreError::LeaseLost {
+                        conversation: conversation.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn next_open(
+        &self,
+        conversation: &str,
+        surface: Surface,
+    ) -> Result<Option<OpenPart>, StoreError> {
+        let sql = &self.inner.sql.next_open;
+        on_pool!(&self.inner.pool, pool => {
+            let Some(row) = sqlx::query(sql)
+                .bind(conversation)
+                .bind(surface.as_str())
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::database)?
+            else {
+                return Ok(None);
+            };
+            let get_i64 = |name: &str| row.try_get::<i64, _>(name).map_err(StoreError::database);
+            let get_text = |name: &str| row.try_get::<String, _>(name).map_err(StoreError::database);
+            Ok(Some(OpenPart {
+                delivery: get_text("delivery")?,
+                index: to_usize(get_i64("part_index")?)?,
+                total: to_usize(get_i64("total")?)?,
+                agent: get_text("agent")?,
+                run: get_text("run")?,
+                text: get_text("body")?,
+                sending: get_text("state")? == "sending",
+                maybe_delivered: get_i64("maybe_delivered")? != 0,
+                first_attempt_ms: row.try_get("first_attempt_ms").map_err(StoreError::database)?,
+                now_ms: get_i64("now_ms")?,
+            }))
+        })
+    }
+
+    /// Runs `reopen_sending` (`$3` holder, `$4` token) or `mark_uncertain` (`$3` text, `$4`
+    /// holder, `$5` token) under `fence`; the rows it changed.
+    async fn execute_fenced(
+        &self,
+        statement: &str,
+        delivery: &str,
+        index: i64,
+        text: Option<&str>,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        on_pool!(&self.inner.pool, pool => {
+            let query = sqlx::query(statement).bind(delivery).bind(index);
+            let query = match text {
+                Some(text) => query.bind(text),
+                None => query,
+            };
+            query
+                .bind(fence.holder.as_str())
+                .bind(fence.token)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+                .map_err(StoreError::database)
+        })
+    }
+}
+
+fn lease_fence(lease: &Lease) -> &Fence {
+    lease.fence()
+}
