@@ -8,7 +8,11 @@
 //!
 //! 1. **Heuristics**, compiled once: one Aho-Corasick pass over the candidate, each hit
 //!    confirmed where it occurs, plus the system-prompt n-gram check when a prompt is
-//!    configured. Each [`Finding`] has a [`Rule`] and a [`Confidence`]. Context from the
+//!    configured. The gate reads what a person will see: when the candidate could read
+//!    differently from its bytes (entities, Markdown markers, compatibility or look-alike
+//!    letters, invisible characters, broken whitespace), the same checks run again over its
+//!    normalised [`Projection`](normalise::Projection), whose spans map back to the source.
+//!    Each [`Finding`] has a [`Rule`] and a [`Confidence`]. Context from the
 //!    user's message lowers a finding to low confidence: a failure shape inside code when the
 //!    user asked about code or errors, or an error the user quoted themselves.
 //! 2. **The judge** ([`Judge`]), only for flagged candidates, bounded in time and by a
@@ -70,9 +74,11 @@ mod finding;
 mod heuristics;
 mod judge;
 mod model_judge;
+pub mod normalise;
 mod overlap;
 mod rules;
 mod sanitise;
+mod seams;
 
 use std::fmt;
 use std::ops::Range;
