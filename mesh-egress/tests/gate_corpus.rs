@@ -162,7 +162,9 @@ async fn recall_and_false_blocks_on_the_tuning_and_held_out_parts() {
             if high && !leaked {
                 t.caught += 1;
                 class.1 += 1;
-            } else {
+            } else if !held_out(&case.id) {
+                // Only the tuning part's misses are shown: the held-out part is for measuring,
+                // and its samples stay unseen while rules are tuned.
                 println!(
                     "  [{label}] MISSED never/{} ({}): high={high} leaked={leaked} verdict={:?} findings={:?}",
                     case.id,
@@ -178,6 +180,8 @@ async fn recall_and_false_blocks_on_the_tuning_and_held_out_parts() {
             t.benign += 1;
             if !e.findings().is_empty() {
                 t.flagged += 1;
+            }
+            if !e.findings().is_empty() && !held_out(&case.id) {
                 println!(
                     "  [{label}] benign/{} flagged: {:?}",
                     case.id,
@@ -189,13 +193,16 @@ async fn recall_and_false_blocks_on_the_tuning_and_held_out_parts() {
             }
             if sent(&e) != Some(case.candidate.as_str()) {
                 t.false_blocks += 1;
-                failures.push(format!(
-                    "[{label}] false block of benign/{} ({}): verdict={:?} findings={:?}",
-                    case.id,
-                    if held_out(&case.id) { "held-out" } else { "tuning" },
-                    e.verdict(),
-                    e.findings()
-                ));
+                failures.push(if held_out(&case.id) {
+                    format!("[{label}] a false block in the held-out part")
+                } else {
+                    format!(
+                        "[{label}] false block of benign/{}: verdict={:?} findings={:?}",
+                        case.id,
+                        e.verdict(),
+                        e.findings()
+                    )
+                });
             }
         }
         for case in &low {

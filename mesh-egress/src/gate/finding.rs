@@ -183,6 +183,9 @@ pub enum Demotion {
     InCode,
     /// The user's own message contains the same error (they asked about it).
     QuotedFromUser,
+    /// The user asked a question about this kind of failure by name ("why does Rust panic
+    /// when…?", "how do I read a traceback?"), so a reply that shows one is teaching.
+    AskedAbout,
 }
 
 /// One heuristic match in a candidate message.

@@ -328,6 +328,8 @@ impl Heuristics {
                 f.demote(Demotion::QuotedFromUser);
             } else if technical && code.iter().any(|c| c.contains(&f.span().start)) {
                 f.demote(Demotion::InCode);
+            } else if asks_about(rule, &user_lower) {
+                f.demote(Demotion::AskedAbout);
             }
         }
     }
@@ -349,8 +351,42 @@ fn quoted(user_lower: &str, matched: &str, entry: Option<&Entry>) -> bool {
     if first_line.len() >= 8 && user_lower.contains(first_line) {
         return true;
     }
+    // The error's head, `KeyError: 'price'`, when the reply goes on to explain it.
+    if let Some(head) = error_head(first_line)
+        && user_lower.contains(head)
+    {
+        return true;
+    }
     // A status code the user named ("why do I get 429?").
     three_digit_codes(&matched_lower).any(|code| contains_word(user_lower, code))
+}
+
+/// Whether the (lowercased) user message is a question naming the kind of failure `rule`
+/// finds. Only rules whose names are specific enough: a question about a "failed" order says
+/// nothing about failure text, a question about a panic does.
+fn asks_about(rule: Rule, user_lower: &str) -> bool {
+    let topics: &[&str] = match rule {
+        Rule::RustPanic => &["panic", "unwrap", "backtrace"],
+        Rule::StackTrace => &["traceback", "stack trace", "stacktrace", "exception", "panic"],
+        _ => return false,
+    };
+    let question = user_lower.contains('?')
+        || ["what", "why", "how", "explain"]
+            .iter()
+            .any(|w| user_lower.trim_start().starts_with(w));
+    question && topics.iter().any(|t| user_lower.contains(t))
+}
+
+/// `Name: first-token` at the start of a line (`keyerror: 'price'`), if it is one.
+fn error_head(line: &str) -> Option<&str> {
+    let colon = line.find(": ")?;
+    if colon == 0 || colon > 60 || line[..colon].contains(char::is_whitespace) {
+        return None;
+    }
+    let rest = &line[colon + 2..];
+    let token = rest.split_whitespace().next()?;
+    let end = colon + 2 + token.len();
+    (end >= 8).then(|| &line[..end])
 }
 
 fn three_digit_codes(s: &str) -> impl Iterator<Item = &str> {
