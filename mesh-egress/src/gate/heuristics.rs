@@ -7,6 +7,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 use crate::gate::code::code_regions;
+use crate::gate::context::{asks_about, quoted};
 use crate::gate::credential::credential;
 use crate::gate::finding::{Demotion, Finding, Rule};
 use crate::gate::normalise::Projection;
@@ -134,7 +135,8 @@ impl Heuristics {
             )",
         )
         .map_err(|e| CompileError(e.to_string()))?;
-        let seams = Seams::new(entries.iter().map(|e| e.literal.as_str()));
+        let seams = Seams::new(entries.iter().map(|e| e.literal.as_str()))
+            .map_err(|e| CompileError(e.to_string()))?;
         Ok(Self {
             automaton,
             entries,
@@ -322,7 +324,7 @@ impl Heuristics {
                 // or phrase inside the reasoning proves nothing.
                 entry.is_some_and(|e| user_lower.contains(e.literal.as_str()))
             } else {
-                quoted(&user_lower, matched, entry)
+                quoted(&user_lower, matched, entry.map(|e| e.literal.as_str()))
             };
             if asked {
                 f.demote(Demotion::QuotedFromUser);
@@ -333,73 +335,6 @@ impl Heuristics {
             }
         }
     }
-}
-
-/// Whether the user's (lowercased) message holds the error the finding matched: its literal,
-/// its status code, or its first line.
-fn quoted(user_lower: &str, matched: &str, entry: Option<&Entry>) -> bool {
-    if user_lower.is_empty() {
-        return false;
-    }
-    if let Some(entry) = entry
-        && user_lower.contains(entry.literal.as_str())
-    {
-        return true;
-    }
-    let matched_lower = matched.to_lowercase();
-    let first_line = matched_lower.lines().next().unwrap_or_default().trim();
-    if first_line.len() >= 8 && user_lower.contains(first_line) {
-        return true;
-    }
-    // The error's head, `KeyError: 'price'`, when the reply goes on to explain it.
-    if let Some(head) = error_head(first_line)
-        && user_lower.contains(head)
-    {
-        return true;
-    }
-    // A status code the user named ("why do I get 429?").
-    three_digit_codes(&matched_lower).any(|code| contains_word(user_lower, code))
-}
-
-/// Whether the (lowercased) user message is a question naming the kind of failure `rule`
-/// finds. Only rules whose names are specific enough: a question about a "failed" order says
-/// nothing about failure text, a question about a panic does.
-fn asks_about(rule: Rule, user_lower: &str) -> bool {
-    let topics: &[&str] = match rule {
-        Rule::RustPanic => &["panic", "unwrap", "backtrace"],
-        Rule::StackTrace => &["traceback", "stack trace", "stacktrace", "exception", "panic"],
-        _ => return false,
-    };
-    let question = user_lower.contains('?')
-        || ["what", "why", "how", "explain"]
-            .iter()
-            .any(|w| user_lower.trim_start().starts_with(w));
-    question && topics.iter().any(|t| user_lower.contains(t))
-}
-
-/// `Name: first-token` at the start of a line (`keyerror: 'price'`), if it is one.
-fn error_head(line: &str) -> Option<&str> {
-    let colon = line.find(": ")?;
-    if colon == 0 || colon > 60 || line[..colon].contains(char::is_whitespace) {
-        return None;
-    }
-    let rest = &line[colon + 2..];
-    let token = rest.split_whitespace().next()?;
-    let end = colon + 2 + token.len();
-    (end >= 8).then(|| &line[..end])
-}
-
-fn three_digit_codes(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !c.is_ascii_digit())
-        .filter(|w| w.len() == 3 && matches!(w.as_bytes()[0], b'1'..=b'5'))
-}
-
-fn contains_word(haystack: &str, word: &str) -> bool {
-    haystack.match_indices(word).any(|(at, _)| {
-        let before = haystack[..at].chars().next_back();
-        let after = haystack[at + word.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
 }
 
 /// Sorts findings and merges touching findings of one rule and confidence.

@@ -67,6 +67,7 @@
 
 mod builder;
 mod code;
+mod context;
 mod credential;
 mod decide;
 mod evaluation;

@@ -11,29 +11,12 @@
 //! automaton, run over a small collapsed window around the seam, finds a trigger across it.
 //! Short replies (the whole-reply checks read them) are projected whenever they differ.
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, MatchKind};
 
-/// Bytes the projection changes besides whitespace.
-const MARK: u8 = 1;
-/// ASCII whitespace.
-const SPACE: u8 = 2;
-
-static CLASS: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut b = 0usize;
-    while b < 256 {
-        #[allow(clippy::cast_possible_truncation)]
-        let byte = b as u8;
-        table[b] = match byte {
-            b'&' | b'*' | b'`' | b'~' | b'\\' | b'_' => MARK,
-            0x80..=0xFF => MARK,
-            b' ' | b'\t' | b'\n' | b'\r' | 0x0C => SPACE,
-            _ => 0,
-        };
-        b += 1;
-    }
-    table
-};
+/// What the prefilter looks for: the ASCII bytes the projection changes, and whitespace that
+/// is not a single space. Few enough for the automaton's SIMD prefilter, so clean text is
+/// skimmed, not walked byte by byte (non-ASCII text is found by `str::is_ascii` first).
+const MARKS: &[&str] = &["&", "*", "`", "~", "\\", "_", "\n", "\t", "\r", "\x0c", "  "];
 
 /// Replies up to this long (trimmed) are projected whenever they differ from their source.
 const SHORT: usize = 320;
@@ -47,10 +30,14 @@ pub(crate) struct Seams {
     after: [bool; 256],
     /// The longest literal, in bytes: how far either side of a seam a trigger can reach.
     reach: usize,
+    /// Finds [`MARKS`].
+    marks: AhoCorasick,
 }
 
 impl Seams {
-    pub(crate) fn new<'a>(literals: impl Iterator<Item = &'a str>) -> Self {
+    pub(crate) fn new<'a>(
+        literals: impl Iterator<Item = &'a str>,
+    ) -> Result<Self, aho_corasick::BuildError> {
         let mut before = [false; 256];
         let mut after = [false; 256];
         let mut reach = 0usize;
@@ -65,44 +52,54 @@ impl Seams {
                 }
             }
         }
-        Self {
+        let marks = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(MARKS)?;
+        Ok(Self {
             before,
             after,
             reach,
-        }
+            marks,
+        })
     }
 
     /// Whether `text` may read differently to a person in a way the automaton would notice.
     pub(crate) fn wants_projection(&self, text: &str, automaton: &AhoCorasick) -> bool {
+        if !text.is_ascii() {
+            return true;
+        }
         let b = text.as_bytes();
         let short = text.trim().len() <= SHORT;
-        let mut i = 0usize;
-        while i < b.len() {
-            match CLASS[usize::from(b[i])] {
-                MARK => {
-                    let intraword = b[i] == b'_'
-                        && i > 0
+        let is_space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0C);
+        let mut checked = 0usize; // the end of the last whitespace run looked at
+        for m in self.marks.find_iter(text) {
+            let i = m.start();
+            match b[i] {
+                b'_' => {
+                    let intraword = i > 0
                         && b[i - 1].is_ascii_alphanumeric()
                         && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric);
                     if !intraword {
                         return true;
                     }
                 }
-                SPACE => {
-                    let mut j = i + 1;
-                    while j < b.len() && CLASS[usize::from(b[j])] == SPACE {
-                        j += 1;
+                b'&' | b'*' | b'`' | b'~' | b'\\' => return true,
+                _ if i < checked => {}
+                _ => {
+                    let mut start = i;
+                    while start > 0 && is_space(b[start - 1]) {
+                        start -= 1;
                     }
-                    let single = j == i + 1 && b[i] == b' ';
-                    if !single && (short || self.joins_a_trigger(text, i, j, automaton)) {
+                    let mut end = m.end();
+                    while end < b.len() && is_space(b[end]) {
+                        end += 1;
+                    }
+                    checked = end;
+                    if short || self.joins_a_trigger(text, start, end, automaton) {
                         return true;
                     }
-                    i = j;
-                    continue;
                 }
-                _ => {}
             }
-            i += 1;
         }
         false
     }
@@ -173,7 +170,7 @@ mod tests {
             .ascii_case_insensitive(true)
             .build(literals)
             .expect("automaton");
-        (Seams::new(literals.into_iter()), ac)
+        (Seams::new(literals.into_iter()).expect("seams"), ac)
     }
 
     #[test]
@@ -188,7 +185,7 @@ mod tests {
     fn a_line_break_or_double_space_inside_a_trigger_is_projected() {
         let (seams, ac) = setup();
         let pad = "The consignment cleared customs on Tuesday. ".repeat(10);
-        for seam in ["\n", "  ", "\r\n", "\t"] {
+        for seam in ["\n", "  ", "\r\n", "\t", " \n ", "\n\n"] {
             let text = format!("{pad}LLM request{seam}failed. {pad}");
             assert!(seams.wants_projection(&text, &ac), "{seam:?}");
         }
