@@ -135,8 +135,7 @@ impl Heuristics {
             )",
         )
         .map_err(|e| CompileError(e.to_string()))?;
-        let seams = Seams::new(entries.iter().map(|e| e.literal.as_str()))
-            .map_err(|e| CompileError(e.to_string()))?;
+        let seams = Seams::new(entries.iter().map(|e| e.literal.as_str()));
         Ok(Self {
             automaton,
             entries,
