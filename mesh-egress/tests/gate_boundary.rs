@@ -28,7 +28,7 @@ fn held_out(id: &str) -> bool {
     let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
-    hash % 4 == 0
+    hash.is_multiple_of(4)
 }
 
 #[tokio::test]
@@ -64,7 +64,10 @@ async fn no_never_string_reaches_the_channel_and_benign_replies_are_answers() {
         }
     }
     println!("held-out never-strings that reached the channel: {held_leaked}/{held}");
-    assert!(held_leaked * 20 <= held, "{held_leaked}/{held} held-out leaks");
+    assert!(
+        held_leaked * 20 <= held,
+        "{held_leaked}/{held} held-out leaks"
+    );
     for case in corpus["benign"].as_array().expect("benign") {
         let id = field(case, "id");
         let turn = Turn::new(mesh_egress::Attribution::new("atlas", id.as_str(), "r"));

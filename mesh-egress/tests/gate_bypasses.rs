@@ -78,7 +78,8 @@ async fn zero_width_characters_and_homoglyphs_do_not_hide_llm_request_failed() {
 
 #[tokio::test]
 async fn an_entity_encoded_think_block_is_stripped_like_a_think_block() {
-    let candidate = "&lt;think&gt;The user is annoyed; keep it short.&lt;/think&gt;Your parcel arrives Friday.";
+    let candidate =
+        "&lt;think&gt;The user is annoyed; keep it short.&lt;/think&gt;Your parcel arrives Friday.";
     let (verdict, sent, rules) = verdict_on(candidate).await;
     assert!(rules.contains(&Rule::ReasoningBlock), "{rules:?}");
     assert!(
@@ -128,7 +129,8 @@ async fn a_per_request_canary_written_with_homoglyphs_is_blocked() {
 async fn a_disguised_leak_is_cut_at_its_source_bytes_when_the_rest_is_sanitised() {
     // A reasoning block written with entities inside a reply with Markdown around it: the cut
     // lands on the source bytes, and the Markdown outside it is kept as written.
-    let candidate = "**Update:** &lt;thinking&gt;stall them&lt;/thinking&gt;\n\nYour *parcel* arrives Friday.";
+    let candidate =
+        "**Update:** &lt;thinking&gt;stall them&lt;/thinking&gt;\n\nYour *parcel* arrives Friday.";
     let (verdict, sent, _) = verdict_on(candidate).await;
     assert!(
         matches!(verdict, GateVerdict::Sanitised { .. }),

@@ -43,7 +43,7 @@ fn fnv1a(id: &str) -> u64 {
 
 /// Whether a sample is in the held-out part.
 fn held_out(id: &str) -> bool {
-    fnv1a(id) % 4 == 0
+    fnv1a(id).is_multiple_of(4)
 }
 
 const PARTS: [(&str, bool); 2] = [("tuning", false), ("held-out", true)];

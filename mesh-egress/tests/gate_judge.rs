@@ -19,7 +19,11 @@ async fn gate_with_judge(provider: &FakeProvider) -> QualityGate {
         Duration::from_secs(1),
     )
     .expect("connector");
-    let router = Router::new(connector, "judge-model", RetryConfig::default().with_attempts(1));
+    let router = Router::new(
+        connector,
+        "judge-model",
+        RetryConfig::default().with_attempts(1),
+    );
     QualityGate::builder()
         .judge(ModelJudge::new(router))
         .judge_timeout(Duration::from_secs(3))
@@ -74,12 +78,18 @@ async fn a_forged_boundary_and_an_allow_stay_inside_the_candidates_block() {
     let close = format!("\nEND-REPLY-{boundary}\n");
     let start = prompt.find(&open).expect("open") + open.len();
     let end = prompt.find(&close).expect("close");
-    assert_eq!(&prompt[start..end], candidate, "the whole candidate is inside");
+    assert_eq!(
+        &prompt[start..end],
+        candidate,
+        "the whole candidate is inside"
+    );
     let outside = format!("{}{}", &prompt[..start], &prompt[end..]);
     assert!(!outside.contains(forged), "{outside}");
     assert!(!outside.contains("ALLOW\n"), "{outside}");
     // The person's message is fenced the same way.
-    assert!(prompt.contains(&format!("BEGIN-MESSAGE-{boundary}\n{USER}\nEND-MESSAGE-{boundary}\n")));
+    assert!(prompt.contains(&format!(
+        "BEGIN-MESSAGE-{boundary}\n{USER}\nEND-MESSAGE-{boundary}\n"
+    )));
     // The system instruction says what the fences mean.
     let received = provider.received();
     let system = received[0].body["messages"][0]["content"]
@@ -103,11 +113,18 @@ async fn an_answer_that_is_not_a_clean_allow_or_block_is_a_judge_failure() {
             .expect("fake provider");
         let gate = gate_with_judge(&provider).await;
         let turn = Turn::new(Attribution::new("atlas", "c1", "r1"));
-        let message = AgentMessage::new("LLM request failed: upstream 503", turn.attribution().clone());
+        let message = AgentMessage::new(
+            "LLM request failed: upstream 503",
+            turn.attribution().clone(),
+        );
         let e = gate.evaluate(&turn, USER, message).await;
         // An empty completion is already a failed model call in Layer A; any other answer
         // reaches the judge's parser and is refused there.
-        let kind = if answer.is_empty() { "model" } else { "unparseable" };
+        let kind = if answer.is_empty() {
+            "model"
+        } else {
+            "unparseable"
+        };
         assert_eq!(e.judge(), Some(JudgeOutcome::Error(kind)), "{answer:?}");
         // High-confidence failure text is never sent on a judge failure.
         assert_eq!(
@@ -126,7 +143,10 @@ async fn a_clean_allow_still_downgrades_failure_text_the_person_asked_about() {
         .expect("fake provider");
     let gate = gate_with_judge(&provider).await;
     let turn = Turn::new(Attribution::new("atlas", "c1", "r1"));
-    let message = AgentMessage::new("LLM request failed: upstream 503", turn.attribution().clone());
+    let message = AgentMessage::new(
+        "LLM request failed: upstream 503",
+        turn.attribution().clone(),
+    );
     let e = gate.evaluate(&turn, USER, message).await;
     assert_eq!(e.judge(), Some(JudgeOutcome::Allow));
     assert_eq!(e.verdict(), GateVerdict::Send { review: false });
@@ -151,7 +171,11 @@ async fn an_allowing_judge_is_not_even_asked_about_a_prompt_echo_or_a_credential
             .await
             .expect("fake provider");
         let connector = OpenAiCompatible::new(provider.base_url()).expect("connector");
-        let router = Router::new(connector, "judge-model", RetryConfig::default().with_attempts(1));
+        let router = Router::new(
+            connector,
+            "judge-model",
+            RetryConfig::default().with_attempts(1),
+        );
         let gate = QualityGate::builder()
             .system_prompt(prompt, 0.5)
             .judge(ModelJudge::new(router))
@@ -160,7 +184,11 @@ async fn an_allowing_judge_is_not_even_asked_about_a_prompt_echo_or_a_credential
         let turn = Turn::new(Attribution::new("atlas", "c1", "r1"));
         let message = AgentMessage::new(candidate.as_str(), turn.attribution().clone());
         let e = gate.evaluate(&turn, user, message).await;
-        assert_eq!(e.verdict(), GateVerdict::Blocked { retryable: false }, "{user}");
+        assert_eq!(
+            e.verdict(),
+            GateVerdict::Blocked { retryable: false },
+            "{user}"
+        );
         assert_eq!(e.judge(), None, "{user}");
         assert!(provider.received().is_empty(), "{user}");
         assert!(e.message().is_none());

@@ -25,7 +25,11 @@ fn check(source: &str, gate: &QualityGate) -> Result<(), String> {
     for pair in boundaries.windows(2) {
         let span = projection.source_span(pair[0]..pair[1]);
         if !(span.start <= span.end && span.end <= source.len()) {
-            return Err(format!("{:?} -> {span:?} outside 0..{}", pair, source.len()));
+            return Err(format!(
+                "{:?} -> {span:?} outside 0..{}",
+                pair,
+                source.len()
+            ));
         }
         if !(source.is_char_boundary(span.start) && source.is_char_boundary(span.end)) {
             return Err(format!("{:?} -> {span:?} not on char boundaries", pair));
@@ -39,7 +43,7 @@ fn check(source: &str, gate: &QualityGate) -> Result<(), String> {
     if clamped.end > source.len() {
         return Err(format!("clamped span {clamped:?}"));
     }
-    let _ = projection.source_span(3..1);
+    let _ = projection.source_span(std::ops::Range { start: 3, end: 1 });
     for finding in gate.scan(source, "why did it fail?") {
         let span = finding.span();
         if !(span.start <= span.end
@@ -65,7 +69,10 @@ fn the_fuzz_seed_corpus_keeps_every_invariant() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gate_normalise_seeds");
     let gate = gate();
     let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).expect("seed directory").take(MAX_SEEDS) {
+    for entry in std::fs::read_dir(&dir)
+        .expect("seed directory")
+        .take(MAX_SEEDS)
+    {
         let path = entry.expect("entry").path();
         let bytes = std::fs::read(&path).expect("seed");
         let text = String::from_utf8_lossy(&bytes);
@@ -86,11 +93,29 @@ fn the_seeds_exercise_each_normalisation() {
             .join(name);
         String::from_utf8(std::fs::read(path).expect("seed")).expect("utf-8 seed")
     };
-    assert_eq!(Projection::of(&read("entity_word")).text(), "LLM request failed");
-    assert!(Projection::of(&read("entity_hex_think")).text().starts_with("<think>plan</think>"));
-    assert_eq!(Projection::of(&read("full_width")).text(), "LLM request failed 3f9");
-    assert!(!Projection::of(&read("format_chars")).text().contains('\u{200b}'));
-    assert!(Projection::of(&read("confusables")).text().starts_with("mesh-canary"));
+    assert_eq!(
+        Projection::of(&read("entity_word")).text(),
+        "LLM request failed"
+    );
+    assert!(
+        Projection::of(&read("entity_hex_think"))
+            .text()
+            .starts_with("<think>plan</think>")
+    );
+    assert_eq!(
+        Projection::of(&read("full_width")).text(),
+        "LLM request failed 3f9"
+    );
+    assert!(
+        !Projection::of(&read("format_chars"))
+            .text()
+            .contains('\u{200b}')
+    );
+    assert!(
+        Projection::of(&read("confusables"))
+            .text()
+            .starts_with("mesh-canary")
+    );
 }
 
 proptest! {

@@ -35,7 +35,13 @@ pub(crate) fn quoted(user_lower: &str, matched: &str, literal: Option<&str>) -> 
 pub(crate) fn asks_about(rule: Rule, user_lower: &str) -> bool {
     let topics: &[&str] = match rule {
         Rule::RustPanic => &["panic", "unwrap", "backtrace"],
-        Rule::StackTrace => &["traceback", "stack trace", "stacktrace", "exception", "panic"],
+        Rule::StackTrace => &[
+            "traceback",
+            "stack trace",
+            "stacktrace",
+            "exception",
+            "panic",
+        ],
         _ => return false,
     };
     let question = user_lower.contains('?')
@@ -76,9 +82,18 @@ mod tests {
 
     #[test]
     fn a_question_naming_a_panic_or_traceback_is_asking_about_it() {
-        assert!(asks_about(Rule::RustPanic, "why does my rust program panic?"));
-        assert!(asks_about(Rule::StackTrace, "how do i read a python traceback"));
-        assert!(!asks_about(Rule::RustPanic, "my program panics sometimes."), "not a question");
+        assert!(asks_about(
+            Rule::RustPanic,
+            "why does my rust program panic?"
+        ));
+        assert!(asks_about(
+            Rule::StackTrace,
+            "how do i read a python traceback"
+        ));
+        assert!(
+            !asks_about(Rule::RustPanic, "my program panics sometimes."),
+            "not a question"
+        );
         assert!(
             !asks_about(Rule::LlmRequestFailed, "why did my order fail?"),
             "failure words are too common to count"
@@ -97,7 +112,10 @@ mod tests {
             "KeyError: 'price' means the dictionary has no key.",
             None
         ));
-        assert_eq!(error_head("keyerror: 'price' means"), Some("keyerror: 'price'"));
+        assert_eq!(
+            error_head("keyerror: 'price' means"),
+            Some("keyerror: 'price'")
+        );
         assert_eq!(error_head("a b: c"), None);
     }
 }

@@ -64,7 +64,11 @@ pub(crate) fn decide(findings: &[Finding], judge: Option<JudgeOutcome>) -> Decis
 
 /// The verdict on a stripped reply: `rest` is what the re-gate found in what is left, `empty`
 /// whether nothing is left, `judge` the judge's part on the original candidate.
-pub(crate) fn decide_rest(rest: &[Finding], empty: bool, judge: Option<JudgeOutcome>) -> GateVerdict {
+pub(crate) fn decide_rest(
+    rest: &[Finding],
+    empty: bool,
+    judge: Option<JudgeOutcome>,
+) -> GateVerdict {
     if empty {
         return GateVerdict::Blocked { retryable: true };
     }
@@ -245,7 +249,11 @@ mod tests {
     #[test]
     fn a_stripped_reply_whose_rest_still_leaks_goes_to_layer_c() {
         assert_eq!(
-            decide_rest(&[high(Rule::StackTrace)], false, Some(JudgeOutcome::Timeout)),
+            decide_rest(
+                &[high(Rule::StackTrace)],
+                false,
+                Some(JudgeOutcome::Timeout)
+            ),
             GateVerdict::Blocked { retryable: true }
         );
         assert_eq!(

@@ -477,7 +477,11 @@ mod tests {
             ("  `BLOCK`\n", JudgeVerdict::Block),
             ("\"block\"", JudgeVerdict::Block),
         ] {
-            assert_eq!(JudgeVerdict::parse(answer).ok(), Some(verdict), "{answer:?}");
+            assert_eq!(
+                JudgeVerdict::parse(answer).ok(),
+                Some(verdict),
+                "{answer:?}"
+            );
         }
         for answer in [
             "",
@@ -505,8 +509,15 @@ mod tests {
         assert!(one.boundary().bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(one.boundary(), two.boundary());
         let prompt = one.prompt();
-        assert_eq!(prompt.matches(one.boundary().as_str()).count(), 4, "{prompt}");
-        let reply = format!("BEGIN-REPLY-{b}\nreply\nEND-REPLY-{b}\n", b = one.boundary());
+        assert_eq!(
+            prompt.matches(one.boundary().as_str()).count(),
+            4,
+            "{prompt}"
+        );
+        let reply = format!(
+            "BEGIN-REPLY-{b}\nreply\nEND-REPLY-{b}\n",
+            b = one.boundary()
+        );
         assert!(prompt.contains(&reply), "{prompt}");
     }
 }

@@ -231,9 +231,10 @@ impl QualityGate {
             };
         };
         let input = input.into();
-        let findings = inner
-            .heuristics
-            .scan(message.body().as_str(), input.user_message, input.canaries);
+        let findings =
+            inner
+                .heuristics
+                .scan(message.body().as_str(), input.user_message, input.canaries);
         if findings.is_empty() {
             return Evaluation {
                 verdict: GateVerdict::Pass,

@@ -227,11 +227,7 @@ pub(crate) const TRIGGERS: &[Trigger] = &[
     t("exceed context limit", ClientError, Always),
     t("exceeds maximum context length", ClientError, Always),
     t("exceeds the maximum context length", ClientError, Always),
-    t(
-        "api error: ",
-        ClientError,
-        Regex(r"(?i)api error: \d{3}\b"),
-    ),
+    t("api error: ", ClientError, Regex(r"(?i)api error: \d{3}\b")),
     t("connection refused", ClientError, Display),
     t("connection reset by peer", ClientError, Display),
     t("operation timed out", ClientError, Display),

@@ -90,6 +90,9 @@ mod tests {
         let f = Finding::new(Rule::ApiKey, 5..text.len() - 3, text);
         let seen = redact_credentials(text, std::slice::from_ref(&f));
         assert!(!seen.contains("Ab3dEf9h"), "{seen}");
-        assert!(seen.starts_with("key: sk-p") && seen.ends_with(" ok"), "{seen}");
+        assert!(
+            seen.starts_with("key: sk-p") && seen.ends_with(" ok"),
+            "{seen}"
+        );
     }
 }

@@ -62,7 +62,9 @@ impl Seams {
             let b = literal.as_bytes();
             reach = reach.max(b.len());
             for k in 1..b.len().saturating_sub(1) {
-                if b[k] == b' ' && !b[k - 1].is_ascii_whitespace() && !b[k + 1].is_ascii_whitespace()
+                if b[k] == b' '
+                    && !b[k - 1].is_ascii_whitespace()
+                    && !b[k + 1].is_ascii_whitespace()
                 {
                     before[usize::from(b[k - 1].to_ascii_lowercase())] = true;
                     after[usize::from(b[k + 1].to_ascii_lowercase())] = true;
@@ -94,7 +96,11 @@ impl Seams {
         };
         // Branch-free over blocks; only a block holding a class byte is walked.
         for (block_index, block) in b.chunks(BLOCK).enumerate() {
-            if block.iter().fold(0u8, |acc, &c| acc | CLASS[usize::from(c)]) == 0 {
+            if block
+                .iter()
+                .fold(0u8, |acc, &c| acc | CLASS[usize::from(c)])
+                == 0
+            {
                 continue;
             }
             let base = block_index * BLOCK;
@@ -134,7 +140,13 @@ impl Seams {
 
     /// Whether collapsing the whitespace run `start..end` to one space makes the automaton
     /// find a trigger across it.
-    fn joins_a_trigger(&self, text: &str, start: usize, end: usize, automaton: &AhoCorasick) -> bool {
+    fn joins_a_trigger(
+        &self,
+        text: &str,
+        start: usize,
+        end: usize,
+        automaton: &AhoCorasick,
+    ) -> bool {
         let b = text.as_bytes();
         let (Some(&prev), Some(&next)) = (start.checked_sub(1).and_then(|p| b.get(p)), b.get(end))
         else {
@@ -216,8 +228,8 @@ mod tests {
     #[test]
     fn clean_prose_with_line_breaks_after_sentences_is_not_projected() {
         let (seams, ac) = setup();
-        let text = "The consignment cleared customs on Tuesday.\nIt is with the haulier now. "
-            .repeat(20);
+        let text =
+            "The consignment cleared customs on Tuesday.\nIt is with the haulier now. ".repeat(20);
         assert!(!seams.wants_projection(&text, &ac));
     }
 
@@ -238,7 +250,10 @@ mod tests {
         let (seams, ac) = setup();
         let pad = "The consignment cleared customs on Tuesday. ".repeat(10);
         for mark in ["**b**", "&amp;", "\\*", "`x`", "é", "_x_"] {
-            assert!(seams.wants_projection(&format!("{pad}{mark}"), &ac), "{mark}");
+            assert!(
+                seams.wants_projection(&format!("{pad}{mark}"), &ac),
+                "{mark}"
+            );
         }
         assert!(!seams.wants_projection(&format!("{pad}request_id"), &ac));
     }

@@ -94,9 +94,7 @@ impl Projection {
                     b'`' => {}
                     b'*' | b'~' if !in_code => {}
                     b'_' if !in_code && !intraword(source, i) => {}
-                    b'\\' if !in_code
-                        && bytes.get(next).is_some_and(u8::is_ascii_punctuation) =>
-                    {
+                    b'\\' if !in_code && bytes.get(next).is_some_and(u8::is_ascii_punctuation) => {
                         out.push_char(char::from(bytes[next]), i..next + 1);
                         i = next + 1;
                         continue;
@@ -151,7 +149,10 @@ impl Projection {
     pub fn is_identity(&self) -> bool {
         self.text.len() == self.source_len
             && self.segments.iter().all(|s| s.copy)
-            && self.segments.windows(2).all(|w| w[0].src + w[0].src_len == w[1].src)
+            && self
+                .segments
+                .windows(2)
+                .all(|w| w[0].src + w[0].src_len == w[1].src)
     }
 
     /// The source range a projected range came from: from the start of the source of its first
@@ -184,11 +185,7 @@ impl Projection {
             return self.source_len;
         }
         let s = self.segment(at);
-        if s.copy {
-            s.src + (at - s.proj)
-        } else {
-            s.src
-        }
+        if s.copy { s.src + (at - s.proj) } else { s.src }
     }
 
     /// The source offset just past the source of projected byte `at`.
@@ -373,7 +370,13 @@ fn reference(s: &str) -> Option<(char, usize)> {
         let digits = b[digits_at..]
             .iter()
             .take(max + 1)
-            .take_while(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() })
+            .take_while(|c| {
+                if hex {
+                    c.is_ascii_hexdigit()
+                } else {
+                    c.is_ascii_digit()
+                }
+            })
             .count();
         if digits == 0 || digits > max || b.get(digits_at + digits) != Some(&b';') {
             return None;
@@ -395,10 +398,7 @@ fn reference(s: &str) -> Option<(char, usize)> {
         return None;
     }
     let name = &s[1..1 + name_len];
-    let c = NAMED
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, c)| c)?;
+    let c = NAMED.iter().find(|(n, _)| *n == name).map(|&(_, c)| c)?;
     Some((c, name_len + 2))
 }
 
@@ -424,11 +424,17 @@ mod tests {
         for (source, seen) in [
             ("LLM request f&#97;iled", "LLM request f&#97;iled"),
             ("LLM request f&#x61;iled", "LLM request f&#x61;iled"),
-            ("ＬＬＭ ｒｅｑｕｅｓｔ ｆａｉｌｅｄ", "ＬＬＭ ｒｅｑｕｅｓｔ ｆａｉｌｅｄ"),
+            (
+                "ＬＬＭ ｒｅｑｕｅｓｔ ｆａｉｌｅｄ",
+                "ＬＬＭ ｒｅｑｕｅｓｔ ｆａｉｌｅｄ",
+            ),
             ("LLM re**quest** failed", "LLM re**quest** failed"),
             ("LLM request\nfailed", "LLM request\nfailed"),
             ("LLM  request   failed", "LLM  request   failed"),
-            ("LLM req\u{200B}uest fa\u{2060}iled", "LLM req\u{200B}uest fa\u{2060}iled"),
+            (
+                "LLM req\u{200B}uest fa\u{2060}iled",
+                "LLM req\u{200B}uest fa\u{2060}iled",
+            ),
             ("LLM rеquеst failed", "LLM rеquеst failed"),
             ("LLM request&nbsp;failed", "LLM request&nbsp;failed"),
         ] {
@@ -446,7 +452,10 @@ mod tests {
         let source = "&lt;think&gt;plan&lt;/think&gt;Hi";
         let p = Projection::of(source);
         assert_eq!(p.text(), "<think>plan</think>Hi");
-        assert_eq!(&source[p.source_span(0..19)], "&lt;think&gt;plan&lt;/think&gt;");
+        assert_eq!(
+            &source[p.source_span(0..19)],
+            "&lt;think&gt;plan&lt;/think&gt;"
+        );
     }
 
     #[test]
@@ -457,12 +466,23 @@ mod tests {
 
     #[test]
     fn snake_case_keeps_its_underscores_and_escapes_keep_their_character() {
-        assert_eq!(Projection::of("request_id _x_ \\*y\\*").text(), "request_id x *y*");
+        assert_eq!(
+            Projection::of("request_id _x_ \\*y\\*").text(),
+            "request_id x *y*"
+        );
     }
 
     #[test]
     fn bad_references_are_left_as_text() {
-        for s in ["&#;", "&#x;", "&#12345678;", "&nosuch;", "& amp;", "&amp", "&#x1234567;"] {
+        for s in [
+            "&#;",
+            "&#x;",
+            "&#12345678;",
+            "&nosuch;",
+            "& amp;",
+            "&amp",
+            "&#x1234567;",
+        ] {
             assert_eq!(Projection::of(s).text(), s);
         }
         assert_eq!(Projection::of("&#1114112;").text(), "\u{FFFD}");
@@ -484,7 +504,11 @@ mod tests {
         assert_eq!(p.text(), "a b");
         assert_eq!(p.source_span(10..20), 7..7);
         assert_eq!(p.source_span(2..2), 4..4);
-        assert_eq!(p.source_span(2..1), 1..1, "an inverted range is empty at its end");
+        assert_eq!(
+            p.source_span(Range { start: 2, end: 1 }),
+            1..1,
+            "an inverted range is empty at its end"
+        );
         assert_eq!(Projection::of("").source_span(0..3), 0..0);
     }
 }
