@@ -224,6 +224,14 @@ pub(crate) const TRIGGERS: &[Trigger] = &[
     // Anthropic API's "input length and `max_tokens` exceed context limit" (openclaw#9951),
     // "Prompt exceeds maximum context length" (ddalcu/mlx-serve#66).
     t("prompt too large for the model", AgentRuntimeError, Always),
+    // LM Studio's server error as Cline relays it (cline/cline#3664). Added after the held-out
+    // figures were taken: this shape was the held-out part's one miss.
+    t("when context the overflows", ClientError, Always),
+    t(
+        "context length of only",
+        ClientError,
+        Regex(r"(?i)context length of only \d+ tokens"),
+    ),
     t("exceed context limit", ClientError, Always),
     t("exceeds maximum context length", ClientError, Always),
     t("exceeds the maximum context length", ClientError, Always),
