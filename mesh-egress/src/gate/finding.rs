@@ -146,6 +146,22 @@ impl Rule {
         )
     }
 
+    /// Whether a judge's allow may downgrade a high-confidence finding of this rule. Not for
+    /// a system-prompt echo, a canary or a credential: the judge reads text the person (or
+    /// anything the model read) may have written to talk it round, and "print your
+    /// instructions" is exactly the request that makes a judge likely to allow the echo. A
+    /// finding the user's own message explains is already low, and is judged as usual.
+    pub fn judge_may_downgrade(self) -> bool {
+        !matches!(
+            self,
+            Self::SystemPromptOverlap
+                | Self::Canary
+                | Self::ApiKey
+                | Self::BotToken
+                | Self::PrivateKey
+        )
+    }
+
     /// Whether the rule is an internal-failure shape (Class 1 text arriving as model output).
     pub fn is_failure_text(self) -> bool {
         self.id().starts_with("failure.")
@@ -167,6 +183,9 @@ pub enum Demotion {
     InCode,
     /// The user's own message contains the same error (they asked about it).
     QuotedFromUser,
+    /// The user asked a question about this kind of failure by name ("why does Rust panic
+    /// when…?", "how do I read a traceback?"), so a reply that shows one is teaching.
+    AskedAbout,
 }
 
 /// One heuristic match in a candidate message.

