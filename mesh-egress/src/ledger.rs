@@ -51,15 +51,25 @@ impl LedgerStore for InMemoryLedger {
 
 /// A cheap, clonable handle to a [`LedgerStore`].
 ///
+/// Every layer records on the turn's ledger; an operator reads the rows back (or a
+/// [`LedgerStore`] writes them out as JSON lines):
+///
 /// ```
-/// use mesh_egress::Attribution;
-/// use mesh_egress::ledger::{DegradationOutcome, DegradationRecord, Ledger, LedgerRecord};
-/// let ledger = Ledger::in_memory();
-/// ledger.record(
-///     &Attribution::new("a", "c", "r"),
-///     LedgerRecord::Degradation(DegradationRecord::new("proactive", DegradationOutcome::Silence { retry_next_cycle: true })),
-/// );
-/// assert_eq!(ledger.entries().len(), 1);
+/// use mesh_egress::{Attribution, EgressError, Turn};
+/// use mesh_egress::degrade::{resolve_in, DegradationPolicy, Mode};
+/// use mesh_egress::ledger::{DegradationOutcome, LedgerRecord};
+/// let turn = Turn::new(Attribution::new("a", "c", "r"));
+/// let failed = Err(EgressError::transport("503", turn.attribution().clone()));
+/// let _silence = resolve_in(&turn, Mode::Proactive, &DegradationPolicy::default(), failed);
+/// let rows = turn.ledger().entries();
+/// assert!(rows.iter().any(|row| matches!(
+///     row.record(),
+///     LedgerRecord::Degradation(d)
+///         if d.mode() == Mode::Proactive
+///             && matches!(d.outcome(), DegradationOutcome::Silence { retry_next_cycle: true })
+/// )));
+/// let json = serde_json::to_string(&rows[0]).unwrap();
+/// assert!(json.contains("\"kind\":\"boundary_error\""));
 /// ```
 #[derive(Clone)]
 pub struct Ledger {
