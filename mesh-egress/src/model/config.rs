@@ -370,7 +370,10 @@ mod tests {
 
     #[test]
     fn only_a_literal_zero_disables_the_stream_bounds() {
-        for key in [ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS, ENV_STREAM_IDLE_TIMEOUT_MS] {
+        for key in [
+            ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
+            ENV_STREAM_IDLE_TIMEOUT_MS,
+        ] {
             let read = |c: &RetryConfig| {
                 if key == ENV_STREAM_IDLE_TIMEOUT_MS {
                     c.stream_idle_timeout()
@@ -388,7 +391,11 @@ mod tests {
             ] {
                 let c = config(&[(key, value)]);
                 assert_eq!(read(&c), expected, "{key}={value:?}");
-                assert_eq!(c.warnings().first().map(|w| w.problem), warned, "{key}={value:?}");
+                assert_eq!(
+                    c.warnings().first().map(|w| w.problem),
+                    warned,
+                    "{key}={value:?}"
+                );
             }
         }
     }

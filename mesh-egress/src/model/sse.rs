@@ -368,8 +368,11 @@ mod tests {
         assert_eq!(chunk.text, "Hi");
         assert_eq!(chunk.tool_calls[0].index, 1);
         assert_eq!(chunk.tool_calls[0].name.as_deref(), Some("f"));
-        let last = decode_chunk(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, false)
-            .expect("chunk");
+        let last = decode_chunk(
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            false,
+        )
+        .expect("chunk");
         assert_eq!(last.finish_reason.as_deref(), Some("stop"));
         assert!(!last.has_content());
     }
@@ -382,8 +385,8 @@ mod tests {
         )
         .expect_err("error");
         assert_eq!(classify(&rate).reason, FailureReason::RateLimited);
-        let quota = decode_chunk(r#"{"error":{"code":"insufficient_quota"}}"#, false)
-            .expect_err("error");
+        let quota =
+            decode_chunk(r#"{"error":{"code":"insufficient_quota"}}"#, false).expect_err("error");
         assert_eq!(classify(&quota).reason, FailureReason::QuotaExhausted);
         let mid = decode_chunk(
             r#"{"error":{"code":"server_error","message":"x"},"choices":[{"delta":{"content":""},"finish_reason":"error"}]}"#,
@@ -401,7 +404,11 @@ mod tests {
 
     #[test]
     fn a_malformed_chunk_is_a_retryable_invalid_response() {
-        for data in ["{not json", "42", r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#] {
+        for data in [
+            "{not json",
+            "42",
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,
+        ] {
             let error = decode_chunk(data, false).expect_err(data);
             assert_eq!(classify(&error).reason, FailureReason::InvalidResponse);
             assert!(classify(&error).retryable);

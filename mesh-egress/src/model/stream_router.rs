@@ -27,7 +27,8 @@ use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, StreamReport};
 use crate::turn::{StopReason, Turn};
 
-type NextFuture<'s> = Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
+type NextFuture<'s> =
+    Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
 
 /// A routed, streamed answer: text deltas to show, already joined to what the consumer holds.
 ///
@@ -510,7 +511,8 @@ impl<C: ModelConnector> Driver<'_, C> {
 
     fn fall_back(&mut self, to: usize, reason: FallbackReason) {
         if let Some(recovery) = self.recovery.as_ref() {
-            self.router.log_fallback(recovery.turn, self.route, to, reason);
+            self.router
+                .log_fallback(recovery.turn, self.route, to, reason);
         }
         self.route = to;
         self.route_open = false;

@@ -102,7 +102,10 @@ fn sse_response(script: &StreamScript) -> FakeResponse {
         }
         let delay = if keep_alive { Duration::ZERO } else { delay };
         let cut = text.len() / 2;
-        let cut = (0..=cut).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=cut)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
         let (head, tail) = text.split_at(cut);
         pieces.push(Drip::Bytes {
             delay,
