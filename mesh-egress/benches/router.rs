@@ -156,6 +156,7 @@ fn bench(c: &mut Criterion) {
                 answered_by: Some(0),
                 answered_model: Some(black_box(std::sync::Arc::from("m"))),
                 gave_up: None,
+                stream: None,
             };
             turn.ledger()
                 .record(turn.attribution(), LedgerRecord::Recovery(report));

@@ -213,6 +213,32 @@ pub struct RecoveryReport {
     /// Why recovery ended without an answer, if it did (e.g. `retries_exhausted`, `terminal`,
     /// `deadline_reached`, `cancelled`, `ownership_lost`).
     pub gave_up: Option<String>,
+    /// For a streamed call: how much reached the person, where and why the stream failed
+    /// after that, and what answered the rest. Absent for a call that was not streamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamReport>,
+}
+
+/// Layer A's account of a streamed call's delivery (see [`RecoveryReport::stream`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// Bytes of the answer the consumer reported delivered when the stream ended.
+    pub delivered_bytes: usize,
+    /// The route whose stream failed after something was delivered, if one did.
+    #[serde(default)]
+    pub failed_route: Option<usize>,
+    /// Why it failed (a classification label such as `stream_idle_timeout`).
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// Bytes delivered when it failed.
+    #[serde(default)]
+    pub failed_after_bytes: Option<usize>,
+    /// The route that answered the rest, if one did.
+    #[serde(default)]
+    pub rest_answered_by: Option<usize>,
+    /// How the rest was joined to what was delivered: `prefill` or `afresh`.
+    #[serde(default)]
+    pub joined_by: Option<String>,
 }
 
 /// Every attempt of a model call, in order: a list that holds one attempt without allocating

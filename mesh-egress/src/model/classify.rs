@@ -18,6 +18,12 @@ pub enum FailureReason {
     RequestTimeout,
     /// The Router's per-attempt bound (attempt timeout or route share) ran out.
     AttemptTimeout,
+    /// A stream sent no content within the first-token timeout (or the attempt timeout,
+    /// which for a stream bounds the time to the first token): the route is stalled.
+    FirstTokenTimeout,
+    /// A stream fell silent between two content chunks for longer than the idle timeout: the
+    /// route is stalled.
+    StreamIdleTimeout,
     /// Refused, reset or closed mid-response.
     Connection,
     /// No text and no tool call.
@@ -56,6 +62,8 @@ impl FailureReason {
             Self::RateLimited => "rate_limited",
             Self::RequestTimeout => "request_timeout",
             Self::AttemptTimeout => "attempt_timeout",
+            Self::FirstTokenTimeout => "first_token_timeout",
+            Self::StreamIdleTimeout => "stream_idle_timeout",
             Self::Connection => "connection",
             Self::EmptyCompletion => "empty_completion",
             Self::MalformedToolCall => "malformed_tool_call",

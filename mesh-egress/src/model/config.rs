@@ -15,6 +15,12 @@ pub const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
 pub const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
 /// `MESH_MODEL_FALLBACK_MODELS`: comma-separated fallback models, in order.
 pub const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
+/// `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS`: how long a stream may take to its first content
+/// (`0` disables it).
+pub const ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS";
+/// `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`: the longest silence between two content chunks of a
+/// stream (`0` disables it).
+pub const ENV_STREAM_IDLE_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_IDLE_TIMEOUT_MS";
 
 /// Default attempts per route.
 pub const DEFAULT_ATTEMPTS: u32 = 3;
@@ -28,6 +34,28 @@ pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
 pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
 /// Default share of a backoff step that jitter may take away.
 pub const DEFAULT_JITTER: f64 = 0.25;
+/// Default bound on a stream's time to its first content: 30 s.
+///
+/// Published practice, for comparison: the Vercel AI SDK added `timeout.firstChunkMs`
+/// precisely because a stream can send headers and keep-alive framing and then stall before
+/// any content (vercel/ai#16538, vercel/ai#17374), and its maintainers default it to the
+/// inter-chunk bound; LangChain's OpenAI client ships a 120 s `stream_chunk_timeout`
+/// (reference.langchain.com, `BaseChatOpenAI.stream_chunk_timeout`). We take 30 s, half the
+/// 60 s attempt timeout: a healthy provider's first token arrives in well under a few seconds
+/// (reasoning models excepted: raise it for them), so a route silent for 30 s is stalled and
+/// the fallback still has most of the total deadline. It is always capped by the attempt
+/// timeout, which for a stream bounds only the time to the first token.
+pub const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(30_000);
+/// Default bound on the silence between two content chunks of a stream: 30 s.
+///
+/// Published practice: opencode recommends 15–30 s for its `chunkTimeout`, passed to the
+/// Vercel AI SDK's `timeout.chunkMs` (anomalyco/opencode#25575), after first shipping 2 min
+/// (anomalyco/opencode#16366, which notes others use 30 s); TabbyML/pochi raised its
+/// `chunkMs` from 15 s to 30 s to stop false aborts on slow models (TabbyML/pochi#1807);
+/// LangChain's 120 s default is the conservative end. 30 s sits where those converged: a
+/// token stream that pauses for 30 s has stalled, and keep-alive comments (which a byte-level
+/// read timeout would count as life) do not reset it.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
 
 /// How one model call is retried and bounded: the spec's "Shipped model deadline policy".
 ///
@@ -38,6 +66,15 @@ pub const DEFAULT_JITTER: f64 = 0.25;
 /// | total recovery deadline | `MESH_MODEL_RETRY_TOTAL_DEADLINE_MS` | 180000 | unparseable, negative, `0`: default + warning |
 /// | max wait | `MESH_MODEL_RETRY_MAX_DELAY_MS` | 20000 | unparseable, negative, `0`: default + warning |
 /// | fallback models | `MESH_MODEL_FALLBACK_MODELS` | none | comma-separated; blanks dropped |
+/// | stream first-token timeout | `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS` | 30000 | as the attempt timeout: only a literal `0` disables it |
+/// | stream idle timeout | `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS` | 30000 | as the attempt timeout: only a literal `0` disables it |
+///
+/// For a streamed call ([`Router::stream`](super::Router::stream)) the attempt timeout and the
+/// first-token timeout bound the time to the first content; after it only the idle timeout,
+/// the route's share and the total deadline apply, so a healthy long stream is never cut by
+/// the attempt timeout. Both stream bounds count as a stalled route (`first_token_timeout`,
+/// `stream_idle_timeout`). Defaults: see [`DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT`] and
+/// [`DEFAULT_STREAM_IDLE_TIMEOUT`] for the published practice they follow.
 ///
 /// Attempts = 1 disables retries, not deadlines. An attempt timeout at or above the total
 /// deadline logs one warning at construction and is clamped to the total.
@@ -81,6 +118,8 @@ pub struct RetryConfig {
     base_delay: Duration,
     jitter: f64,
     fallback_models: Vec<String>,
+    stream_first_token_timeout: Option<Duration>,
+    stream_idle_timeout: Option<Duration>,
     warnings: Vec<ConfigWarning>,
 }
 
@@ -94,6 +133,8 @@ impl Default for RetryConfig {
             base_delay: DEFAULT_BASE_DELAY,
             jitter: DEFAULT_JITTER,
             fallback_models: Vec::new(),
+            stream_first_token_timeout: Some(DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT),
+            stream_idle_timeout: Some(DEFAULT_STREAM_IDLE_TIMEOUT),
             warnings: Vec::new(),
         }
     }
@@ -121,6 +162,12 @@ impl RetryConfig {
         let attempt_timeout_set = read(ENV_ATTEMPT_TIMEOUT_MS, false).map(|ms| {
             config.attempt_timeout = (ms != 0).then(|| Duration::from_millis(ms));
         });
+        if let Some(ms) = read(ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS, false) {
+            config.stream_first_token_timeout = (ms != 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(ms) = read(ENV_STREAM_IDLE_TIMEOUT_MS, false) {
+            config.stream_idle_timeout = (ms != 0).then(|| Duration::from_millis(ms));
+        }
         if let Some(ms) = read(ENV_TOTAL_DEADLINE_MS, true) {
             config.total_deadline = Duration::from_millis(ms);
         }
@@ -212,6 +259,29 @@ impl RetryConfig {
         self
     }
 
+    /// Sets the stream first-token timeout (`None` disables it).
+    pub fn with_stream_first_token_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stream_first_token_timeout = timeout;
+        self
+    }
+
+    /// Sets the stream idle timeout (`None` disables it).
+    pub fn with_stream_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// The bound on a stream's time to its first content (`None` when disabled).
+    pub fn stream_first_token_timeout(&self) -> Option<Duration> {
+        self.stream_first_token_timeout
+    }
+
+    /// The bound on the silence between two content chunks of a stream (`None` when
+    /// disabled).
+    pub fn stream_idle_timeout(&self) -> Option<Duration> {
+        self.stream_idle_timeout
+    }
+
     /// Attempts per route (1 disables retries, not deadlines).
     pub fn attempts(&self) -> u32 {
         self.attempts
@@ -295,6 +365,38 @@ mod tests {
             let c = config(&[(ENV_ATTEMPT_TIMEOUT_MS, value)]);
             assert_eq!(c.attempt_timeout(), expected, "{value:?}");
             assert_eq!(c.warnings().first().map(|w| w.problem), warned, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_literal_zero_disables_the_stream_bounds() {
+        for key in [
+            ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
+            ENV_STREAM_IDLE_TIMEOUT_MS,
+        ] {
+            let read = |c: &RetryConfig| {
+                if key == ENV_STREAM_IDLE_TIMEOUT_MS {
+                    c.stream_idle_timeout()
+                } else {
+                    c.stream_first_token_timeout()
+                }
+            };
+            let default = Some(Duration::from_millis(30_000));
+            for (value, expected, warned) in [
+                ("0", None, None),
+                ("-1", default, Some(ConfigProblem::Negative)),
+                ("abc", default, Some(ConfigProblem::Unparseable)),
+                ("", default, None),
+                ("1500", Some(Duration::from_millis(1500)), None),
+            ] {
+                let c = config(&[(key, value)]);
+                assert_eq!(read(&c), expected, "{key}={value:?}");
+                assert_eq!(
+                    c.warnings().first().map(|w| w.problem),
+                    warned,
+                    "{key}={value:?}"
+                );
+            }
         }
     }
 

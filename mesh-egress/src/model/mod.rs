@@ -41,18 +41,24 @@ mod recovery;
 mod response;
 mod route;
 mod router;
+mod sse;
+mod stream;
+mod stream_join;
+mod stream_router;
 mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub use crate::ledger::{AttemptRecord, RecoveryReport};
+pub use crate::ledger::{AttemptRecord, RecoveryReport, StreamReport};
 pub use backoff::{Jitter, backoff_delay};
 pub use classify::{Classification, FailureReason, classify, parse_retry_after};
 pub use config::{
     ConfigProblem, ConfigWarning, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_ATTEMPTS, DEFAULT_BASE_DELAY,
-    DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS,
-    ENV_ATTEMPTS, ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
+    DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS, ENV_ATTEMPTS,
+    ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
+    ENV_STREAM_IDLE_TIMEOUT_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
 pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use message::UnusableCompletion;
@@ -64,6 +70,11 @@ pub use openai::{
 };
 pub use route::{FallbackReason, RecoveryError, Route};
 pub use router::Router;
+pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
+pub use stream::{
+    ChunkFuture, ChunkSource, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
+};
+pub use stream_router::RoutedStream;
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
     ToolDefinition,
@@ -82,6 +93,19 @@ pub trait ModelConnector: Send + Sync {
         model: &str,
         request: &ChatRequest,
     ) -> impl Future<Output = Result<Completion, ModelError>> + Send;
+
+    /// Asks `model` to complete `request`, streamed. The default calls
+    /// [`complete`](Self::complete) and yields the whole completion as one chunk, so a
+    /// connector that cannot stream still works with [`Router::stream`] (its first token is its
+    /// whole answer). Dropping the future, or the stream, must cancel the request.
+    fn stream(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+        let call = self.complete(model, request);
+        async move { call.await.map(ModelStream::from_completion) }
+    }
 }
 
 impl<C: ModelConnector> ModelConnector for Arc<C> {
@@ -92,6 +116,14 @@ impl<C: ModelConnector> ModelConnector for Arc<C> {
     ) -> impl Future<Output = Result<Completion, ModelError>> + Send {
         (**self).complete(model, request)
     }
+
+    fn stream(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+        (**self).stream(model, request)
+    }
 }
 
 impl<C: ModelConnector> ModelConnector for &C {
@@ -101,5 +133,13 @@ impl<C: ModelConnector> ModelConnector for &C {
         request: &ChatRequest,
     ) -> impl Future<Output = Result<Completion, ModelError>> + Send {
         (**self).complete(model, request)
+    }
+
+    fn stream(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+        (**self).stream(model, request)
     }
 }

@@ -9,7 +9,10 @@ use reqwest::header::HeaderMap;
 
 use super::ModelConnector;
 use super::error::ModelError;
+use super::stream::ModelStream;
 use super::wire::{ChatMessage, ChatRequest, Completion, WireRequest, WireResponse, usable};
+
+mod stream;
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -171,6 +174,17 @@ impl ModelConnector for OpenAiCompatible {
         request: &ChatRequest,
     ) -> impl Future<Output = Result<Completion, ModelError>> + Send {
         self.complete_with_repair(model, request)
+    }
+
+    /// `stream: true`: server-sent events under the completion body cap (applied to the whole
+    /// stream) and a 1 MiB cap on one line. No tool-call repair: a streamed tool call is
+    /// checked by whoever assembles it.
+    fn stream(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+        self.post_stream(model, request)
     }
 }
 

@@ -22,6 +22,8 @@ pub(super) struct Recovery<'a> {
     pub(super) report: RecoveryReport,
     pub(super) last: LastFailure,
     pub(super) routes_tried: usize,
+    /// For a stream: bytes delivered when recovery ended.
+    pub(super) delivered: usize,
 }
 
 impl<'a> Recovery<'a> {
@@ -39,6 +41,7 @@ impl<'a> Recovery<'a> {
             report: RecoveryReport::default(),
             last: LastFailure::default(),
             routes_tried: 0,
+            delivered: 0,
         }
     }
 
@@ -63,6 +66,7 @@ impl<'a> Recovery<'a> {
             gave_up,
             attempts,
             routes_tried: self.routes_tried,
+            delivered: self.delivered,
             last_reason: self.last.reason,
             last_error: self.last.error,
         };

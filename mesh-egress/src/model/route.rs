@@ -13,6 +13,7 @@ pub struct Route {
     // Shared so each ledger row names the model without copying the string.
     pub(super) model: Arc<str>,
     pub(super) context_window: Option<u32>,
+    pub(super) prefill: bool,
 }
 
 impl Route {
@@ -21,6 +22,7 @@ impl Route {
         Self {
             model: Arc::from(model.into()),
             context_window: None,
+            prefill: false,
         }
     }
 
@@ -29,6 +31,21 @@ impl Route {
     pub fn with_context_window(mut self, tokens: u32) -> Self {
         self.context_window = Some(tokens);
         self
+    }
+
+    /// Declares whether the route supports assistant prefill: a request whose last message is
+    /// the assistant's own partial answer, which the model continues (Anthropic's prefill,
+    /// DeepSeek's and Mistral's `prefix` continuation, most gateways in front of them). When a
+    /// stream fails after part of it was delivered, a prefill route continues from the
+    /// delivered text; any other route is asked afresh and its answer joined to it.
+    pub fn with_prefill(mut self, yes: bool) -> Self {
+        self.prefill = yes;
+        self
+    }
+
+    /// Whether the route is declared to support assistant prefill.
+    pub fn supports_prefill(&self) -> bool {
+        self.prefill
     }
 
     /// The model's name.
@@ -61,6 +78,13 @@ pub enum FallbackReason {
     /// The request is larger than the route's limit, or the route answered with a body larger
     /// than the connector's cap.
     TooLarge,
+    /// A stream sent no content within the first-token bound: the route is stalled.
+    FirstTokenTimeout,
+    /// A stream fell silent past the idle timeout: the route is stalled.
+    StreamIdleTimeout,
+    /// A stream failed after part of it reached the person: the route is abandoned and the
+    /// next one continues from the delivered text.
+    StreamFailedAfterDelivery,
 }
 
 impl FallbackReason {
@@ -74,6 +98,9 @@ impl FallbackReason {
             Self::TerminalError => "terminal_error",
             Self::QuotaExhausted => "quota_exhausted",
             Self::TooLarge => "too_large",
+            Self::FirstTokenTimeout => "first_token_timeout",
+            Self::StreamIdleTimeout => "stream_idle_timeout",
+            Self::StreamFailedAfterDelivery => "stream_failed_after_delivery",
         }
     }
 }
@@ -85,13 +112,17 @@ pub struct RecoveryError {
     pub(super) gave_up: &'static str,
     pub(super) attempts: u32,
     pub(super) routes_tried: usize,
+    pub(super) delivered: usize,
     pub(super) last_reason: Option<FailureReason>,
     pub(super) last_error: Option<ModelError>,
 }
 
 impl RecoveryError {
     /// Why recovery ended (`retries_exhausted`, `route_budget_spent`, `terminal`,
-    /// `total_deadline`, `cancelled`, `ownership_lost`, `deadline_reached`).
+    /// `total_deadline`, `cancelled`, `ownership_lost`, `deadline_reached`; for a stream also
+    /// `stream_failed_after_delivery`, when no later route could continue, and
+    /// `stream_unjoinable`, when the route that continued gave an answer that could not be
+    /// joined to the delivered text).
     pub fn gave_up(&self) -> &'static str {
         self.gave_up
     }
@@ -104,6 +135,19 @@ impl RecoveryError {
     /// How many routes were tried.
     pub fn routes_tried(&self) -> usize {
         self.routes_tried
+    }
+
+    /// For a streamed call: bytes that had reached the person when recovery ended. Non-zero
+    /// means the caller must not start the answer again: whatever handles the rest (Layer C's
+    /// follow-up) delivers only what follows this prefix ([`RoutedStream::delivered`](super::RoutedStream::delivered)).
+    pub fn delivered_bytes(&self) -> usize {
+        self.delivered
+    }
+
+    /// Whether a stream failed after part of it reached the person (`gave_up` is
+    /// `stream_failed_after_delivery` or `stream_unjoinable`).
+    pub fn failed_after_delivery(&self) -> bool {
+        self.delivered > 0
     }
 
     /// The classification of the last failure, if an attempt failed.

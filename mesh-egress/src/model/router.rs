@@ -48,11 +48,11 @@ use crate::turn::{StopReason, Turn};
 /// cancels everything.
 #[derive(Debug)]
 pub struct Router<C> {
-    connector: C,
-    routes: Vec<Route>,
-    config: RetryConfig,
-    backoff: Backoff,
-    jitter: Jitter,
+    pub(super) connector: C,
+    pub(super) routes: Vec<Route>,
+    pub(super) config: RetryConfig,
+    pub(super) backoff: Backoff,
+    pub(super) jitter: Jitter,
     fallback_on_terminal: bool,
     fallback_on_quota: bool,
 }
@@ -193,6 +193,7 @@ impl<C: ModelConnector> Router<C> {
             answered_by: Some(0),
             answered_model: Some(route.model.clone()),
             gave_up: None,
+            stream: None,
         };
         turn.ledger()
             .record(turn.attribution(), LedgerRecord::Recovery(report));
@@ -449,7 +450,7 @@ impl<C: ModelConnector> Router<C> {
     }
 
     /// Where a terminal failure on route `index` may fall back to, by policy.
-    fn terminal_fallback(
+    pub(super) fn terminal_fallback(
         &self,
         index: usize,
         reason: FailureReason,
@@ -482,7 +483,7 @@ impl<C: ModelConnector> Router<C> {
     }
 
     /// The `model fallback started` event.
-    fn log_fallback(&self, turn: &Turn, from: usize, to: usize, reason: FallbackReason) {
+    pub(super) fn log_fallback(&self, turn: &Turn, from: usize, to: usize, reason: FallbackReason) {
         let attr = turn.attribution();
         tracing::warn!(
             target: "mesh_egress::model",
@@ -499,7 +500,7 @@ impl<C: ModelConnector> Router<C> {
 
     /// The failed-attempt event: route, attempt, classification and wait; never a body or
     /// provider text.
-    fn log_failure(
+    pub(super) fn log_failure(
         &self,
         turn: &Turn,
         record: &AttemptRecord,
@@ -575,7 +576,7 @@ fn stop(reason: StopReason) -> RouteEnd {
 /// `at + d`, or a far future (about 30 years on, as tokio does for an unrepresentable sleep)
 /// when that does not fit an `Instant`: durations from the public API (`Duration::MAX` as a
 /// total deadline) never panic.
-fn saturating_after(at: Instant, d: Duration) -> Instant {
+pub(super) fn saturating_after(at: Instant, d: Duration) -> Instant {
     at.checked_add(d).unwrap_or_else(|| {
         at.checked_add(Duration::from_secs(86_400 * 365 * 30))
             .unwrap_or(at)

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -26,6 +27,27 @@ enum Behaviour {
     },
     NeverAnswer,
     CloseMidResponse,
+    /// A 200 `text/event-stream` body sent frame by frame, each after its delay.
+    Drip(Vec<Drip>),
+}
+
+/// One timed piece of a drip-fed body.
+#[derive(Clone, Debug)]
+pub(super) enum Drip {
+    /// Bytes sent after `delay`.
+    Bytes { delay: Duration, bytes: Bytes },
+    /// After `delay`, nothing more is ever sent (the connection stays open).
+    Stall { delay: Duration },
+    /// After `delay`, the connection is reset.
+    Reset { delay: Duration },
+}
+
+impl Drip {
+    fn delay(&self) -> Duration {
+        match self {
+            Self::Bytes { delay, .. } | Self::Stall { delay } | Self::Reset { delay } => *delay,
+        }
+    }
 }
 
 /// What a scripted reply's body is: given text, or `len` filler bytes made as they are sent.
@@ -138,6 +160,15 @@ impl FakeResponse {
     /// An error response with `status` and a generic body.
     pub fn status(status: u16) -> Self {
         Self::error(status, "fake_status", "scripted failure")
+    }
+
+    /// A 200 server-sent-events body played piece by piece (see
+    /// [`Step::chunks`](super::Step::chunks), whose conversion builds it).
+    pub(super) fn drip(pieces: Vec<Drip>) -> Self {
+        Self {
+            delay: None,
+            behaviour: Behaviour::Drip(pieces),
+        }
     }
 
     /// Accepts the request and never answers.
@@ -344,6 +375,11 @@ pub(super) async fn play(next: FakeResponse) -> Response<FakeBody> {
             .header("content-type", "application/json")
             .header("content-length", "4096")
             .body(FakeBody::broken(r#"{"id":"chatcmpl-fake","choices":[{"#)),
+        Behaviour::Drip(pieces) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
+            .body(FakeBody::dripping(pieces)),
         Behaviour::Reply {
             status,
             headers,
@@ -373,6 +409,8 @@ pub(super) struct FakeBody {
     chunk: Option<Bytes>,
     then_fail: bool,
     filler_left: usize,
+    drip: VecDeque<Drip>,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 /// The filler a large body is made of, one chunk at a time.
@@ -384,6 +422,15 @@ impl FakeBody {
             chunk: Some(Bytes::from(body.into())),
             then_fail: false,
             filler_left: 0,
+            drip: VecDeque::new(),
+            wait: None,
+        }
+    }
+
+    fn dripping(pieces: Vec<Drip>) -> Self {
+        Self {
+            drip: pieces.into(),
+            ..Self::full(String::new())
         }
     }
 
@@ -392,6 +439,8 @@ impl FakeBody {
             chunk: None,
             then_fail: false,
             filler_left: len,
+            drip: VecDeque::new(),
+            wait: None,
         }
     }
 
@@ -400,6 +449,8 @@ impl FakeBody {
             chunk: Some(Bytes::from_static(start.as_bytes())),
             then_fail: true,
             filler_left: 0,
+            drip: VecDeque::new(),
+            wait: None,
         }
     }
 }
@@ -410,10 +461,39 @@ impl Body for FakeBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        if let Some(chunk) = self.chunk.take() {
+        if let Some(chunk) = self.chunk.take().filter(|c| !c.is_empty()) {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        if let Some(delay) = self.drip.front().map(Drip::delay) {
+            if !delay.is_zero() {
+                let wait = self
+                    .wait
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
+                if wait.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.wait = None;
+            }
+            return match self.drip.pop_front() {
+                Some(Drip::Bytes { bytes, .. }) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Some(Drip::Stall { .. }) => {
+                    // Never woken: the stream is silent until the client gives up.
+                    self.drip.clear();
+                    self.drip.push_front(Drip::Stall {
+                        delay: Duration::from_secs(86_400),
+                    });
+                    Poll::Pending
+                }
+                Some(Drip::Reset { .. }) | None => {
+                    self.drip.clear();
+                    Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "fake provider reset the connection mid-stream",
+                    ))))
+                }
+            };
         }
         if self.filler_left > 0 {
             let n = self.filler_left.min(FILLER.len());

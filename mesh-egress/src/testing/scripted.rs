@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::{ChatRequest, Completion, ModelConnector, ModelError};
+use crate::model::{
+    ChatRequest, ChunkFuture, ChunkSource, Completion, ModelConnector, ModelError, ModelStream,
+    StreamChunk,
+};
 
 type MakeError = Arc<dyn Fn() -> ModelError + Send + Sync>;
 
@@ -16,6 +19,45 @@ pub(super) enum Action {
     Answer(Completion),
     Fail(MakeError),
     Stall,
+    Stream(StreamScript),
+}
+
+/// A streamed answer: its chunks, the delay before each event, and what goes wrong after how
+/// many chunks.
+#[derive(Clone)]
+pub(super) struct StreamScript {
+    pub(super) chunks: Vec<String>,
+    pub(super) delay: Duration,
+    pub(super) fault: Option<(usize, Fault)>,
+    pub(super) keep_alive: bool,
+}
+
+/// What breaks a scripted stream.
+#[derive(Clone)]
+pub(super) enum Fault {
+    /// The stream goes silent (the connection stays open).
+    Stall,
+    /// An error event inside the stream.
+    Error(MakeError),
+    /// The connection is reset.
+    Reset,
+    /// A chunk that is not JSON.
+    Malformed,
+}
+
+impl Fault {
+    fn error(&self) -> Option<ModelError> {
+        match self {
+            Self::Stall => None,
+            Self::Error(make) => Some(make()),
+            Self::Reset => Some(ModelError::connection(
+                "connection reset mid-stream (scripted)",
+            )),
+            Self::Malformed => Some(ModelError::invalid_response(
+                "malformed stream chunk (scripted)",
+            )),
+        }
+    }
 }
 
 /// One scripted outcome: answer, fail, or never answer, optionally after a delay
@@ -107,6 +149,75 @@ impl Step {
         self
     }
 
+    /// Streams `chunks` (each a text delta), then a last chunk with `finish_reason: "stop"`.
+    /// Played whole by `complete` (the chunks joined), chunk by chunk by `stream`, and as
+    /// server-sent events by the [`FakeProvider`](super::FakeProvider). The modifiers below
+    /// shape it; on a step that does not stream they change nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mesh_egress::testing::Step;
+    /// let drip = Step::chunks(["The ", "build ", "is ", "green."])
+    ///     .chunk_delay(Duration::from_millis(20))
+    ///     .stall_after(2);
+    /// # let _ = drip;
+    /// ```
+    pub fn chunks<I, S>(chunks: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new(Action::Stream(StreamScript {
+            chunks: chunks.into_iter().map(Into::into).collect(),
+            delay: Duration::ZERO,
+            fault: None,
+            keep_alive: false,
+        }))
+    }
+
+    fn edit_stream(mut self, f: impl FnOnce(&mut StreamScript)) -> Self {
+        if let Action::Stream(script) = &mut self.action {
+            f(script);
+        }
+        self
+    }
+
+    /// Waits `delay` before each event of the stream (chunks and the fault alike).
+    pub fn chunk_delay(self, delay: Duration) -> Self {
+        self.edit_stream(|s| s.delay = delay)
+    }
+
+    /// Goes silent after `n` chunks, the connection left open.
+    pub fn stall_after(self, n: usize) -> Self {
+        self.edit_stream(|s| s.fault = Some((n, Fault::Stall)))
+    }
+
+    /// Sends an error event after `n` chunks: the error `make` builds (over HTTP, an OpenAI
+    /// `{"error": {...}}` event with its code, type and message; a bare status as its number).
+    pub fn fail_after(
+        self,
+        n: usize,
+        make: impl Fn() -> ModelError + Send + Sync + 'static,
+    ) -> Self {
+        self.edit_stream(|s| s.fault = Some((n, Fault::Error(Arc::new(make)))))
+    }
+
+    /// Resets the connection after `n` chunks.
+    pub fn reset_after(self, n: usize) -> Self {
+        self.edit_stream(|s| s.fault = Some((n, Fault::Reset)))
+    }
+
+    /// Sends a chunk that is not JSON after `n` chunks.
+    pub fn malformed_after(self, n: usize) -> Self {
+        self.edit_stream(|s| s.fault = Some((n, Fault::Malformed)))
+    }
+
+    /// Over HTTP, sends a `: ping` keep-alive comment before every event (in memory there is
+    /// nothing to send: comments never reach a connector's caller).
+    pub fn keep_alive(self) -> Self {
+        self.edit_stream(|s| s.keep_alive = true)
+    }
+
     async fn play(self, model: &str) -> Result<Completion, ModelError> {
         if let Some(delay) = self.delay {
             tokio::time::sleep(delay).await;
@@ -118,7 +229,94 @@ impl Step {
             }
             Action::Fail(make) => Err(make()),
             Action::Stall => std::future::pending().await,
+            Action::Stream(script) => {
+                let mut text = String::new();
+                for (i, chunk) in script.chunks.iter().enumerate() {
+                    if let Some(fault) = script.fault_at(i) {
+                        tokio::time::sleep(script.delay).await;
+                        return match fault.error() {
+                            Some(error) => Err(error),
+                            None => std::future::pending().await,
+                        };
+                    }
+                    tokio::time::sleep(script.delay).await;
+                    text.push_str(chunk);
+                }
+                if let Some(fault) = script.fault_at(script.chunks.len()) {
+                    tokio::time::sleep(script.delay).await;
+                    return match fault.error() {
+                        Some(error) => Err(error),
+                        None => std::future::pending().await,
+                    };
+                }
+                Ok(Completion::text(model, text))
+            }
         }
+    }
+
+    async fn open(self, model: &str) -> Result<ModelStream, ModelError> {
+        match self.action {
+            Action::Stream(script) => {
+                if let Some(delay) = self.delay {
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(ModelStream::new(ScriptedStream {
+                    script,
+                    sent: 0,
+                    finished: false,
+                }))
+            }
+            _ => self.play(model).await.map(ModelStream::from_completion),
+        }
+    }
+}
+
+impl StreamScript {
+    fn fault_at(&self, sent: usize) -> Option<&Fault> {
+        self.fault
+            .as_ref()
+            .filter(|(n, _)| *n == sent)
+            .map(|(_, fault)| fault)
+    }
+}
+
+/// A scripted stream in flight.
+struct ScriptedStream {
+    script: StreamScript,
+    sent: usize,
+    finished: bool,
+}
+
+impl ScriptedStream {
+    async fn next(&mut self) -> Option<Result<StreamChunk, ModelError>> {
+        if self.finished {
+            return None;
+        }
+        if !self.script.delay.is_zero() {
+            tokio::time::sleep(self.script.delay).await;
+        }
+        if let Some(fault) = self.script.fault_at(self.sent) {
+            self.finished = true;
+            return match fault.error() {
+                Some(error) => Some(Err(error)),
+                None => std::future::pending().await,
+            };
+        }
+        let Some(text) = self.script.chunks.get(self.sent) else {
+            self.finished = true;
+            return Some(Ok(StreamChunk {
+                finish_reason: Some("stop".to_owned()),
+                ..StreamChunk::default()
+            }));
+        };
+        self.sent += 1;
+        Some(Ok(StreamChunk::text(text.clone())))
+    }
+}
+
+impl ChunkSource for ScriptedStream {
+    fn next_chunk(&mut self) -> ChunkFuture<'_> {
+        Box::pin(self.next())
     }
 }
 
@@ -128,6 +326,7 @@ impl std::fmt::Debug for Step {
             Action::Answer(_) => "answer",
             Action::Fail(_) => "fail",
             Action::Stall => "stall",
+            Action::Stream(_) => "stream",
         };
         f.debug_struct("Step")
             .field("delay", &self.delay)
@@ -145,6 +344,9 @@ pub struct Call {
     pub at: Instant,
     /// How many messages the request carried.
     pub messages: usize,
+    /// The text of the request's last message when it is the assistant's (a prefill: the
+    /// partial answer a route is asked to continue).
+    pub prefill: Option<String>,
 }
 
 #[derive(Default)]
@@ -231,6 +433,11 @@ impl ScriptedConnector {
             model: model.to_owned(),
             at: Instant::now(),
             messages: request.messages.len(),
+            prefill: request
+                .messages
+                .last()
+                .filter(|m| m.role == crate::model::Role::Assistant)
+                .and_then(|m| m.content.clone()),
         });
         script
             .per_model
@@ -260,6 +467,25 @@ impl ModelConnector for ScriptedConnector {
         async move {
             match step {
                 Some(step) => step.play(&model).await,
+                None => Err(ModelError::invalid_request(format!(
+                    "scripted connector has no step left for model {model}"
+                ))),
+            }
+        }
+    }
+
+    /// Plays the next step as a stream: a [`Step::chunks`] step chunk by chunk (its delay, if
+    /// any, is the time to the response headers), any other step as one chunk.
+    fn stream(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+        let step = self.next_step(model, request);
+        let model = model.to_owned();
+        async move {
+            match step {
+                Some(step) => step.open(&model).await,
                 None => Err(ModelError::invalid_request(format!(
                     "scripted connector has no step left for model {model}"
                 ))),

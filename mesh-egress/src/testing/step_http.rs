@@ -1,8 +1,12 @@
 //! A [`Step`] played over HTTP: the conversion that makes `Step` the one scripting vocabulary
 //! for both model-provider fakes.
 
-use super::fake_provider::FakeResponse;
-use super::scripted::{Action, Step};
+use std::time::Duration;
+
+use hyper::body::Bytes;
+
+use super::fake_provider::{Drip, FakeResponse};
+use super::scripted::{Action, Fault, Step, StreamScript};
 use crate::model::{Completion, ModelError, ModelErrorKind};
 
 impl From<Step> for FakeResponse {
@@ -17,6 +21,7 @@ impl From<Step> for FakeResponse {
     /// | a transport timeout, a stall | a request never answered |
     /// | an empty completion, an undecodable body, a malformed tool call | that body (the connector makes its one repair request for the tool call, which plays the next response) |
     /// | a response too large | a 200 body of 16 MiB filler, above the default cap |
+    /// | a stream ([`Step::chunks`]) | a 200 `text/event-stream` body, one `data:` event per chunk after each delay, then the fault or the finish chunk and `data: [DONE]` |
     ///
     /// ```
     /// use mesh_egress::testing::{FakeProvider, Step};
@@ -29,6 +34,7 @@ impl From<Step> for FakeResponse {
             Action::Answer(completion) => completion_response(&completion),
             Action::Fail(make) => failure_response(&make()),
             Action::Stall => Self::never_answer(),
+            Action::Stream(script) => sse_response(&script),
         };
         match step.delay {
             Some(delay) => response.after(delay),
@@ -78,4 +84,105 @@ fn failure_response(error: &ModelError) -> FakeResponse {
         // A request that could not be built, and whatever kinds come later, as a plain 400.
         _ => FakeResponse::error(400, "invalid_request_error", "scripted failure"),
     }
+}
+
+/// A scripted stream as server-sent events exactly as the OpenAI API sends them
+/// (platform.openai.com/docs/api-reference/chat-streaming): `data: {chat.completion.chunk}`
+/// and a blank line per event, the first delta carrying the role, a last chunk with an empty
+/// delta and the finish reason, then `data: [DONE]`. Each event is sent in two frames split
+/// mid-line, so the client's decoder always meets a line cut across reads.
+fn sse_response(script: &StreamScript) -> FakeResponse {
+    let mut pieces = Vec::new();
+    let mut event = |delay: Duration, text: String, keep_alive: bool| {
+        if keep_alive {
+            pieces.push(Drip::Bytes {
+                delay,
+                bytes: Bytes::from_static(b": ping\n\n"),
+            });
+        }
+        let delay = if keep_alive { Duration::ZERO } else { delay };
+        let cut = text.len() / 2;
+        let cut = (0..=cut)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        let (head, tail) = text.split_at(cut);
+        pieces.push(Drip::Bytes {
+            delay,
+            bytes: Bytes::from(head.to_owned()),
+        });
+        pieces.push(Drip::Bytes {
+            delay: Duration::ZERO,
+            bytes: Bytes::from(tail.to_owned()),
+        });
+    };
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let body = serde_json::json!({
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "fake-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        format!("data: {body}\n\n")
+    };
+    let fault_at = |sent: usize| {
+        script
+            .fault
+            .as_ref()
+            .filter(|(n, _)| *n == sent)
+            .map(|(_, f)| f)
+    };
+    let mut fault = None;
+    for (i, text) in script.chunks.iter().enumerate() {
+        if let Some(f) = fault_at(i) {
+            fault = Some(f);
+            break;
+        }
+        let delta = if i == 0 {
+            serde_json::json!({"role": "assistant", "content": text})
+        } else {
+            serde_json::json!({"content": text})
+        };
+        event(script.delay, chunk(delta, None), script.keep_alive);
+    }
+    if fault.is_none() {
+        fault = fault_at(script.chunks.len());
+    }
+    match fault {
+        Some(Fault::Stall) => pieces.push(Drip::Stall {
+            delay: script.delay,
+        }),
+        Some(Fault::Reset) => pieces.push(Drip::Reset {
+            delay: script.delay,
+        }),
+        Some(Fault::Malformed) => event(
+            script.delay,
+            "data: {\"choices\":[{\"delta\":{\"content\":\"oops\n\n".to_owned(),
+            false,
+        ),
+        Some(Fault::Error(make)) => {
+            let error = make();
+            let code = match (error.code(), error.http_status()) {
+                (Some(code), _) => serde_json::json!(code),
+                (None, Some(status)) => serde_json::json!(status),
+                (None, None) => serde_json::Value::Null,
+            };
+            let body = serde_json::json!({"error": {
+                "message": error.provider_message().unwrap_or("scripted failure"),
+                "type": error.error_type(),
+                "code": code,
+            }});
+            event(script.delay, format!("data: {body}\n\n"), false);
+        }
+        None => {
+            event(
+                script.delay,
+                chunk(serde_json::json!({}), Some("stop")),
+                script.keep_alive,
+            );
+            event(Duration::ZERO, "data: [DONE]\n\n".to_owned(), false);
+        }
+    }
+    FakeResponse::drip(pieces)
 }

@@ -1,0 +1,657 @@
+//! [`Router::stream`] and [`RoutedStream`]: Layer A for a streamed answer.
+//!
+//! Before anything reached the person, a failure is handled exactly as
+//! [`Router::complete`] handles it (classify, retry with backoff, fall back, invisibly). After
+//! something was delivered, a failure abandons the route: a later route continues from the
+//! delivered text (with it as the assistant's prefix on a route declared
+//! [`with_prefill`](super::Route::with_prefill), asked afresh otherwise) and only what follows
+//! it is yielded; with no later route the stream ends with an [`EgressError`] for Layer C.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::time::{Instant, sleep, sleep_until};
+
+use super::ModelConnector;
+use super::classify::{Classification, FailureReason, classify};
+use super::error::ModelError;
+use super::recovery::{LastFailure, Recovery};
+use super::route::{FallbackReason, RecoveryError};
+use super::router::{Router, saturating_after};
+use super::stream::{ModelStream, ToolCallAssembler};
+use super::stream_join::{JoinMode, Joined, Joiner};
+use super::wire::{ChatMessage, ChatRequest, ToolCall};
+use crate::egress::EgressError;
+use crate::ledger::{AttemptRecord, StreamReport};
+use crate::turn::{StopReason, Turn};
+
+type NextFuture<'s> =
+    Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
+
+/// A routed, streamed answer: text deltas to show, already joined to what the consumer holds.
+///
+/// Pull deltas with [`next`](Self::next); report what reached the person with
+/// [`mark_delivered`](Self::mark_delivered). Whether a failure may still be retried invisibly
+/// depends on what was delivered: nothing delivered, the Router's usual recovery runs; something
+/// delivered, the route is abandoned and a later route continues (see the module docs).
+///
+/// Text yielded but not yet marked delivered (a block still being cut) counts as held: a
+/// continuation is joined to everything yielded, so the consumer never receives a word twice.
+///
+/// The ledger row ([`RecoveryReport`](super::RecoveryReport) with its
+/// [`StreamReport`](super::StreamReport)) is written when the stream fails, or when it is
+/// dropped after a clean end, so it counts what was delivered after the last delta.
+pub struct RoutedStream<'a> {
+    source: Source<'a>,
+    held: String,
+    delivered: String,
+}
+
+enum Source<'a> {
+    Chunks {
+        turn: &'a Turn,
+        chunks: VecDeque<Result<String, EgressError>>,
+    },
+    Routed(Box<dyn Drive + 'a>),
+}
+
+impl<'a> RoutedStream<'a> {
+    /// A stream that yields `chunks` in order and nothing after the first `Err`, with no model
+    /// and no HTTP: a test and adapter helper (for code that consumes a `RoutedStream`, or that
+    /// bridges another streaming source into one). It does no recovery and no joining, writes
+    /// no ledger row, and ends with a non-retryable transport [`EgressError`] (cause: a
+    /// [`RecoveryError`] naming the stop reason) once `turn` is stopped.
+    pub fn from_chunks(turn: &'a Turn, chunks: Vec<Result<String, EgressError>>) -> Self {
+        Self {
+            source: Source::Chunks {
+                turn,
+                chunks: chunks.into(),
+            },
+            held: String::new(),
+            delivered: String::new(),
+        }
+    }
+
+    /// The next text delta to show (never a repeat of what was yielded before), an
+    /// [`EgressError`] (the stream is then over), or `None` at a clean end.
+    pub async fn next(&mut self) -> Option<Result<String, EgressError>> {
+        let item = match &mut self.source {
+            Source::Chunks { turn, chunks } => {
+                if let Some(reason) = turn.stop_reason()
+                    && !chunks.is_empty()
+                {
+                    chunks.clear();
+                    Some(Err(stopped_error(turn, reason, self.delivered.len())))
+                } else {
+                    let item = chunks.pop_front();
+                    if matches!(item, Some(Err(_))) {
+                        chunks.clear();
+                    }
+                    item
+                }
+            }
+            Source::Routed(driver) => driver.next(&self.held, self.delivered.len()).await,
+        };
+        if let Some(Ok(text)) = &item {
+            self.held.push_str(text);
+        }
+        item
+    }
+
+    /// Reports that `text` reached the person (appended to the delivered prefix).
+    pub fn mark_delivered(&mut self, text: &str) {
+        self.delivered.push_str(text);
+    }
+
+    /// Everything reported delivered so far.
+    pub fn delivered(&self) -> &str {
+        &self.delivered
+    }
+
+    /// Everything yielded so far (delivered or not).
+    pub fn yielded(&self) -> &str {
+        &self.held
+    }
+
+    /// The tool calls streamed so far, joined from their fragments.
+    pub fn tool_calls(&self) -> Vec<ToolCall> {
+        match &self.source {
+            Source::Routed(driver) => driver.tool_calls(),
+            Source::Chunks { .. } => Vec::new(),
+        }
+    }
+
+    /// The finish reason the model reported, once it has.
+    pub fn finish_reason(&self) -> Option<&str> {
+        match &self.source {
+            Source::Routed(driver) => driver.finish_reason(),
+            Source::Chunks { .. } => None,
+        }
+    }
+}
+
+impl Drop for RoutedStream<'_> {
+    fn drop(&mut self) {
+        if let Source::Routed(driver) = &mut self.source {
+            driver.close(self.delivered.len());
+        }
+    }
+}
+
+impl std::fmt::Debug for RoutedStream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoutedStream")
+            .field("yielded_bytes", &self.held.len())
+            .field("delivered_bytes", &self.delivered.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn stopped_error(turn: &Turn, reason: StopReason, delivered: usize) -> EgressError {
+    let cause = RecoveryError {
+        gave_up: reason.as_str(),
+        attempts: 0,
+        routes_tried: 0,
+        delivered,
+        last_reason: None,
+        last_error: None,
+    };
+    EgressError::transport(cause, turn.attribution().clone())
+        .with_retryable(reason == StopReason::DeadlineReached)
+}
+
+/// The type-erased driver behind a routed stream.
+trait Drive: Send {
+    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s>;
+    fn close(&mut self, delivered: usize);
+    fn tool_calls(&self) -> Vec<ToolCall>;
+    fn finish_reason(&self) -> Option<&str>;
+}
+
+impl<C: ModelConnector> Router<C> {
+    /// Streams the answer to `request`: see [`RoutedStream`]. Nothing is sent until the first
+    /// [`next`](RoutedStream::next); the total deadline runs from this call. Dropping the
+    /// stream cancels the request in flight.
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")] {
+    /// use mesh_egress::model::{ChatMessage, ChatRequest, RetryConfig, Router};
+    /// use mesh_egress::testing::{ScriptedConnector, Step};
+    /// use mesh_egress::{Attribution, Turn};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let connector = ScriptedConnector::new()
+    ///     .on("primary", [Step::status(503), Step::chunks(["All ", "green."])]);
+    /// let router = Router::new(connector, "primary", RetryConfig::default());
+    /// let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+    /// let request = ChatRequest::new(vec![ChatMessage::user("Is the build green?")]);
+    /// let mut stream = router.stream(&turn, &request);
+    /// let mut shown = String::new();
+    /// while let Some(delta) = stream.next().await {
+    ///     let delta = delta.expect("recovered");
+    ///     shown.push_str(&delta);
+    ///     stream.mark_delivered(&delta);
+    /// }
+    /// assert_eq!(shown, "All green.");
+    /// # }
+    /// # }
+    /// ```
+    pub fn stream<'a>(&'a self, turn: &'a Turn, request: &'a ChatRequest) -> RoutedStream<'a> {
+        let start = Instant::now();
+        let mut end = saturating_after(start, self.config.total_deadline());
+        if let Some(deadline) = turn.deadline() {
+            end = end.min(deadline);
+        }
+        let driver = Driver {
+            router: self,
+            turn,
+            recovery: Some(Recovery::new(turn, request, start, end)),
+            route: 0,
+            route_open: false,
+            route_attempt: 0,
+            share_end: end,
+            attempt_started: start,
+            attempt: None,
+            ended_clean: false,
+            stream_report: StreamReport::default(),
+            tool_calls: ToolCallAssembler::default(),
+            finish_reason: None,
+        };
+        RoutedStream {
+            source: Source::Routed(Box::new(driver)),
+            held: String::new(),
+            delivered: String::new(),
+        }
+    }
+}
+
+/// One streamed call's recovery.
+struct Driver<'a, C> {
+    router: &'a Router<C>,
+    turn: &'a Turn,
+    /// `None` once the ledger row is written (the stream is over).
+    recovery: Option<Recovery<'a>>,
+    route: usize,
+    route_open: bool,
+    route_attempt: u32,
+    share_end: Instant,
+    attempt_started: Instant,
+    attempt: Option<Attempt>,
+    ended_clean: bool,
+    stream_report: StreamReport,
+    tool_calls: ToolCallAssembler,
+    finish_reason: Option<String>,
+}
+
+/// The attempt in flight.
+struct Attempt {
+    stream: ModelStream,
+    first_bound: Instant,
+    first_by: Bound,
+    last_content: Option<Instant>,
+    joiner: Option<Joiner>,
+}
+
+/// Which bound ends an attempt that times out.
+#[derive(Clone, Copy)]
+enum Bound {
+    FirstToken,
+    AttemptTimeout,
+    Idle,
+    Share,
+}
+
+/// How an attempt ended, when it did not end cleanly.
+enum End {
+    Failed(ModelError),
+    TimedOut(Bound),
+    Stopped(StopReason),
+    OutOfTime,
+    Unjoinable,
+}
+
+/// What one read of the attempt gave.
+enum Read {
+    Text(String),
+    Nothing,
+    Clean(String),
+    Ended(End),
+}
+
+impl<C: ModelConnector> Drive for Driver<'_, C> {
+    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s> {
+        Box::pin(self.next_delta(held, delivered))
+    }
+
+    fn close(&mut self, delivered: usize) {
+        let Some(mut recovery) = self.recovery.take() else {
+            return;
+        };
+        self.stream_report.delivered_bytes = delivered;
+        recovery.report.stream = Some(std::mem::take(&mut self.stream_report));
+        if self.ended_clean {
+            recovery.answered(&self.router.routes[self.route], self.route);
+        } else {
+            // Dropped mid-stream: the consumer stopped reading.
+            recovery.delivered = delivered;
+            let _dropped = recovery.give_up("stream_dropped", true);
+        }
+    }
+
+    fn tool_calls(&self) -> Vec<ToolCall> {
+        self.tool_calls.calls()
+    }
+
+    fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+}
+
+impl<C: ModelConnector> Driver<'_, C> {
+    async fn next_delta(
+        &mut self,
+        held: &str,
+        delivered: usize,
+    ) -> Option<Result<String, EgressError>> {
+        loop {
+            if self.recovery.is_none() || self.ended_clean {
+                return None;
+            }
+            let read = if self.attempt.is_none() {
+                match self.open(held).await {
+                    Ok(()) => Read::Nothing,
+                    Err(end) => Read::Ended(end),
+                }
+            } else {
+                self.read().await
+            };
+            match read {
+                Read::Nothing => {}
+                Read::Text(text) => return Some(Ok(text)),
+                Read::Clean(rest) => {
+                    self.attempt = None;
+                    self.ended_clean = true;
+                    self.record_ok();
+                    if self.stream_report.failed_route.is_some() {
+                        self.stream_report.rest_answered_by = Some(self.route);
+                    }
+                    return (!rest.is_empty()).then_some(Ok(rest));
+                }
+                Read::Ended(end) => {
+                    if let Err(error) = self.after_failure(end, delivered).await {
+                        return Some(Err(error));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts an attempt on the current route (opening the route first if it is new).
+    async fn open(&mut self, held: &str) -> Result<(), End> {
+        let router = self.router;
+        let Some(recovery) = self.recovery.as_mut() else {
+            return Err(End::OutOfTime);
+        };
+        let turn = recovery.turn;
+        if !self.route_open {
+            let now = if recovery.routes_tried == 0 {
+                recovery.start
+            } else {
+                Instant::now()
+            };
+            recovery.routes_tried += 1;
+            let left = recovery.end.saturating_duration_since(now);
+            if left.is_zero() {
+                return Err(End::OutOfTime);
+            }
+            let routes_left = u32::try_from(router.routes.len() - self.route).unwrap_or(u32::MAX);
+            self.share_end = saturating_after(now, left / routes_left).min(recovery.end);
+            self.route_open = true;
+            self.route_attempt = 0;
+        }
+        self.route_attempt = self.route_attempt.saturating_add(1);
+        self.attempt_started = Instant::now();
+        if let Some(reason) = turn.stop_reason() {
+            return Err(End::Stopped(reason));
+        }
+        let start = self.attempt_started;
+        let mut first_bound = (self.share_end, Bound::Share);
+        for (timeout, by) in [
+            (router.config.attempt_timeout(), Bound::AttemptTimeout),
+            (
+                router.config.stream_first_token_timeout(),
+                Bound::FirstToken,
+            ),
+        ] {
+            if let Some(at) = timeout.and_then(|t| start.checked_add(t))
+                && at <= first_bound.0
+            {
+                first_bound = (at, by);
+            }
+        }
+        let route = &router.routes[self.route];
+        let prefilled;
+        let (request, joiner) = if held.is_empty() {
+            (recovery.request, None)
+        } else if route.prefill {
+            prefilled = with_prefix(recovery.request, held);
+            (&prefilled, Some(Joiner::new(held, JoinMode::Prefill)))
+        } else {
+            (recovery.request, Some(Joiner::new(held, JoinMode::Afresh)))
+        };
+        if let Some(joiner) = &joiner {
+            self.stream_report.joined_by = Some(joiner.mode().as_str().to_owned());
+        }
+        let stream = tokio::select! {
+            biased;
+            reason = turn.stopped() => return Err(End::Stopped(reason)),
+            opened = router.connector.stream(&route.model, request) => opened.map_err(End::Failed)?,
+            () = sleep_until(first_bound.0) => return Err(End::TimedOut(first_bound.1)),
+        };
+        self.attempt = Some(Attempt {
+            stream,
+            first_bound: first_bound.0,
+            first_by: first_bound.1,
+            last_content: None,
+            joiner,
+        });
+        Ok(())
+    }
+
+    /// Reads the next chunk of the attempt in flight, under its bound.
+    async fn read(&mut self) -> Read {
+        let (Some(attempt), Some(recovery)) = (self.attempt.as_mut(), self.recovery.as_ref())
+        else {
+            return Read::Ended(End::OutOfTime);
+        };
+        let (bound, by) = match attempt.last_content {
+            None => (attempt.first_bound, attempt.first_by),
+            Some(last) => match self
+                .router
+                .config
+                .stream_idle_timeout()
+                .and_then(|t| last.checked_add(t))
+            {
+                Some(at) if at <= self.share_end => (at, Bound::Idle),
+                _ => (self.share_end, Bound::Share),
+            },
+        };
+        let turn = recovery.turn;
+        let chunk = tokio::select! {
+            biased;
+            reason = turn.stopped() => return Read::Ended(End::Stopped(reason)),
+            chunk = attempt.stream.next() => chunk,
+            () = sleep_until(bound) => return Read::Ended(End::TimedOut(by)),
+        };
+        match chunk {
+            Some(Ok(chunk)) => {
+                if let Some(reason) = chunk.finish_reason {
+                    self.finish_reason = Some(reason);
+                }
+                for delta in &chunk.tool_calls {
+                    self.tool_calls.push(delta);
+                }
+                if !(chunk.text.is_empty() && chunk.tool_calls.is_empty()) {
+                    attempt.last_content = Some(Instant::now());
+                }
+                if chunk.text.is_empty() {
+                    return Read::Nothing;
+                }
+                match attempt.joiner.as_mut().map(|j| j.push(&chunk.text)) {
+                    None => Read::Text(chunk.text),
+                    Some(Joined::Text(text)) if text.is_empty() => Read::Nothing,
+                    Some(Joined::Text(text)) => Read::Text(text),
+                    Some(Joined::Unjoinable) => Read::Ended(End::Unjoinable),
+                }
+            }
+            Some(Err(error)) => Read::Ended(End::Failed(error)),
+            None if attempt.last_content.is_none() => {
+                Read::Ended(End::Failed(ModelError::empty_completion()))
+            }
+            None => match attempt.joiner.as_mut().map(Joiner::finish) {
+                None => Read::Clean(String::new()),
+                Some(Joined::Text(rest)) => Read::Clean(rest),
+                Some(Joined::Unjoinable) => Read::Ended(End::Unjoinable),
+            },
+        }
+    }
+
+    fn record(&self, outcome: &'static str, retryable: bool) -> AttemptRecord {
+        AttemptRecord {
+            route_index: self.route,
+            model: self.router.routes[self.route].model.clone(),
+            attempt: self.route_attempt,
+            outcome: Cow::Borrowed(outcome),
+            retryable,
+            duration: self.attempt_started.elapsed(),
+            wait: None,
+        }
+    }
+
+    fn record_ok(&mut self) {
+        let record = self.record("ok", true);
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.report.attempts.push(record);
+        }
+    }
+
+    /// Ends recovery: writes the ledger row and builds the error for the boundary.
+    fn give_up(&mut self, gave_up: &'static str, retryable: bool, delivered: usize) -> EgressError {
+        self.attempt = None;
+        let Some(mut recovery) = self.recovery.take() else {
+            // Already over (a second failure report cannot happen, but needs no panic).
+            return stopped_error(self.turn, StopReason::Cancelled, delivered);
+        };
+        self.stream_report.delivered_bytes = delivered;
+        recovery.report.stream = Some(std::mem::take(&mut self.stream_report));
+        recovery.delivered = delivered;
+        recovery.give_up(gave_up, retryable)
+    }
+
+    fn fall_back(&mut self, to: usize, reason: FallbackReason) {
+        if let Some(recovery) = self.recovery.as_ref() {
+            self.router
+                .log_fallback(recovery.turn, self.route, to, reason);
+        }
+        self.route = to;
+        self.route_open = false;
+    }
+
+    /// Decides what a failed attempt leads to: `Ok` to go on (a retry after its wait, or the
+    /// next route), `Err` when the stream is over.
+    async fn after_failure(&mut self, end: End, delivered: usize) -> Result<(), EgressError> {
+        self.attempt = None;
+        let later = self.route + 1 < self.router.routes.len();
+        let (classification, error, timed_out) = match end {
+            End::Stopped(reason) => {
+                self.push(self.record(reason.as_str(), false));
+                let retryable = reason == StopReason::DeadlineReached;
+                return Err(self.give_up(reason.as_str(), retryable, delivered));
+            }
+            End::OutOfTime => return Err(self.give_up("total_deadline", true, delivered)),
+            End::Unjoinable => {
+                self.push(self.record("stream_unjoinable", false));
+                return Err(self.give_up("stream_unjoinable", true, delivered));
+            }
+            End::TimedOut(by) => {
+                let reason = match by {
+                    Bound::FirstToken => FailureReason::FirstTokenTimeout,
+                    Bound::Idle => FailureReason::StreamIdleTimeout,
+                    Bound::AttemptTimeout | Bound::Share => FailureReason::AttemptTimeout,
+                };
+                let classification = Classification {
+                    retryable: true,
+                    reason,
+                    retry_after: None,
+                };
+                (classification, None, Some(by))
+            }
+            End::Failed(error) => (classify(&error), Some(error), None),
+        };
+        let reason = classification.reason;
+        let mut record = self.record(reason.as_str(), classification.retryable);
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.last = LastFailure {
+                reason: Some(reason),
+                error,
+            };
+        }
+        if delivered > 0 {
+            self.log(&record, reason);
+            self.push(record);
+            self.stream_report.failed_route = Some(self.route);
+            self.stream_report.failure = Some(reason.as_str().to_owned());
+            self.stream_report.failed_after_bytes = Some(delivered);
+            if later {
+                self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);
+                return Ok(());
+            }
+            return Err(self.give_up("stream_failed_after_delivery", true, delivered));
+        }
+        if let Some(by) = timed_out
+            && later
+        {
+            self.log(&record, reason);
+            self.push(record);
+            let reason = match by {
+                Bound::Share => FallbackReason::RouteBudgetSpent,
+                Bound::FirstToken => FallbackReason::FirstTokenTimeout,
+                Bound::Idle => FallbackReason::StreamIdleTimeout,
+                Bound::AttemptTimeout => FallbackReason::AttemptTimeout,
+            };
+            self.fall_back(self.route + 1, reason);
+            return Ok(());
+        }
+        if !classification.retryable {
+            self.log(&record, reason);
+            self.push(record);
+            return match self.router.terminal_fallback(self.route, reason) {
+                Some((to, reason)) => {
+                    self.fall_back(to, reason);
+                    Ok(())
+                }
+                None => Err(self.give_up("terminal", false, delivered)),
+            };
+        }
+        let move_on = |this: &mut Self, reason: FallbackReason, gave_up: &'static str| {
+            if later {
+                this.fall_back(this.route + 1, reason);
+                Ok(())
+            } else {
+                Err(this.give_up(gave_up, true, delivered))
+            }
+        };
+        if self.route_attempt >= self.router.config.attempts() {
+            self.log(&record, reason);
+            self.push(record);
+            return move_on(self, FallbackReason::RetriesExhausted, "retries_exhausted");
+        }
+        let wait = self.router.backoff.delay(
+            self.route_attempt,
+            classification.retry_after,
+            self.router.jitter.sample(),
+        );
+        if Instant::now()
+            .checked_add(wait)
+            .is_none_or(|resume| resume >= self.share_end)
+        {
+            self.log(&record, reason);
+            self.push(record);
+            return move_on(self, FallbackReason::RouteBudgetSpent, "route_budget_spent");
+        }
+        record.wait = Some(wait);
+        self.log(&record, reason);
+        self.push(record);
+        let Some(turn) = self.recovery.as_ref().map(|r| r.turn) else {
+            return Ok(());
+        };
+        tokio::select! {
+            biased;
+            reason = turn.stopped() => {
+                Err(self.give_up(reason.as_str(), reason == StopReason::DeadlineReached, delivered))
+            }
+            () = sleep(wait) => Ok(()),
+        }
+    }
+
+    fn push(&mut self, record: AttemptRecord) {
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.report.attempts.push(record);
+        }
+    }
+
+    fn log(&self, record: &AttemptRecord, reason: FailureReason) {
+        if let Some(recovery) = self.recovery.as_ref() {
+            self.router
+                .log_failure(recovery.turn, record, reason, record.retryable);
+        }
+    }
+}
+
+/// `request` with `held` as the assistant's partial answer, for a prefill route to continue.
+fn with_prefix(request: &ChatRequest, held: &str) -> ChatRequest {
+    let mut prefilled = request.clone();
+    prefilled.messages.push(ChatMessage::assistant(held));
+    prefilled
+}
