@@ -205,7 +205,9 @@ impl BlockCutter {
     /// cap.
     fn cap_point(&self) -> usize {
         let cap = self.config.max_block;
-        let line_start = self.buf[..floor_char_boundary(&self.buf, cap)].rfind('\n').map_or(0, |nl| nl + 1);
+        let line_start = self.buf[..floor_char_boundary(&self.buf, cap)]
+            .rfind('\n')
+            .map_or(0, |nl| nl + 1);
         if line_start > 0 {
             return line_start;
         }

@@ -29,7 +29,11 @@ fn a_fence_is_never_split_even_by_blank_lines_inside_it() {
     let blocks = all_blocks(&mut cutter(1), &[text]);
     assert_eq!(
         blocks,
-        vec!["Intro.\n\n", "```rust\nfn a() {}\n\nfn b() {}\n```\n", "After."]
+        vec![
+            "Intro.\n\n",
+            "```rust\nfn a() {}\n\nfn b() {}\n```\n",
+            "After."
+        ]
     );
 }
 
@@ -51,14 +55,21 @@ fn nothing_is_cut_inside_an_open_reasoning_tag() {
     let blocks = all_blocks(&mut cutter(1), &[text]);
     assert_eq!(
         blocks,
-        vec!["<think>\nplan a\n\nplan b\n</think>\n\n", "Answer.\n\n", "More."]
+        vec![
+            "<think>\nplan a\n\nplan b\n</think>\n\n",
+            "Answer.\n\n",
+            "More."
+        ]
     );
 }
 
 #[test]
 fn an_idle_flush_cuts_at_a_word_outside_code_links_and_entities() {
     let mut c = cutter(1);
-    assert!(c.push("see [the docs here](http://x y) and `a b` &amp; more").is_empty());
+    assert!(
+        c.push("see [the docs here](http://x y) and `a b` &amp; more")
+            .is_empty()
+    );
     let block = c.flush_idle().expect("a safe word boundary exists");
     assert_eq!(block, "see [the docs here](http://x y) and `a b` &amp; ");
     assert_eq!(c.pending(), "more");
