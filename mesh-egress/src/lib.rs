@@ -84,6 +84,9 @@ mod setting;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod store;
+#[cfg(feature = "markdown")]
+#[cfg_attr(docsrs, doc(cfg(feature = "markdown")))]
+pub mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

@@ -22,6 +22,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("retry", &[]),
     ("setting", &[]),
     ("id", &[]),
+    // The block cutter: text in, blocks out, nothing of ours.
+    ("stream", &[]),
     // The record of what happened, and the context of one turn.
     ("ledger", &["egress", "reply", "render"]),
     ("turn", &["egress", "ownership", "ledger"]),

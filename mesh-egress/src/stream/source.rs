@@ -1,0 +1,163 @@
+//! The seam between a streamed model call and the cutter, and the reader that joins them with
+//! an idle flush.
+//!
+//! The source is generic over its error so this module stays free of the layers: Layer A's
+//! routed stream implements it with `Error = EgressError` (wired at merge, issue 13).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cutter::BlockCutter;
+
+/// Text deltas from a streamed model call, already deduplicated.
+///
+/// `next` must be cancel-safe (dropping its future loses no text), as
+/// `tokio::sync::mpsc::Receiver::recv` is: the reader races it against the idle timer.
+pub trait TextSource: Send {
+    /// What a failed stream reports.
+    type Error: Send;
+    /// The next text delta; `None` at a clean end.
+    fn next(&mut self) -> impl Future<Output = Option<Result<String, Self::Error>>> + Send;
+    /// Records that `text` reached the person, so a continuation starts after it.
+    fn mark_delivered(&mut self, text: &str);
+}
+
+/// An in-memory source for tests and docs: chunks, each after its own delay (measured on
+/// `tokio::time`, so paused-time tests see exact instants), then an optional error.
+#[derive(Debug)]
+pub struct ChunkSource<E> {
+    chunks: VecDeque<(Duration, String)>,
+    end: Option<E>,
+    due: Option<Instant>,
+    delivered: String,
+}
+
+impl<E> ChunkSource<E> {
+    /// Chunks that arrive at once, then a clean end.
+    pub fn new<I, S>(chunks: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::delayed(chunks.into_iter().map(|c| (Duration::ZERO, c)))
+    }
+
+    /// Chunks that each arrive `delay` after the previous one.
+    pub fn delayed<I, S>(chunks: I) -> Self
+    where
+        I: IntoIterator<Item = (Duration, S)>,
+        S: Into<String>,
+    {
+        Self {
+            chunks: chunks.into_iter().map(|(d, c)| (d, c.into())).collect(),
+            end: None,
+            due: None,
+            delivered: String::new(),
+        }
+    }
+
+    /// The stream fails with `error` after its chunks instead of ending cleanly.
+    pub fn then_fail(mut self, error: E) -> Self {
+        self.end = Some(error);
+        self
+    }
+
+    /// Everything marked delivered so far.
+    pub fn delivered(&self) -> &str {
+        &self.delivered
+    }
+}
+
+impl<E: Send> TextSource for ChunkSource<E> {
+    type Error = E;
+
+    async fn next(&mut self) -> Option<Result<String, E>> {
+        let Some((delay, _)) = self.chunks.front() else {
+            return self.end.take().map(Err);
+        };
+        // The deadline is kept across calls, so a call cancelled by the idle timer does not
+        // restart the chunk's delay (cancel safety).
+        let due = *self.due.get_or_insert_with(|| Instant::now() + *delay);
+        tokio::time::sleep_until(due).await;
+        self.due = None;
+        self.chunks.pop_front().map(|(_, chunk)| Ok(chunk))
+    }
+
+    fn mark_delivered(&mut self, text: &str) {
+        self.delivered.push_str(text);
+    }
+}
+
+/// Reads blocks from a source: the cutter's blocks as they complete, an idle flush when the
+/// stream is quiet for `idle` (a slow stream still shows progress), the rest at the end.
+#[derive(Debug)]
+pub struct BlockReader<S> {
+    source: S,
+    cutter: BlockCutter,
+    idle: Option<Duration>,
+    ready: VecDeque<String>,
+    done: bool,
+}
+
+impl<S: TextSource> BlockReader<S> {
+    /// A reader; `idle: None` turns the idle flush off.
+    pub fn new(source: S, cutter: BlockCutter, idle: Option<Duration>) -> Self {
+        Self {
+            source,
+            cutter,
+            idle,
+            ready: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The source, to mark what was delivered.
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
+    /// The next block; an error ends the stream (text pending in the cutter is dropped, it was
+    /// never shown); `None` once everything was given out.
+    pub async fn next_block(&mut self) -> Option<Result<String, S::Error>> {
+        loop {
+            if let Some(block) = self.ready.pop_front() {
+                return Some(Ok(block));
+            }
+            if self.done {
+                return None;
+            }
+            let next = match self.idle {
+                Some(idle) if !self.cutter.pending().is_empty() => {
+                    match tokio::time::timeout(idle, self.source.next()).await {
+                        Ok(next) => next,
+                        Err(_quiet) => {
+                            if let Some(block) = self.cutter.flush_idle() {
+                                return Some(Ok(block));
+                            }
+                            // Nothing safe to flush (inside a fence): keep waiting.
+                            self.source.next().await
+                        }
+                    }
+                }
+                _ => self.source.next().await,
+            };
+            match next {
+                Some(Ok(delta)) => self.ready.extend(self.cutter.push(&delta)),
+                Some(Err(error)) => {
+                    self.done = true;
+                    return Some(Err(error));
+                }
+                None => {
+                    self.done = true;
+                    self.ready.extend(self.cutter.finish());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,58 @@
+use super::*;
+use crate::stream::CutterConfig;
+
+fn reader(
+    source: ChunkSource<&'static str>,
+    idle: Option<Duration>,
+) -> BlockReader<ChunkSource<&'static str>> {
+    let cutter = BlockCutter::new(CutterConfig {
+        min_block: 1,
+        max_block: 4000,
+    });
+    BlockReader::new(source, cutter, idle)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_block_is_given_out_before_the_source_ends() {
+    let start = Instant::now();
+    let source = ChunkSource::delayed([
+        (Duration::from_millis(100), "First.\n\n"),
+        (Duration::from_millis(100), "Sec"),
+        (Duration::from_secs(5), "ond.\n"),
+    ]);
+    let mut r = reader(source, None);
+    // The blank line completes the block: it goes out at 100 ms, not when the source ends.
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "First.\n\n");
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "Second.\n");
+    assert_eq!(start.elapsed(), Duration::from_millis(5200));
+    assert!(r.next_block().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_stream_flushes_at_a_word_after_the_idle_period() {
+    let start = Instant::now();
+    let source = ChunkSource::delayed([
+        (Duration::ZERO, "A slow sentence "),
+        (Duration::ZERO, "keeps"),
+        (Duration::from_secs(10), " going.\n"),
+    ]);
+    let mut r = reader(source, Some(Duration::from_millis(700)));
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "A slow sentence ");
+    assert_eq!(start.elapsed(), Duration::from_millis(700));
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "keeps going.\n");
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_after_two_blocks_ends_the_stream_with_the_error() {
+    let source = ChunkSource::new(["One.\n\n", "Two.\n\n", "Thr"]).then_fail("reset");
+    let mut r = reader(source, None);
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "One.\n\n");
+    r.source_mut().mark_delivered("One.\n\n");
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "Two.\n\n");
+    r.source_mut().mark_delivered("Two.\n\n");
+    assert_eq!(r.next_block().await.unwrap().unwrap_err(), "reset");
+    assert!(r.next_block().await.is_none());
+    assert_eq!(r.source_mut().delivered(), "One.\n\nTwo.\n\n");
+}
