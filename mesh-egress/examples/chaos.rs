@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use mesh_egress::boundary::deliver;
 use mesh_egress::channel::{Deliver, Recorder};
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
@@ -39,8 +40,8 @@ async fn answer(
         ChatMessage::user(prompt),
     ]);
     let completion = router.complete(turn, request).await;
-    let result = completion
-        .map(|c| AgentMessage::new(c.content.unwrap_or_default(), turn.attribution().clone()));
+    // A tool-only or empty completion is an EgressError that reaches Layer C, never an empty body.
+    let result = completion.and_then(|c| c.into_message(turn));
     gate.check(turn, prompt, result).await
 }
 
@@ -425,15 +426,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "Routes: primary-model, then backup-model. Demo-scale waits: backoff 100 ms, ceiling 300 ms, attempt timeout 500 ms.\n"
     );
 
+    // One policy for the whole bot: configuration and the shared holding-line rotation. What
+    // happened in each turn is recorded on that turn's ledger.
+    let policy = DegradationPolicy::default()
+        .with_handoff(
+            "Priya (on call)",
+            "I've handed this to {to}; she'll reply here shortly.",
+        )
+        .with_follow_up(Duration::from_millis(400), 2);
     for (n, scene) in scenes().into_iter().enumerate() {
         let ledger = Ledger::in_memory();
-        let policy = DegradationPolicy::default()
-            .with_handoff(
-                "Priya (on call)",
-                "I've handed this to {to}; she'll reply here shortly.",
-            )
-            .with_follow_up(Duration::from_millis(400), 2)
-            .with_ledger(ledger.clone());
         let conversation = format!("conv-{}", n + 1);
         let turn = Turn::new(Attribution::new(
             "release-bot",
@@ -449,7 +451,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Mode::Proactive => digest(&turn, &router, &gate, &policy, scene.prompt).await,
         };
         let kind = reply.kind();
-        let mut receipt = channel.deliver(reply).await?;
+        let mut receipt = deliver(&turn, scene.mode, &policy, &channel, reply).await?;
         let mut user: Vec<String> = channel
             .sent()
             .iter()
@@ -464,7 +466,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let before = channel.sent().len();
             match receipt.take_commitment() {
                 Some(promise) => {
-                    let runner = FollowUpRunner::new(policy.clone());
+                    let runner = FollowUpRunner::new(policy.clone()).with_ledger(ledger.clone());
                     let outcome = runner
                         .run(promise, &channel, || {
                             answer(&turn, &router, &gate, scene.prompt)
