@@ -485,3 +485,76 @@ impl DeliveryError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::channel::Recorder;
+    use crate::degrade::{DegradationPolicy, Mode, resolve};
+    use crate::egress::{Attribution, EgressError};
+
+    /// Collects what a subscriber writes, so a test can read the events.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn receipts() -> (Receipt, Receipt) {
+        let attr = Attribution::new("bot", "conv-drop", "run-1");
+        let channel = Recorder::new();
+        let healthy = channel
+            .deliver(AgentMessage::new("hi", attr.clone()))
+            .await
+            .unwrap();
+        let failed = Err(EgressError::transport("503", attr));
+        let holding = resolve(Mode::Interactive, &DegradationPolicy::default(), failed);
+        let promised = channel.deliver(holding).await.unwrap();
+        (healthy, promised)
+    }
+
+    #[tokio::test]
+    async fn dropping_a_receipt_that_holds_a_promise_warns_once_and_a_healthy_one_is_silent() {
+        let (healthy, promised) = receipts().await;
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let id = promised.commitment().unwrap().id().to_string();
+        tracing::subscriber::with_default(subscriber, || {
+            drop(healthy);
+            drop(promised);
+        });
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(logs.lines().count(), 1, "{logs}");
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("mesh_egress::degrade"), "{logs}");
+        assert!(logs.contains(&id), "{logs}");
+    }
+
+    #[tokio::test]
+    async fn a_promise_taken_out_of_its_receipt_is_not_warned_about() {
+        let (_healthy, mut promised) = receipts().await;
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .finish();
+        let promise = promised.take_commitment().unwrap();
+        tracing::subscriber::with_default(subscriber, || drop(promised));
+        assert!(captured.0.lock().unwrap().is_empty());
+        drop(promise);
+    }
+}
