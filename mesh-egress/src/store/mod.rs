@@ -85,6 +85,7 @@
 //! `MESH_WORKER_LEASE_MS`.
 
 mod backend;
+mod commitments;
 mod lease;
 mod outbox;
 
@@ -95,6 +96,10 @@ use std::time::Duration;
 
 use sqlx::Row;
 
+pub use commitments::{
+    Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
+    StoredCommitment,
+};
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, ResendReport};
 
