@@ -108,7 +108,9 @@ impl FollowUpPlan {
     }
 }
 
-/// Where a commitment is (see the [state table](self#commitment-states)).
+/// Where a commitment is: `pending` (due at its time) → `claimed` (a worker holds it until its
+/// claim expires) → `pending` again after a retryable failure, or ended (`fulfilled`,
+/// `handed_off`, `cancelled`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CommitmentStatus {
