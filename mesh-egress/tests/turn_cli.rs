@@ -1,8 +1,12 @@
 //! The `turn` example as a black box: its flags, exit codes and stdout contract, against a
 //! loopback fake provider. `cargo test` builds the examples before it runs this file.
 
+mod example_binary;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use example_binary::example_binary;
 
 use mesh_egress::Markdown;
 use mesh_egress::channel::{PlainText, Render};
@@ -11,21 +15,7 @@ use mesh_egress::testing::{FakeProvider, FakeResponse};
 const CORPUS: &str = include_str!("data/gate_corpus.json");
 
 fn turn_binary() -> PathBuf {
-    // target/<profile>/deps/turn_cli-<hash> -> target/<profile>/examples/turn
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("turn{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: run through `cargo test`, which builds the examples",
-        binary.display()
-    );
-    binary
+    example_binary("turn")
 }
 
 /// Runs `turn` with `args` against `base_url` (or without the model variables when `None`).

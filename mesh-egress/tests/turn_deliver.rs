@@ -3,8 +3,12 @@
 //! ids under `--json`), and the exit code says whether delivery worked. `cargo test` builds the
 //! examples before it runs this file.
 
+mod example_binary;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use example_binary::example_binary;
 
 use mesh_egress::channel::http::Surface;
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse};
@@ -26,21 +30,7 @@ const DELIVER_ENV: [&str; 9] = [
 ];
 
 fn turn_binary() -> PathBuf {
-    // target/<profile>/deps/turn_deliver-<hash> -> target/<profile>/examples/turn
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("turn{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: run through `cargo test`, which builds the examples",
-        binary.display()
-    );
-    binary
+    example_binary("turn")
 }
 
 /// The surface's name on the command line, and its token, target and API variables.
