@@ -22,6 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("retry", &[]),
     ("setting", &[]),
     ("id", &[]),
+    ("failpoint", &[]),
     // The block cutter: text in, blocks out, nothing of ours.
     ("stream", &[]),
     // The record of what happened, and the context of one turn.

@@ -1,0 +1,36 @@
+//! Named crash points for the crash tests (feature `failpoints`, never on in production).
+//!
+//! A crash test starts a real child process with `MESH_FAILPOINT=<name>`; when the process
+//! reaches the point of that name it writes one line `{"failpoint":"<name>"}` to stderr and
+//! waits, so the test can send SIGKILL at exactly that point. Without the feature, [`hit`] is an
+//! empty `async fn` the compiler removes, and the environment is never read.
+
+/// The environment variable naming the point to stop at.
+#[cfg(feature = "failpoints")]
+pub(crate) const VARIABLE: &str = "MESH_FAILPOINT";
+
+/// How long a process stopped at a failpoint waits for its SIGKILL before it exits on its own
+/// (code 86), so a crash test that fails to kill it cannot leave it running.
+#[cfg(feature = "failpoints")]
+const WAIT_FOR_KILL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Stops the process at `name` when `MESH_FAILPOINT` names it (see the module docs).
+#[cfg(feature = "failpoints")]
+pub(crate) async fn hit(name: &'static str) {
+    use std::io::Write as _;
+    if std::env::var(VARIABLE).ok().as_deref() != Some(name) {
+        return;
+    }
+    let mut stderr = std::io::stderr().lock();
+    // The test is waiting for this line; a failed write leaves it to its own timeout.
+    let _ = writeln!(stderr, "{{\"failpoint\":\"{name}\"}}");
+    let _ = stderr.flush();
+    drop(stderr);
+    tokio::time::sleep(WAIT_FOR_KILL).await;
+    std::process::exit(86);
+}
+
+/// Stops the process at `name` when `MESH_FAILPOINT` names it (see the module docs).
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) async fn hit(_name: &'static str) {}
