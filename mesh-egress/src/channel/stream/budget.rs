@@ -154,7 +154,7 @@ impl RateBudget {
         let start = Instant::now();
         loop {
             let now = Instant::now();
-            {
+            let at = {
                 let mut state = self.lock();
                 let at = slot(&self.config, &mut state, kind, now);
                 if at <= now {
@@ -162,11 +162,13 @@ impl RateBudget {
                     if self.config.window.is_some() {
                         state.recent.push_back(now);
                     }
-                    return now.saturating_duration_since(start);
                 }
-                drop(state);
-                tokio::time::sleep_until(at).await;
+                at
+            };
+            if at <= now {
+                return now.saturating_duration_since(start);
             }
+            tokio::time::sleep_until(at).await;
         }
     }
 

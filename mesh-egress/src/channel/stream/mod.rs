@@ -50,7 +50,7 @@ use std::future::Future;
 pub use budget::{BudgetConfig, CallKind, RateBudget};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
-pub(crate) use session::{Driver, DriverError, Parts};
+pub(crate) use session::{Driver, DriverError, Parts, pack};
 
 use crate::channel::Channel;
 use crate::egress::Attribution;

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{StreamError, StreamMode, StreamOpenError, StreamReceipt};
+use super::{BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt};
 use crate::egress::Attribution;
 use crate::outbound::CommittedPart;
 
@@ -76,6 +76,26 @@ impl Parts {
     }
 }
 
+/// Groups `texts` into messages: consecutive texts joined by [`BLOCK_SEPARATOR`] while the
+/// joined text `fits`; a text that does not fit even alone is a message of its own (the
+/// renderer's limit already keeps every part within the surface's). Returns each message's
+/// part count and text.
+pub(crate) fn pack(texts: &[String], fits: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
+    let mut messages: Vec<(usize, String)> = Vec::new();
+    for text in texts {
+        if let Some((count, joined)) = messages.last_mut() {
+            let candidate = format!("{joined}{BLOCK_SEPARATOR}{text}");
+            if fits(&candidate) {
+                *joined = candidate;
+                *count += 1;
+                continue;
+            }
+        }
+        messages.push((1, text.clone()));
+    }
+    messages
+}
+
 /// Why a driver stopped.
 #[derive(Debug)]
 pub(crate) struct DriverError {
@@ -118,7 +138,7 @@ pub(crate) trait Driver: Send + 'static {
     /// Called at [`deadline`](Self::deadline).
     fn refresh<'a>(
         &'a mut self,
-        parts: &'a Parts,
+        parts: &'a mut Parts,
     ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
         let _ = parts;
         std::future::ready(Ok(()))
@@ -274,7 +294,7 @@ async fn run<D: Driver>(
         tokio::select! {
             () = shared.wake.notified() => {}
             () = sleep_until(deadline) => {
-                if let Err(error) = driver.refresh(&parts).await {
+                if let Err(error) = driver.refresh(&mut parts).await {
                     let confirmed = driver.confirmed();
                     return Err(StreamError::new(driver.receipt(mode), parts.unconfirmed(confirmed), error.source));
                 }
@@ -412,6 +432,20 @@ mod tests {
         let receipt = stream.finish().await.unwrap();
         assert_eq!(calls.lock().unwrap().len(), 1);
         assert_eq!(receipt.confirmed_text(), "one\n\ntwo");
+    }
+
+    #[test]
+    fn packing_joins_blocks_while_they_fit_and_keeps_an_oversized_one_alone() {
+        let texts: Vec<String> = ["aaaa", "bb", "cccccccc", "d"].map(String::from).into();
+        let packed = pack(&texts, |t| t.chars().count() <= 8);
+        assert_eq!(
+            packed,
+            [
+                (2, "aaaa\n\nbb".to_owned()),
+                (1, "cccccccc".to_owned()),
+                (1, "d".to_owned())
+            ]
+        );
     }
 
     #[tokio::test]
