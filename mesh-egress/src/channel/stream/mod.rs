@@ -44,12 +44,16 @@
 mod budget;
 mod receipt;
 mod session;
+#[cfg(feature = "markdown")]
+mod slack_markdown;
 
 use std::future::Future;
 
 pub use budget::{BudgetConfig, CallKind, RateBudget};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
+#[cfg(feature = "markdown")]
+pub use slack_markdown::SlackMarkdown;
 pub(crate) use session::{Driver, DriverError, Parts, pack};
 
 use crate::channel::Channel;
@@ -184,3 +188,9 @@ impl StreamingChannel for crate::channel::Recorder {
         ReplyStream::spawn(SendEach::new(self.clone()), StreamMode::Blocks, attribution)
     }
 }
+
+/// A part's ownership no longer holds (another worker took the conversation): nothing more of
+/// the reply is sent.
+#[derive(Debug, thiserror::Error)]
+#[error("the conversation's ownership was lost; the rest of the reply was not sent")]
+pub(crate) struct OwnershipLost;

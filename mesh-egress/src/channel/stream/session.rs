@@ -43,6 +43,14 @@ impl Parts {
         self.texts.get(from..).unwrap_or(&[])
     }
 
+    /// The idempotency key of part `index`, while it is held.
+    pub(crate) fn idempotency_key(&self, index: usize) -> Option<String> {
+        self.parts
+            .get(index)
+            .and_then(Option::as_ref)
+            .map(CommittedPart::idempotency_key)
+    }
+
     /// Whether every part in `from..to` may still be sent (its ownership holds).
     pub(crate) fn owned(&self, from: usize, to: usize) -> bool {
         self.parts
