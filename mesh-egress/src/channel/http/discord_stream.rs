@@ -146,7 +146,7 @@ impl DiscordDriver {
         };
         match self.caller.call(kind, &call).await {
             Ok(_) => Ok(true),
-            Err(failure) if failure.is_rate_limited() && !done => {
+            Err(failure) if failure.is_transient() && !done => {
                 self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
                 Ok(false)
             }
@@ -173,9 +173,8 @@ impl DiscordDriver {
                     self.open = false;
                     continue;
                 }
-                // The edit that completes the reply is its last: it is retried.
-                let last = done && self.confirmed + added == parts.len();
-                if !self.edit(&text, last).await? {
+                // Once the reply is complete every edit is retried: none can be left for later.
+                if !self.edit(&text, done).await? {
                     return Ok(());
                 }
                 if let Some(message) = self.messages.last_mut() {

@@ -301,7 +301,7 @@ impl SlackDriver {
                         self.live = None;
                         self.rollovers += 1;
                     }
-                    Err(failure) if failure.is_rate_limited() && !done => {
+                    Err(failure) if failure.is_transient() && !done => {
                         // Coalesced into the next call once the budget allows it.
                         self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
                         return Ok(());

@@ -43,8 +43,16 @@ impl CallFailure {
         }
     }
 
-    pub(crate) fn is_rate_limited(&self) -> bool {
-        matches!(self.kind, ChannelErrorKind::RateLimited { .. })
+    /// A failure a later call may not meet: a rate limit, a 5xx, no answer. (No answer is
+    /// ambiguous for a surface without idempotency: the text may have been applied. The
+    /// session leaves it unconfirmed, so the receipt never claims it.)
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            ChannelErrorKind::RateLimited { .. }
+                | ChannelErrorKind::Server { .. }
+                | ChannelErrorKind::Transport { .. }
+        )
     }
 
     pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {

@@ -258,6 +258,10 @@ impl std::fmt::Debug for ReplyStream {
 #[error("the stream's worker stopped")]
 struct WorkerStopped;
 
+#[derive(Debug, thiserror::Error)]
+#[error("the surface did not confirm every part of the reply")]
+struct Unconfirmed;
+
 fn stopped(unconfirmed: Vec<CommittedPart>) -> StreamError {
     StreamError::new(StreamReceipt::default(), unconfirmed, Box::new(WorkerStopped))
 }
@@ -294,6 +298,16 @@ async fn run<D: Driver>(
                 ));
             }
             if done {
+                let confirmed = driver.confirmed();
+                if confirmed < parts.len() {
+                    // A driver must confirm everything at the end or fail: never report a
+                    // reply complete that is not.
+                    return Err(StreamError::new(
+                        driver.receipt(mode),
+                        parts.unconfirmed(confirmed),
+                        Box::new(Unconfirmed),
+                    ));
+                }
                 return Ok(driver.receipt(mode));
             }
             continue;
