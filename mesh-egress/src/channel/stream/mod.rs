@@ -21,7 +21,7 @@
 //! confirmed offset, never from what was merely sent.
 //!
 //! ```
-//! use mesh_egress::channel::stream::{ReplyStream, StreamMode, StreamingChannel};
+//! use mesh_egress::channel::stream::StreamingChannel;
 //! use mesh_egress::channel::{Recorder, PlainText};
 //! use mesh_egress::{AgentMessage, Attribution, Outbound, Ownership};
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
