@@ -384,3 +384,35 @@ async fn a_failed_stream_hands_back_the_unconfirmed_parts_to_resume_from() {
     assert_eq!(receipt.confirmed_text(), reply[2..].join(BLOCK_SEPARATOR));
     assert_eq!(api.texts(), reply);
 }
+
+/// The calls a 600-token reply costs on each surface with its default pacing, time scaled by
+/// 1/50 so the test takes a fraction of a second: six blocks of about 100 tokens, one every 2 s
+/// at 50 tokens/s (40 ms scaled), against a budget of one call a second (20 ms scaled; Discord
+/// 0.5 s, 10 ms scaled). Each block then gets its own call and nothing is coalesced.
+#[tokio::test]
+async fn a_600_token_reply_costs_seven_slack_calls_seven_telegram_calls_and_six_discord_calls() {
+    let scaled = |ms: u64| BudgetConfig::new(Duration::from_millis(ms));
+    let blocks: Vec<String> = (0..6).map(|i| block(i, 55)).collect();
+    let total: usize = blocks.iter().map(String::len).sum();
+    assert!((2_300..2_700).contains(&total), "about 600 tokens: {total} bytes");
+    let gap = Duration::from_millis(40);
+
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    let channel = slack(&api).with_stream_budget(scaled(20));
+    let (receipt, _) = stream_reply(&channel, &blocks, gap).await;
+    // chat.startStream, five chat.appendStream, chat.stopStream.
+    assert_eq!(receipt.calls(), 7, "{:?}", api.calls());
+
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    let channel = telegram(&api, "123456789").with_stream_budget(scaled(20));
+    let (receipt, _) = stream_reply(&channel, &blocks, gap).await;
+    // Six drafts, one permanent sendMessage (2,400 characters fit one message).
+    assert_eq!((receipt.previews(), receipt.calls()), (6, 7), "{:?}", api.calls());
+
+    let api = FakeApi::start(Surface::Discord, TOKEN).await.unwrap();
+    let channel = discord(&api).with_stream_budget(scaled(10));
+    let (receipt, _) = stream_reply(&channel, &blocks, gap).await;
+    // Two messages (2,000 code points each at most): two creates and four edits.
+    assert_eq!(receipt.calls(), 6, "{:?}", api.calls());
+    assert_eq!(receipt.messages().len(), 2);
+}
