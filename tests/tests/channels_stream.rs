@@ -108,11 +108,12 @@ async fn slack_a_long_reply_streams_into_one_message_complete_and_in_order() {
     assert_eq!(start.body["recipient_user_id"], "U0123456789");
     assert_eq!(start.body["recipient_team_id"], "T0123456789");
     assert_eq!(receipt.calls(), api.calls().len());
-    assert!(
-        api.calls()
-            .iter()
-            .all(|c| c.body["markdown_text"].as_str().map_or(0, |t| t.chars().count()) <= 12_000)
-    );
+    assert!(api.calls().iter().all(|c| {
+        c.body["markdown_text"]
+            .as_str()
+            .map_or(0, |t| t.chars().count())
+            <= 12_000
+    }));
 }
 
 #[tokio::test]
@@ -137,15 +138,29 @@ async fn slack_a_stream_that_expires_mid_reply_rolls_over_and_the_rest_arrives_o
         .await
         .unwrap()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_millis(500), "no second expiry");
-    assert_eq!(api.calls_to("chat.startStream"), 2, "a fresh stream, not the fallback");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "no second expiry"
+    );
+    assert_eq!(
+        api.calls_to("chat.startStream"),
+        2,
+        "a fresh stream, not the fallback"
+    );
     assert_eq!(api.calls_to("chat.postMessage"), 0);
     assert_eq!(receipt.rollovers(), 1);
     let streams = api.streams();
     let shown: Vec<&str> = streams.iter().map(|s| s.text.as_str()).collect();
-    assert_eq!(shown.join(BLOCK_SEPARATOR), reply.join(BLOCK_SEPARATOR), "nothing lost or doubled");
+    assert_eq!(
+        shown.join(BLOCK_SEPARATOR),
+        reply.join(BLOCK_SEPARATOR),
+        "nothing lost or doubled"
+    );
     assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
-    assert_eq!(receipt.ids(), streams.iter().map(|s| s.ts.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        receipt.ids(),
+        streams.iter().map(|s| s.ts.as_str()).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -164,7 +179,12 @@ async fn slack_without_the_scope_falls_back_to_one_post_per_block() {
     let posted: Vec<String> = api
         .received()
         .iter()
-        .map(|m| m.body["markdown_text"].as_str().unwrap_or_default().to_owned())
+        .map(|m| {
+            m.body["markdown_text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
     assert_eq!(posted, reply);
 }
@@ -210,7 +230,10 @@ async fn telegram_a_long_reply_shows_drafts_then_permanent_messages_within_the_l
     // Each message's drafts only grow towards it, under one draft id per message.
     for draft in &drafts {
         let message = &texts[usize::try_from(draft.draft_id - 1).unwrap()];
-        assert!(message.starts_with(&draft.text), "a draft is a prefix of its message");
+        assert!(
+            message.starts_with(&draft.text),
+            "a draft is a prefix of its message"
+        );
     }
 }
 
@@ -236,15 +259,24 @@ async fn telegram_a_flood_wait_is_honoured_without_a_cascade_and_the_reply_compl
         .await
         .unwrap()
         .unwrap();
-    assert!(flooded_at.elapsed() >= flood, "the reply waited the flood out");
+    assert!(
+        flooded_at.elapsed() >= flood,
+        "the reply waited the flood out"
+    );
     assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
-    assert_eq!(api.texts().join(BLOCK_SEPARATOR), reply.join(BLOCK_SEPARATOR));
+    assert_eq!(
+        api.texts().join(BLOCK_SEPARATOR),
+        reply.join(BLOCK_SEPARATOR)
+    );
     // Inside the flood window exactly one call arrived (and was told to wait): no retries,
     // no hammering.
     let calls = api.calls();
     let after = &calls[before..];
     let first = after.first().expect("a call after the flood began").at;
-    let inside = after.iter().filter(|c| c.at < first + flood - Duration::from_millis(100)).count();
+    let inside = after
+        .iter()
+        .filter(|c| c.at < first + flood - Duration::from_millis(100))
+        .count();
     assert_eq!(inside, 1, "{after:?}");
     assert_eq!(api.calls_to("editMessageText"), 0);
 }
@@ -263,7 +295,11 @@ async fn telegram_a_refused_draft_turns_the_reply_into_one_message_per_block() {
     let blocks: Vec<String> = (0..5).map(|i| block(i, 3)).collect();
     let (receipt, reply) = stream_reply(&channel, &blocks, Duration::from_millis(3)).await;
     assert!(receipt.fell_back());
-    assert_eq!(api.calls_to("sendMessageDraft"), 1, "no second draft after a refusal");
+    assert_eq!(
+        api.calls_to("sendMessageDraft"),
+        1,
+        "no second draft after a refusal"
+    );
     assert_eq!(api.texts(), reply);
 }
 
@@ -315,7 +351,10 @@ async fn discord_edits_follow_changing_rate_limit_headers_and_split_at_2000_code
     for (i, (remaining, reset)) in headers.iter().enumerate() {
         if *remaining == 0 {
             let gap = calls[i + 1].at - calls[i].at;
-            assert!(gap >= Duration::from_secs_f64(*reset), "call {i}: waited {gap:?}");
+            assert!(
+                gap >= Duration::from_secs_f64(*reset),
+                "call {i}: waited {gap:?}"
+            );
         }
     }
     let limited = calls
@@ -326,7 +365,10 @@ async fn discord_edits_follow_changing_rate_limit_headers_and_split_at_2000_code
         .map(|(i, _)| i)
         .unwrap();
     let gap = calls[limited + 1].at - calls[limited].at;
-    assert!(gap >= Duration::from_millis(200), "the 429's retry_after: {gap:?}");
+    assert!(
+        gap >= Duration::from_millis(200),
+        "the 429's retry_after: {gap:?}"
+    );
     assert!(
         calls
             .iter()
@@ -345,9 +387,18 @@ async fn every_surface_in_final_mode_sends_only_when_the_reply_is_complete() {
     let discord = discord(&discord_api).with_stream_mode(StreamMode::Final);
     let telegram = telegram(&telegram_api, "123456789").with_stream_mode(StreamMode::Final);
     for (api, (receipt, reply)) in [
-        (&slack_api, stream_reply(&slack, &blocks, Duration::ZERO).await),
-        (&discord_api, stream_reply(&discord, &blocks, Duration::ZERO).await),
-        (&telegram_api, stream_reply(&telegram, &blocks, Duration::ZERO).await),
+        (
+            &slack_api,
+            stream_reply(&slack, &blocks, Duration::ZERO).await,
+        ),
+        (
+            &discord_api,
+            stream_reply(&discord, &blocks, Duration::ZERO).await,
+        ),
+        (
+            &telegram_api,
+            stream_reply(&telegram, &blocks, Duration::ZERO).await,
+        ),
     ] {
         assert_eq!(api.calls().len(), 1, "{:?}: one message", api.surface());
         assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
@@ -373,7 +424,10 @@ async fn a_failed_stream_hands_back_the_unconfirmed_parts_to_resume_from() {
         reply.extend(append(&channel, &mut stream, text).await);
     }
     let error = stream.finish().await.unwrap_err();
-    assert_eq!(error.receipt().confirmed_text(), reply[..2].join(BLOCK_SEPARATOR));
+    assert_eq!(
+        error.receipt().confirmed_text(),
+        reply[..2].join(BLOCK_SEPARATOR)
+    );
     assert_eq!(error.unconfirmed().len(), 3);
     // Resuming sends exactly what was not confirmed.
     let mut again = channel.open_stream(&attribution()).unwrap();
@@ -394,7 +448,10 @@ async fn a_600_token_reply_costs_seven_slack_calls_seven_telegram_calls_and_six_
     let scaled = |ms: u64| BudgetConfig::new(Duration::from_millis(ms));
     let blocks: Vec<String> = (0..6).map(|i| block(i, 55)).collect();
     let total: usize = blocks.iter().map(String::len).sum();
-    assert!((2_300..2_700).contains(&total), "about 600 tokens: {total} bytes");
+    assert!(
+        (2_300..2_700).contains(&total),
+        "about 600 tokens: {total} bytes"
+    );
     let gap = Duration::from_millis(40);
 
     let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
@@ -407,7 +464,12 @@ async fn a_600_token_reply_costs_seven_slack_calls_seven_telegram_calls_and_six_
     let channel = telegram(&api, "123456789").with_stream_budget(scaled(20));
     let (receipt, _) = stream_reply(&channel, &blocks, gap).await;
     // Six drafts, one permanent sendMessage (2,400 characters fit one message).
-    assert_eq!((receipt.previews(), receipt.calls()), (6, 7), "{:?}", api.calls());
+    assert_eq!(
+        (receipt.previews(), receipt.calls()),
+        (6, 7),
+        "{:?}",
+        api.calls()
+    );
 
     let api = FakeApi::start(Surface::Discord, TOKEN).await.unwrap();
     let channel = discord(&api).with_stream_budget(scaled(10));

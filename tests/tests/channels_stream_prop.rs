@@ -67,7 +67,12 @@ async fn run<C: StreamingChannel>(
     for (i, words) in sizes.iter().enumerate() {
         let message = AgentMessage::new(block(i, *words), attribution());
         let rendered = Outbound::new(message).render(channel.renderer()).unwrap();
-        for part in rendered.commit(&Ownership::held()).await.unwrap().into_parts() {
+        for part in rendered
+            .commit(&Ownership::held())
+            .await
+            .unwrap()
+            .into_parts()
+        {
             reply.push(part.text().to_owned());
             stream.append(part);
         }

@@ -334,9 +334,14 @@ async fn handle(
             .or_else(|| state.script.pop_front())
             .unwrap_or(ChatStep::Accept)
     };
-    if let Some(answer) =
-        super::chat_stream::handle(&shared, &method, &path, authorization.as_deref(), &body, &step)
-    {
+    if let Some(answer) = super::chat_stream::handle(
+        &shared,
+        &method,
+        &path,
+        authorization.as_deref(),
+        &body,
+        &step,
+    ) {
         return Ok(play(answer).await);
     }
     let answer = match route(&shared, &path, authorization.as_deref(), &body) {

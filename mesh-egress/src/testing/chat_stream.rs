@@ -160,7 +160,10 @@ impl FakeApi {
             state.stream.headers.push_back(vec![
                 ("x-ratelimit-limit".to_owned(), "5".to_owned()),
                 ("x-ratelimit-remaining".to_owned(), remaining.to_string()),
-                ("x-ratelimit-reset-after".to_owned(), format!("{reset_after:.3}")),
+                (
+                    "x-ratelimit-reset-after".to_owned(),
+                    format!("{reset_after:.3}"),
+                ),
                 ("x-ratelimit-bucket".to_owned(), "fake-bucket".to_owned()),
             ]);
         }
@@ -201,9 +204,9 @@ pub(super) fn decorate(shared: &Shared, answer: FakeResponse) -> FakeResponse {
     let Some(headers) = shared.lock().stream.headers.pop_front() else {
         return answer;
     };
-    headers
-        .iter()
-        .fold(answer, |answer, (name, value)| answer.with_header(name, value))
+    headers.iter().fold(answer, |answer, (name, value)| {
+        answer.with_header(name, value)
+    })
 }
 
 fn slack_error(code: &str) -> FakeResponse {
@@ -239,7 +242,11 @@ pub(super) fn handle(
     }
     let streaming = matches!(
         method,
-        "chat.startStream" | "chat.appendStream" | "chat.stopStream" | "sendMessageDraft" | "editMessage"
+        "chat.startStream"
+            | "chat.appendStream"
+            | "chat.stopStream"
+            | "sendMessageDraft"
+            | "editMessage"
     );
     if !streaming {
         return None;
@@ -247,13 +254,22 @@ pub(super) fn handle(
     let authorized = match shared.surface {
         Surface::Slack => authorization == Some(&format!("Bearer {}", shared.token)),
         Surface::Discord => authorization == Some(&format!("Bot {}", shared.token)),
-        Surface::Telegram => path.strip_prefix("/bot").and_then(|p| p.split_once('/')).is_some_and(|(t, _)| t == shared.token),
+        Surface::Telegram => path
+            .strip_prefix("/bot")
+            .and_then(|p| p.split_once('/'))
+            .is_some_and(|(t, _)| t == shared.token),
     };
     if !authorized {
         return Some(match shared.surface {
             Surface::Slack => slack_error("invalid_auth"),
-            Surface::Discord => FakeResponse::raw(401, json!({ "message": "401: Unauthorized", "code": 0 }).to_string()),
-            Surface::Telegram => FakeResponse::raw(404, json!({ "ok": false, "error_code": 404, "description": "Not Found" }).to_string()),
+            Surface::Discord => FakeResponse::raw(
+                401,
+                json!({ "message": "401: Unauthorized", "code": 0 }).to_string(),
+            ),
+            Surface::Telegram => FakeResponse::raw(
+                404,
+                json!({ "ok": false, "error_code": 404, "description": "Not Found" }).to_string(),
+            ),
         });
     }
     let (apply, then) = match step {
@@ -291,17 +307,24 @@ fn apply_call(shared: &Shared, method: &str, path: &str, body: &Value) -> FakeRe
             let ts = format!("1700000000.{:06}", state.next_id);
             let stream = FakeStream {
                 ts: ts.clone(),
-                thread_ts: body.get("thread_ts").and_then(Value::as_str).map(str::to_owned),
+                thread_ts: body
+                    .get("thread_ts")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 text: text_field(body, "markdown_text"),
                 open: true,
                 appends: 0,
             };
             state.stream.streams.push((stream, Instant::now()));
-            FakeResponse::raw(200, json!({ "ok": true, "channel": channel, "ts": ts }).to_string())
+            FakeResponse::raw(
+                200,
+                json!({ "ok": true, "channel": channel, "ts": ts }).to_string(),
+            )
         }
         "chat.appendStream" | "chat.stopStream" => {
             let ts = text_field(body, "ts");
-            let Some((stream, started)) = state.stream.streams.iter_mut().find(|(s, _)| s.ts == ts) else {
+            let Some((stream, started)) = state.stream.streams.iter_mut().find(|(s, _)| s.ts == ts)
+            else {
                 return slack_error("message_not_found");
             };
             if !stream.open || expired(*started, lifetime) {
@@ -322,7 +345,10 @@ fn apply_call(shared: &Shared, method: &str, path: &str, body: &Value) -> FakeRe
             FakeResponse::raw(200, answer.to_string())
         }
         "sendMessageDraft" => {
-            let private = body.get("chat_id").and_then(Value::as_i64).is_some_and(|id| id > 0);
+            let private = body
+                .get("chat_id")
+                .and_then(Value::as_i64)
+                .is_some_and(|id| id > 0);
             let draft_id = body.get("draft_id").and_then(Value::as_i64).unwrap_or(0);
             if !private || draft_id == 0 {
                 return FakeResponse::raw(
@@ -341,7 +367,10 @@ fn apply_call(shared: &Shared, method: &str, path: &str, body: &Value) -> FakeRe
             let Some(message): Option<&mut ReceivedMessage> =
                 state.received.iter_mut().find(|m| m.id == id)
             else {
-                return FakeResponse::raw(404, json!({ "message": "Unknown Message", "code": 10008 }).to_string());
+                return FakeResponse::raw(
+                    404,
+                    json!({ "message": "Unknown Message", "code": 10008 }).to_string(),
+                );
             };
             message.text = content.clone();
             message.body = body.clone();

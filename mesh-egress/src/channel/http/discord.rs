@@ -152,7 +152,12 @@ impl<R: Render> Channel for DiscordChannel<R> {
     }
 }
 
-pub(super) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     let answer = serde_json::from_slice::<Value>(body).ok();
     if status == StatusCode::TOO_MANY_REQUESTS {
         let field = |name: &str| answer.as_ref().and_then(|a| a.get(name));

@@ -13,9 +13,8 @@ use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::stream_builders;
 use super::{DiscordChannel, Surface};
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, OwnershipLost, Parts, RateBudget,
-    ReplyStream, StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel,
-    pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, OwnershipLost, Parts, RateBudget, ReplyStream,
+    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::channel::{DiscordMarkdown, Render};
 use crate::egress::Attribution;
@@ -109,7 +108,10 @@ impl DiscordDriver {
     /// Posts `text` as a new message whose first part is `first`.
     async fn post(&mut self, parts: &Parts, first: usize, text: String) -> Result<(), DriverError> {
         let mut body = json!({ "content": text, "allowed_mentions": self.mentions });
-        if let Some(nonce) = parts.idempotency_key(first).filter(|n| n.len() <= NONCE_LIMIT) {
+        if let Some(nonce) = parts
+            .idempotency_key(first)
+            .filter(|n| n.len() <= NONCE_LIMIT)
+        {
             body["nonce"] = Value::from(nonce);
             body["enforce_nonce"] = Value::from(true);
         }
@@ -192,7 +194,11 @@ impl DiscordDriver {
         Ok(())
     }
 
-    async fn each(&mut self, parts: &Parts, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
+    async fn each(
+        &mut self,
+        parts: &Parts,
+        groups: Vec<(usize, String)>,
+    ) -> Result<(), DriverError> {
         for (count, text) in groups {
             self.post(parts, self.confirmed, text).await?;
             self.confirmed += count;
@@ -211,31 +217,25 @@ impl Driver for DiscordDriver {
         self.caller.budget.ready(kind)
     }
 
-    fn flush<'a>(
-        &'a mut self,
-        parts: &'a mut Parts,
-        done: bool,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        async move {
-            self.retry_at = None;
-            if !parts.owned(self.confirmed, parts.len()) {
-                return Err(DriverError::new(Box::new(OwnershipLost)));
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(OwnershipLost)));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let groups = pack(parts.texts_from(self.confirmed), fits);
+                self.each(parts, groups).await
             }
-            match self.mode {
-                StreamMode::Stream => self.stream(parts, done).await,
-                StreamMode::Final if !done => Ok(()),
-                StreamMode::Final => {
-                    let groups = pack(parts.texts_from(self.confirmed), fits);
-                    self.each(parts, groups).await
-                }
-                _ => {
-                    let groups = parts
-                        .texts_from(self.confirmed)
-                        .iter()
-                        .map(|t| (1, t.clone()))
-                        .collect();
-                    self.each(parts, groups).await
-                }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.each(parts, groups).await
             }
         }
     }
@@ -282,7 +282,11 @@ mod tests {
         headers.insert("x-ratelimit-remaining", "3".parse().unwrap());
         headers.insert("x-ratelimit-reset-after", "9".parse().unwrap());
         observe_rate_limit_headers(&headers, &budget);
-        assert_eq!(budget.pause_left(), Duration::from_millis(1500), "calls remain: no pause");
+        assert_eq!(
+            budget.pause_left(),
+            Duration::from_millis(1500),
+            "calls remain: no pause"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -50,6 +50,7 @@
 
 mod answer;
 mod discord;
+mod discord_stream;
 mod mentions;
 mod policy;
 mod retry;
@@ -59,7 +60,6 @@ mod stream_call;
 mod stream_settings;
 mod telegram;
 mod telegram_stream;
-mod discord_stream;
 
 use std::fmt;
 use std::time::Duration;

@@ -159,7 +159,12 @@ impl<R: Render> Channel for SlackChannel<R> {
     }
 }
 
-pub(super) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     if status == StatusCode::TOO_MANY_REQUESTS {
         return Outcome::RateLimited {
             wait: retry_after_header(headers),

@@ -13,8 +13,8 @@ use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::stream_builders;
 use super::{SlackChannel, Surface};
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown,
-    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
+    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::channel::{PlainText, Render, SlackMrkdwn};
 use crate::egress::Attribution;
@@ -182,7 +182,11 @@ impl SlackDriver {
     /// One `chat.postMessage` per message of `groups`.
     async fn post(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
         for (count, text) in groups {
-            let field = if self.markdown { "markdown_text" } else { "text" };
+            let field = if self.markdown {
+                "markdown_text"
+            } else {
+                "text"
+            };
             let mut body = json!({ "channel": self.channel, field: text });
             if let Some(ts) = &self.thread_ts {
                 body["thread_ts"] = Value::from(ts.as_str());
@@ -223,8 +227,10 @@ impl SlackDriver {
             "chat.stopStream",
             json!({ "channel": self.channel, "ts": live.ts }),
         );
-        if let Err(failure) = self.caller.call(CallKind::Final, &call).await {
-            if failure.code() != Some(NOT_STREAMING) {
+        if let Err(failure) = self.caller.call(CallKind::Final, &call).await
+            && failure.code() != Some(NOT_STREAMING)
+        {
+            {
                 tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.kind, "could not stop a stream; Slack closes it at its expiry");
             }
         }
@@ -327,39 +333,35 @@ impl Driver for SlackDriver {
         self.caller.budget.ready(kind)
     }
 
-    fn flush<'a>(
-        &'a mut self,
-        parts: &'a mut Parts,
-        done: bool,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        async move {
-            self.retry_at = None;
-            if !parts.owned(self.confirmed, parts.len()) {
-                return Err(DriverError::new(Box::new(crate::channel::stream::OwnershipLost)));
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(
+                crate::channel::stream::OwnershipLost,
+            )));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let limit = if self.markdown {
+                    SlackMarkdown::LIMIT
+                } else {
+                    // chat.postMessage truncates `text` past 40,000 characters.
+                    40_000
+                };
+                let groups = pack(parts.texts_from(self.confirmed), |t| {
+                    t.chars().count() <= limit
+                });
+                self.post(groups).await
             }
-            match self.mode {
-                StreamMode::Stream => self.stream(parts, done).await,
-                StreamMode::Final if !done => Ok(()),
-                StreamMode::Final => {
-                    let limit = if self.markdown {
-                        SlackMarkdown::LIMIT
-                    } else {
-                        // chat.postMessage truncates `text` past 40,000 characters.
-                        40_000
-                    };
-                    let groups = pack(parts.texts_from(self.confirmed), |t| {
-                        t.chars().count() <= limit
-                    });
-                    self.post(groups).await
-                }
-                _ => {
-                    let groups = parts
-                        .texts_from(self.confirmed)
-                        .iter()
-                        .map(|t| (1, t.clone()))
-                        .collect();
-                    self.post(groups).await
-                }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.post(groups).await
             }
         }
     }

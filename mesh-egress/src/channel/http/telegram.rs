@@ -151,7 +151,12 @@ fn chat_value(chat_id: String) -> Value {
         .map_or_else(|_| Value::from(chat_id), Value::from)
 }
 
-pub(super) fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     let Ok(answer) = serde_json::from_slice::<Value>(body) else {
         return match status {
             StatusCode::TOO_MANY_REQUESTS => Outcome::RateLimited {

@@ -16,8 +16,8 @@ use super::stream_settings::stream_builders;
 use super::{Surface, TelegramChannel, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
-    CallKind, Driver, DriverError, OwnershipLost, Parts, ReplyStream, StreamMode,
-    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    CallKind, Driver, DriverError, OwnershipLost, Parts, ReplyStream, StreamMode, StreamOpenError,
+    StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::egress::Attribution;
 
@@ -125,7 +125,8 @@ struct TelegramDriver {
 /// `sendMessageDraft` answers `{"ok": true, "result": true}`; anything else is read as the
 /// connector reads a `sendMessage` answer.
 fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
-    ok_without_id(status, body).unwrap_or_else(|| super::telegram::classify(status, headers, body, token))
+    ok_without_id(status, body)
+        .unwrap_or_else(|| super::telegram::classify(status, headers, body, token))
 }
 
 const CLASSIFY_DRAFT: Classify = classify_draft;
@@ -217,10 +218,10 @@ impl TelegramDriver {
         let open = if done { None } else { groups.pop() };
         // Every message but the one still growing is full: make it permanent.
         self.send_messages(groups).await?;
-        if let Some((_, text)) = open {
-            if force || self.draft.as_ref().is_none_or(|d| d.text != text) {
-                self.preview(parts, text).await?;
-            }
+        if let Some((_, text)) = open
+            && (force || self.draft.as_ref().is_none_or(|d| d.text != text))
+        {
+            self.preview(parts, text).await?;
         }
         Ok(())
     }
@@ -236,31 +237,25 @@ impl Driver for TelegramDriver {
         self.caller.budget.ready(kind)
     }
 
-    fn flush<'a>(
-        &'a mut self,
-        parts: &'a mut Parts,
-        done: bool,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        async move {
-            self.retry_at = None;
-            if !parts.owned(self.confirmed, parts.len()) {
-                return Err(DriverError::new(Box::new(OwnershipLost)));
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(OwnershipLost)));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done, false).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
+                self.send_messages(groups).await
             }
-            match self.mode {
-                StreamMode::Stream => self.stream(parts, done, false).await,
-                StreamMode::Final if !done => Ok(()),
-                StreamMode::Final => {
-                    let groups = pack(parts.texts_from(self.confirmed), Self::fits);
-                    self.send_messages(groups).await
-                }
-                _ => {
-                    let groups = parts
-                        .texts_from(self.confirmed)
-                        .iter()
-                        .map(|t| (1, t.clone()))
-                        .collect();
-                    self.send_messages(groups).await
-                }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.send_messages(groups).await
             }
         }
     }
@@ -280,16 +275,11 @@ impl Driver for TelegramDriver {
         }
     }
 
-    fn refresh<'a>(
-        &'a mut self,
-        parts: &'a mut Parts,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        async move {
-            self.retry_at = None;
-            self.caller.budget.ready(CallKind::Preview).await;
-            // Shown again even if unchanged: the draft lapses after 30 s without a call.
-            self.stream(parts, false, true).await
-        }
+    async fn refresh(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+        self.retry_at = None;
+        self.caller.budget.ready(CallKind::Preview).await;
+        // Shown again even if unchanged: the draft lapses after 30 s without a call.
+        self.stream(parts, false, true).await
     }
 
     fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {

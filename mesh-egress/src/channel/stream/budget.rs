@@ -189,7 +189,9 @@ impl RateBudget {
     /// How long from now until the surface's pause ends (zero when there is none).
     pub fn pause_left(&self) -> Duration {
         let paused = self.lock().paused_until;
-        paused.map_or(Duration::ZERO, |p| p.saturating_duration_since(Instant::now()))
+        paused.map_or(Duration::ZERO, |p| {
+            p.saturating_duration_since(Instant::now())
+        })
     }
 }
 
@@ -291,7 +293,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_absurd_wait_is_clamped_and_does_not_overflow() {
-        let budget = RateBudget::new(BudgetConfig::new(Duration::MAX).window(u32::MAX, Duration::MAX));
+        let budget =
+            RateBudget::new(BudgetConfig::new(Duration::MAX).window(u32::MAX, Duration::MAX));
         budget.pause_for(Duration::MAX);
         assert_eq!(budget.pause_left(), MAX_PAUSE);
     }

@@ -47,14 +47,12 @@ mod session;
 #[cfg(feature = "markdown")]
 mod slack_markdown;
 
-use std::future::Future;
-
 pub use budget::{BudgetConfig, CallKind, RateBudget};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
+pub(crate) use session::{Driver, DriverError, Parts, pack};
 #[cfg(feature = "markdown")]
 pub use slack_markdown::SlackMarkdown;
-pub(crate) use session::{Driver, DriverError, Parts, pack};
 
 use crate::channel::Channel;
 use crate::egress::Attribution;
@@ -138,32 +136,26 @@ impl<C> SendEach<C> {
 }
 
 impl<C: Channel + 'static> Driver for SendEach<C> {
-    fn flush<'a>(
-        &'a mut self,
-        parts: &'a mut Parts,
-        _done: bool,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        async move {
-            while let Some(part) = parts.take(self.confirmed) {
-                let text = part.text().to_owned();
-                self.calls += 1;
-                match self.channel.send(part).await {
-                    Ok(receipt) => {
-                        self.messages.push(StreamedMessage::new(receipt.id(), text));
-                        self.confirmed += 1;
+    async fn flush(&mut self, parts: &mut Parts, _done: bool) -> Result<(), DriverError> {
+        while let Some(part) = parts.take(self.confirmed) {
+            let text = part.text().to_owned();
+            self.calls += 1;
+            match self.channel.send(part).await {
+                Ok(receipt) => {
+                    self.messages.push(StreamedMessage::new(receipt.id(), text));
+                    self.confirmed += 1;
+                }
+                Err(error) => {
+                    // The channel handed the part back: it goes back where it was.
+                    let source = Box::new(SendFailed(error.to_string()));
+                    if let Some(part) = error.into_part() {
+                        parts.put_back(self.confirmed, part);
                     }
-                    Err(error) => {
-                        // The channel handed the part back: it goes back where it was.
-                        let source = Box::new(SendFailed(error.to_string()));
-                        if let Some(part) = error.into_part() {
-                            parts.put_back(self.confirmed, part);
-                        }
-                        return Err(DriverError::new(source));
-                    }
+                    return Err(DriverError::new(source));
                 }
             }
-            Ok(())
         }
+        Ok(())
     }
 
     fn confirmed(&self) -> usize {

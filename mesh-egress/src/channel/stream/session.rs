@@ -263,7 +263,11 @@ struct WorkerStopped;
 struct Unconfirmed;
 
 fn stopped(unconfirmed: Vec<CommittedPart>) -> StreamError {
-    StreamError::new(StreamReceipt::default(), unconfirmed, Box::new(WorkerStopped))
+    StreamError::new(
+        StreamReceipt::default(),
+        unconfirmed,
+        Box::new(WorkerStopped),
+    )
 }
 
 /// The worker: waits for parts (or the driver's deadline), lets the driver send them.
@@ -343,41 +347,49 @@ mod tests {
     use crate::outbound::Outbound;
     use crate::ownership::Ownership;
 
+    /// The instant and text of every call an [`Editing`] surface received.
+    type Calls = Arc<Mutex<Vec<(Duration, String)>>>;
+
     /// An in-memory surface that edits one message, one call per budget slot, recording the
     /// instant and text of every call.
     struct Editing {
         budget: RateBudget,
         start: Instant,
-        calls: Arc<Mutex<Vec<(Duration, String)>>>,
+        calls: Calls,
         confirmed: usize,
         message: StreamedMessage,
     }
 
     impl Driver for Editing {
         fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
-            let kind = if done { CallKind::Final } else { CallKind::Preview };
+            let kind = if done {
+                CallKind::Final
+            } else {
+                CallKind::Preview
+            };
             self.budget.ready(kind)
         }
 
-        fn flush<'a>(
-            &'a mut self,
-            parts: &'a mut Parts,
-            done: bool,
-        ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-            async move {
-                if parts.len() == self.confirmed {
-                    return Ok(());
-                }
-                let kind = if done { CallKind::Final } else { CallKind::Preview };
-                self.budget.acquire(kind).await;
-                for text in parts.texts_from(self.confirmed) {
-                    self.message.push_block(text);
-                }
-                self.confirmed = parts.len();
-                let at = self.start.elapsed();
-                self.calls.lock().unwrap().push((at, self.message.text().to_owned()));
-                Ok(())
+        async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+            if parts.len() == self.confirmed {
+                return Ok(());
             }
+            let kind = if done {
+                CallKind::Final
+            } else {
+                CallKind::Preview
+            };
+            self.budget.acquire(kind).await;
+            for text in parts.texts_from(self.confirmed) {
+                self.message.push_block(text);
+            }
+            self.confirmed = parts.len();
+            let at = self.start.elapsed();
+            self.calls
+                .lock()
+                .unwrap()
+                .push((at, self.message.text().to_owned()));
+            Ok(())
         }
 
         fn confirmed(&self) -> usize {
@@ -402,7 +414,7 @@ mod tests {
             .unwrap()
     }
 
-    fn editing(interval: Duration) -> (Editing, Arc<Mutex<Vec<(Duration, String)>>>) {
+    fn editing(interval: Duration) -> (Editing, Calls) {
         let calls = Arc::new(Mutex::new(Vec::new()));
         let driver = Editing {
             budget: RateBudget::new(BudgetConfig::new(interval)),
@@ -433,9 +445,16 @@ mod tests {
         let at: Vec<Duration> = calls.iter().map(|(at, _)| *at).collect();
         assert_eq!(
             at,
-            [Duration::ZERO, Duration::from_secs(1), Duration::from_millis(2700)]
+            [
+                Duration::ZERO,
+                Duration::from_secs(1),
+                Duration::from_millis(2700)
+            ]
         );
-        assert_eq!(calls[1].1, ["one", "two", "three", "four"].join(BLOCK_SEPARATOR));
+        assert_eq!(
+            calls[1].1,
+            ["one", "two", "three", "four"].join(BLOCK_SEPARATOR)
+        );
         assert_eq!(
             receipt.confirmed_text(),
             ["one", "two", "three", "four", "five"].join(BLOCK_SEPARATOR)
