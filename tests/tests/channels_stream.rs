@@ -478,3 +478,52 @@ async fn a_600_token_reply_costs_seven_slack_calls_seven_telegram_calls_and_six_
     assert_eq!(receipt.calls(), 6, "{:?}", api.calls());
     assert_eq!(receipt.messages().len(), 2);
 }
+
+#[tokio::test]
+async fn slack_rolls_over_into_a_fresh_stream_before_the_expiry_without_an_error() {
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    let channel = slack(&api).with_stream_rollover(Duration::from_millis(120));
+    let blocks: Vec<String> = (0..8).map(|i| block(i, 5)).collect();
+    let (receipt, reply) = stream_reply(&channel, &blocks, Duration::from_millis(25)).await;
+    let streams = api.streams();
+    assert!(streams.len() >= 2, "{streams:?}");
+    assert_eq!(api.calls_to("chat.startStream"), streams.len());
+    assert_eq!(
+        api.calls_to("chat.stopStream"),
+        streams.len(),
+        "each stream stopped by us"
+    );
+    let accepted: usize = streams.iter().map(|s| s.appends).sum();
+    assert_eq!(
+        api.calls_to("chat.appendStream"),
+        accepted,
+        "every append was accepted: the rollover came before any expiry"
+    );
+    assert_eq!(receipt.rollovers(), streams.len() - 1);
+    let shown: Vec<&str> = streams.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(shown.join(BLOCK_SEPARATOR), reply.join(BLOCK_SEPARATOR));
+}
+
+#[tokio::test]
+async fn telegram_a_waiting_draft_is_shown_again_before_it_lapses() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    let channel = telegram(&api, "123456789").with_draft_refresh(Duration::from_millis(40));
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    let mut reply = append(&channel, &mut stream, &block(0, 4)).await;
+    // The model stalls: the draft is refreshed meanwhile, unchanged.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let drafts = api.drafts();
+    assert!(drafts.len() >= 3, "{drafts:?}");
+    assert!(
+        drafts
+            .iter()
+            .all(|d| d.text == reply[0] && d.draft_id == drafts[0].draft_id)
+    );
+    reply.extend(append(&channel, &mut stream, &block(1, 4)).await);
+    let receipt = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(api.texts(), [reply.join(BLOCK_SEPARATOR)]);
+    assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
+}
