@@ -76,6 +76,7 @@ pub mod http;
 mod plain;
 mod recorder;
 mod stdout;
+pub mod stream;
 #[cfg(all(test, feature = "markdown"))]
 mod tests;
 

@@ -186,22 +186,24 @@ pub struct ReceivedMessage {
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     script: VecDeque<ChatStep>,
-    received: Vec<ReceivedMessage>,
+    pub(super) received: Vec<ReceivedMessage>,
     attempts: usize,
     nonces: HashMap<String, String>,
-    next_id: u64,
+    pub(super) next_id: u64,
+    /// The streaming APIs' state (`chat_stream.rs`).
+    pub(super) stream: super::chat_stream::StreamState,
 }
 
-struct Shared {
-    surface: Surface,
-    token: String,
+pub(super) struct Shared {
+    pub(super) surface: Surface,
+    pub(super) token: String,
     state: Mutex<State>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -212,7 +214,7 @@ impl Shared {
 /// nonces under `enforce_nonce`, and stops when dropped.
 pub struct FakeApi {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     server: JoinHandle<()>,
 }
 
@@ -312,6 +314,7 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<FakeBody>, Infallible> {
     let path = request.uri().path().to_owned();
+    let http_method = request.method().clone();
     let authorization = request
         .headers()
         .get(AUTHORIZATION)
@@ -321,11 +324,26 @@ async fn handle(
         Ok(collected) => serde_json::from_slice(&collected.to_bytes()).unwrap_or(Value::Null),
         Err(_) => Value::Null,
     };
+    let method = super::chat_stream::method_name(shared.surface, &http_method, &path);
     let step = {
         let mut state = shared.lock();
         state.attempts += 1;
-        state.script.pop_front().unwrap_or(ChatStep::Accept)
+        super::chat_stream::record(&mut state, &method, &body);
+        let scripted = state.stream.next_step(&method);
+        scripted
+            .or_else(|| state.script.pop_front())
+            .unwrap_or(ChatStep::Accept)
     };
+    if let Some(answer) = super::chat_stream::handle(
+        &shared,
+        &method,
+        &path,
+        authorization.as_deref(),
+        &body,
+        &step,
+    ) {
+        return Ok(play(answer).await);
+    }
     let answer = match route(&shared, &path, authorization.as_deref(), &body) {
         None => refuse_auth(shared.surface),
         Some(target) => match step {
@@ -337,6 +355,7 @@ async fn handle(
             ChatStep::Answer(answer) => answer,
         },
     };
+    let answer = super::chat_stream::decorate(&shared, answer);
     Ok(play(answer).await)
 }
 

@@ -9,12 +9,14 @@
 //! They are public so users can test their own handlers the way this crate tests itself.
 
 mod chat_api;
+mod chat_stream;
 mod fake_provider;
 mod loopback;
 mod scripted;
 mod step_http;
 
 pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};
+pub use chat_stream::{FakeStream, ReceivedCall, ReceivedDraft};
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
 pub use scripted::{Call, ScriptedConnector, Step};
 

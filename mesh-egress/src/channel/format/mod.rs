@@ -27,8 +27,11 @@ pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
 pub use slack::SlackMrkdwn;
 pub use telegram::TelegramHtml;
+// The Discord dialect is CommonMark with mention openers escaped: `stream::SlackMarkdown`
+// writes Slack's `markdown_text` with it.
+pub(crate) use discord::Discord;
 #[cfg(test)]
-pub(crate) use {discord::Discord, slack::Slack, telegram::Telegram};
+pub(crate) use {slack::Slack, telegram::Telegram};
 
 pub use link::DEFAULT_LINK_SCHEMES;
 pub(crate) use link::LinkPolicy;

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
 use super::retry::{Request, Transport};
+use super::stream_settings::StreamSettings;
 use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
 use crate::outbound::CommittedPart;
@@ -41,11 +42,13 @@ const NONCE_LIMIT: usize = 25;
 /// ```
 #[derive(Clone)]
 pub struct DiscordChannel<R = DiscordMarkdown> {
-    renderer: R,
-    transport: Transport,
-    base_url: String,
-    channel: String,
-    mentions: AllowedMentions,
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    pub(super) channel: String,
+    pub(super) mentions: AllowedMentions,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
 }
 
 impl DiscordChannel {
@@ -56,6 +59,7 @@ impl DiscordChannel {
             renderer: DiscordMarkdown::new(),
             transport: Transport::new(Surface::Discord, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
+            stream: StreamSettings::discord(),
             channel: channel_id.into(),
             mentions: AllowedMentions::none(),
         }
@@ -70,6 +74,7 @@ impl<R: Render> DiscordChannel<R> {
             renderer,
             transport: self.transport,
             base_url: self.base_url,
+            stream: self.stream,
             channel: self.channel,
             mentions: self.mentions,
         }
@@ -93,6 +98,7 @@ impl<R: Render> DiscordChannel<R> {
             renderer: self.renderer.clone(),
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
+            stream: self.stream.sibling(),
             channel: channel_id.into(),
             mentions: self.mentions.clone(),
         }
@@ -146,7 +152,12 @@ impl<R: Render> Channel for DiscordChannel<R> {
     }
 }
 
-fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     let answer = serde_json::from_slice::<Value>(body).ok();
     if status == StatusCode::TOO_MANY_REQUESTS {
         let field = |name: &str| answer.as_ref().and_then(|a| a.get(name));

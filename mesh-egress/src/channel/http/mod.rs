@@ -50,11 +50,16 @@
 
 mod answer;
 mod discord;
+mod discord_stream;
 mod mentions;
 mod policy;
 mod retry;
 mod slack;
+mod slack_stream;
+mod stream_call;
+mod stream_settings;
 mod telegram;
+mod telegram_stream;
 
 use std::fmt;
 use std::time::Duration;
@@ -63,6 +68,7 @@ pub use discord::DiscordChannel;
 pub use mentions::AllowedMentions;
 pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
 pub use slack::SlackChannel;
+pub use slack_stream::SlackFormat;
 pub use telegram::TelegramChannel;
 
 /// Which chat surface a connector talks to.

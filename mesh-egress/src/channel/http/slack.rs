@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, unexpected_body};
 use super::retry::{Request, Transport};
+use super::stream_settings::StreamSettings;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, SlackMrkdwn};
 use crate::outbound::CommittedPart;
@@ -45,11 +46,13 @@ const TRANSIENT: &[&str] = &[
 /// ```
 #[derive(Clone)]
 pub struct SlackChannel<R = SlackMrkdwn> {
-    renderer: R,
-    transport: Transport,
-    base_url: String,
-    channel: String,
-    thread_ts: Option<String>,
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    pub(super) channel: String,
+    pub(super) thread_ts: Option<String>,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
 }
 
 impl SlackChannel {
@@ -61,6 +64,7 @@ impl SlackChannel {
             renderer: SlackMrkdwn::new(),
             transport: Transport::new(Surface::Slack, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
+            stream: StreamSettings::slack(),
             channel: channel.into(),
             thread_ts: None,
         }
@@ -75,6 +79,7 @@ impl<R: Render> SlackChannel<R> {
             renderer,
             transport: self.transport,
             base_url: self.base_url,
+            stream: self.stream,
             channel: self.channel,
             thread_ts: self.thread_ts,
         }
@@ -90,6 +95,7 @@ impl<R: Render> SlackChannel<R> {
             renderer: self.renderer.clone(),
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
+            stream: self.stream.sibling(),
             channel: channel.into(),
             thread_ts: None,
         }
@@ -153,7 +159,12 @@ impl<R: Render> Channel for SlackChannel<R> {
     }
 }
 
-fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     if status == StatusCode::TOO_MANY_REQUESTS {
         return Outcome::RateLimited {
             wait: retry_after_header(headers),

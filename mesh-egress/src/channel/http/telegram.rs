@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
 use super::retry::{Request, Transport};
+use super::stream_settings::StreamSettings;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartReceipt, Render, SendError, TelegramHtml};
 use crate::outbound::CommittedPart;
@@ -33,11 +34,13 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// ```
 #[derive(Clone)]
 pub struct TelegramChannel<R = TelegramHtml> {
-    renderer: R,
-    transport: Transport,
-    base_url: String,
-    chat: Value,
-    topic: Option<i64>,
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    pub(super) chat: Value,
+    pub(super) topic: Option<i64>,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
 }
 
 impl TelegramChannel {
@@ -49,6 +52,7 @@ impl TelegramChannel {
             renderer: TelegramHtml::new(),
             transport: Transport::new(Surface::Telegram, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
+            stream: StreamSettings::telegram(),
             chat: chat_value(chat_id.into()),
             topic: None,
         }
@@ -63,6 +67,7 @@ impl<R: Render> TelegramChannel<R> {
             renderer,
             transport: self.transport,
             base_url: self.base_url,
+            stream: self.stream,
             chat: self.chat,
             topic: self.topic,
         }
@@ -80,6 +85,7 @@ impl<R: Render> TelegramChannel<R> {
             renderer: self.renderer.clone(),
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
+            stream: self.stream.sibling(),
         }
     }
 
@@ -145,7 +151,12 @@ fn chat_value(chat_id: String) -> Value {
         .map_or_else(|_| Value::from(chat_id), Value::from)
 }
 
-fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+pub(super) fn classify(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     let Ok(answer) = serde_json::from_slice::<Value>(body) else {
         return match status {
             StatusCode::TOO_MANY_REQUESTS => Outcome::RateLimited {

@@ -1,0 +1,303 @@
+//! [`DiscordChannel`] as a [`StreamingChannel`]: post the first block, then edit the message as
+//! blocks arrive, paced by Discord's own rate-limit headers.
+
+use std::future::Future;
+
+use reqwest::Method;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::answer::seconds_field;
+use super::stream_call::{CallFailure, Caller, StreamCall};
+use super::stream_settings::stream_builders;
+use super::{DiscordChannel, Surface};
+use crate::channel::stream::{
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, OwnershipLost, Parts, RateBudget, ReplyStream,
+    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+};
+use crate::channel::{DiscordMarkdown, Render};
+use crate::egress::Attribution;
+
+/// Discord caps a message nonce at 25 characters.
+const NONCE_LIMIT: usize = 25;
+
+impl<R: Render> DiscordChannel<R> {
+    stream_builders!();
+}
+
+/// Streams by editing: the first block is posted (`POST /channels/{id}/messages`, with the
+/// part's idempotency key as `nonce` under `enforce_nonce`), and each later batch of blocks
+/// edits that message (`PATCH /channels/{id}/messages/{message}` with the whole new content and
+/// the same `allowed_mentions` as a send). A block that would take the message past 2,000 code
+/// points starts a new message. The default mode is [`StreamMode::Stream`].
+///
+/// Discord asks clients to read limits from its headers rather than hard-code them
+/// (<https://discord.com/developers/docs/topics/rate-limits>): after every answer,
+/// `X-RateLimit-Remaining: 0` pauses the conversation's budget for `X-RateLimit-Reset-After`,
+/// and a 429 pauses it for the body's `retry_after`. An edit that meets a limit is not retried:
+/// the blocks that arrive meanwhile go in the next edit, coalesced. The last edit and every new
+/// message are retried within the [`SendPolicy`](super::SendPolicy).
+impl<R: Render> StreamingChannel for DiscordChannel<R> {
+    fn stream_mode(&self) -> StreamMode {
+        self.stream.mode.unwrap_or(StreamMode::Stream)
+    }
+
+    fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        let mode = self.stream_mode();
+        let driver = DiscordDriver {
+            caller: Caller {
+                transport: self.transport.clone(),
+                budget: self.stream.budget.clone(),
+                classify: super::discord::classify,
+                observe: Some(observe_rate_limit_headers),
+                calls: 0,
+            },
+            url: format!("{}/channels/{}/messages", self.base_url, self.channel),
+            authorization: format!("Bot {}", self.transport.token.expose()),
+            mentions: self.mentions.to_json(),
+            mode,
+            open: false,
+            confirmed: 0,
+            messages: Vec::new(),
+            retry_at: None,
+        };
+        ReplyStream::spawn(driver, mode, attribution)
+    }
+}
+
+/// Reads `X-RateLimit-Remaining` and `X-RateLimit-Reset-After` (seconds, fractional): no call
+/// remains in the bucket until it resets.
+pub(crate) fn observe_rate_limit_headers(headers: &HeaderMap, budget: &RateBudget) {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let remaining = header("x-ratelimit-remaining").and_then(|v| v.trim().parse::<u64>().ok());
+    if remaining != Some(0) {
+        return;
+    }
+    let reset_after = header("x-ratelimit-reset-after")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .and_then(|secs| seconds_field(Some(&Value::from(secs))));
+    if let Some(wait) = reset_after {
+        budget.exhausted_for(wait);
+    }
+}
+
+struct DiscordDriver {
+    caller: Caller,
+    url: String,
+    authorization: String,
+    mentions: Value,
+    mode: StreamMode,
+    /// Whether the last message may still grow (edits extend it).
+    open: bool,
+    confirmed: usize,
+    messages: Vec<StreamedMessage>,
+    /// When an edit met a rate limit: edit then, even without a new block.
+    retry_at: Option<Instant>,
+}
+
+fn fits(text: &str) -> bool {
+    text.chars().count() <= DiscordMarkdown::LIMIT
+}
+
+impl DiscordDriver {
+    fn fail(failure: CallFailure) -> DriverError {
+        failure.into_driver_error(Surface::Discord)
+    }
+
+    /// Posts `text` as a new message whose first part is `first`.
+    async fn post(&mut self, parts: &Parts, first: usize, text: String) -> Result<(), DriverError> {
+        let mut body = json!({ "content": text, "allowed_mentions": self.mentions });
+        if let Some(nonce) = parts
+            .idempotency_key(first)
+            .filter(|n| n.len() <= NONCE_LIMIT)
+        {
+            body["nonce"] = Value::from(nonce);
+            body["enforce_nonce"] = Value::from(true);
+        }
+        let call = StreamCall {
+            method: Method::POST,
+            url: self.url.clone(),
+            authorization: Some(self.authorization.clone()),
+            body,
+        };
+        let id = self
+            .caller
+            .call(CallKind::Final, &call)
+            .await
+            .map_err(Self::fail)?;
+        self.messages.push(StreamedMessage::new(id, text));
+        Ok(())
+    }
+
+    /// Edits the last message to `text`; `Ok(false)` when a rate limit left it for later.
+    async fn edit(&mut self, text: &str, done: bool) -> Result<bool, DriverError> {
+        let Some(message) = self.messages.last() else {
+            return Ok(false);
+        };
+        let call = StreamCall {
+            method: Method::PATCH,
+            url: format!("{}/{}", self.url, message.id()),
+            authorization: Some(self.authorization.clone()),
+            body: json!({ "content": text, "allowed_mentions": self.mentions }),
+        };
+        let kind = if done {
+            CallKind::Final
+        } else {
+            CallKind::Preview
+        };
+        match self.caller.call(kind, &call).await {
+            Ok(_) => Ok(true),
+            Err(failure) if failure.is_transient() && !done => {
+                self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
+                Ok(false)
+            }
+            Err(failure) => Err(Self::fail(failure)),
+        }
+    }
+
+    async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
+        while self.confirmed < parts.len() {
+            let current = self.messages.last().filter(|_| self.open);
+            if let Some(message) = current {
+                let mut text = message.text().to_owned();
+                let mut added = 0;
+                for block in parts.texts_from(self.confirmed) {
+                    let candidate = format!("{text}{BLOCK_SEPARATOR}{block}");
+                    if !fits(&candidate) {
+                        break;
+                    }
+                    text = candidate;
+                    added += 1;
+                }
+                if added == 0 {
+                    // Full: the next block starts a new message.
+                    self.open = false;
+                    continue;
+                }
+                // Once the reply is complete every edit is retried: none can be left for later.
+                if !self.edit(&text, done).await? {
+                    return Ok(());
+                }
+                if let Some(message) = self.messages.last_mut() {
+                    *message = StreamedMessage::new(message.id(), text);
+                }
+                self.confirmed += added;
+            } else {
+                let first = self.confirmed;
+                let text = parts.text(first).to_owned();
+                self.post(parts, first, text).await?;
+                self.confirmed += 1;
+                self.open = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn each(
+        &mut self,
+        parts: &Parts,
+        groups: Vec<(usize, String)>,
+    ) -> Result<(), DriverError> {
+        for (count, text) in groups {
+            self.post(parts, self.confirmed, text).await?;
+            self.confirmed += count;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for DiscordDriver {
+    fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+        let kind = if done || !self.open {
+            CallKind::Final
+        } else {
+            CallKind::Preview
+        };
+        self.caller.budget.ready(kind)
+    }
+
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(OwnershipLost)));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let groups = pack(parts.texts_from(self.confirmed), fits);
+                self.each(parts, groups).await
+            }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.each(parts, groups).await
+            }
+        }
+    }
+
+    fn confirmed(&self) -> usize {
+        self.confirmed
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    fn refresh<'a>(
+        &'a mut self,
+        parts: &'a mut Parts,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
+        self.flush(parts, false)
+    }
+
+    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
+        StreamReceipt::new(
+            self.mode,
+            std::mem::take(&mut self.messages),
+            self.caller.calls,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::channel::stream::BudgetConfig;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_bucket_pauses_the_budget_until_its_reset() {
+        let budget = RateBudget::new(BudgetConfig::new(Duration::ZERO));
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+        headers.insert("x-ratelimit-reset-after", "1.5".parse().unwrap());
+        observe_rate_limit_headers(&headers, &budget);
+        assert_eq!(budget.pause_left(), Duration::from_millis(1500));
+        headers.insert("x-ratelimit-remaining", "3".parse().unwrap());
+        headers.insert("x-ratelimit-reset-after", "9".parse().unwrap());
+        observe_rate_limit_headers(&headers, &budget);
+        assert_eq!(
+            budget.pause_left(),
+            Duration::from_millis(1500),
+            "calls remain: no pause"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nonsense_headers_pause_nothing() {
+        let budget = RateBudget::new(BudgetConfig::new(Duration::ZERO));
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+        headers.insert("x-ratelimit-reset-after", "-4".parse().unwrap());
+        observe_rate_limit_headers(&headers, &budget);
+        headers.insert("x-ratelimit-reset-after", "NaN".parse().unwrap());
+        observe_rate_limit_headers(&headers, &budget);
+        assert_eq!(budget.pause_left(), Duration::ZERO);
+    }
+}

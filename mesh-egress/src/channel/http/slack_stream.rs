@@ -1,0 +1,393 @@
+//! [`SlackChannel`] as a [`StreamingChannel`]: Slack's native chat streams
+//! (`chat.startStream`, `chat.appendStream`, `chat.stopStream`), rolled over before Slack
+//! expires them, with `chat.postMessage` per block as the fallback.
+
+use std::future::Future;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::stream_call::{CallFailure, Caller, StreamCall};
+use super::stream_settings::stream_builders;
+use super::{SlackChannel, Surface};
+use crate::channel::stream::{
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
+    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+};
+use crate::channel::{PlainText, Render, SlackMrkdwn};
+use crate::egress::Attribution;
+
+/// What Slack answers an append to a stream it has closed (slackapi/python-slack-sdk#1859,
+/// vercel/chat#637): the stream expired a few minutes after it started.
+const NOT_STREAMING: &str = "message_not_in_streaming_state";
+
+/// `chat.startStream` answers that mean streaming is unavailable here (a token without the
+/// scope, a surface or workspace without the feature): the reply goes as blocks instead.
+const UNAVAILABLE: &[&str] = &[
+    "missing_scope",
+    "not_allowed_token_type",
+    "method_not_supported_for_channel_type",
+    "feature_not_enabled",
+    "not_in_thread",
+    "invalid_thread_ts",
+    "thread_not_found",
+];
+
+/// A renderer whose parts a [`SlackChannel`] can stream or post: standard Markdown goes in
+/// `markdown_text` (and can use native streams), mrkdwn and plain text in `text` (blocks).
+pub trait SlackFormat: Render {
+    /// Whether the parts are standard Markdown (`markdown_text`) rather than mrkdwn (`text`).
+    fn is_markdown(&self) -> bool;
+}
+
+impl SlackFormat for SlackMarkdown {
+    fn is_markdown(&self) -> bool {
+        true
+    }
+}
+
+impl SlackFormat for SlackMrkdwn {
+    fn is_markdown(&self) -> bool {
+        false
+    }
+}
+
+impl SlackFormat for PlainText {
+    fn is_markdown(&self) -> bool {
+        false
+    }
+}
+
+impl<R: Render> SlackChannel<R> {
+    stream_builders!();
+
+    /// The user (`U…`) and team (`T…`) a stream is for: Slack requires both when streaming
+    /// into a channel rather than a DM.
+    pub fn with_stream_recipient(
+        mut self,
+        user_id: impl Into<String>,
+        team_id: impl Into<String>,
+    ) -> Self {
+        self.stream.recipient = Some((user_id.into(), team_id.into()));
+        self
+    }
+
+    /// Closes a stream and starts a fresh one for the rest after `after` (default 4 minutes,
+    /// inside Slack's own expiry).
+    pub fn with_stream_rollover(mut self, after: Duration) -> Self {
+        self.stream.rollover_after = after;
+        self
+    }
+}
+
+/// Streams with Slack's native streams when the renderer writes standard Markdown
+/// ([`SlackMarkdown`]) and the channel posts in a thread ([`in_thread`](SlackChannel::in_thread));
+/// otherwise each block goes as a `chat.postMessage` ([`StreamMode::Blocks`]). The default mode
+/// is [`StreamMode::Stream`] for a Markdown renderer, [`StreamMode::Blocks`] for mrkdwn.
+///
+/// A stream starts with the first block (`chat.startStream` with `markdown_text`, the
+/// thread's `thread_ts` and the [recipient](SlackChannel::with_stream_recipient)), grows by
+/// `chat.appendStream` (coalesced blocks, at most 12,000 characters a call), and ends with
+/// `chat.stopStream`. Slack closes a stream a few minutes after it started; the session closes
+/// it first ([`with_stream_rollover`](SlackChannel::with_stream_rollover)) and starts a fresh
+/// one, and when Slack closed it anyway (an append answered `message_not_in_streaming_state`)
+/// it starts a fresh one with the text that append carried: each block is confirmed by exactly
+/// one successful call, so nothing is lost or doubled. When `chat.startStream` is refused for
+/// want of a scope or a thread, the reply falls back to one `chat.postMessage` per block.
+impl<R: SlackFormat> StreamingChannel for SlackChannel<R> {
+    fn stream_mode(&self) -> StreamMode {
+        self.stream.mode.unwrap_or(if self.renderer.is_markdown() {
+            StreamMode::Stream
+        } else {
+            StreamMode::Blocks
+        })
+    }
+
+    fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        let asked = self.stream_mode();
+        let markdown = self.renderer.is_markdown();
+        let native = markdown && self.thread_ts.is_some();
+        let (mode, fell_back) = match asked {
+            StreamMode::Stream if !native => (StreamMode::Blocks, true),
+            mode => (mode, false),
+        };
+        let driver = SlackDriver {
+            caller: Caller {
+                transport: self.transport.clone(),
+                budget: self.stream.budget.clone(),
+                classify: super::slack::classify,
+                observe: None,
+                calls: 0,
+            },
+            base_url: self.base_url.clone(),
+            authorization: format!("Bearer {}", self.transport.token.expose()),
+            channel: self.channel.clone(),
+            thread_ts: self.thread_ts.clone(),
+            recipient: self.stream.recipient.clone(),
+            markdown,
+            mode,
+            fell_back,
+            live: None,
+            rollover_after: self.stream.rollover_after,
+            confirmed: 0,
+            messages: Vec::new(),
+            rollovers: 0,
+            retry_at: None,
+        };
+        ReplyStream::spawn(driver, mode, attribution)
+    }
+}
+
+/// The stream being appended to.
+struct Live {
+    ts: String,
+    started: Instant,
+}
+
+struct SlackDriver {
+    caller: Caller,
+    base_url: String,
+    authorization: String,
+    channel: String,
+    thread_ts: Option<String>,
+    recipient: Option<(String, String)>,
+    markdown: bool,
+    mode: StreamMode,
+    fell_back: bool,
+    live: Option<Live>,
+    rollover_after: Duration,
+    confirmed: usize,
+    messages: Vec<StreamedMessage>,
+    rollovers: usize,
+    /// When a preview append was rate limited: try again then, even without a new block.
+    retry_at: Option<Instant>,
+}
+
+impl SlackDriver {
+    fn call(&self, method: &str, body: Value) -> StreamCall {
+        StreamCall {
+            method: Method::POST,
+            url: format!("{}/{method}", self.base_url),
+            authorization: Some(self.authorization.clone()),
+            body,
+        }
+    }
+
+    fn fail(failure: CallFailure) -> DriverError {
+        failure.into_driver_error(Surface::Slack)
+    }
+
+    /// One `chat.postMessage` per message of `groups`.
+    async fn post(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
+        for (count, text) in groups {
+            let field = if self.markdown {
+                "markdown_text"
+            } else {
+                "text"
+            };
+            let mut body = json!({ "channel": self.channel, field: text });
+            if let Some(ts) = &self.thread_ts {
+                body["thread_ts"] = Value::from(ts.as_str());
+            }
+            let call = self.call("chat.postMessage", body);
+            let ts = self
+                .caller
+                .call(CallKind::Final, &call)
+                .await
+                .map_err(Self::fail)?;
+            self.messages.push(StreamedMessage::new(ts, text));
+            self.confirmed += count;
+        }
+        Ok(())
+    }
+
+    async fn start(&mut self, text: &str) -> Result<String, CallFailure> {
+        let mut body = json!({ "channel": self.channel, "markdown_text": text });
+        if let Some(ts) = &self.thread_ts {
+            body["thread_ts"] = Value::from(ts.as_str());
+        }
+        if let Some((user, team)) = &self.recipient {
+            body["recipient_user_id"] = Value::from(user.as_str());
+            body["recipient_team_id"] = Value::from(team.as_str());
+        }
+        let call = self.call("chat.startStream", body);
+        // The first block is a message the person keeps.
+        self.caller.call(CallKind::Final, &call).await
+    }
+
+    /// Closes the live stream. Its text stays confirmed whatever Slack answers: a stream that
+    /// cannot be stopped is closed by Slack at its expiry.
+    async fn stop(&mut self) {
+        let Some(live) = self.live.take() else {
+            return;
+        };
+        let call = self.call(
+            "chat.stopStream",
+            json!({ "channel": self.channel, "ts": live.ts }),
+        );
+        if let Err(failure) = self.caller.call(CallKind::Final, &call).await
+            && failure.code() != Some(NOT_STREAMING)
+        {
+            {
+                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.kind, "could not stop a stream; Slack closes it at its expiry");
+            }
+        }
+    }
+
+    async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
+        if self
+            .live
+            .as_ref()
+            .is_some_and(|live| live.started.elapsed() >= self.rollover_after)
+        {
+            // Proactively, before Slack's own expiry.
+            self.stop().await;
+            self.rollovers += 1;
+        }
+        let limit = SlackMarkdown::LIMIT - BLOCK_SEPARATOR.len();
+        let groups = pack(parts.texts_from(self.confirmed), |t| {
+            t.chars().count() <= limit
+        });
+        for (count, text) in groups {
+            loop {
+                let Some(live) = &self.live else {
+                    match self.start(&text).await {
+                        Ok(ts) => {
+                            self.live = Some(Live {
+                                ts: ts.clone(),
+                                started: Instant::now(),
+                            });
+                            self.messages.push(StreamedMessage::new(ts, text));
+                            self.confirmed += count;
+                            break;
+                        }
+                        Err(failure)
+                            if failure.code().is_some_and(|c| UNAVAILABLE.contains(&c)) =>
+                        {
+                            tracing::info!(target: "mesh_egress::channel", surface = "Slack", code = failure.code(), "streaming unavailable; posting blocks");
+                            self.fell_back = true;
+                            self.mode = StreamMode::Blocks;
+                            let groups = parts
+                                .texts_from(self.confirmed)
+                                .iter()
+                                .map(|t| (1, t.clone()))
+                                .collect();
+                            return self.post(groups).await;
+                        }
+                        Err(failure) => return Err(Self::fail(failure)),
+                    }
+                };
+                let call = self.call(
+                    "chat.appendStream",
+                    json!({
+                        "channel": self.channel,
+                        "ts": live.ts,
+                        "markdown_text": format!("{BLOCK_SEPARATOR}{text}"),
+                    }),
+                );
+                let kind = if done {
+                    CallKind::Final
+                } else {
+                    CallKind::Preview
+                };
+                match self.caller.call(kind, &call).await {
+                    Ok(_) => {
+                        if let Some(message) = self.messages.last_mut() {
+                            message.push_block(&text);
+                        }
+                        self.confirmed += count;
+                        break;
+                    }
+                    Err(failure) if failure.code() == Some(NOT_STREAMING) => {
+                        // Slack closed the stream: what it confirmed stays; this text goes
+                        // into a fresh stream.
+                        tracing::info!(target: "mesh_egress::channel", surface = "Slack", "stream expired; rolling over");
+                        self.live = None;
+                        self.rollovers += 1;
+                    }
+                    Err(failure) if failure.is_transient() && !done => {
+                        // Coalesced into the next call once the budget allows it.
+                        self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
+                        return Ok(());
+                    }
+                    Err(failure) => return Err(Self::fail(failure)),
+                }
+            }
+        }
+        if done {
+            self.stop().await;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for SlackDriver {
+    fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+        let kind = if done || self.live.is_none() {
+            CallKind::Final
+        } else {
+            CallKind::Preview
+        };
+        self.caller.budget.ready(kind)
+    }
+
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(
+                crate::channel::stream::OwnershipLost,
+            )));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let limit = if self.markdown {
+                    SlackMarkdown::LIMIT
+                } else {
+                    // chat.postMessage truncates `text` past 40,000 characters.
+                    40_000
+                };
+                let groups = pack(parts.texts_from(self.confirmed), |t| {
+                    t.chars().count() <= limit
+                });
+                self.post(groups).await
+            }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.post(groups).await
+            }
+        }
+    }
+
+    fn confirmed(&self) -> usize {
+        self.confirmed
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    fn refresh<'a>(
+        &'a mut self,
+        parts: &'a mut Parts,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
+        self.flush(parts, false)
+    }
+
+    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
+        StreamReceipt::new(
+            self.mode,
+            std::mem::take(&mut self.messages),
+            self.caller.calls,
+        )
+        .with_rollovers(self.rollovers)
+        .with_fallback(self.fell_back)
+    }
+}

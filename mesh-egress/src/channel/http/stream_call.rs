@@ -1,0 +1,212 @@
+//! One call of a streaming session: spend the conversation's [`RateBudget`], send, read the
+//! answer with the connector's own classifier, and honour the surface's rate-limit answer.
+//!
+//! Unlike the per-part send loop beside it (`retry.rs`), a call here carries no part: a stream
+//! confirms text, not parts, and the session decides what a refusal means (roll over, fall
+//! back, stop).
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use super::answer::{BodyError, Outcome, read_capped, too_large};
+use super::retry::{Classify, Transport};
+use super::{ChannelError, ChannelErrorKind, Surface};
+use crate::channel::stream::{CallKind, DriverError, RateBudget};
+
+/// One request of a stream.
+pub(crate) struct StreamCall {
+    pub(crate) method: Method,
+    pub(crate) url: String,
+    pub(crate) authorization: Option<String>,
+    pub(crate) body: Value,
+}
+
+/// Reads a surface's rate-limit headers into the budget (Discord's `X-RateLimit-*`).
+pub(crate) type Observe = fn(&HeaderMap, &RateBudget);
+
+/// How a call ended when it did not succeed.
+#[derive(Debug)]
+pub(crate) struct CallFailure {
+    pub(crate) kind: ChannelErrorKind,
+    pub(crate) tries: u32,
+}
+
+impl CallFailure {
+    /// The surface's error code or description, for a refusal.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match &self.kind {
+            ChannelErrorKind::Refused { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// A failure a later call may not meet: a rate limit, a 5xx, no answer. (No answer is
+    /// ambiguous for a surface without idempotency: the text may have been applied. The
+    /// session leaves it unconfirmed, so the receipt never claims it.)
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            ChannelErrorKind::RateLimited { .. }
+                | ChannelErrorKind::Server { .. }
+                | ChannelErrorKind::Transport { .. }
+        )
+    }
+
+    pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {
+        DriverError::new(Box::new(ChannelError::new(surface, self.tries, self.kind)))
+    }
+}
+
+/// Makes streaming calls for one session: its transport, its conversation's budget, and the
+/// count of calls made.
+pub(crate) struct Caller {
+    pub(crate) transport: Transport,
+    pub(crate) budget: RateBudget,
+    pub(crate) classify: Classify,
+    pub(crate) observe: Option<Observe>,
+    pub(crate) calls: usize,
+}
+
+impl Caller {
+    /// Sends `call` as a call of `kind`; returns the surface's id from the answer.
+    ///
+    /// A [`CallKind::Final`] call is retried within the connector's [`SendPolicy`]
+    /// (tries, and total waiting); a [`CallKind::Preview`] is never retried: on a rate limit it
+    /// pauses the budget and gives up at once, so a stream that cannot keep up coalesces into
+    /// the next call instead of hammering the surface inside its flood window (the cascade the
+    /// Telegram surface issue warns about).
+    ///
+    /// [`SendPolicy`]: super::SendPolicy
+    pub(crate) async fn call(
+        &mut self,
+        kind: CallKind,
+        call: &StreamCall,
+    ) -> Result<String, CallFailure> {
+        self.call_with(kind, call, self.classify).await
+    }
+
+    /// [`call`](Self::call) with another classifier (an answer shape of its own).
+    pub(crate) async fn call_with(
+        &mut self,
+        kind: CallKind,
+        call: &StreamCall,
+        classify: Classify,
+    ) -> Result<String, CallFailure> {
+        let policy = self.transport.policy;
+        let max_tries = if kind == CallKind::Preview {
+            1
+        } else {
+            policy.max_tries
+        };
+        let mut waited = Duration::ZERO;
+        let mut tries = 0u32;
+        loop {
+            let pause = self.budget.pause_left();
+            if pause > policy.max_wait.saturating_sub(waited) {
+                return Err(CallFailure {
+                    kind: ChannelErrorKind::RateLimited {
+                        retry_after: Some(pause),
+                        global: false,
+                    },
+                    tries,
+                });
+            }
+            waited = waited.saturating_add(self.budget.acquire(kind).await);
+            tries += 1;
+            self.calls += 1;
+            let (kind_of_failure, backoff) = match self.exchange(call, classify).await {
+                Outcome::Sent(id) => return Ok(id),
+                Outcome::RateLimited { wait, global } => {
+                    let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
+                    self.budget.pause_for(pause);
+                    let failure = ChannelErrorKind::RateLimited {
+                        retry_after: wait,
+                        global,
+                    };
+                    // The budget's pause is the wait: nothing more to sleep here.
+                    (failure, Duration::ZERO)
+                }
+                Outcome::Retry(failure) => (failure, policy.backoff_for(tries)),
+                Outcome::Fail { kind, .. } => return Err(CallFailure { kind, tries }),
+            };
+            let left = policy.max_wait.saturating_sub(waited);
+            if tries >= max_tries || left.is_zero() {
+                return Err(CallFailure {
+                    kind: kind_of_failure,
+                    tries,
+                });
+            }
+            let backoff = backoff.min(left);
+            tokio::time::sleep(backoff).await;
+            waited = waited.saturating_add(backoff);
+        }
+    }
+
+    async fn exchange(&self, call: &StreamCall, classify: Classify) -> Outcome {
+        let transport = &self.transport;
+        let mut builder = transport
+            .client
+            .request(call.method.clone(), &call.url)
+            .timeout(transport.policy.timeout)
+            .json(&call.body);
+        if let Some(auth) = &call.authorization {
+            let Ok(mut value) = HeaderValue::from_str(auth) else {
+                return Outcome::Fail {
+                    kind: ChannelErrorKind::InvalidToken,
+                    retryable: false,
+                };
+            };
+            value.set_sensitive(true);
+            builder = builder.header(reqwest::header::AUTHORIZATION, value);
+        }
+        let response = match builder.send().await {
+            Ok(response) => response,
+            Err(error) if error.is_builder() => {
+                return Outcome::Fail {
+                    kind: transport_failure("the request could not be built"),
+                    retryable: false,
+                };
+            }
+            Err(error) => return Outcome::Retry(transport_failure(describe(&error))),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        if let Some(observe) = self.observe {
+            observe(&headers, &self.budget);
+        }
+        let limit = transport.policy.max_response_bytes;
+        match read_capped(response, limit).await {
+            Ok(body) => classify(status, &headers, &body, &transport.token),
+            Err(BodyError::TooLarge) => too_large(status, &headers, limit),
+            Err(BodyError::Transport(error)) => Outcome::Retry(transport_failure(describe(&error))),
+        }
+    }
+}
+
+/// What failed, without the request URL (a Telegram token lives in its path).
+fn describe(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else {
+        "connection failed"
+    }
+}
+
+fn transport_failure(detail: &str) -> ChannelErrorKind {
+    ChannelErrorKind::Transport {
+        detail: detail.to_owned(),
+    }
+}
+
+/// A classifier for answers whose success carries no id (Telegram's `sendMessageDraft`
+/// answers `{"ok": true, "result": true}`): success is `ok: true` with a 2xx.
+pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<Outcome> {
+    let answer = serde_json::from_slice::<Value>(body).ok()?;
+    (status.is_success() && answer.get("ok").and_then(Value::as_bool) == Some(true))
+        .then(|| Outcome::Sent(String::new()))
+}

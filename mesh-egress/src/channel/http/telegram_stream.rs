@@ -1,0 +1,294 @@
+//! [`TelegramChannel`] as a [`StreamingChannel`]: `sendMessageDraft` previews in private chats,
+//! then one permanent `sendMessage` per message; one `sendMessage` per block elsewhere.
+
+use std::future::Future;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::answer::Outcome;
+use super::retry::Classify;
+use super::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
+use super::stream_settings::stream_builders;
+use super::{Surface, TelegramChannel, Token};
+use crate::channel::Render;
+use crate::channel::stream::{
+    CallKind, Driver, DriverError, OwnershipLost, Parts, ReplyStream, StreamMode, StreamOpenError,
+    StreamReceipt, StreamedMessage, StreamingChannel, pack,
+};
+use crate::egress::Attribution;
+
+/// Telegram's limit on a message's text: 4,096 characters after entity parsing. The raw HTML
+/// is measured in UTF-16 units, never less than the parsed text, so a packed message can only
+/// be shorter than allowed.
+const MESSAGE_LIMIT: usize = 4_096;
+
+impl<R: Render> TelegramChannel<R> {
+    stream_builders!();
+
+    /// Shows a waiting draft again after `every` (default 20 s; Telegram keeps a draft for
+    /// 30 s).
+    pub fn with_draft_refresh(mut self, every: Duration) -> Self {
+        self.stream.draft_refresh = every;
+        self
+    }
+
+    /// Whether the chat is a private chat with one user (a positive numeric id): the only
+    /// chats `sendMessageDraft` serves.
+    pub fn is_private_chat(&self) -> bool {
+        self.chat.as_i64().is_some_and(|id| id > 0)
+    }
+}
+
+/// Streams with drafts in a private chat: `sendMessageDraft` shows the message growing (one
+/// draft id per message, the whole text each time, shown again before Telegram drops it after
+/// 30 s), and each message is made permanent with one `sendMessage` once it is full (4,096
+/// characters) or the reply is complete. Only `sendMessage` confirms text. In groups and
+/// channels, and when the bot may not send drafts (the Bot API first offered them only to bots
+/// with forum topic mode enabled, and answers others with a 400), each block is a
+/// `sendMessage` of its own. The default mode is [`StreamMode::Stream`] in private chats,
+/// [`StreamMode::Blocks`] elsewhere.
+///
+/// Every call spends the chat's budget (default: one call a second, twenty a minute with five
+/// held for permanent messages). A draft answered with a flood wait (`retry_after`) is not
+/// retried: the wait pauses the whole budget, the next draft carries everything that arrived
+/// meanwhile, and the permanent message waits out the flood wait within the
+/// [`SendPolicy`](super::SendPolicy). No message is edited, so a failed draft never turns into
+/// a burst of `editMessageText` calls inside the same flood window.
+impl<R: Render> StreamingChannel for TelegramChannel<R> {
+    fn stream_mode(&self) -> StreamMode {
+        self.stream.mode.unwrap_or(if self.is_private_chat() {
+            StreamMode::Stream
+        } else {
+            StreamMode::Blocks
+        })
+    }
+
+    fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        let (mode, fell_back) = match self.stream_mode() {
+            StreamMode::Stream if !self.is_private_chat() => (StreamMode::Blocks, true),
+            mode => (mode, false),
+        };
+        let driver = TelegramDriver {
+            caller: Caller {
+                transport: self.transport.clone(),
+                budget: self.stream.budget.clone(),
+                classify: super::telegram::classify,
+                observe: None,
+                calls: 0,
+            },
+            api: format!("{}/bot{}", self.base_url, self.transport.token.expose()),
+            chat: self.chat.clone(),
+            topic: self.topic,
+            mode,
+            fell_back,
+            draft_id: 1,
+            draft: None,
+            refresh: self.stream.draft_refresh,
+            previews: 0,
+            confirmed: 0,
+            messages: Vec::new(),
+            retry_at: None,
+        };
+        ReplyStream::spawn(driver, mode, attribution)
+    }
+}
+
+/// The draft on screen: its text and when it was shown.
+struct Draft {
+    text: String,
+    shown: Instant,
+}
+
+struct TelegramDriver {
+    caller: Caller,
+    /// `<base>/bot<token>`: never logged, never in an error.
+    api: String,
+    chat: Value,
+    topic: Option<i64>,
+    mode: StreamMode,
+    fell_back: bool,
+    /// The current message's draft id (non-zero; a new id for each message).
+    draft_id: i64,
+    draft: Option<Draft>,
+    refresh: Duration,
+    previews: usize,
+    confirmed: usize,
+    messages: Vec<StreamedMessage>,
+    /// When a draft failed (a flood wait): show the latest text then, even without a block.
+    retry_at: Option<Instant>,
+}
+
+/// `sendMessageDraft` answers `{"ok": true, "result": true}`; anything else is read as the
+/// connector reads a `sendMessage` answer.
+fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+    ok_without_id(status, body)
+        .unwrap_or_else(|| super::telegram::classify(status, headers, body, token))
+}
+
+const CLASSIFY_DRAFT: Classify = classify_draft;
+
+impl TelegramDriver {
+    fn body(&self, text: &str) -> Value {
+        let mut body = json!({ "chat_id": self.chat, "text": text, "parse_mode": "HTML" });
+        if let Some(topic) = self.topic {
+            body["message_thread_id"] = Value::from(topic);
+        }
+        body
+    }
+
+    fn fits(text: &str) -> bool {
+        text.encode_utf16().count() <= MESSAGE_LIMIT
+    }
+
+    async fn send_messages(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
+        for (count, text) in groups {
+            let call = StreamCall {
+                method: Method::POST,
+                url: format!("{}/sendMessage", self.api),
+                authorization: None,
+                body: self.body(&text),
+            };
+            let id = self
+                .caller
+                .call(CallKind::Final, &call)
+                .await
+                .map_err(|f| f.into_driver_error(Surface::Telegram))?;
+            self.messages.push(StreamedMessage::new(id, text));
+            self.confirmed += count;
+            // The next message gets a draft of its own.
+            self.draft = None;
+            self.draft_id = self.draft_id.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    async fn show_draft(&mut self, text: String) -> Result<(), CallFailure> {
+        let mut body = self.body(&text);
+        body["draft_id"] = Value::from(self.draft_id);
+        let call = StreamCall {
+            method: Method::POST,
+            url: format!("{}/sendMessageDraft", self.api),
+            authorization: None,
+            body,
+        };
+        self.previews += 1;
+        self.caller
+            .call_with(CallKind::Preview, &call, CLASSIFY_DRAFT)
+            .await?;
+        self.draft = Some(Draft {
+            text,
+            shown: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// Shows `text` as the current draft; a refused draft turns the rest into blocks.
+    async fn preview(&mut self, parts: &Parts, text: String) -> Result<(), DriverError> {
+        match self.show_draft(text).await {
+            Ok(()) => Ok(()),
+            Err(failure) if matches!(failure.kind, super::ChannelErrorKind::Refused { .. }) => {
+                tracing::info!(target: "mesh_egress::channel", surface = "Telegram", "draft refused; sending blocks");
+                self.fell_back = true;
+                self.mode = StreamMode::Blocks;
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.send_messages(groups).await
+            }
+            // A flood wait paused the budget; a transport failure loses only a preview. The
+            // next draft (or the permanent message) carries this text, once the budget allows.
+            Err(_) => {
+                self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
+                if let Some(draft) = &mut self.draft {
+                    draft.shown = Instant::now();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn stream(&mut self, parts: &Parts, done: bool, force: bool) -> Result<(), DriverError> {
+        let mut groups = pack(parts.texts_from(self.confirmed), Self::fits);
+        let open = if done { None } else { groups.pop() };
+        // Every message but the one still growing is full: make it permanent.
+        self.send_messages(groups).await?;
+        if let Some((_, text)) = open
+            && (force || self.draft.as_ref().is_none_or(|d| d.text != text))
+        {
+            self.preview(parts, text).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for TelegramDriver {
+    fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+        let kind = if done || self.mode != StreamMode::Stream {
+            CallKind::Final
+        } else {
+            CallKind::Preview
+        };
+        self.caller.budget.ready(kind)
+    }
+
+    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.retry_at = None;
+        if !parts.owned(self.confirmed, parts.len()) {
+            return Err(DriverError::new(Box::new(OwnershipLost)));
+        }
+        match self.mode {
+            StreamMode::Stream => self.stream(parts, done, false).await,
+            StreamMode::Final if !done => Ok(()),
+            StreamMode::Final => {
+                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
+                self.send_messages(groups).await
+            }
+            _ => {
+                let groups = parts
+                    .texts_from(self.confirmed)
+                    .iter()
+                    .map(|t| (1, t.clone()))
+                    .collect();
+                self.send_messages(groups).await
+            }
+        }
+    }
+
+    fn confirmed(&self) -> usize {
+        self.confirmed
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        if self.mode != StreamMode::Stream {
+            return None;
+        }
+        let lapse = self.draft.as_ref().map(|d| d.shown + self.refresh);
+        match (lapse, self.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    async fn refresh(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+        self.retry_at = None;
+        self.caller.budget.ready(CallKind::Preview).await;
+        // Shown again even if unchanged: the draft lapses after 30 s without a call.
+        self.stream(parts, false, true).await
+    }
+
+    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
+        StreamReceipt::new(
+            self.mode,
+            std::mem::take(&mut self.messages),
+            self.caller.calls,
+        )
+        .with_previews(self.previews)
+        .with_fallback(self.fell_back)
+    }
+}

@@ -1,0 +1,212 @@
+//! What a stream confirmed: [`StreamReceipt`], [`StreamedMessage`], and the errors that carry
+//! it.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use super::{BLOCK_SEPARATOR, StreamMode};
+use crate::outbound::CommittedPart;
+
+/// One message on the surface and the text the surface confirmed it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamedMessage {
+    id: String,
+    text: String,
+}
+
+impl StreamedMessage {
+    pub(crate) fn new(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            text: text.into(),
+        }
+    }
+
+    /// The surface's id for the message (Slack `ts`, Discord snowflake, Telegram message id).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The message's text as last confirmed by the surface.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(crate) fn push_block(&mut self, block: &str) {
+        if !self.text.is_empty() {
+            self.text.push_str(BLOCK_SEPARATOR);
+        }
+        self.text.push_str(block);
+    }
+}
+
+/// What one streamed reply left on its surface, as the surface confirmed it.
+///
+/// A surface message holds whole blocks, [`BLOCK_SEPARATOR`] between them; a reply may span
+/// several messages (a stream rolled over, a message full at the surface's limit).
+/// [`confirmed_text`](Self::confirmed_text) is every message's text joined the same way, so a
+/// complete reply's equals its blocks joined: nothing lost, nothing doubled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamReceipt {
+    mode: StreamMode,
+    messages: Vec<StreamedMessage>,
+    calls: usize,
+    previews: usize,
+    rollovers: usize,
+    fell_back: bool,
+}
+
+impl StreamReceipt {
+    pub(crate) fn new(mode: StreamMode, messages: Vec<StreamedMessage>, calls: usize) -> Self {
+        Self {
+            mode,
+            messages,
+            calls,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn with_previews(mut self, previews: usize) -> Self {
+        self.previews = previews;
+        self
+    }
+
+    pub(crate) fn with_rollovers(mut self, rollovers: usize) -> Self {
+        self.rollovers = rollovers;
+        self
+    }
+
+    pub(crate) fn with_fallback(mut self, fell_back: bool) -> Self {
+        self.fell_back = fell_back;
+        self
+    }
+
+    /// The mode the reply was shown in (after any fallback).
+    pub fn mode(&self) -> StreamMode {
+        self.mode
+    }
+
+    /// Every message, in order, with its confirmed text.
+    pub fn messages(&self) -> &[StreamedMessage] {
+        &self.messages
+    }
+
+    /// The surface's ids of the messages, in order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.messages.iter().map(StreamedMessage::id).collect()
+    }
+
+    /// All confirmed text: the messages' texts joined by [`BLOCK_SEPARATOR`].
+    pub fn confirmed_text(&self) -> String {
+        let texts: Vec<&str> = self
+            .messages
+            .iter()
+            .map(StreamedMessage::text)
+            .filter(|t| !t.is_empty())
+            .collect();
+        texts.join(BLOCK_SEPARATOR)
+    }
+
+    /// How many API calls the stream made, failed ones included.
+    pub fn calls(&self) -> usize {
+        self.calls
+    }
+
+    /// How many of those calls were previews that confirm nothing (Telegram drafts).
+    pub fn previews(&self) -> usize {
+        self.previews
+    }
+
+    /// How many times a stream was closed (by the surface or ahead of its expiry) and a fresh
+    /// one started for the rest.
+    pub fn rollovers(&self) -> usize {
+        self.rollovers
+    }
+
+    /// Whether the surface's streaming was unavailable and the reply went as blocks instead.
+    pub fn fell_back(&self) -> bool {
+        self.fell_back
+    }
+}
+
+/// Why [`StreamingChannel::open_stream`](super::StreamingChannel::open_stream) could not start
+/// a stream.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamOpenError {
+    /// No Tokio runtime is running on this thread to drive the stream.
+    #[error("a reply stream needs a running Tokio runtime")]
+    NoRuntime,
+}
+
+/// A stream that stopped before every part was confirmed.
+///
+/// It carries what the surface had confirmed ([`receipt`](Self::receipt)) and every part it
+/// had not ([`into_unconfirmed`](Self::into_unconfirmed)), in order: appending those to a new
+/// stream resumes the reply from the confirmed offset.
+pub struct StreamError {
+    receipt: StreamReceipt,
+    unconfirmed: Vec<CommittedPart>,
+    source: Box<dyn StdError + Send + Sync>,
+}
+
+impl StreamError {
+    pub(crate) fn new(
+        receipt: StreamReceipt,
+        unconfirmed: Vec<CommittedPart>,
+        source: Box<dyn StdError + Send + Sync>,
+    ) -> Self {
+        Self {
+            receipt,
+            unconfirmed,
+            source,
+        }
+    }
+
+    pub(crate) fn push_unconfirmed(&mut self, parts: impl IntoIterator<Item = CommittedPart>) {
+        self.unconfirmed.extend(parts);
+    }
+
+    /// What the surface confirmed before the stream stopped.
+    pub fn receipt(&self) -> &StreamReceipt {
+        &self.receipt
+    }
+
+    /// The parts not confirmed, in order.
+    pub fn unconfirmed(&self) -> &[CommittedPart] {
+        &self.unconfirmed
+    }
+
+    /// Takes the unconfirmed parts, to append them to a new stream (or deliver them otherwise).
+    pub fn into_unconfirmed(self) -> Vec<CommittedPart> {
+        self.unconfirmed
+    }
+}
+
+impl fmt::Debug for StreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamError")
+            .field("receipt", &self.receipt)
+            .field("unconfirmed", &self.unconfirmed.len())
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for StreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the reply stream stopped with {} message(s) confirmed and {} part(s) not: {}",
+            self.receipt.messages.len(),
+            self.unconfirmed.len(),
+            self.source
+        )
+    }
+}
+
+impl StdError for StreamError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.source)
+    }
+}

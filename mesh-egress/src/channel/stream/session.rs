@@ -1,0 +1,503 @@
+//! [`ReplyStream`]: the per-reply session, an inbox the caller fills and a worker task that
+//! drains it into the surface's [`Driver`].
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt};
+use crate::egress::Attribution;
+use crate::outbound::CommittedPart;
+
+/// Every part of the reply the worker has taken from the inbox, in order. A driver reads the
+/// texts; a driver that sends through [`Channel::send`](crate::channel::Channel::send) takes
+/// the part (and puts it back if the send handed it back).
+#[derive(Default)]
+pub(crate) struct Parts {
+    parts: Vec<Option<CommittedPart>>,
+    texts: Vec<String>,
+}
+
+impl Parts {
+    fn push(&mut self, part: CommittedPart) {
+        self.texts.push(part.text().to_owned());
+        self.parts.push(Some(part));
+    }
+
+    /// How many parts have arrived.
+    pub(crate) fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// The text of part `index`.
+    pub(crate) fn text(&self, index: usize) -> &str {
+        self.texts.get(index).map_or("", String::as_str)
+    }
+
+    /// The texts of parts `from..`.
+    pub(crate) fn texts_from(&self, from: usize) -> &[String] {
+        self.texts.get(from..).unwrap_or(&[])
+    }
+
+    /// The idempotency key of part `index`, while it is held.
+    pub(crate) fn idempotency_key(&self, index: usize) -> Option<String> {
+        self.parts
+            .get(index)
+            .and_then(Option::as_ref)
+            .map(CommittedPart::idempotency_key)
+    }
+
+    /// Whether every part in `from..to` may still be sent (its ownership holds).
+    pub(crate) fn owned(&self, from: usize, to: usize) -> bool {
+        self.parts
+            .get(from..to)
+            .unwrap_or(&[])
+            .iter()
+            .flatten()
+            .all(CommittedPart::is_owned)
+    }
+
+    /// Takes part `index` to send it.
+    pub(crate) fn take(&mut self, index: usize) -> Option<CommittedPart> {
+        self.parts.get_mut(index).and_then(Option::take)
+    }
+
+    /// Puts back a part a send handed back.
+    pub(crate) fn put_back(&mut self, index: usize, part: CommittedPart) {
+        if let Some(slot) = self.parts.get_mut(index) {
+            *slot = Some(part);
+        }
+    }
+
+    /// The parts from `from` on that are still held, in order.
+    fn unconfirmed(&mut self, from: usize) -> Vec<CommittedPart> {
+        self.parts
+            .get_mut(from..)
+            .unwrap_or(&mut [])
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect()
+    }
+}
+
+/// Groups `texts` into messages: consecutive texts joined by [`BLOCK_SEPARATOR`] while the
+/// joined text `fits`; a text that does not fit even alone is a message of its own (the
+/// renderer's limit already keeps every part within the surface's). Returns each message's
+/// part count and text.
+pub(crate) fn pack(texts: &[String], fits: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
+    let mut messages: Vec<(usize, String)> = Vec::new();
+    for text in texts {
+        if let Some((count, joined)) = messages.last_mut() {
+            let candidate = format!("{joined}{BLOCK_SEPARATOR}{text}");
+            if fits(&candidate) {
+                *joined = candidate;
+                *count += 1;
+                continue;
+            }
+        }
+        messages.push((1, text.clone()));
+    }
+    messages
+}
+
+/// Why a driver stopped.
+#[derive(Debug)]
+pub(crate) struct DriverError {
+    source: Box<dyn StdError + Send + Sync>,
+}
+
+impl DriverError {
+    pub(crate) fn new(source: Box<dyn StdError + Send + Sync>) -> Self {
+        Self { source }
+    }
+}
+
+/// One surface's way of showing a reply. The worker calls [`flush`](Self::flush) with every
+/// part so far whenever new parts arrived (and once more with `done`); the driver sends what is
+/// beyond [`confirmed`](Self::confirmed), in as few calls as its surface and budget allow.
+pub(crate) trait Driver: Send + 'static {
+    /// Sends what is not confirmed yet; `done` when no part will follow. A driver that waits
+    /// for its rate budget should do so before it reads `parts` past `confirmed`, through
+    /// [`ready`](Self::ready), so what arrives meanwhile goes in the same call.
+    fn flush<'a>(
+        &'a mut self,
+        parts: &'a mut Parts,
+        done: bool,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a;
+
+    /// Waits until the next call may go (the rate budget), without spending it.
+    fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+        let _ = done;
+        std::future::ready(())
+    }
+
+    /// How many leading parts the surface confirmed.
+    fn confirmed(&self) -> usize;
+
+    /// When the driver wants a call although no part arrived (a preview about to lapse).
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Called at [`deadline`](Self::deadline).
+    fn refresh<'a>(
+        &'a mut self,
+        parts: &'a mut Parts,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
+        let _ = parts;
+        std::future::ready(Ok(()))
+    }
+
+    /// What was confirmed, in `mode` (the mode the stream was opened in; the driver reports a
+    /// fallback itself).
+    fn receipt(&mut self, mode: StreamMode) -> StreamReceipt;
+}
+
+#[derive(Default)]
+struct Inbox {
+    parts: Vec<CommittedPart>,
+    done: bool,
+}
+
+struct Shared {
+    inbox: Mutex<Inbox>,
+    wake: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One reply being streamed onto one surface.
+///
+/// [`append`](Self::append) hands over the reply's next committed part and returns at once;
+/// a worker task sends it (coalesced with whatever else arrived while the surface's rate
+/// budget made it wait). [`finish`](Self::finish) sends the rest and returns the
+/// [`StreamReceipt`]. Dropping a stream without finishing it stops the worker: nothing more is
+/// sent, and no task is left behind.
+pub struct ReplyStream {
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<Result<StreamReceipt, StreamError>>>,
+}
+
+impl ReplyStream {
+    /// Starts the worker for `driver`.
+    pub(crate) fn spawn<D: Driver>(
+        driver: D,
+        mode: StreamMode,
+        attribution: &Attribution,
+    ) -> Result<Self, StreamOpenError> {
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| StreamOpenError::NoRuntime)?;
+        let shared = Arc::new(Shared {
+            inbox: Mutex::new(Inbox::default()),
+            wake: Notify::new(),
+        });
+        let conversation = attribution.conversation().to_owned();
+        let worker = runtime.spawn(run(driver, mode, Arc::clone(&shared), conversation));
+        Ok(Self {
+            shared,
+            worker: Some(worker),
+        })
+    }
+
+    /// Hands over the reply's next part. Never waits on the surface.
+    pub fn append(&mut self, part: CommittedPart) {
+        self.shared.lock().parts.push(part);
+        self.shared.wake.notify_one();
+    }
+
+    /// Whether the worker has stopped early (a failure it could not recover from); the parts
+    /// appended since come back in [`finish`](Self::finish)'s error.
+    pub fn has_stopped(&self) -> bool {
+        self.worker.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Sends what is left, closes the surface's stream, and returns what it confirmed.
+    pub async fn finish(mut self) -> Result<StreamReceipt, StreamError> {
+        self.shared.lock().done = true;
+        self.shared.wake.notify_one();
+        let Some(worker) = self.worker.take() else {
+            return Err(stopped(Vec::new()));
+        };
+        let result = match worker.await {
+            Ok(result) => result,
+            Err(_) => Err(stopped(Vec::new())),
+        };
+        result.map_err(|mut error| {
+            // Parts appended after the worker stopped were never taken from the inbox.
+            error.push_unconfirmed(std::mem::take(&mut self.shared.lock().parts));
+            error
+        })
+    }
+}
+
+impl Drop for ReplyStream {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            worker.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for ReplyStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyStream")
+            .field("stopped", &self.has_stopped())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the stream's worker stopped")]
+struct WorkerStopped;
+
+#[derive(Debug, thiserror::Error)]
+#[error("the surface did not confirm every part of the reply")]
+struct Unconfirmed;
+
+fn stopped(unconfirmed: Vec<CommittedPart>) -> StreamError {
+    StreamError::new(
+        StreamReceipt::default(),
+        unconfirmed,
+        Box::new(WorkerStopped),
+    )
+}
+
+/// The worker: waits for parts (or the driver's deadline), lets the driver send them.
+async fn run<D: Driver>(
+    mut driver: D,
+    mode: StreamMode,
+    shared: Arc<Shared>,
+    conversation: String,
+) -> Result<StreamReceipt, StreamError> {
+    let mut parts = Parts::default();
+    loop {
+        let done = shared.lock().done;
+        let arrived = !shared.lock().parts.is_empty();
+        // In `Final` mode nothing is shown until the whole reply is there.
+        let flush = done || (arrived && mode != StreamMode::Final);
+        if flush {
+            driver.ready(done).await;
+            let done = {
+                let mut inbox = shared.lock();
+                for part in inbox.parts.drain(..) {
+                    parts.push(part);
+                }
+                inbox.done
+            };
+            if let Err(error) = driver.flush(&mut parts, done).await {
+                tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
+                let confirmed = driver.confirmed();
+                return Err(StreamError::new(
+                    driver.receipt(mode),
+                    parts.unconfirmed(confirmed),
+                    error.source,
+                ));
+            }
+            if done {
+                let confirmed = driver.confirmed();
+                if confirmed < parts.len() {
+                    // A driver must confirm everything at the end or fail: never report a
+                    // reply complete that is not.
+                    return Err(StreamError::new(
+                        driver.receipt(mode),
+                        parts.unconfirmed(confirmed),
+                        Box::new(Unconfirmed),
+                    ));
+                }
+                return Ok(driver.receipt(mode));
+            }
+            continue;
+        }
+        let deadline = driver.deadline();
+        tokio::select! {
+            () = shared.wake.notified() => {}
+            () = sleep_until(deadline) => {
+                if let Err(error) = driver.refresh(&mut parts).await {
+                    let confirmed = driver.confirmed();
+                    return Err(StreamError::new(driver.receipt(mode), parts.unconfirmed(confirmed), error.source));
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{BLOCK_SEPARATOR, BudgetConfig, CallKind, RateBudget, StreamedMessage};
+    use super::*;
+    use crate::channel::PlainText;
+    use crate::egress::{AgentMessage, Attribution};
+    use crate::outbound::Outbound;
+    use crate::ownership::Ownership;
+
+    /// The instant and text of every call an [`Editing`] surface received.
+    type Calls = Arc<Mutex<Vec<(Duration, String)>>>;
+
+    /// An in-memory surface that edits one message, one call per budget slot, recording the
+    /// instant and text of every call.
+    struct Editing {
+        budget: RateBudget,
+        start: Instant,
+        calls: Calls,
+        confirmed: usize,
+        message: StreamedMessage,
+    }
+
+    impl Driver for Editing {
+        fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+            let kind = if done {
+                CallKind::Final
+            } else {
+                CallKind::Preview
+            };
+            self.budget.ready(kind)
+        }
+
+        async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+            if parts.len() == self.confirmed {
+                return Ok(());
+            }
+            let kind = if done {
+                CallKind::Final
+            } else {
+                CallKind::Preview
+            };
+            self.budget.acquire(kind).await;
+            for text in parts.texts_from(self.confirmed) {
+                self.message.push_block(text);
+            }
+            self.confirmed = parts.len();
+            let at = self.start.elapsed();
+            self.calls
+                .lock()
+                .unwrap()
+                .push((at, self.message.text().to_owned()));
+            Ok(())
+        }
+
+        fn confirmed(&self) -> usize {
+            self.confirmed
+        }
+
+        fn receipt(&mut self, mode: StreamMode) -> StreamReceipt {
+            let calls = self.calls.lock().unwrap().len();
+            StreamReceipt::new(mode, vec![self.message.clone()], calls)
+        }
+    }
+
+    async fn part(text: &str) -> CommittedPart {
+        let message = AgentMessage::new(text, Attribution::new("a", "c", "r"));
+        let rendered = Outbound::new(message).render(&PlainText::new()).unwrap();
+        rendered
+            .commit(&Ownership::held())
+            .await
+            .unwrap()
+            .into_parts()
+            .next()
+            .unwrap()
+    }
+
+    fn editing(interval: Duration) -> (Editing, Calls) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let driver = Editing {
+            budget: RateBudget::new(BudgetConfig::new(interval)),
+            start: Instant::now(),
+            calls: Arc::clone(&calls),
+            confirmed: 0,
+            message: StreamedMessage::new("m1", ""),
+        };
+        (driver, calls)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocks_that_arrive_while_the_budget_waits_go_in_one_coalesced_call() {
+        let (driver, calls) = editing(Duration::from_secs(1));
+        let attribution = Attribution::new("a", "c", "r");
+        let mut stream = ReplyStream::spawn(driver, StreamMode::Stream, &attribution).unwrap();
+        stream.append(part("one").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Three blocks in the next second: the budget allows one call at 1 s, which carries all.
+        for text in ["two", "three", "four"] {
+            stream.append(part(text).await);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stream.append(part("five").await);
+        let receipt = stream.finish().await.unwrap();
+        let calls = calls.lock().unwrap().clone();
+        let at: Vec<Duration> = calls.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            at,
+            [
+                Duration::ZERO,
+                Duration::from_secs(1),
+                Duration::from_millis(2700)
+            ]
+        );
+        assert_eq!(
+            calls[1].1,
+            ["one", "two", "three", "four"].join(BLOCK_SEPARATOR)
+        );
+        assert_eq!(
+            receipt.confirmed_text(),
+            ["one", "two", "three", "four", "five"].join(BLOCK_SEPARATOR)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn final_mode_sends_nothing_until_the_reply_is_complete() {
+        let (driver, calls) = editing(Duration::ZERO);
+        let attribution = Attribution::new("a", "c", "r");
+        let mut stream = ReplyStream::spawn(driver, StreamMode::Final, &attribution).unwrap();
+        stream.append(part("one").await);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(calls.lock().unwrap().is_empty());
+        stream.append(part("two").await);
+        let receipt = stream.finish().await.unwrap();
+        assert_eq!(calls.lock().unwrap().len(), 1);
+        assert_eq!(receipt.confirmed_text(), "one\n\ntwo");
+    }
+
+    #[test]
+    fn packing_joins_blocks_while_they_fit_and_keeps_an_oversized_one_alone() {
+        let texts: Vec<String> = ["aaaa", "bb", "cccccccc", "d"].map(String::from).into();
+        let packed = pack(&texts, |t| t.chars().count() <= 8);
+        assert_eq!(
+            packed,
+            [
+                (2, "aaaa\n\nbb".to_owned()),
+                (1, "cccccccc".to_owned()),
+                (1, "d".to_owned())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn opening_outside_a_runtime_is_an_error_not_a_panic() {
+        let (driver, _) = editing(Duration::ZERO);
+        let attribution = Attribution::new("a", "c", "r");
+        let result = std::thread::spawn(move || {
+            ReplyStream::spawn(driver, StreamMode::Stream, &attribution).map(drop)
+        })
+        .join()
+        .unwrap();
+        assert!(matches!(result, Err(StreamOpenError::NoRuntime)));
+    }
+}

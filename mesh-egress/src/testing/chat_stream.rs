@@ -1,0 +1,384 @@
+//! The streaming APIs of [`FakeApi`]: Slack's `chat.startStream` / `chat.appendStream` /
+//! `chat.stopStream`, Telegram's `sendMessageDraft`, Discord's message edit (`PATCH`), with
+//! their failure modes scriptable: a stream that expires, a flood wait, rate-limit headers that
+//! change from answer to answer, a refused draft.
+//!
+//! Kept apart from the send endpoints in `chat_api.rs`; that file calls in at three points
+//! (record every call, answer a streaming call, decorate an answer with scripted headers).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use hyper::Method;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::FakeResponse;
+use super::chat_api::{ChatStep, FakeApi, ReceivedMessage, Shared, State};
+use crate::channel::http::Surface;
+
+/// One request the fake received, any method, failed ones included.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ReceivedCall {
+    /// The API method: Slack's and Telegram's method name (`chat.appendStream`,
+    /// `sendMessageDraft`), Discord's `createMessage` or `editMessage`.
+    pub method: String,
+    /// The JSON request body.
+    pub body: Value,
+    /// When it arrived, from the fake's start.
+    pub at: Duration,
+}
+
+/// A Slack stream the fake holds: the message it grows into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FakeStream {
+    /// The message's `ts`.
+    pub ts: String,
+    /// The thread it streams into.
+    pub thread_ts: Option<String>,
+    /// The text confirmed so far: the start's, each append's and the stop's `markdown_text`.
+    pub text: String,
+    /// Whether it still takes appends (not stopped, not expired).
+    pub open: bool,
+    /// How many appends it accepted.
+    pub appends: usize,
+}
+
+/// One draft the fake showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReceivedDraft {
+    /// The draft id.
+    pub draft_id: i64,
+    /// The draft's text.
+    pub text: String,
+}
+
+#[derive(Default)]
+pub(super) struct StreamState {
+    started: Option<Instant>,
+    calls: Vec<ReceivedCall>,
+    scripts: HashMap<String, VecDeque<ChatStep>>,
+    streams: Vec<(FakeStream, Instant)>,
+    lifetime: Option<Duration>,
+    drafts: Vec<ReceivedDraft>,
+    flood_until: Option<Instant>,
+    headers: VecDeque<Vec<(String, String)>>,
+}
+
+impl StreamState {
+    /// The next scripted step for `method`, if its own script has one.
+    pub(super) fn next_step(&mut self, method: &str) -> Option<ChatStep> {
+        self.scripts.get_mut(method)?.pop_front()
+    }
+}
+
+/// The streaming side of the fake.
+impl FakeApi {
+    /// Queues `steps` for requests to `method` only (`chat.appendStream`, `sendMessageDraft`,
+    /// `sendMessage`, `editMessage`, `createMessage`, …); they are taken before the general
+    /// [`script`](Self::script).
+    pub fn script_method<S: Into<ChatStep>>(
+        &self,
+        method: &str,
+        steps: impl IntoIterator<Item = S>,
+    ) {
+        self.shared
+            .lock()
+            .stream
+            .scripts
+            .entry(method.to_owned())
+            .or_default()
+            .extend(steps.into_iter().map(Into::into));
+    }
+
+    /// Every request received, in order, with its method and arrival instant.
+    pub fn calls(&self) -> Vec<ReceivedCall> {
+        self.shared.lock().stream.calls.clone()
+    }
+
+    /// How many requests to `method` arrived.
+    pub fn calls_to(&self, method: &str) -> usize {
+        self.shared
+            .lock()
+            .stream
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
+    }
+
+    /// Slack: every stream started, in order.
+    pub fn streams(&self) -> Vec<FakeStream> {
+        let state = self.shared.lock();
+        let lifetime = state.stream.lifetime;
+        state
+            .stream
+            .streams
+            .iter()
+            .map(|(s, started)| {
+                let mut s = s.clone();
+                s.open &= !expired(*started, lifetime);
+                s
+            })
+            .collect()
+    }
+
+    /// Slack: streams close `lifetime` after they started, as Slack's do after a few minutes
+    /// (slackapi/python-slack-sdk#1859, vercel/chat#637); an append after that is answered
+    /// `message_not_in_streaming_state`.
+    pub fn expire_streams_after(&self, lifetime: Duration) {
+        self.shared.lock().stream.lifetime = Some(lifetime);
+    }
+
+    /// Slack: closes every open stream now.
+    pub fn expire_streams(&self) {
+        for (stream, _) in &mut self.shared.lock().stream.streams {
+            stream.open = false;
+        }
+    }
+
+    /// Telegram: every draft shown, in order.
+    pub fn drafts(&self) -> Vec<ReceivedDraft> {
+        self.shared.lock().stream.drafts.clone()
+    }
+
+    /// Telegram: a flood wait of `wait` from now. Every request before it ends is answered
+    /// `429` with `parameters.retry_after` set to the seconds left (rounded up), as the Bot API
+    /// does.
+    pub fn flood_wait(&self, wait: Duration) {
+        self.shared.lock().stream.flood_until = Some(Instant::now() + wait);
+    }
+
+    /// Discord: the `X-RateLimit-Remaining` and `X-RateLimit-Reset-After` (seconds) of the
+    /// next answers, one pair per answer, in order; answers after the list carry none.
+    pub fn rate_limit_headers(&self, headers: impl IntoIterator<Item = (u32, f64)>) {
+        let mut state = self.shared.lock();
+        for (remaining, reset_after) in headers {
+            state.stream.headers.push_back(vec![
+                ("x-ratelimit-limit".to_owned(), "5".to_owned()),
+                ("x-ratelimit-remaining".to_owned(), remaining.to_string()),
+                (
+                    "x-ratelimit-reset-after".to_owned(),
+                    format!("{reset_after:.3}"),
+                ),
+                ("x-ratelimit-bucket".to_owned(), "fake-bucket".to_owned()),
+            ]);
+        }
+    }
+}
+
+fn expired(started: Instant, lifetime: Option<Duration>) -> bool {
+    lifetime.is_some_and(|l| started.elapsed() >= l)
+}
+
+/// The API method a request is for.
+pub(super) fn method_name(surface: Surface, method: &Method, path: &str) -> String {
+    match surface {
+        Surface::Slack => path.strip_prefix("/api/").unwrap_or(path).to_owned(),
+        Surface::Telegram => path
+            .rsplit_once('/')
+            .map_or(path, |(_, name)| name)
+            .to_owned(),
+        Surface::Discord if method == Method::PATCH => "editMessage".to_owned(),
+        Surface::Discord => "createMessage".to_owned(),
+    }
+}
+
+pub(super) fn record(state: &mut State, method: &str, body: &Value) {
+    let started = *state.stream.started.get_or_insert_with(Instant::now);
+    state.stream.calls.push(ReceivedCall {
+        method: method.to_owned(),
+        body: body.clone(),
+        at: started.elapsed(),
+    });
+}
+
+/// Adds the next scripted rate-limit headers to a Discord answer.
+pub(super) fn decorate(shared: &Shared, answer: FakeResponse) -> FakeResponse {
+    if shared.surface != Surface::Discord {
+        return answer;
+    }
+    let Some(headers) = shared.lock().stream.headers.pop_front() else {
+        return answer;
+    };
+    headers.iter().fold(answer, |answer, (name, value)| {
+        answer.with_header(name, value)
+    })
+}
+
+fn slack_error(code: &str) -> FakeResponse {
+    FakeResponse::raw(200, json!({ "ok": false, "error": code }).to_string())
+}
+
+/// Answers a streaming call (and, for Telegram, any call inside a flood wait); `None` for the
+/// send endpoints, which `chat_api.rs` answers.
+pub(super) fn handle(
+    shared: &Shared,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: &Value,
+    step: &ChatStep,
+) -> Option<FakeResponse> {
+    if shared.surface == Surface::Telegram {
+        let flood = shared.lock().stream.flood_until;
+        if let Some(until) = flood.filter(|u| *u > Instant::now()) {
+            let left = until.saturating_duration_since(Instant::now());
+            let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+            return Some(FakeResponse::raw(
+                429,
+                json!({
+                    "ok": false,
+                    "error_code": 429,
+                    "description": format!("Too Many Requests: retry after {secs}"),
+                    "parameters": { "retry_after": secs },
+                })
+                .to_string(),
+            ));
+        }
+    }
+    let streaming = matches!(
+        method,
+        "chat.startStream"
+            | "chat.appendStream"
+            | "chat.stopStream"
+            | "sendMessageDraft"
+            | "editMessage"
+    );
+    if !streaming {
+        return None;
+    }
+    let authorized = match shared.surface {
+        Surface::Slack => authorization == Some(&format!("Bearer {}", shared.token)),
+        Surface::Discord => authorization == Some(&format!("Bot {}", shared.token)),
+        Surface::Telegram => path
+            .strip_prefix("/bot")
+            .and_then(|p| p.split_once('/'))
+            .is_some_and(|(t, _)| t == shared.token),
+    };
+    if !authorized {
+        return Some(match shared.surface {
+            Surface::Slack => slack_error("invalid_auth"),
+            Surface::Discord => FakeResponse::raw(
+                401,
+                json!({ "message": "401: Unauthorized", "code": 0 }).to_string(),
+            ),
+            Surface::Telegram => FakeResponse::raw(
+                404,
+                json!({ "ok": false, "error_code": 404, "description": "Not Found" }).to_string(),
+            ),
+        });
+    }
+    let (apply, then) = match step {
+        ChatStep::Accept => (true, None),
+        ChatStep::AcceptThen(answer) => (true, Some(answer.clone())),
+        ChatStep::Answer(answer) => (false, Some(answer.clone())),
+    };
+    let applied = apply.then(|| apply_call(shared, method, path, body));
+    let answer = match (then, applied) {
+        (Some(answer), _) => answer,
+        (None, Some(answer)) => answer,
+        (None, None) => slack_error("internal_error"),
+    };
+    Some(decorate(shared, answer))
+}
+
+fn text_field(body: &Value, name: &str) -> String {
+    body.get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Does what the call asks and returns the surface's answer.
+fn apply_call(shared: &Shared, method: &str, path: &str, body: &Value) -> FakeResponse {
+    let mut state = shared.lock();
+    let lifetime = state.stream.lifetime;
+    let channel = text_field(body, "channel");
+    match method {
+        "chat.startStream" => {
+            if body.get("thread_ts").and_then(Value::as_str).is_none() {
+                return slack_error("invalid_arguments");
+            }
+            state.next_id += 1;
+            let ts = format!("1700000000.{:06}", state.next_id);
+            let stream = FakeStream {
+                ts: ts.clone(),
+                thread_ts: body
+                    .get("thread_ts")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                text: text_field(body, "markdown_text"),
+                open: true,
+                appends: 0,
+            };
+            state.stream.streams.push((stream, Instant::now()));
+            FakeResponse::raw(
+                200,
+                json!({ "ok": true, "channel": channel, "ts": ts }).to_string(),
+            )
+        }
+        "chat.appendStream" | "chat.stopStream" => {
+            let ts = text_field(body, "ts");
+            let Some((stream, started)) = state.stream.streams.iter_mut().find(|(s, _)| s.ts == ts)
+            else {
+                return slack_error("message_not_found");
+            };
+            if !stream.open || expired(*started, lifetime) {
+                stream.open = false;
+                return slack_error("message_not_in_streaming_state");
+            }
+            stream.text.push_str(&text_field(body, "markdown_text"));
+            if method == "chat.stopStream" {
+                stream.open = false;
+            } else {
+                stream.appends += 1;
+            }
+            let text = stream.text.clone();
+            let mut answer = json!({ "ok": true, "channel": channel, "ts": ts });
+            if method == "chat.stopStream" {
+                answer["message"] = json!({ "ts": ts, "text": text });
+            }
+            FakeResponse::raw(200, answer.to_string())
+        }
+        "sendMessageDraft" => {
+            let private = body
+                .get("chat_id")
+                .and_then(Value::as_i64)
+                .is_some_and(|id| id > 0);
+            let draft_id = body.get("draft_id").and_then(Value::as_i64).unwrap_or(0);
+            if !private || draft_id == 0 {
+                return FakeResponse::raw(
+                    400,
+                    json!({ "ok": false, "error_code": 400, "description": "Bad Request: TEXTDRAFT_PEER_INVALID" }).to_string(),
+                );
+            }
+            let text = text_field(body, "text");
+            state.stream.drafts.push(ReceivedDraft { draft_id, text });
+            FakeResponse::raw(200, json!({ "ok": true, "result": true }).to_string())
+        }
+        // Discord's edit: PATCH /api/v10/channels/{channel}/messages/{message}.
+        _ => {
+            let id = path.rsplit('/').next().unwrap_or_default().to_owned();
+            let content = text_field(body, "content");
+            let Some(message): Option<&mut ReceivedMessage> =
+                state.received.iter_mut().find(|m| m.id == id)
+            else {
+                return FakeResponse::raw(
+                    404,
+                    json!({ "message": "Unknown Message", "code": 10008 }).to_string(),
+                );
+            };
+            message.text = content.clone();
+            message.body = body.clone();
+            let target = message.target.clone();
+            FakeResponse::raw(
+                200,
+                json!({ "id": id, "channel_id": target, "content": content, "edited_timestamp": "2026-01-01T00:00:00Z" }).to_string(),
+            )
+        }
+    }
+}
