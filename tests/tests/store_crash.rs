@@ -173,7 +173,7 @@ impl Case {
     fn report(&self, crash: &str, rows: &[StoredPart], resend: &serde_json::Value) {
         let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
         eprintln!(
-            "| {:?} | {} | {crash} | {} | {} posts, {} received | {states:?} | {resend} |",
+            "| {:?} | {} | {crash} | {} posts, {} lookups, {} received | {states:?} | {resend} |",
             self.backend,
             name(self.surface),
             self.api.attempts(),

@@ -100,7 +100,7 @@ impl ModelSurface {
     /// Posts `part` as the surface would; the id it holds the part under.
     fn post(&self, part: &CommittedPart) -> String {
         let mut posted = self.posted.lock().unwrap();
-        let key = part.idempotency_key().to_owned();
+        let key = part.idempotency_key();
         if matches!(self.kind, Kind::Discord) {
             if let Some((_, id)) = posted.log.iter().find(|(k, _)| *k == key) {
                 return id.clone();
@@ -136,7 +136,7 @@ impl Channel for ModelSurface {
             .unwrap()
             .pop_front()
             .unwrap_or(Fault::Accept);
-        let already = matches!(self.kind, Kind::Discord) && self.count(part.idempotency_key()) > 0;
+        let already = matches!(self.kind, Kind::Discord) && self.count(&part.idempotency_key()) > 0;
         match step {
             Fault::CrashAfterPost | Fault::CrashBeforePost => {
                 if step == Fault::CrashAfterPost {
@@ -165,7 +165,7 @@ impl Channel for ModelSurface {
             return PartLookup::unknown("no lookup");
         }
         let posted = self.posted.lock().unwrap();
-        match posted.log.iter().find(|(k, _)| k == part.idempotency_key()) {
+        match posted.log.iter().find(|(k, _)| *k == part.idempotency_key()) {
             Some((_, id)) => PartLookup::Found(PartReceipt::new(id.clone())),
             None => PartLookup::NotFound,
         }
