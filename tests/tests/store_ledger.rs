@@ -10,9 +10,7 @@ mod support;
 use std::time::Duration;
 
 use mesh_egress::channel::Deliver;
-use mesh_egress::degrade::{
-    Commitment, DegradationPolicy, Mode, Reply, resolve, resolve_in,
-};
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve, resolve_in};
 use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore};
 use mesh_egress::store::{
     CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PartState, PruneReport, Store,
@@ -51,7 +49,10 @@ async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_ne
     }
     sink.flush().await.unwrap();
     let recorded = LedgerStore::entries(&sink);
-    assert!(recorded.len() >= 6, "each failed turn records rows: {recorded:?}");
+    assert!(
+        recorded.len() >= 6,
+        "each failed turn records rows: {recorded:?}"
+    );
     store.close().await;
 
     // After a restart: the rows are where they were written.
@@ -68,7 +69,11 @@ async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_ne
             .collect()
     };
     assert_eq!(run_rows, of("c1", Some("r1")));
-    assert_eq!(turns[0].ledger().entries(), recorded, "the turns' ledger is the sink");
+    assert_eq!(
+        turns[0].ledger().entries(),
+        recorded,
+        "the turns' ledger is the sink"
+    );
     assert!(
         run_rows
             .iter()
@@ -78,11 +83,17 @@ async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_ne
     let conversation_rows = store.ledger_entries("c1", None).await.unwrap();
     assert_eq!(conversation_rows, of("c1", None));
     assert!(conversation_rows.len() > run_rows.len());
-    assert_eq!(store.ledger_entries("c2", None).await.unwrap(), of("c2", None));
+    assert_eq!(
+        store.ledger_entries("c2", None).await.unwrap(),
+        of("c2", None)
+    );
     assert!(store.ledger_entries("c3", None).await.unwrap().is_empty());
     let text = serde_json::to_string(&conversation_rows).unwrap();
     assert!(!text.contains(&cause), "a cause reached the ledger: {text}");
-    assert!(!text.contains("secret"), "a body reached the ledger: {text}");
+    assert!(
+        !text.contains("secret"),
+        "a body reached the ledger: {text}"
+    );
 }
 
 fn promise(conversation: &str) -> Commitment {
@@ -143,12 +154,23 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
             .unwrap();
     }
     let claim = store.claim_due("w1", LONG, 1).await.unwrap().remove(0);
-    assert!(store.end_commitment(&claim, CommitmentEnd::Fulfilled).await.unwrap());
+    assert!(
+        store
+            .end_commitment(&claim, CommitmentEnd::Fulfilled)
+            .await
+            .unwrap()
+    );
     // Ledger rows.
     let sink = store.durable_ledger().unwrap();
-    let turn = Turn::new(Attribution::new("ops", "c1", "r1")).with_ledger(Ledger::new(sink.clone()));
+    let turn =
+        Turn::new(Attribution::new("ops", "c1", "r1")).with_ledger(Ledger::new(sink.clone()));
     let failed = Err(EgressError::transport("503", turn.attribution().clone()));
-    let _ = resolve_in(&turn, Mode::Proactive, &DegradationPolicy::default(), failed);
+    let _ = resolve_in(
+        &turn,
+        Mode::Proactive,
+        &DegradationPolicy::default(),
+        failed,
+    );
     sink.flush().await.unwrap();
     let ledger_rows = store.ledger_entries("c1", None).await.unwrap().len();
     assert!(ledger_rows > 0);
@@ -172,7 +194,11 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
     );
     let commitments = store.commitments("c1").await.unwrap();
     assert_eq!(commitments.len(), 1);
-    assert_eq!(commitments[0].status, CommitmentStatus::Pending, "the open one stays");
+    assert_eq!(
+        commitments[0].status,
+        CommitmentStatus::Pending,
+        "the open one stays"
+    );
     assert!(store.ledger_entries("c1", None).await.unwrap().is_empty());
     // The pending part still goes after a prune, and the fence still holds.
     let report = store.resend(&channel, &lease).await.unwrap();

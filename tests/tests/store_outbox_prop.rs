@@ -165,7 +165,11 @@ impl Channel for ModelSurface {
             return PartLookup::unknown("no lookup");
         }
         let posted = self.posted.lock().unwrap();
-        match posted.log.iter().find(|(k, _)| *k == part.idempotency_key()) {
+        match posted
+            .log
+            .iter()
+            .find(|(k, _)| *k == part.idempotency_key())
+        {
             Some((_, id)) => PartLookup::Found(PartReceipt::new(id.clone())),
             None => PartLookup::NotFound,
         }
@@ -318,7 +322,7 @@ fn run(backend: Backend) {
     let place = backend.place();
     let store = runtime.block_on(Store::open(&place.url)).unwrap();
     let mut runner = TestRunner::new(Config {
-        cases: 48,
+        cases: 96,
         failure_persistence: None,
         ..Config::default()
     });

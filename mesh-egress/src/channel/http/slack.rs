@@ -440,6 +440,88 @@ mod tests {
         ));
     }
 
+    fn look(body: &str) -> PartLookup {
+        read_lookup(
+            "conversations.history",
+            StatusCode::OK,
+            body.as_bytes(),
+            "d1",
+            1,
+            &Token::new("xoxb-secret"),
+        )
+    }
+
+    fn message(ts: &str, delivery: &str, part: u64) -> Value {
+        json!({
+            "type": "message",
+            "ts": ts,
+            "text": "x",
+            "metadata": {
+                "event_type": EVENT_TYPE,
+                "event_payload": { "delivery": delivery, "part": part, "total": 3 },
+            },
+        })
+    }
+
+    #[test]
+    fn a_lookup_finds_the_message_whose_metadata_names_the_delivery_and_part() {
+        let body = json!({
+            "ok": true,
+            "has_more": false,
+            "messages": [
+                message("1.3", "d1", 2),
+                message("1.2", "d1", 1),
+                message("1.1", "d0", 1),
+                { "type": "message", "ts": "1.0", "text": "no metadata" },
+            ],
+        });
+        assert_eq!(
+            look(&body.to_string()),
+            PartLookup::Found(PartReceipt::new("1.2"))
+        );
+    }
+
+    #[test]
+    fn a_lookup_without_the_part_is_not_found_only_when_the_page_ends_the_window() {
+        let page = |has_more: bool| {
+            json!({ "ok": true, "has_more": has_more, "messages": [message("1.3", "d1", 2)] })
+                .to_string()
+        };
+        assert_eq!(look(&page(false)), PartLookup::NotFound);
+        assert!(matches!(look(&page(true)), PartLookup::Unknown { .. }));
+    }
+
+    #[test]
+    fn a_lookup_other_event_types_do_not_match() {
+        let mut other = message("1.2", "d1", 1);
+        other["metadata"]["event_type"] = json!("someone_else");
+        let body = json!({ "ok": true, "messages": [other] }).to_string();
+        assert_eq!(look(&body), PartLookup::NotFound);
+    }
+
+    #[test]
+    fn a_lookup_refused_or_unreadable_cannot_tell_and_says_why_without_the_token() {
+        let PartLookup::Unknown { reason } =
+            look(r#"{"ok":false,"error":"missing_scope","needed":"channels:history"}"#)
+        else {
+            panic!("expected unknown");
+        };
+        assert!(reason.contains("missing_scope"), "{reason}");
+        let PartLookup::Unknown { reason } = look(r#"{"ok":false,"error":"xoxb-secret"}"#) else {
+            panic!("expected unknown");
+        };
+        assert!(!reason.contains("xoxb-secret"), "{reason}");
+        assert!(matches!(look("<html>"), PartLookup::Unknown { .. }));
+        assert!(matches!(look(r#"{"ok":true}"#), PartLookup::Unknown { .. }));
+    }
+
+    #[test]
+    fn a_slack_ts_is_seconds_and_six_digits_of_microseconds() {
+        let time = UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_042);
+        assert_eq!(slack_ts(time), "1700000000.000042");
+        assert_eq!(slack_ts(UNIX_EPOCH), "0.000000");
+    }
+
     #[test]
     fn ok_true_yields_the_message_ts() {
         assert!(matches!(read(200, r#"{"ok":true,"ts":"1.2"}"#), Outcome::Sent(ts) if ts == "1.2"));
