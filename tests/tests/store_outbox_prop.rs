@@ -101,10 +101,10 @@ impl ModelSurface {
     fn post(&self, part: &CommittedPart) -> String {
         let mut posted = self.posted.lock().unwrap();
         let key = part.idempotency_key();
-        if matches!(self.kind, Kind::Discord) {
-            if let Some((_, id)) = posted.log.iter().find(|(k, _)| *k == key) {
-                return id.clone();
-            }
+        if matches!(self.kind, Kind::Discord)
+            && let Some((_, id)) = posted.log.iter().find(|(k, _)| *k == key)
+        {
+            return id.clone();
         }
         let id = format!("m{}", posted.log.len() + 1);
         posted.log.push((key, id.clone()));

@@ -196,14 +196,14 @@ async fn write_rows(store: Store, mut jobs: mpsc::UnboundedReceiver<Job>, lost: 
                 Job::Flush(done) => flushes.push(done),
             }
         }
-        if !rows.is_empty() {
-            if let Err(error) = insert(&store, &rows).await {
-                lost.fetch_add(
-                    u64::try_from(rows.len()).unwrap_or(u64::MAX),
-                    Ordering::AcqRel,
-                );
-                tracing::error!(target: "mesh_egress::store", rows = rows.len(), error = %error, "ledger rows not written");
-            }
+        if !rows.is_empty()
+            && let Err(error) = insert(&store, &rows).await
+        {
+            lost.fetch_add(
+                u64::try_from(rows.len()).unwrap_or(u64::MAX),
+                Ordering::AcqRel,
+            );
+            tracing::error!(target: "mesh_egress::store", rows = rows.len(), error = %error, "ledger rows not written");
         }
         for done in flushes {
             // A flusher that stopped waiting does not need the answer.

@@ -100,10 +100,8 @@ pub(super) fn read(
             if let Some(thread_ts) = m.body.get("thread_ts") {
                 message["thread_ts"] = thread_ts.clone();
             }
-            if with_metadata {
-                if let Some(metadata) = m.body.get("metadata") {
-                    message["metadata"] = metadata.clone();
-                }
+            if with_metadata && let Some(metadata) = m.body.get("metadata") {
+                message["metadata"] = metadata.clone();
             }
             message
         })

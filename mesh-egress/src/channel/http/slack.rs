@@ -492,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lookup_other_event_types_do_not_match() {
+    fn a_lookup_ignores_messages_of_other_event_types() {
         let mut other = message("1.2", "d1", 1);
         other["metadata"]["event_type"] = json!("someone_else");
         let body = json!({ "ok": true, "messages": [other] }).to_string();
