@@ -5,7 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::{Channel, PartReceipt, Render, RenderError, RenderedParts, SendError};
+use std::time::SystemTime;
+
+use super::{Channel, PartLookup, PartReceipt, Render, RenderError, RenderedParts, SendError};
 use crate::egress::Markdown;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
@@ -39,6 +41,13 @@ pub trait DynChannel: sealed::SealedDyn + Send + Sync {
 
     /// The channel's [`Channel::send`], boxed.
     fn send_dyn(&self, part: CommittedPart) -> BoxFuture<'_, Result<PartReceipt, SendError>>;
+
+    /// The channel's [`Channel::look_up`], boxed.
+    fn look_up_dyn<'a>(
+        &'a self,
+        part: &'a CommittedPart,
+        since: SystemTime,
+    ) -> BoxFuture<'a, PartLookup>;
 }
 
 impl<C: Channel + ?Sized> sealed::SealedDyn for C {}
@@ -61,6 +70,14 @@ impl<C: Channel + ?Sized> DynChannel for C {
 
     fn send_dyn(&self, part: CommittedPart) -> BoxFuture<'_, Result<PartReceipt, SendError>> {
         Box::pin(Channel::send(self, part))
+    }
+
+    fn look_up_dyn<'a>(
+        &'a self,
+        part: &'a CommittedPart,
+        since: SystemTime,
+    ) -> BoxFuture<'a, PartLookup> {
+        Box::pin(Channel::look_up(self, part, since))
     }
 }
 
@@ -155,6 +172,11 @@ impl Channel for BoxedChannel {
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
         self.renderer.channel.send_dyn(part)
+    }
+
+    // An async fn for the same reason as `commit`.
+    async fn look_up(&self, part: &CommittedPart, since: SystemTime) -> PartLookup {
+        self.renderer.channel.look_up_dyn(part, since).await
     }
 }
 

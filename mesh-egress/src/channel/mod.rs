@@ -73,6 +73,7 @@ mod format;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+mod lookup;
 mod plain;
 mod recorder;
 mod stdout;
@@ -81,6 +82,7 @@ pub mod stream;
 mod tests;
 
 use std::future::Future;
+use std::time::SystemTime;
 
 pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
@@ -90,6 +92,7 @@ pub use deliver::{
 };
 #[cfg(feature = "markdown")]
 pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml};
+pub use lookup::PartLookup;
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};
 pub use stdout::Stdout;
@@ -147,6 +150,26 @@ pub trait Channel: Send + Sync {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send;
+
+    /// Looks `part` up on the surface: whether an earlier send whose outcome is unknown (a
+    /// timeout, a lost response, a crash mid-send) did post it. `since` is no later than that
+    /// send's first try; a lookup reads only messages from around then on, and a bounded
+    /// number of them.
+    ///
+    /// The default cannot tell ([`PartLookup::Unknown`]): a durable sender then relies on the
+    /// surface's own dedupe, or marks the part `uncertain` (the duplicate rules of
+    /// `mesh_egress::store`, features `sqlite`/`postgres`). `SlackChannel` (feature `http`)
+    /// looks the part up by its message metadata.
+    fn look_up(
+        &self,
+        part: &CommittedPart,
+        since: SystemTime,
+    ) -> impl Future<Output = PartLookup> + Send {
+        let _ = (part, since);
+        std::future::ready(PartLookup::unknown(
+            "this channel cannot look up a sent part",
+        ))
+    }
 }
 
 impl<C: Channel + ?Sized> CommitBoundary for C {

@@ -52,8 +52,15 @@ pub(super) struct Sql {
     pub(super) mark_uncertain: String,
     pub(super) mark_failed: String,
     pub(super) reopen_sending: String,
+    pub(super) mark_found: String,
+    pub(super) reopen_not_found: String,
     pub(super) next_open: String,
     pub(super) parts: String,
+    pub(super) insert_ledger: String,
+    pub(super) ledger_rows: String,
+    pub(super) prune_parts: String,
+    pub(super) prune_commitments: String,
+    pub(super) prune_ledger: String,
 }
 
 const ACQUIRE: &str = "INSERT INTO mesh_leases (conversation, holder, token, expires_ms, updated_ms) \
@@ -123,6 +130,22 @@ const REOPEN_SENDING: &str = "UPDATE mesh_outbox_parts \
             WHERE l.conversation = mesh_outbox_parts.conversation \
               AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})";
 
+// A lookup found the part on the surface: an earlier attempt posted it.
+const MARK_FOUND: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sent', platform_id = $3, last_error = NULL, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
+       AND EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $4 AND l.token = $5 AND l.expires_ms > {now})";
+
+// A lookup found the part absent: no earlier attempt posted it, so it is plainly pending.
+const REOPEN_NOT_FOUND: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'pending', maybe_delivered = 0, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
+       AND EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})";
+
 const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, state, \
             maybe_delivered, first_attempt_ms, {now} AS now_ms \
      FROM mesh_outbox_parts \
@@ -132,6 +155,22 @@ const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, s
 const PARTS: &str = "SELECT delivery, part_index, total, surface, body, state, platform_id, \
             attempts, maybe_delivered, last_error \
      FROM mesh_outbox_parts WHERE conversation = $1 ORDER BY seq";
+
+const INSERT_LEDGER: &str = "INSERT INTO mesh_ledger \
+     (conversation, agent, run, kind, entry, created_ms) VALUES ($1, $2, $3, $4, $5, {now})";
+
+const LEDGER_ROWS: &str = "SELECT entry FROM mesh_ledger \
+     WHERE conversation = $1 AND ($2 IS NULL OR run = $2) ORDER BY seq";
+
+// Retention: only final rows, older than `$1` milliseconds.
+const PRUNE_PARTS: &str =
+    "DELETE FROM mesh_outbox_parts WHERE state = 'sent' AND updated_ms < {now} - $1";
+
+const PRUNE_COMMITMENTS: &str = "DELETE FROM mesh_commitments \
+     WHERE state IN ('fulfilled', 'handed_off', 'cancelled') \
+       AND ended_ms IS NOT NULL AND ended_ms < {now} - $1";
+
+const PRUNE_LEDGER: &str = "DELETE FROM mesh_ledger WHERE created_ms < {now} - $1";
 
 impl Sql {
     fn new(now: &str, begin: &'static str, for_update: &str, lock: Option<&str>) -> Self {
@@ -155,8 +194,15 @@ impl Sql {
             mark_uncertain: f(MARK_UNCERTAIN),
             mark_failed: f(MARK_FAILED),
             reopen_sending: f(REOPEN_SENDING),
+            mark_found: f(MARK_FOUND),
+            reopen_not_found: f(REOPEN_NOT_FOUND),
             next_open: f(NEXT_OPEN),
             parts: f(PARTS),
+            insert_ledger: f(INSERT_LEDGER),
+            ledger_rows: f(LEDGER_ROWS),
+            prune_parts: f(PRUNE_PARTS),
+            prune_commitments: f(PRUNE_COMMITMENTS),
+            prune_ledger: f(PRUNE_LEDGER),
         }
     }
 
@@ -206,18 +252,32 @@ fn migrator(migrations: &'static [(i64, &'static str, &'static str)]) -> Migrato
 }
 
 #[cfg(feature = "sqlite")]
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "outbox leases commitments",
-    include_str!("../../migrations/sqlite/0001_outbox_leases_commitments.sql"),
-)];
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "outbox leases commitments",
+        include_str!("../../migrations/sqlite/0001_outbox_leases_commitments.sql"),
+    ),
+    (
+        2,
+        "ledger retention",
+        include_str!("../../migrations/sqlite/0002_ledger_retention.sql"),
+    ),
+];
 
 #[cfg(feature = "postgres")]
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "outbox leases commitments",
-    include_str!("../../migrations/postgres/0001_outbox_leases_commitments.sql"),
-)];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "outbox leases commitments",
+        include_str!("../../migrations/postgres/0001_outbox_leases_commitments.sql"),
+    ),
+    (
+        2,
+        "ledger retention",
+        include_str!("../../migrations/postgres/0002_ledger_retention.sql"),
+    ),
+];
 
 /// Opens (and creates and migrates) the database `url` names.
 pub(super) async fn open(url: &str) -> Result<(Pool, Sql), StoreError> {

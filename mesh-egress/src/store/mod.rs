@@ -7,7 +7,9 @@
 //! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`](crate::channel::Channel) in a
 //! [`Durable`] one: committing a message writes all its parts in one transaction together with
 //! the lease check, and each send is recorded. [`Store::resend`] sends what a crashed or
-//! replaced worker left, in order.
+//! replaced worker left, in order. [`Store::durable_ledger`] writes the run ledger to the same
+//! database ([`Store::ledger_entries`] reads it per conversation and run), and
+//! [`Store::prune`] deletes what ended long enough ago.
 //!
 //! Rows become [`CommittedPart`](crate::CommittedPart)s only inside this crate: the store is a
 //! concrete type over a private backend, with no trait a user could implement to forge a
@@ -39,11 +41,12 @@
 //! | — | `pending` | the commit transaction (all parts of a message at once, after the lease check) |
 //! | `pending` | `sending` | a send claims it, in one statement that also checks the lease (so one worker sends it) |
 //! | `sending` | `sent` | the surface accepted it; its message id is recorded |
-//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`): safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered* |
-//! | `sending` | `uncertain` | the outcome is unknown (timeout, 5xx, lost response) on a surface that cannot dedupe |
+//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered* |
+//! | `sending` | `sent` | the outcome is unknown, and a lookup ([`Channel::look_up`](crate::channel::Channel::look_up), Slack) found the part on the surface: its id is recorded, nothing is re-sent |
+//! | `sending` | `uncertain` | the outcome is unknown (timeout, 5xx, lost response) on a surface that cannot dedupe, and no lookup could tell |
 //! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
-//! | `sending` | `pending` / `uncertain` | found still `sending` by [`Store::resend`] (its sender died mid-send): the unknown-outcome rule below |
-//! | `pending` (maybe delivered) | `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more |
+//! | `sending` | `pending` / `sent` / `uncertain` | found still `sending` by [`Store::resend`] (its sender died mid-send): the unknown-outcome rules below |
+//! | `pending` (maybe delivered) | `sent` / `pending` / `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more: a lookup decides (found / absent / cannot tell) |
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
@@ -60,15 +63,31 @@
 //!   (<https://discord.com/developers/docs/resources/message#create-message>). A part whose
 //!   first attempt began less than the dedupe window ago (default 2 minutes,
 //!   [`Durable::with_dedupe_window`]) is re-sent; an older one becomes `uncertain`.
-//! - **Slack** has no server-side dedupe. Reconciling by a metadata lookup
-//!   (`conversations.history`/`conversations.replies` with `include_all_metadata`) is not built
-//!   yet, so such a part becomes `uncertain`, as it must without the history scope.
-//! - **Telegram** and plain channels (stdout, a recorder) cannot dedupe: such a part becomes
-//!   `uncertain`.
+//! - **Slack** has no server-side dedupe, so the part is looked up instead of re-sent blindly:
+//!   every message carries the delivery id and part index as metadata, and
+//!   [`SlackChannel`](crate::channel::SlackChannel)'s [`look_up`](crate::channel::Channel::look_up)
+//!   reads one page (at most 50 messages, from a minute before the first attempt) of
+//!   `conversations.replies` (a thread) or `conversations.history` with
+//!   `include_all_metadata=true`. Found: the part is `sent` with that message's `ts`, and is
+//!   not posted again. Not found: it is sent. Without the history scope (`missing_scope`), a
+//!   failed lookup, or a page full of newer messages, the part becomes `uncertain`. The
+//!   connector does the same before its own retries within one send. A sender that is still
+//!   alive after its lease expired could post after the lookup; a request timeout well below
+//!   the lease (10 s against 30 s by default) keeps that window closed in practice.
+//! - **Telegram** and plain channels (stdout, a recorder) cannot dedupe and have no lookup
+//!   (the [`Channel::look_up`](crate::channel::Channel::look_up) default): such a part becomes
+//!   `uncertain`. Any channel can implement the lookup to join Slack's rule.
 //!
 //! A [`SendError`](crate::channel::SendError) does not say whether the request left the
 //! process, so every retryable error without a `Retry-After` counts as an unknown outcome; a
 //! non-retryable one counts as a refusal (the surface answered and did not post).
+//!
+//! # Crash points
+//!
+//! With the test-only feature `failpoints`, a process whose `MESH_FAILPOINT` names one of
+//! these stops there (see the crash tests): `after_commit` (the message's parts are committed,
+//! none is sent yet), `between_parts` (a part is sent and marked, the next is not claimed),
+//! `after_send_before_mark` (the surface accepted a part, the outbox has not marked it).
 //!
 //! # Leases and time
 //!
@@ -86,8 +105,10 @@
 
 mod backend;
 mod commitments;
+mod durable_ledger;
 mod lease;
 mod outbox;
+mod retention;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -100,8 +121,10 @@ pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,
 };
+pub use durable_ledger::DurableLedger;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, ResendReport};
+pub use retention::PruneReport;
 
 use backend::{Pool, Sql, on_pool};
 
@@ -349,6 +372,17 @@ pub enum StoreError {
     /// A row the store wrote cannot be read back.
     #[error("the store holds a row it cannot read: {0}")]
     Corrupt(String),
+    /// Something that runs in the background (the durable ledger's writer) was asked for
+    /// outside a Tokio runtime.
+    #[error("the store needs a Tokio runtime for this (call it from async code)")]
+    NoRuntime,
+    /// Ledger rows could not be written (they were logged at `error` on target
+    /// `mesh_egress::store`).
+    #[error("{rows} ledger row(s) could not be written to the store")]
+    LedgerRowsLost {
+        /// How many, since the last flush.
+        rows: u64,
+    },
 }
 
 impl StoreError {

@@ -2,12 +2,12 @@
 
 use std::fmt;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::Row;
 
 use super::{Store, StoreError, Surface, millis, on_pool, to_usize};
-use crate::channel::{Channel, PartReceipt, SendError};
+use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart, DeliveryId};
 use crate::ownership::{Fence, Ownership};
@@ -130,6 +130,7 @@ impl<C: Channel> Durable<C> {
             tx.commit().await.map_err(store_error)?;
         });
         tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
+        crate::failpoint::hit("after_commit").await;
         Ok(())
     }
 
@@ -168,24 +169,23 @@ impl<C: Channel> Durable<C> {
                 );
             }
         }
+        let total = part.total();
+        let started = SystemTime::now();
         match self.inner.send(part).await {
             Ok(receipt) => {
-                if let Err(error) = self
-                    .record(Mark::Sent, &delivery, index_i64, receipt.id())
-                    .await
-                {
-                    // Sent but not recorded: the row stays `sending`, which a resend treats as
-                    // an unknown outcome (deduped on Discord, `uncertain` elsewhere). Never a
-                    // second post where the surface can prevent it.
-                    tracing::error!(target: "mesh_egress::store", %delivery, index, error = %error, "sent, but the outbox could not record it");
+                crate::failpoint::hit("after_send_before_mark").await;
+                self.record_sent(&delivery, index, receipt.id()).await;
+                if index + 1 < total {
+                    crate::failpoint::hit("between_parts").await;
                 }
                 (Ok(receipt), Outcome::Sent)
             }
             Err(error) => {
-                let text = error_text(&error);
+                let mut text = error_text(&error);
+                let unknown = error.retryable() && error.retry_after().is_none();
                 let (mark, outcome) = if !error.retryable() {
                     (Mark::Failed, Outcome::Failed)
-                } else if error.retry_after().is_some() {
+                } else if !unknown {
                     // The surface answered "not now": it did not post.
                     (
                         Mark::Retry {
@@ -201,7 +201,28 @@ impl<C: Channel> Durable<C> {
                         Outcome::Retry,
                     )
                 } else {
-                    (Mark::Uncertain, Outcome::Uncertain)
+                    // The surface cannot dedupe a re-send: ask it whether the part is there.
+                    let lookup = match error.part() {
+                        Some(part) => self.inner.look_up(part, started).await,
+                        None => PartLookup::unknown("the send error holds no part to look up"),
+                    };
+                    match lookup {
+                        PartLookup::Found(receipt) => {
+                            tracing::info!(target: "mesh_egress::store", %delivery, index, surface = %self.surface, "reconciled: the surface holds the part; not sent again");
+                            self.record_sent(&delivery, index, receipt.id()).await;
+                            return (Ok(receipt), Outcome::Sent);
+                        }
+                        PartLookup::NotFound => (
+                            Mark::Retry {
+                                maybe_delivered: false,
+                            },
+                            Outcome::Retry,
+                        ),
+                        PartLookup::Unknown { reason } => {
+                            text = bounded(format!("{text}; lookup: {reason}"));
+                            (Mark::Uncertain, Outcome::Uncertain)
+                        }
+                    }
                 };
                 if let Err(store_error) = self.record(mark, &delivery, index_i64, &text).await {
                     tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
@@ -218,6 +239,17 @@ impl<C: Channel> Durable<C> {
                     _ => (Err(error), outcome),
                 }
             }
+        }
+    }
+
+    /// Marks a part the surface accepted `sent` with its id.
+    async fn record_sent(&self, delivery: &str, index: usize, id: &str) {
+        let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
+        if let Err(error) = self.record(Mark::Sent, delivery, index_i64, id).await {
+            // Sent but not recorded: the row stays `sending`, which a resend treats as an
+            // unknown outcome (deduped on Discord, looked up on Slack, `uncertain` elsewhere).
+            // Never a second post where the surface can prevent it.
+            tracing::error!(target: "mesh_egress::store", %delivery, index, error = %error, "sent, but the outbox could not record it");
         }
     }
 
@@ -265,6 +297,11 @@ fn error_text(error: &SendError) -> String {
         text.push_str(": ");
         text.push_str(&source.to_string());
     }
+    bounded(text)
+}
+
+/// `text` cut to [`MAX_ERROR_TEXT`] bytes at a character boundary.
+fn bounded(mut text: String) -> String {
     if text.len() > MAX_ERROR_TEXT {
         let mut cut = MAX_ERROR_TEXT;
         while !text.is_char_boundary(cut) {
@@ -292,6 +329,14 @@ impl<C: Channel> Channel for Durable<C> {
     async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {
         self.send_tracked(part).await.0
     }
+
+    fn look_up(
+        &self,
+        part: &CommittedPart,
+        since: SystemTime,
+    ) -> impl Future<Output = PartLookup> + Send {
+        self.inner.look_up(part, since)
+    }
 }
 
 impl<C> fmt::Debug for Durable<C> {
@@ -309,8 +354,12 @@ impl<C> fmt::Debug for Durable<C> {
 pub struct ResendReport {
     /// Parts sent and recorded `sent`.
     pub sent: usize,
-    /// Parts marked `uncertain` (not sent again: the surface cannot dedupe).
+    /// Parts marked `uncertain` (not sent again: the surface cannot dedupe, and a lookup
+    /// could not tell whether an earlier attempt posted them).
     pub uncertain: usize,
+    /// Parts an earlier attempt had posted, found by a lookup ([`Channel::look_up`]: Slack's
+    /// metadata search) and marked `sent` without a re-send.
+    pub reconciled: usize,
     /// Parts the surface refused for good (with the rest of their messages).
     pub failed: usize,
     /// Whether it stopped at a part to try later (the surface said "not now", or the outcome
@@ -338,8 +387,10 @@ impl Store {
     /// worker that took the conversation over.
     ///
     /// A part found `sending` or marked maybe-delivered had an attempt whose outcome is
-    /// unknown: it is re-sent only where the surface dedupes and within the window; elsewhere
-    /// it becomes `uncertain` and the next part goes. The first part to try later stops the
+    /// unknown: it is re-sent where the surface dedupes and within the window. Elsewhere the
+    /// channel is asked to look it up ([`Channel::look_up`]): found, it is marked `sent` with
+    /// the surface's id; not found, it is sent; when the channel cannot tell (no lookup, no
+    /// history scope), it becomes `uncertain` and the next part goes. The first part to try later stops the
     /// resend, so nothing is ever sent out of order.
     pub async fn resend<C: Channel>(
         &self,
@@ -359,12 +410,22 @@ impl Store {
                 return Ok(report);
             };
             let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
+            let raw = u64::from_str_radix(&open.delivery, 16)
+                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
+            let part = CommittedPart::restored(
+                DeliveryId::from_stored(raw),
+                open.index,
+                open.total,
+                open.text,
+                Attribution::new(open.agent, conversation, open.run),
+                Some(lease.ownership()),
+            );
             if open.sending || open.maybe_delivered {
                 let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
                 let within = channel.surface.dedupes()
                     && age.is_some_and(|age| age <= millis(channel.dedupe_window));
                 let sql = &self.inner.sql;
-                let changed = if within {
+                let settled = if within {
                     if open.sending {
                         self.execute_fenced(
                             &sql.reopen_sending,
@@ -378,39 +439,74 @@ impl Store {
                         1
                     }
                 } else {
-                    let why = "outcome of an earlier attempt unknown; the surface cannot dedupe a re-send";
-                    let changed = self
-                        .execute_fenced(
-                            &sql.mark_uncertain,
-                            &open.delivery,
-                            index_i64,
-                            Some(why),
-                            fence,
-                        )
-                        .await?;
-                    if changed == 1 {
-                        tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
-                        report.uncertain += 1;
-                        continue;
+                    let lookup = match open.first_attempt_ms {
+                        Some(first) => {
+                            let first = u64::try_from(first).unwrap_or(0);
+                            let since = UNIX_EPOCH
+                                .checked_add(Duration::from_millis(first))
+                                .unwrap_or(UNIX_EPOCH);
+                            channel.inner.look_up(&part, since).await
+                        }
+                        None => PartLookup::unknown("no first attempt recorded"),
+                    };
+                    match lookup {
+                        PartLookup::Found(receipt) => {
+                            let changed = self
+                                .execute_fenced(
+                                    &sql.mark_found,
+                                    &open.delivery,
+                                    index_i64,
+                                    Some(receipt.id()),
+                                    fence,
+                                )
+                                .await?;
+                            if changed == 1 {
+                                tracing::info!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "reconciled after a restart: the surface holds the part; not sent again");
+                                report.reconciled += 1;
+                                continue;
+                            }
+                            changed
+                        }
+                        // The surface answered that it does not hold the part: a re-send
+                        // cannot duplicate it.
+                        PartLookup::NotFound => {
+                            self.execute_fenced(
+                                &sql.reopen_not_found,
+                                &open.delivery,
+                                index_i64,
+                                None,
+                                fence,
+                            )
+                            .await?
+                        }
+                        PartLookup::Unknown { reason } => {
+                            let why = bounded(format!(
+                                "outcome of an earlier attempt unknown; the surface cannot dedupe a re-send (lookup: {reason})"
+                            ));
+                            let changed = self
+                                .execute_fenced(
+                                    &sql.mark_uncertain,
+                                    &open.delivery,
+                                    index_i64,
+                                    Some(&why),
+                                    fence,
+                                )
+                                .await?;
+                            if changed == 1 {
+                                tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
+                                report.uncertain += 1;
+                                continue;
+                            }
+                            changed
+                        }
                     }
-                    changed
                 };
-                if changed != 1 {
+                if settled != 1 {
                     return Err(StoreError::LeaseLost {
                         conversation: conversation.to_owned(),
                     });
                 }
             }
-            let raw = u64::from_str_radix(&open.delivery, 16)
-                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
-            let part = CommittedPart::restored(
-                DeliveryId::from_stored(raw),
-                open.index,
-                open.total,
-                open.text,
-                Attribution::new(open.agent, conversation, open.run),
-                Some(lease.ownership()),
-            );
             match channel.send_tracked(part).await.1 {
                 Outcome::Sent => report.sent += 1,
                 Outcome::Uncertain => report.uncertain += 1,
@@ -461,8 +557,9 @@ impl Store {
         })
     }
 
-    /// Runs `reopen_sending` (`$3` holder, `$4` token) or `mark_uncertain` (`$3` text, `$4`
-    /// holder, `$5` token) under `fence`; the rows it changed.
+    /// Runs `reopen_sending`/`reopen_not_found` (`$3` holder, `$4` token) or
+    /// `mark_uncertain`/`mark_found` (`$3` text, `$4` holder, `$5` token) under `fence`; the
+    /// rows it changed.
     async fn execute_fenced(
         &self,
         statement: &str,

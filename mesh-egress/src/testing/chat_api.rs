@@ -62,6 +62,19 @@ pub enum ChatStep {
     Answer(FakeResponse),
 }
 
+impl ChatStep {
+    /// Posts the message, then cuts the connection before the answer: the sender cannot know
+    /// the message went (the response was lost).
+    pub fn lost_response() -> Self {
+        Self::AcceptThen(FakeResponse::close_mid_response())
+    }
+
+    /// Posts the message and never answers: the sender times out not knowing it went.
+    pub fn accept_then_stall() -> Self {
+        Self::AcceptThen(FakeResponse::never_answer())
+    }
+}
+
 impl From<FakeResponse> for ChatStep {
     fn from(response: FakeResponse) -> Self {
         Self::Answer(response)
@@ -122,6 +135,17 @@ impl FakeResponse {
             Surface::Slack => json!({ "ok": true, "channel": target, "ts": id }),
         };
         Self::raw(200, body.to_string())
+    }
+
+    /// Slack's answer to a method the token lacks the scope for (`ok: false`,
+    /// `missing_scope`, with `needed` and `provided`), as `conversations.history` answers a
+    /// bot without `channels:history`.
+    pub fn slack_missing_scope(needed: &str) -> Self {
+        Self::raw(
+            200,
+            json!({ "ok": false, "error": "missing_scope", "needed": needed, "provided": "chat:write" })
+                .to_string(),
+        )
     }
 
     /// `status` with an HTML body that is not JSON (a proxy's error page, say).
@@ -194,6 +218,13 @@ pub(super) struct State {
     pub(super) next_id: u64,
     /// The streaming APIs' state (`chat_stream.rs`).
     pub(super) stream: super::chat_stream::StreamState,
+    /// The last Slack `ts` handed out, in microseconds: each is later than the one before.
+    last_ts_micros: u128,
+    /// Answers to Slack's history reads, taken before reading the posted messages.
+    pub(super) lookup_script: VecDeque<FakeResponse>,
+    /// Whether Slack's history reads answer `missing_scope`.
+    pub(super) history_denied: bool,
+    pub(super) lookups: usize,
 }
 
 pub(super) struct Shared {
@@ -212,6 +243,15 @@ impl Shared {
 /// `sendMessage`), bound to 127.0.0.1 on a free port. It checks the bot token as the surface
 /// does, posts what it is sent unless a scripted [`ChatStep`] says otherwise, dedupes Discord
 /// nonces under `enforce_nonce`, and stops when dropped.
+///
+/// A Slack fake also answers `conversations.history` and `conversations.replies` (`GET`, the
+/// query parameters Slack documents: `channel`, `ts`, `oldest`, `latest`, `inclusive`, `limit`,
+/// `include_all_metadata`) from the messages it posted, newest first, in Slack's shape
+/// (`messages[].ts`, `.text`, `.thread_ts`, `.metadata.event_type/event_payload` only when
+/// `include_all_metadata` is true, `has_more`); its `ts` values are real clock times. Reads
+/// are counted apart ([`lookups`](Self::lookups)) and take their own script
+/// ([`script_lookups`](Self::script_lookups)); [`deny_history`](Self::deny_history) makes them
+/// answer `missing_scope`. Every `thread_ts` counts as an existing thread.
 pub struct FakeApi {
     addr: SocketAddr,
     pub(super) shared: Arc<Shared>,
@@ -279,9 +319,27 @@ impl FakeApi {
             .collect()
     }
 
-    /// How many requests arrived, refused and failed ones included.
+    /// How many send requests arrived, refused and failed ones included (Slack history reads
+    /// are counted by [`lookups`](Self::lookups)).
     pub fn attempts(&self) -> usize {
         self.shared.lock().attempts
+    }
+
+    /// Queues answers for Slack's history reads (`conversations.history`/`.replies`): each
+    /// read takes the next one; once the queue is empty, reads answer from the posted messages.
+    pub fn script_lookups(&self, answers: impl IntoIterator<Item = FakeResponse>) {
+        self.shared.lock().lookup_script.extend(answers);
+    }
+
+    /// Makes every Slack history read answer `missing_scope`, as for a token without the
+    /// history scopes.
+    pub fn deny_history(&self) {
+        self.shared.lock().history_denied = true;
+    }
+
+    /// How many Slack history reads arrived.
+    pub fn lookups(&self) -> usize {
+        self.shared.lock().lookups
     }
 }
 
@@ -315,6 +373,7 @@ async fn handle(
 ) -> Result<Response<FakeBody>, Infallible> {
     let path = request.uri().path().to_owned();
     let http_method = request.method().clone();
+    let query = request.uri().query().unwrap_or_default().to_owned();
     let authorization = request
         .headers()
         .get(AUTHORIZATION)
@@ -324,6 +383,10 @@ async fn handle(
         Ok(collected) => serde_json::from_slice(&collected.to_bytes()).unwrap_or(Value::Null),
         Err(_) => Value::Null,
     };
+    if shared.surface == Surface::Slack && super::slack_history::is_read(&path) {
+        let answer = super::slack_history::read(&shared, &path, &query, authorization.as_deref());
+        return Ok(play(answer).await);
+    }
     let method = super::chat_stream::method_name(shared.surface, &http_method, &path);
     let step = {
         let mut state = shared.lock();
@@ -387,7 +450,19 @@ fn route(shared: &Shared, path: &str, authorization: Option<&str>, body: &Value)
     }
 }
 
-fn refuse_auth(surface: Surface) -> FakeResponse {
+/// A Slack `ts` from the real clock, later than every earlier one (Slack's are unique per
+/// channel), so a lookup's `oldest` window means what it means on Slack.
+fn next_slack_ts(state: &mut State) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let micros = now.max(state.last_ts_micros.saturating_add(1));
+    state.last_ts_micros = micros;
+    format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
+}
+
+pub(super) fn refuse_auth(surface: Surface) -> FakeResponse {
     let (status, body) = match surface {
         Surface::Discord => (401, json!({ "message": "401: Unauthorized", "code": 0 })),
         Surface::Telegram => (
@@ -416,7 +491,7 @@ fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
             let id = match surface {
                 Surface::Discord => (1_100_000_000_000_000_000 + state.next_id).to_string(),
                 Surface::Telegram => state.next_id.to_string(),
-                Surface::Slack => format!("1700000000.{:06}", state.next_id),
+                Surface::Slack => next_slack_ts(&mut state),
             };
             if let Some(nonce) = nonce {
                 state.nonces.insert(nonce, id.clone());

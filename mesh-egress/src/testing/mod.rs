@@ -13,6 +13,7 @@ mod chat_stream;
 mod fake_provider;
 mod loopback;
 mod scripted;
+mod slack_history;
 mod step_http;
 
 pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};

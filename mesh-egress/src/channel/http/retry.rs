@@ -115,8 +115,9 @@ impl Transport {
         self.retry(part, || self.attempt(&request, classify)).await
     }
 
-    /// The retry loop, apart from HTTP so its timing can be tested on paused time.
-    async fn retry<F, Fut>(
+    /// The retry loop, apart from HTTP so its timing can be tested on paused time (and so a
+    /// connector can put a lookup before a try: Slack's reconciliation).
+    pub(crate) async fn retry<F, Fut>(
         &self,
         part: CommittedPart,
         mut attempt: F,
@@ -183,7 +184,8 @@ impl Transport {
         }
     }
 
-    async fn attempt(&self, request: &Request, classify: Classify) -> Outcome {
+    /// One try of `request`, read by `classify`.
+    pub(crate) async fn attempt(&self, request: &Request, classify: Classify) -> Outcome {
         let mut builder = self
             .client
             .post(&request.url)
@@ -222,7 +224,7 @@ impl Transport {
     }
 
     /// A transport failure's description, without the request URL (which may hold the token).
-    fn transport_failure(&self, error: reqwest::Error) -> ChannelErrorKind {
+    pub(crate) fn transport_failure(&self, error: reqwest::Error) -> ChannelErrorKind {
         let what = if error.is_builder() {
             "the request could not be built"
         } else if error.is_timeout() {

@@ -2,17 +2,29 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{Outcome, retry_after_header, unexpected_body};
+use super::answer::{BodyError, Outcome, read_capped, retry_after_header, unexpected_body};
 use super::retry::{Request, Transport};
 use super::stream_settings::StreamSettings;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartReceipt, Render, SendError, SlackMrkdwn};
+use crate::channel::{Channel, PartLookup, PartReceipt, Render, SendError, SlackMrkdwn};
 use crate::outbound::CommittedPart;
+
+/// The metadata `event_type` every part carries, and a lookup matches.
+const EVENT_TYPE: &str = "mesh_egress_part";
+/// How many messages one lookup reads at most (one page): a lookup is a bounded question, not
+/// a crawl of the channel's history.
+const LOOKUP_LIMIT: u32 = 50;
+/// The cap on a lookup's answer: a page of long messages is bigger than a send's answer.
+const LOOKUP_MAX_BYTES: usize = 2 * 1024 * 1024;
+/// How far before the first try a lookup starts: Slack's `ts` is Slack's clock, not ours.
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 const DEFAULT_BASE_URL: &str = "https://slack.com/api";
 
@@ -33,6 +45,20 @@ const TRANSIENT: &[&str] = &[
 /// can be recognised; Slack itself has no idempotency key. A `429` is retried after its
 /// `Retry-After` header, within the [`SendPolicy`]; `ok: false` answers become a
 /// [`ChannelError`](super::ChannelError) carrying Slack's error code.
+///
+/// # Reconciliation
+///
+/// A try whose outcome is unknown (a timeout, a connection cut mid-answer, a 5xx, a transient
+/// error code) may have posted the part. Before trying again, the connector looks the part up
+/// ([`Channel::look_up`]): `conversations.replies` for a thread, `conversations.history`
+/// otherwise, with `include_all_metadata=true`, one page of at most 50 messages from a minute
+/// before the first try. Found: the part counts as sent with that message's `ts`. Not found:
+/// it is sent again. When the lookup cannot tell (the token lacks the history scope —
+/// `channels:history`, `groups:history`, `im:history` or `mpim:history` — and Slack answers
+/// `missing_scope`; the lookup failed; the page was full without the part), the part is not
+/// sent blindly again: the send fails with a retryable [`SendError`], and a durable outbox
+/// marks it `uncertain`. (<https://api.slack.com/methods/conversations.history>,
+/// <https://api.slack.com/methods/conversations.replies>.)
 ///
 /// ```
 /// use mesh_egress::channel::{SlackChannel, SlackMrkdwn};
@@ -139,7 +165,7 @@ impl<R: Render> Channel for SlackChannel<R> {
             "channel": self.channel,
             "text": part.text(),
             "metadata": {
-                "event_type": "mesh_egress_part",
+                "event_type": EVENT_TYPE,
                 "event_payload": {
                     "delivery": part.delivery_id().to_string(),
                     "part": part.index(),
@@ -155,7 +181,180 @@ impl<R: Render> Channel for SlackChannel<R> {
             authorization: Some(format!("Bearer {}", self.transport.token.expose())),
             body,
         };
-        self.transport.send(part, request, classify)
+        self.send_reconciled(part, request)
+    }
+
+    fn look_up(
+        &self,
+        part: &CommittedPart,
+        since: SystemTime,
+    ) -> impl Future<Output = PartLookup> + Send {
+        self.find(part.delivery_id().to_string(), part.index(), since)
+    }
+}
+
+impl<R: Render> SlackChannel<R> {
+    /// The send loop with a lookup before every try that follows a try of unknown outcome.
+    async fn send_reconciled(
+        &self,
+        part: CommittedPart,
+        request: Request,
+    ) -> Result<PartReceipt, SendError> {
+        let started = SystemTime::now();
+        let delivery = part.delivery_id().to_string();
+        let index = part.index();
+        // The failure of the last try whose outcome is unknown, until a lookup settles it.
+        let unsettled: Mutex<Option<ChannelErrorKind>> = Mutex::new(None);
+        let unsettled = &unsettled;
+        let (delivery, request) = (&delivery, &request);
+        self.transport
+            .retry(part, || async move {
+                let last = unsettled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(kind) = last {
+                    match self.find(delivery.clone(), index, started).await {
+                        PartLookup::Found(receipt) => {
+                            tracing::info!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, "an earlier try had posted the part; not sent again");
+                            return Outcome::Sent(receipt.id().to_owned());
+                        }
+                        PartLookup::NotFound => {}
+                        PartLookup::Unknown { reason } => {
+                            tracing::warn!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, reason = %reason, "cannot tell whether an earlier try posted the part; not sending it again");
+                            return Outcome::Fail {
+                                kind,
+                                retryable: true,
+                            };
+                        }
+                    }
+                }
+                let outcome = self.transport.attempt(request, classify).await;
+                if let Outcome::Retry(kind) = &outcome {
+                    *unsettled.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
+                }
+                outcome
+            })
+            .await
+    }
+
+    /// Looks for the message carrying part `index` of `delivery`, posted no earlier than a
+    /// minute before `since`.
+    async fn find(&self, delivery: String, index: usize, since: SystemTime) -> PartLookup {
+        let (method, mut query) = match &self.thread_ts {
+            Some(ts) => ("conversations.replies", vec![("ts", ts.clone())]),
+            None => ("conversations.history", Vec::new()),
+        };
+        query.extend([
+            ("channel", self.channel.clone()),
+            (
+                "oldest",
+                slack_ts(since.checked_sub(CLOCK_SKEW).unwrap_or(UNIX_EPOCH)),
+            ),
+            ("inclusive", "true".to_owned()),
+            ("limit", LOOKUP_LIMIT.to_string()),
+            ("include_all_metadata", "true".to_owned()),
+        ]);
+        let response = self
+            .transport
+            .client
+            .get(format!("{}/{method}", self.base_url))
+            .query(&query)
+            .timeout(self.transport.policy.timeout)
+            .bearer_auth(self.transport.token.expose())
+            .send()
+            .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => {
+                return PartLookup::unknown(format!(
+                    "{method}: {}",
+                    self.transport.transport_failure(error)
+                ));
+            }
+        };
+        let status = response.status();
+        let body = match read_capped(response, LOOKUP_MAX_BYTES).await {
+            Ok(body) => body,
+            Err(BodyError::TooLarge) => {
+                return PartLookup::unknown(format!(
+                    "{method}: the answer passed {LOOKUP_MAX_BYTES} bytes"
+                ));
+            }
+            Err(BodyError::Transport(error)) => {
+                return PartLookup::unknown(format!(
+                    "{method}: {}",
+                    self.transport.transport_failure(error)
+                ));
+            }
+        };
+        read_lookup(
+            method,
+            status,
+            &body,
+            &delivery,
+            index,
+            &self.transport.token,
+        )
+    }
+}
+
+/// A Slack `ts` ("seconds.microseconds") for `time`.
+fn slack_ts(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!("{}.{:06}", since.as_secs(), since.subsec_micros())
+}
+
+/// Reads a `conversations.history`/`conversations.replies` answer: whether one of its messages
+/// carries part `index` of `delivery` in its metadata.
+fn read_lookup(
+    method: &str,
+    status: StatusCode,
+    body: &[u8],
+    delivery: &str,
+    index: usize,
+    token: &Token,
+) -> PartLookup {
+    let Ok(answer) = serde_json::from_slice::<Value>(body) else {
+        return PartLookup::unknown(format!(
+            "{method}: HTTP {status}, not the JSON Slack documents"
+        ));
+    };
+    if answer.get("ok").and_then(Value::as_bool) != Some(true) || !status.is_success() {
+        let code = answer
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown_error");
+        return PartLookup::unknown(format!("{method}: HTTP {status}, {}", token.scrub(code)));
+    }
+    let Some(messages) = answer.get("messages").and_then(Value::as_array) else {
+        return PartLookup::unknown(format!("{method}: no messages in the answer"));
+    };
+    let found = messages.iter().find(|message| {
+        let Some(metadata) = message.get("metadata") else {
+            return false;
+        };
+        let payload = metadata.get("event_payload");
+        metadata.get("event_type").and_then(Value::as_str) == Some(EVENT_TYPE)
+            && payload
+                .and_then(|p| p.get("delivery"))
+                .and_then(Value::as_str)
+                == Some(delivery)
+            && payload.and_then(|p| p.get("part")).and_then(Value::as_u64)
+                == u64::try_from(index).ok()
+    });
+    match found.and_then(|m| m.get("ts")).and_then(Value::as_str) {
+        Some(ts) => PartLookup::Found(PartReceipt::new(ts)),
+        None if found.is_some() => {
+            PartLookup::unknown(format!("{method}: the part's message has no ts"))
+        }
+        // A full page may have left the part out: only a page that ends the window proves absence.
+        None if answer.get("has_more").and_then(Value::as_bool) == Some(true) => {
+            PartLookup::unknown(format!(
+                "{method}: more than {LOOKUP_LIMIT} messages since the first try"
+            ))
+        }
+        None => PartLookup::NotFound,
     }
 }
 
@@ -250,6 +449,88 @@ mod tests {
             read(200, r#"{"ok":false,"error":"internal_error"}"#),
             Outcome::Retry(ChannelErrorKind::Refused { .. })
         ));
+    }
+
+    fn look(body: &str) -> PartLookup {
+        read_lookup(
+            "conversations.history",
+            StatusCode::OK,
+            body.as_bytes(),
+            "d1",
+            1,
+            &Token::new("xoxb-secret"),
+        )
+    }
+
+    fn message(ts: &str, delivery: &str, part: u64) -> Value {
+        json!({
+            "type": "message",
+            "ts": ts,
+            "text": "x",
+            "metadata": {
+                "event_type": EVENT_TYPE,
+                "event_payload": { "delivery": delivery, "part": part, "total": 3 },
+            },
+        })
+    }
+
+    #[test]
+    fn a_lookup_finds_the_message_whose_metadata_names_the_delivery_and_part() {
+        let body = json!({
+            "ok": true,
+            "has_more": false,
+            "messages": [
+                message("1.3", "d1", 2),
+                message("1.2", "d1", 1),
+                message("1.1", "d0", 1),
+                { "type": "message", "ts": "1.0", "text": "no metadata" },
+            ],
+        });
+        assert_eq!(
+            look(&body.to_string()),
+            PartLookup::Found(PartReceipt::new("1.2"))
+        );
+    }
+
+    #[test]
+    fn a_lookup_without_the_part_is_not_found_only_when_the_page_ends_the_window() {
+        let page = |has_more: bool| {
+            json!({ "ok": true, "has_more": has_more, "messages": [message("1.3", "d1", 2)] })
+                .to_string()
+        };
+        assert_eq!(look(&page(false)), PartLookup::NotFound);
+        assert!(matches!(look(&page(true)), PartLookup::Unknown { .. }));
+    }
+
+    #[test]
+    fn a_lookup_ignores_messages_of_other_event_types() {
+        let mut other = message("1.2", "d1", 1);
+        other["metadata"]["event_type"] = json!("someone_else");
+        let body = json!({ "ok": true, "messages": [other] }).to_string();
+        assert_eq!(look(&body), PartLookup::NotFound);
+    }
+
+    #[test]
+    fn a_lookup_refused_or_unreadable_cannot_tell_and_says_why_without_the_token() {
+        let PartLookup::Unknown { reason } =
+            look(r#"{"ok":false,"error":"missing_scope","needed":"channels:history"}"#)
+        else {
+            panic!("expected unknown");
+        };
+        assert!(reason.contains("missing_scope"), "{reason}");
+        let PartLookup::Unknown { reason } = look(r#"{"ok":false,"error":"xoxb-secret"}"#) else {
+            panic!("expected unknown");
+        };
+        assert!(!reason.contains("xoxb-secret"), "{reason}");
+        assert!(matches!(look("<html>"), PartLookup::Unknown { .. }));
+        assert!(matches!(look(r#"{"ok":true}"#), PartLookup::Unknown { .. }));
+    }
+
+    #[test]
+    fn a_slack_ts_is_seconds_and_six_digits_of_microseconds() {
+        let time = UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_042);
+        assert_eq!(slack_ts(time), "1700000000.000042");
+        assert_eq!(slack_ts(UNIX_EPOCH), "0.000000");
     }
 
     #[test]
