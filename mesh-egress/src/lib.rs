@@ -67,7 +67,10 @@ pub mod boundary;
 pub mod channel;
 pub mod degrade;
 mod egress;
-#[allow(dead_code, reason = "the store and the worker call it; absent without them")]
+#[allow(
+    dead_code,
+    reason = "the store and the worker call it; absent without them"
+)]
 mod failpoint;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
@@ -93,6 +96,9 @@ pub mod stream;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod turn;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub mod worker;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -85,7 +85,9 @@
 //! `MESH_WORKER_LEASE_MS`.
 
 mod backend;
+mod claims;
 mod commitments;
+mod follow_up;
 mod lease;
 mod outbox;
 
@@ -100,6 +102,7 @@ pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,
 };
+pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, ResendReport};
 
