@@ -12,9 +12,6 @@ use crate::reply::Reply;
 use crate::store::{Claim, CommitmentEnd, Lease, StoreError};
 use crate::turn::Turn;
 
-/// How soon a claim given back because another holder had the conversation is due again.
-const BUSY_RETRY: Duration = Duration::from_millis(200);
-
 /// How one claimed commitment came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -58,8 +55,9 @@ impl<C: Channel> Worker<C> {
         let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
             Ok(lease) => lease,
             Err(StoreError::LeaseHeld { .. }) => {
-                // Someone is speaking in this conversation: try again soon, uncounted.
-                store.release_claim(claim, BUSY_RETRY).await?;
+                // Someone is speaking in this conversation: due again at once, uncounted (the
+                // pass stops and waits, so this does not spin; `--once` still sees it due).
+                store.release_claim(claim, Duration::ZERO).await?;
                 return Ok(Kept::Released);
             }
             Err(error) => {

@@ -135,9 +135,11 @@ impl WorkerReport {
         self.parts_failed += other.parts_failed;
     }
 
-    /// Whether the pass did anything at all.
-    fn is_empty(&self) -> bool {
-        *self == Self::default()
+    /// Whether the pass moved anything forward (a promise ended or rescheduled, a part
+    /// settled); a pass that only gave claims back or lost them waits before the next.
+    fn made_progress(&self) -> bool {
+        self.fulfilled + self.handed_off + self.cancelled + self.retried > 0
+            || self.parts_sent + self.parts_uncertain + self.parts_failed > 0
     }
 }
 
@@ -239,6 +241,10 @@ impl<C: Channel> Worker<C> {
             };
             let kept = self.keep(&claim, shutdown).await?;
             report.count(kept);
+            if kept == Kept::Released {
+                // Its conversation is busy (or we are stopping): the next pass tries again.
+                break;
+            }
         }
         Ok(report)
     }
@@ -249,7 +255,7 @@ impl<C: Channel> Worker<C> {
         let mut total = WorkerReport::default();
         loop {
             let report = self.pass(shutdown).await?;
-            let idle = report.is_empty();
+            let idle = !report.made_progress();
             total.absorb(report);
             if shutdown.is_cancelled()
                 || self
@@ -280,7 +286,7 @@ impl<C: Channel> Worker<C> {
                     WorkerReport::default()
                 }
             };
-            let idle = report.is_empty();
+            let idle = !report.made_progress();
             total.absorb(report);
             if shutdown.is_cancelled() || (idle && !self.pause(shutdown).await) {
                 return Ok(total);
