@@ -21,11 +21,14 @@ pub(crate) async fn hit(name: &'static str) {
     if std::env::var(VARIABLE).ok().as_deref() != Some(name) {
         return;
     }
-    let mut stderr = std::io::stderr().lock();
-    // The test is waiting for this line; a failed write leaves it to its own timeout.
-    let _ = writeln!(stderr, "{{\"failpoint\":\"{name}\"}}");
-    let _ = stderr.flush();
-    drop(stderr);
+    {
+        // Scoped, not `drop`ped: a lock guard alive across the await would make every caller's
+        // future `!Send`.
+        let mut stderr = std::io::stderr().lock();
+        // The test is waiting for this line; a failed write leaves it to its own timeout.
+        let _ = writeln!(stderr, "{{\"failpoint\":\"{name}\"}}");
+        let _ = stderr.flush();
+    }
     tokio::time::sleep(WAIT_FOR_KILL).await;
     std::process::exit(86);
 }

@@ -67,6 +67,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "render",
             "id",
             "retry",
+            "failpoint",
         ],
     ),
     // The glue: the only module that sees both the channels and Layer C.

@@ -66,7 +66,13 @@ impl<C: Channel> Channel for Sealing<'_, C> {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        Channel::send(self.durable, part)
+        let durable = self.durable;
+        async move {
+            // The crash test's point: the follow-up and the commitment's end are committed,
+            // nothing is sent yet. A restart must send it once and never keep the promise again.
+            crate::failpoint::hit("follow_up_committed").await;
+            Channel::send(durable, part).await
+        }
     }
 }
 
