@@ -414,6 +414,38 @@ async fn sigterm_mid_wait_gives_the_claim_back_at_once(backend: Backend) {
     assert_eq!(statuses(&place.url).await, [CommitmentStatus::Fulfilled]);
 }
 
+async fn turn_follow_up_keeps_the_stored_promise_itself_and_ends_it_on_the_store(backend: Backend) {
+    let place = backend.place("follow-up");
+    // The turn's one try fails; the follow-up's succeeds.
+    let provider = FakeProvider::start([
+        FakeResponse::status(503),
+        FakeResponse::completion(ANSWER),
+    ])
+    .await
+    .expect("provider");
+    let mut turn = command("turn", &provider, &place.url);
+    turn.args(["--follow-up", "Is the deploy done?"]);
+    let out = run(turn).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 2, "holding line, then the answer: {printed:?}");
+    assert_eq!(lines[1], ANSWER);
+    assert_eq!(statuses(&place.url).await, [CommitmentStatus::Fulfilled]);
+    let store = Store::open(&place.url).await.unwrap();
+    let parts = store.parts("cli").await.unwrap();
+    assert_eq!(parts.len(), 2, "both went through the outbox");
+    assert!(parts.iter().all(|p| p.state == PartState::Sent));
+
+    // Nothing is left for a worker.
+    let mut worker = command("worker", &provider, &place.url);
+    worker.arg("--once");
+    let out = run(worker).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(provider.received().len(), 2);
+}
+
 async fn usage_errors_exit_2_with_one_error_line(backend: Backend) {
     let place = backend.place("usage");
     let provider = healthy_provider().await;
@@ -466,4 +498,6 @@ on_both_backends!(
         killed_after_commit,
     sigterm_of_a_worker_mid_wait_releases_its_claim => sigterm_mid_wait_gives_the_claim_back_at_once,
     worker_usage_errors_exit_2 => usage_errors_exit_2_with_one_error_line,
+    turn_store_follow_up_keeps_and_ends_the_promise_itself =>
+        turn_follow_up_keeps_the_stored_promise_itself_and_ends_it_on_the_store,
 );
