@@ -48,8 +48,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cli::{
-    Delivery, Surface, build_gate, delivery_failed, init_logs, model_from_env, surface_named,
-    usage_error, value,
+    Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, delivery_failed,
+    init_logs, model_from_env, usage_error, value,
 };
 use mesh_egress::boundary::deliver;
 use mesh_egress::channel::{BoxedChannel, Stdout};
@@ -122,22 +122,8 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                     }
                 };
             }
-            "--channel" => {
-                let name = value(flag, inline, &mut rest)?;
-                channel = Some(surface_named(name).ok_or_else(|| {
-                    format!("unknown --channel {name:?} (plain|slack|discord|telegram)")
-                })?);
-            }
-            "--deliver" => {
-                let name = value(flag, inline, &mut rest)?;
-                deliver = Some(
-                    surface_named(name)
-                        .filter(|s| s.deliver_env().is_some())
-                        .ok_or_else(|| {
-                            format!("unknown --deliver {name:?} (slack|discord|telegram)")
-                        })?,
-                );
-            }
+            "--channel" => channel = Some(channel_flag(value(flag, inline, &mut rest)?)?),
+            "--deliver" => deliver = Some(deliver_flag(value(flag, inline, &mut rest)?)?),
             "--gate" => {
                 gate = match value(flag, inline, &mut rest)? {
                     "off" => false,
@@ -152,17 +138,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
-    let surface = match (channel, deliver) {
-        (Some(channel), Some(deliver)) if channel != deliver => {
-            return Err(format!(
-                "--channel {} does not match --deliver {} (--deliver implies its channel)",
-                channel.name(),
-                deliver.name()
-            ));
-        }
-        (_, Some(surface)) | (Some(surface), None) => surface,
-        (None, None) => Surface::Plain,
-    };
+    let surface = chosen_surface(channel, deliver)?;
     let prompt = match positionals.as_slice() {
         [] => return Err("missing PROMPT".into()),
         [prompt] => (*prompt).to_owned(),

@@ -28,8 +28,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use cli::{
-    Delivery, HANDLER, Surface, answer_handler, gate_for_task, holder_name, init_logs,
-    model_from_env, open_store, store_url, surface_named, usage_error, value,
+    Delivery, HANDLER, Surface, answer_handler, channel_flag, chosen_surface, deliver_flag,
+    gate_for_task, holder_name, init_logs, model_from_env, open_store, store_url, usage_error,
+    value,
 };
 use mesh_egress::Cancellation;
 use mesh_egress::channel::{BoxedChannel, Stdout};
@@ -77,38 +78,14 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         };
         match flag {
             "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
-            "--channel" => {
-                let name = value(flag, inline, &mut rest)?;
-                channel = Some(surface_named(name).ok_or_else(|| {
-                    format!("unknown --channel {name:?} (plain|slack|discord|telegram)")
-                })?);
-            }
-            "--deliver" => {
-                let name = value(flag, inline, &mut rest)?;
-                deliver = Some(
-                    surface_named(name)
-                        .filter(|s| s.deliver_env().is_some())
-                        .ok_or_else(|| {
-                            format!("unknown --deliver {name:?} (slack|discord|telegram)")
-                        })?,
-                );
-            }
+            "--channel" => channel = Some(channel_flag(value(flag, inline, &mut rest)?)?),
+            "--deliver" => deliver = Some(deliver_flag(value(flag, inline, &mut rest)?)?),
             "--once" if inline.is_none() => once = true,
             "--json" if inline.is_none() => json = true,
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
-    let surface = match (channel, deliver) {
-        (Some(channel), Some(deliver)) if channel != deliver => {
-            return Err(format!(
-                "--channel {} does not match --deliver {} (--deliver implies its channel)",
-                channel.name(),
-                deliver.name()
-            ));
-        }
-        (_, Some(surface)) | (Some(surface), None) => surface,
-        (None, None) => Surface::Plain,
-    };
+    let surface = chosen_surface(channel, deliver)?;
     Ok(Parsed::Run(Args {
         store,
         once,

@@ -417,12 +417,10 @@ async fn sigterm_mid_wait_gives_the_claim_back_at_once(backend: Backend) {
 async fn turn_follow_up_keeps_the_stored_promise_itself_and_ends_it_on_the_store(backend: Backend) {
     let place = backend.place("follow-up");
     // The turn's one try fails; the follow-up's succeeds.
-    let provider = FakeProvider::start([
-        FakeResponse::status(503),
-        FakeResponse::completion(ANSWER),
-    ])
-    .await
-    .expect("provider");
+    let provider =
+        FakeProvider::start([FakeResponse::status(503), FakeResponse::completion(ANSWER)])
+            .await
+            .expect("provider");
     let mut turn = command("turn", &provider, &place.url);
     turn.args(["--follow-up", "Is the deploy done?"]);
     let out = run(turn).await;

@@ -435,3 +435,33 @@ pub(crate) fn holder_name(program: &str) -> String {
         .map_or(0, |d| d.as_nanos());
     format!("{program}-{}-{nanos:x}", std::process::id())
 }
+
+/// `--channel NAME`: any surface.
+pub(crate) fn channel_flag(name: &str) -> Result<Surface, String> {
+    surface_named(name)
+        .ok_or_else(|| format!("unknown --channel {name:?} (plain|slack|discord|telegram)"))
+}
+
+/// `--deliver NAME`: a surface with a real connector.
+pub(crate) fn deliver_flag(name: &str) -> Result<Surface, String> {
+    surface_named(name)
+        .filter(|s| s.deliver_env().is_some())
+        .ok_or_else(|| format!("unknown --deliver {name:?} (slack|discord|telegram)"))
+}
+
+/// The surface the parts are rendered for: `--deliver` implies its channel, a different
+/// `--channel` is a usage error, neither means plain.
+pub(crate) fn chosen_surface(
+    channel: Option<Surface>,
+    deliver: Option<Surface>,
+) -> Result<Surface, String> {
+    match (channel, deliver) {
+        (Some(channel), Some(deliver)) if channel != deliver => Err(format!(
+            "--channel {} does not match --deliver {} (--deliver implies its channel)",
+            channel.name(),
+            deliver.name()
+        )),
+        (_, Some(surface)) | (Some(surface), None) => Ok(surface),
+        (None, None) => Ok(Surface::Plain),
+    }
+}

@@ -64,10 +64,6 @@ const OPEN_CONVERSATIONS: &str = "SELECT conversation, MIN(seq) AS first \
 
 const STATUS: &str = "SELECT state FROM mesh_commitments WHERE id = $1";
 
-fn count(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
 impl Store {
     /// [`claim_due`](Self::claim_due) for the commitments whose follow-up goes to `surface`:
     /// a worker serves one surface and leaves the others' promises to their workers.
@@ -143,18 +139,8 @@ impl Store {
     /// [`pending_work`](Self::pending_work) for one surface: what a worker serving `surface`
     /// still has to do.
     pub async fn pending_work_on(&self, surface: Surface) -> Result<PendingWork, StoreError> {
-        let statement = sql(&self.inner.pool, DUE_COUNT_ON);
-        on_pool!(&self.inner.pool, pool => {
-            let row = sqlx::query(&statement)
-                .bind(surface.as_str())
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::database)?;
-            Ok(PendingWork {
-                due_commitments: count(row.try_get("due").map_err(StoreError::database)?),
-                open_parts: count(row.try_get("open").map_err(StoreError::database)?),
-            })
-        })
+        self.pending_work_where(DUE_COUNT_ON, Some(surface.as_str()))
+            .await
     }
 
     /// Up to `limit` conversations with parts still `pending` or `sending` on `surface`, the

@@ -485,12 +485,23 @@ impl Store {
     /// How much is pending or due: what `worker --once` waits on. Due-later commitments do not
     /// count; a commitment whose claim expired does.
     pub async fn pending_work(&self) -> Result<PendingWork, StoreError> {
-        let statement = sql(&self.inner.pool, DUE_COUNT);
+        self.pending_work_where(DUE_COUNT, None).await
+    }
+
+    /// Runs a count statement (`$1` the optional surface) into a [`PendingWork`].
+    pub(super) async fn pending_work_where(
+        &self,
+        template: &str,
+        surface: Option<&str>,
+    ) -> Result<PendingWork, StoreError> {
+        let statement = sql(&self.inner.pool, template);
         on_pool!(&self.inner.pool, pool => {
-            let row = sqlx::query(&statement)
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::database)?;
+            let query = sqlx::query(&statement);
+            let query = match surface {
+                Some(surface) => query.bind(surface),
+                None => query,
+            };
+            let row = query.fetch_one(pool).await.map_err(StoreError::database)?;
             Ok(PendingWork {
                 due_commitments: count(row.try_get("due").map_err(StoreError::database)?),
                 open_parts: count(row.try_get("open").map_err(StoreError::database)?),
