@@ -31,201 +31,37 @@
 //! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake).
 //! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
 //! follow-ups run first and print the real answer (or a handoff) when they end.
+//!
+//! `--store URL` (`sqlite:PATH` or `postgres://…`; default `MESH_STORE_URL`) makes the turn
+//! persistent: it holds the conversation's lease (`MESH_WORKER_LEASE_MS`), its parts go through
+//! the durable outbox, and a holding line's promise is stored (handler, prompt, mode, gate
+//! settings, system prompt, the plan of `MESH_FOLLOW_UP_*`) for `worker` to keep; with
+//! `--follow-up` this process keeps it itself, recorded on the store.
 
-use std::future::Future;
-use std::io::Write as _;
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/turn_store.rs"]
+mod turn_store;
+
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mesh_egress::CommittedPart;
-use mesh_egress::boundary::deliver;
-use mesh_egress::channel::{
-    BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
-    SendError, SlackChannel, SlackMrkdwn, Stdout, TelegramChannel, TelegramHtml,
+use cli::{
+    Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, delivery_failed,
+    init_logs, model_from_env, usage_error, value,
 };
+use mesh_egress::boundary::deliver;
+use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
-use mesh_egress::gate::{ModelJudge, QualityGate};
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
+use mesh_egress::gate::QualityGate;
+use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::{Attribution, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
-                     [--deliver slack|discord|telegram] PROMPT";
-
-/// The chat surface whose format the parts are rendered in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Surface {
-    Plain,
-    Slack,
-    Discord,
-    Telegram,
-}
-
-impl Surface {
-    fn renderer(self) -> Box<dyn Render> {
-        match self {
-            Self::Plain => Box::new(PlainText::new()),
-            Self::Slack => Box::new(SlackMrkdwn::new()),
-            Self::Discord => Box::new(DiscordMarkdown::new()),
-            Self::Telegram => Box::new(TelegramHtml::new()),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Plain => "plain",
-            Self::Slack => "slack",
-            Self::Discord => "discord",
-            Self::Telegram => "telegram",
-        }
-    }
-
-    /// The variables `--deliver` reads for this surface: bot token, target, API base.
-    fn deliver_env(self) -> Option<[&'static str; 3]> {
-        match self {
-            Self::Plain => None,
-            Self::Slack => Some([
-                "SLACK_BOT_TOKEN",
-                "MESH_SLACK_CHANNEL",
-                "MESH_SLACK_API_URL",
-            ]),
-            Self::Discord => Some([
-                "DISCORD_BOT_TOKEN",
-                "MESH_DISCORD_CHANNEL",
-                "MESH_DISCORD_API_URL",
-            ]),
-            Self::Telegram => Some([
-                "TELEGRAM_BOT_TOKEN",
-                "MESH_TELEGRAM_CHAT",
-                "MESH_TELEGRAM_API_URL",
-            ]),
-        }
-    }
-}
-
-/// Where `--deliver` sends the parts: one surface's real connector. (No `Debug`: it holds the
-/// bot token.)
-struct Delivery {
-    surface: Surface,
-    token: String,
-    target: String,
-    api_url: Option<String>,
-}
-
-impl Delivery {
-    /// The credentials, target and API base for `surface`, from the environment.
-    fn from_env(surface: Surface) -> Result<Self, String> {
-        let [token, target, api_url] = surface
-            .deliver_env()
-            .ok_or_else(|| format!("--deliver {} is not a chat surface", surface.name()))?;
-        let api_url = std::env::var(api_url)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|url| {
-                if url.starts_with("http://") || url.starts_with("https://") {
-                    Ok(url)
-                } else {
-                    Err(format!("{api_url} {url:?} is not an http(s) URL"))
-                }
-            })
-            .transpose()?;
-        Ok(Self {
-            surface,
-            token: required_env(token)?,
-            target: required_env(target)?,
-            api_url,
-        })
-    }
-
-    /// The connector, printing each part that went.
-    fn channel(self, json: bool) -> BoxedChannel {
-        let Self {
-            surface,
-            token,
-            target,
-            api_url,
-        } = self;
-        match surface {
-            Surface::Slack => {
-                let mut slack = SlackChannel::new(token, target);
-                if let Some(url) = api_url {
-                    slack = slack.base_url(url);
-                }
-                BoxedChannel::new(Tee::new(slack, json))
-            }
-            Surface::Discord => {
-                let mut discord = DiscordChannel::new(token, target);
-                if let Some(url) = api_url {
-                    discord = discord.base_url(url);
-                }
-                BoxedChannel::new(Tee::new(discord, json))
-            }
-            // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
-            Surface::Telegram | Surface::Plain => {
-                let mut telegram = TelegramChannel::new(token, target);
-                if let Some(url) = api_url {
-                    telegram = telegram.base_url(url);
-                }
-                BoxedChannel::new(Tee::new(telegram, json))
-            }
-        }
-    }
-}
-
-/// A connector that, once a part has gone, prints it as `turn` prints parts: the text, or with
-/// `--json` `{"part": N, "text": "...", "id": "..."}`.
-struct Tee<C> {
-    inner: C,
-    json: bool,
-}
-
-impl<C: Channel> Tee<C> {
-    fn new(inner: C, json: bool) -> Self {
-        Self { inner, json }
-    }
-}
-
-impl<C: Channel> Channel for Tee<C> {
-    type Renderer = C::Renderer;
-
-    fn renderer(&self) -> &C::Renderer {
-        self.inner.renderer()
-    }
-
-    fn commit(
-        &self,
-        record: &mesh_egress::CommitRecord<'_>,
-    ) -> impl Future<Output = Result<(), mesh_egress::CommitError>> + Send {
-        self.inner.commit(record)
-    }
-
-    fn send(
-        &self,
-        part: CommittedPart,
-    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        let number = part.index() + 1;
-        let text = part.text().to_owned();
-        let sent = self.inner.send(part);
-        let json = self.json;
-        async move {
-            let receipt = sent.await?;
-            let line = if json {
-                format!(
-                    "{{\"part\":{number},\"text\":{},\"id\":{}}}\n",
-                    serde_json::Value::from(text),
-                    serde_json::Value::from(receipt.id())
-                )
-            } else {
-                format!("{text}\n")
-            };
-            // The part went: a closed stdout cannot undo that, so it does not fail the send.
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
-            Ok(receipt)
-        }
-    }
-}
+                     [--deliver slack|discord|telegram] [--store URL] PROMPT";
 
 /// The parsed command line.
 #[derive(Debug)]
@@ -238,33 +74,14 @@ struct Args {
     deliver: Option<Surface>,
     system_prompt: Option<String>,
     prompt: String,
+    /// `--store URL`: the parts go through the durable outbox and a promise is stored.
+    store: Option<String>,
 }
 
 /// What the command line asked for: a turn, or the usage text.
 enum Parsed {
     Run(Args),
     Help,
-}
-
-fn value<'a>(
-    flag: &str,
-    inline: Option<&'a str>,
-    rest: &mut impl Iterator<Item = &'a String>,
-) -> Result<&'a str, String> {
-    inline
-        .or_else(|| rest.next().map(String::as_str))
-        .ok_or_else(|| format!("{flag} needs a value"))
-}
-
-fn surface_named(name: &str) -> Option<Surface> {
-    [
-        Surface::Plain,
-        Surface::Slack,
-        Surface::Discord,
-        Surface::Telegram,
-    ]
-    .into_iter()
-    .find(|s| s.name() == name)
 }
 
 fn parse(argv: &[String]) -> Result<Parsed, String> {
@@ -274,6 +91,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut gate = false;
     let (mut json, mut follow_up) = (false, false);
     let mut system_prompt_file = None;
+    let mut store = None;
     let mut positionals: Vec<&str> = Vec::new();
     let mut rest = argv.iter();
     let mut flags_done = false;
@@ -304,22 +122,8 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                     }
                 };
             }
-            "--channel" => {
-                let name = value(flag, inline, &mut rest)?;
-                channel = Some(surface_named(name).ok_or_else(|| {
-                    format!("unknown --channel {name:?} (plain|slack|discord|telegram)")
-                })?);
-            }
-            "--deliver" => {
-                let name = value(flag, inline, &mut rest)?;
-                deliver = Some(
-                    surface_named(name)
-                        .filter(|s| s.deliver_env().is_some())
-                        .ok_or_else(|| {
-                            format!("unknown --deliver {name:?} (slack|discord|telegram)")
-                        })?,
-                );
-            }
+            "--channel" => channel = Some(channel_flag(value(flag, inline, &mut rest)?)?),
+            "--deliver" => deliver = Some(deliver_flag(value(flag, inline, &mut rest)?)?),
             "--gate" => {
                 gate = match value(flag, inline, &mut rest)? {
                     "off" => false,
@@ -328,22 +132,13 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                 }
             }
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
+            "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
-    let surface = match (channel, deliver) {
-        (Some(channel), Some(deliver)) if channel != deliver => {
-            return Err(format!(
-                "--channel {} does not match --deliver {} (--deliver implies its channel)",
-                channel.name(),
-                deliver.name()
-            ));
-        }
-        (_, Some(surface)) | (Some(surface), None) => surface,
-        (None, None) => Surface::Plain,
-    };
+    let surface = chosen_surface(channel, deliver)?;
     let prompt = match positionals.as_slice() {
         [] => return Err("missing PROMPT".into()),
         [prompt] => (*prompt).to_owned(),
@@ -364,29 +159,8 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         deliver,
         system_prompt,
         prompt,
+        store,
     }))
-}
-
-fn required_env(name: &str) -> Result<String, String> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| format!("{name} is not set"))
-}
-
-fn usage_error(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(2)
-}
-
-fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -400,12 +174,9 @@ async fn main() -> ExitCode {
         }
         Err(message) => return usage_error(&message),
     };
-    let (base_url, model) = match (
-        required_env("MESH_MODEL_BASE_URL"),
-        required_env("MESH_MODEL"),
-    ) {
-        (Ok(base_url), Ok(model)) => (base_url, model),
-        (Err(message), _) | (_, Err(message)) => return usage_error(&message),
+    let (connector, model) = match model_from_env() {
+        Ok(found) => found,
+        Err(message) => return usage_error(&message),
     };
     let delivery = match args.deliver.map(Delivery::from_env).transpose() {
         Ok(delivery) => delivery,
@@ -413,54 +184,42 @@ async fn main() -> ExitCode {
     };
     init_logs();
 
-    let connector = match OpenAiCompatible::new(&base_url) {
-        Ok(connector) => {
-            connector.with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default())
-        }
-        Err(_) => {
-            return usage_error(&format!(
-                "MESH_MODEL_BASE_URL {base_url:?} is not a valid URL"
-            ));
-        }
-    };
     let gate = if args.gate {
-        let mut builder = QualityGate::builder();
-        if let Some(prompt) = &args.system_prompt {
-            builder = builder.system_prompt(prompt.clone(), 0.5);
-        }
-        if let Ok(judge_model) = required_env("MESH_GATE_JUDGE_MODEL") {
-            // The judge rides the same endpoint and plumbing as the turn, on one route of its own.
-            let judge = Router::with_routes(
-                connector.clone(),
-                Route::new(judge_model),
-                [],
-                RetryConfig::from_env(),
-            );
-            builder = builder.judge(ModelJudge::new(judge));
-        }
-        match builder.build() {
+        let judge = std::env::var("MESH_GATE_JUDGE_MODEL")
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        match build_gate(&connector, args.system_prompt.as_deref(), judge) {
             Ok(gate) => gate,
-            Err(error) => return usage_error(&format!("--gate on: {error}")),
+            Err(message) => return usage_error(&message),
         }
     } else {
         QualityGate::off()
     };
-    let router = Router::new(connector, model, RetryConfig::from_env());
+    // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
+    // it stops recovery as well as delivery.
+    let persistent =
+        match turn_store::Persistent::start(cli::store_url(args.store.clone()), "cli").await {
+            Ok(persistent) => persistent,
+            Err(code) => return code,
+        };
+    let router = Arc::new(Router::new(
+        connector.clone(),
+        model,
+        RetryConfig::from_env(),
+    ));
 
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let turn = Turn::new(Attribution::new(
+    let mut turn = Turn::new(Attribution::new(
         "turn-example",
         "cli",
         format!("run-{run}"),
     ));
-    let mut messages = Vec::new();
-    if let Some(system) = &args.system_prompt {
-        messages.push(ChatMessage::system(system.clone()));
+    if let Some(persistent) = &persistent {
+        turn = turn.with_ownership(persistent.ownership());
     }
-    messages.push(ChatMessage::user(args.prompt.clone()));
-    let request = ChatRequest::new(messages);
+    let request = cli::chat_request(args.system_prompt.as_deref(), &args.prompt);
 
     // The un-annotated turn: Layer A, then the opt-in gate. Follow-ups run it again. A tool-only
     // or empty completion is an EgressError (this turn offers no tools), never an empty body.
@@ -485,6 +244,32 @@ async fn main() -> ExitCode {
         Some(delivery) => delivery.channel(args.json),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
+    if let Some(persistent) = persistent {
+        let task = cli::follow_up_task(
+            args.mode,
+            &args.prompt,
+            args.gate,
+            args.system_prompt.as_deref(),
+        );
+        let handler = cli::answer_handler(Arc::clone(&router));
+        return persistent
+            .deliver(turn_store::Delivered {
+                turn: &turn,
+                mode: args.mode,
+                policy: &policy,
+                channel,
+                surface: Surface::stored(args.deliver),
+                target,
+                reply,
+                task,
+                follow_up: args.follow_up,
+                handler,
+                gate: move |task: &mesh_egress::store::FollowUpTask| {
+                    cli::gate_for_task(&connector, task)
+                },
+            })
+            .await;
+    }
     // Rendered for the channel before anything is committed: a reply that renders to nothing
     // (a lone `>`, an empty fence) or that the channel cannot carry goes to Layer C too.
     let mut receipt = match deliver(&turn, args.mode, &policy, &channel, reply).await {
@@ -517,17 +302,4 @@ async fn main() -> ExitCode {
         }
         Err(error) => delivery_failed(target, &error),
     }
-}
-
-/// Exit 1 after a delivery that failed after its retries: one plain `error:` line naming where
-/// it went, never the cause (the log line carries only the delivery error's own text, which
-/// names parts, not causes).
-fn delivery_failed(target: Surface, error: &mesh_egress::channel::DeliveryError) -> ExitCode {
-    let to = match target {
-        Surface::Plain => "stdout",
-        surface => surface.name(),
-    };
-    tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
-    eprintln!("error: delivery to {to} failed");
-    ExitCode::FAILURE
 }

@@ -96,6 +96,9 @@ pub mod stream;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod turn;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub mod worker;
 
 #[doc(hidden)]
 #[path = "private.rs"]

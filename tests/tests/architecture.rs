@@ -90,6 +90,23 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "setting",
         ],
     ),
+    // Keeping durable promises: the boundary's glue on top of the store.
+    (
+        "worker",
+        &[
+            "boundary",
+            "store",
+            "channel",
+            "degrade",
+            "egress",
+            "outbound",
+            "ownership",
+            "reply",
+            "turn",
+            "gate",
+            "failpoint",
+        ],
+    ),
     // What the macro's expansion reaches.
     (
         "__private",

@@ -15,6 +15,8 @@ mod deliver;
 mod follow_up;
 
 pub use deliver::deliver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use deliver::render_for;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 
 use crate::degrade::{DegradationPolicy, Mode, choose};

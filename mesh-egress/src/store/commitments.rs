@@ -138,7 +138,7 @@ impl CommitmentStatus {
         }
     }
 
-    fn parse(raw: &str) -> Result<Self, StoreError> {
+    pub(super) fn parse(raw: &str) -> Result<Self, StoreError> {
         Ok(match raw {
             "pending" => Self::Pending,
             "claimed" => Self::Claimed,
@@ -167,7 +167,7 @@ pub enum CommitmentEnd {
 }
 
 impl CommitmentEnd {
-    fn status(self) -> CommitmentStatus {
+    pub(super) fn status(self) -> CommitmentStatus {
         match self {
             Self::Fulfilled => CommitmentStatus::Fulfilled,
             Self::HandedOff => CommitmentStatus::HandedOff,
@@ -196,14 +196,14 @@ pub struct StoredCommitment {
 /// holds. Not `Clone`: one claim, one attempt.
 #[derive(Debug)]
 pub struct Claim {
-    id: CommitmentId,
+    pub(super) id: CommitmentId,
     attribution: Attribution,
     surface: String,
     task: FollowUpTask,
     plan: FollowUpPlan,
     attempts_made: u32,
-    holder: String,
-    token: i64,
+    pub(super) holder: String,
+    pub(super) token: i64,
 }
 
 impl Claim {
@@ -258,7 +258,7 @@ fn dialect(pool: &Pool) -> (&'static str, &'static str) {
     }
 }
 
-fn sql(pool: &Pool, template: &str) -> String {
+pub(super) fn sql(pool: &Pool, template: &str) -> String {
     let (now, lock) = dialect(pool);
     template.replace("{now}", now).replace("{lock}", lock)
 }
@@ -281,6 +281,14 @@ const CLAIM_DUE: &str = "UPDATE mesh_commitments \
 const RETRY_LATER: &str = "UPDATE mesh_commitments \
      SET state = 'pending', attempts_made = attempts_made + 1, due_ms = {now} + $4, \
          claim_holder = NULL, claim_expires_ms = NULL, updated_ms = {now} \
+     WHERE id = $1 AND state = 'claimed' AND claim_holder = $2 AND claim_token = $3 \
+       AND claim_expires_ms > {now}";
+
+// The end a follow-up's commit writes in its own transaction: the same fence, and the
+// delivery recorded (unique: at most one follow-up message per commitment).
+pub(super) const END_AND_DELIVER: &str = "UPDATE mesh_commitments \
+     SET state = $4, attempts_made = attempts_made + 1, ended_ms = {now}, delivery = $5, \
+         claim_expires_ms = NULL, updated_ms = {now} \
      WHERE id = $1 AND state = 'claimed' AND claim_holder = $2 AND claim_token = $3 \
        AND claim_expires_ms > {now}";
 
@@ -378,14 +386,32 @@ impl Store {
         ttl: Duration,
         limit: u32,
     ) -> Result<Vec<Claim>, StoreError> {
-        let statement = sql(&self.inner.pool, CLAIM_DUE);
+        self.claim_where(CLAIM_DUE, holder, ttl, limit, None).await
+    }
+
+    /// Runs one claim statement (`$1` holder, `$2` ttl, `$3` limit, `$4` the optional
+    /// filter) in a write transaction and parses what it claimed.
+    pub(super) async fn claim_where(
+        &self,
+        template: &str,
+        holder: &str,
+        ttl: Duration,
+        limit: u32,
+        filter: Option<&str>,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let statement = sql(&self.inner.pool, template);
         let begin = self.inner.sql.begin;
         let rows: Vec<RawClaim> = on_pool!(&self.inner.pool, pool => {
             let mut tx = pool.begin_with(begin).await.map_err(StoreError::database)?;
-            let rows = sqlx::query(&statement)
+            let query = sqlx::query(&statement)
                 .bind(holder)
                 .bind(millis(ttl))
-                .bind(i64::from(limit))
+                .bind(i64::from(limit));
+            let query = match filter {
+                Some(value) => query.bind(value),
+                None => query,
+            };
+            let rows = query
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(StoreError::database)?;
@@ -459,12 +485,23 @@ impl Store {
     /// How much is pending or due: what `worker --once` waits on. Due-later commitments do not
     /// count; a commitment whose claim expired does.
     pub async fn pending_work(&self) -> Result<PendingWork, StoreError> {
-        let statement = sql(&self.inner.pool, DUE_COUNT);
+        self.pending_work_where(DUE_COUNT, None).await
+    }
+
+    /// Runs a count statement (`$1` the optional surface) into a [`PendingWork`].
+    pub(super) async fn pending_work_where(
+        &self,
+        template: &str,
+        surface: Option<&str>,
+    ) -> Result<PendingWork, StoreError> {
+        let statement = sql(&self.inner.pool, template);
         on_pool!(&self.inner.pool, pool => {
-            let row = sqlx::query(&statement)
-                .fetch_one(pool)
-                .await
-                .map_err(StoreError::database)?;
+            let query = sqlx::query(&statement);
+            let query = match surface {
+                Some(surface) => query.bind(surface),
+                None => query,
+            };
+            let row = query.fetch_one(pool).await.map_err(StoreError::database)?;
             Ok(PendingWork {
                 due_commitments: count(row.try_get("due").map_err(StoreError::database)?),
                 open_parts: count(row.try_get("open").map_err(StoreError::database)?),

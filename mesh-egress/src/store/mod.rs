@@ -104,8 +104,10 @@
 //! `MESH_WORKER_LEASE_MS`.
 
 mod backend;
+mod claims;
 mod commitments;
 mod durable_ledger;
+mod follow_up;
 mod lease;
 mod outbox;
 mod retention;
@@ -122,6 +124,7 @@ pub use commitments::{
     StoredCommitment,
 };
 pub use durable_ledger::DurableLedger;
+pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, ResendReport};
 pub use retention::PruneReport;

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::Row;
 
+use super::follow_up::Seal;
 use super::{Store, StoreError, Surface, millis, on_pool, to_usize};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
@@ -73,7 +74,14 @@ impl<C: Channel> Durable<C> {
         &self.store
     }
 
-    async fn commit_parts(&self, record: &CommitRecord<'_>) -> Result<(), CommitError> {
+    /// Writes `record`'s parts in one transaction with the lease check and, when `seal` is
+    /// given (a follow-up's [`Sealing`](super::Sealing)), ends its commitment in the same
+    /// transaction: both or neither.
+    pub(super) async fn commit_parts(
+        &self,
+        record: &CommitRecord<'_>,
+        seal: Option<&Seal>,
+    ) -> Result<(), CommitError> {
         Channel::commit(&self.inner, record).await?;
         let fence = record.ownership.and_then(Ownership::fence);
         let conversation = record.attribution.conversation();
@@ -126,6 +134,23 @@ impl<C: Channel> Durable<C> {
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
+            }
+            if let Some(seal) = seal {
+                let ended = sqlx::query(&seal.statement)
+                    .bind(&seal.id)
+                    .bind(&seal.holder)
+                    .bind(seal.token)
+                    .bind(seal.state)
+                    .bind(&delivery)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?
+                    .rows_affected();
+                if ended != 1 {
+                    tx.rollback().await.map_err(store_error)?;
+                    tracing::warn!(target: "mesh_egress::store", conversation, commitment = %seal.id, "follow-up refused: the commitment's claim expired or moved on");
+                    return Err(CommitError::OwnershipLost);
+                }
             }
             tx.commit().await.map_err(store_error)?;
         });
@@ -323,7 +348,7 @@ impl<C: Channel> Channel for Durable<C> {
         &self,
         record: &CommitRecord<'_>,
     ) -> impl Future<Output = Result<(), CommitError>> + Send {
-        self.commit_parts(record)
+        self.commit_parts(record, None)
     }
 
     async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {

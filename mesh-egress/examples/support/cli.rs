@@ -1,0 +1,467 @@
+//! What the `turn` and `worker` examples share: the surfaces and their connectors from the
+//! environment, the printing connector, the model and gate settings, the follow-up handler
+//! both register, and the small command-line helpers. Both examples include this file with
+//! `#[path]`, so each uses only part of it.
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use mesh_egress::CommittedPart;
+use mesh_egress::channel::{
+    BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
+    SendError, SlackChannel, SlackMrkdwn, TelegramChannel, TelegramHtml,
+};
+use mesh_egress::gate::{ModelJudge, QualityGate};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
+use mesh_egress::{AgentMessage, EgressError, Turn};
+
+/// The chat surface whose format the parts are rendered in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Surface {
+    Plain,
+    Slack,
+    Discord,
+    Telegram,
+}
+
+impl Surface {
+    pub(crate) fn renderer(self) -> Box<dyn Render> {
+        match self {
+            Self::Plain => Box::new(PlainText::new()),
+            Self::Slack => Box::new(SlackMrkdwn::new()),
+            Self::Discord => Box::new(DiscordMarkdown::new()),
+            Self::Telegram => Box::new(TelegramHtml::new()),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Slack => "slack",
+            Self::Discord => "discord",
+            Self::Telegram => "telegram",
+        }
+    }
+
+    /// The variables `--deliver` reads for this surface: bot token, target, API base.
+    pub(crate) fn deliver_env(self) -> Option<[&'static str; 3]> {
+        match self {
+            Self::Plain => None,
+            Self::Slack => Some([
+                "SLACK_BOT_TOKEN",
+                "MESH_SLACK_CHANNEL",
+                "MESH_SLACK_API_URL",
+            ]),
+            Self::Discord => Some([
+                "DISCORD_BOT_TOKEN",
+                "MESH_DISCORD_CHANNEL",
+                "MESH_DISCORD_API_URL",
+            ]),
+            Self::Telegram => Some([
+                "TELEGRAM_BOT_TOKEN",
+                "MESH_TELEGRAM_CHAT",
+                "MESH_TELEGRAM_API_URL",
+            ]),
+        }
+    }
+}
+
+/// Where `--deliver` sends the parts: one surface's real connector. (No `Debug`: it holds the
+/// bot token.)
+pub(crate) struct Delivery {
+    surface: Surface,
+    token: String,
+    target: String,
+    api_url: Option<String>,
+}
+
+impl Delivery {
+    /// The credentials, target and API base for `surface`, from the environment.
+    pub(crate) fn from_env(surface: Surface) -> Result<Self, String> {
+        let [token, target, api_url] = surface
+            .deliver_env()
+            .ok_or_else(|| format!("--deliver {} is not a chat surface", surface.name()))?;
+        let api_url = std::env::var(api_url)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|url| {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Ok(url)
+                } else {
+                    Err(format!("{api_url} {url:?} is not an http(s) URL"))
+                }
+            })
+            .transpose()?;
+        Ok(Self {
+            surface,
+            token: required_env(token)?,
+            target: required_env(target)?,
+            api_url,
+        })
+    }
+
+    /// The connector, printing each part that went.
+    pub(crate) fn channel(self, json: bool) -> BoxedChannel {
+        let Self {
+            surface,
+            token,
+            target,
+            api_url,
+        } = self;
+        match surface {
+            Surface::Slack => {
+                let mut slack = SlackChannel::new(token, target);
+                if let Some(url) = api_url {
+                    slack = slack.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(slack, json))
+            }
+            Surface::Discord => {
+                let mut discord = DiscordChannel::new(token, target);
+                if let Some(url) = api_url {
+                    discord = discord.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(discord, json))
+            }
+            // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
+            Surface::Telegram | Surface::Plain => {
+                let mut telegram = TelegramChannel::new(token, target);
+                if let Some(url) = api_url {
+                    telegram = telegram.base_url(url);
+                }
+                BoxedChannel::new(Tee::new(telegram, json))
+            }
+        }
+    }
+}
+
+/// A connector that, once a part has gone, prints it as `turn` prints parts: the text, or with
+/// `--json` `{"part": N, "text": "...", "id": "..."}`.
+pub(crate) struct Tee<C> {
+    inner: C,
+    json: bool,
+}
+
+impl<C: Channel> Tee<C> {
+    pub(crate) fn new(inner: C, json: bool) -> Self {
+        Self { inner, json }
+    }
+}
+
+impl<C: Channel> Channel for Tee<C> {
+    type Renderer = C::Renderer;
+
+    fn renderer(&self) -> &C::Renderer {
+        self.inner.renderer()
+    }
+
+    fn commit(
+        &self,
+        record: &mesh_egress::CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), mesh_egress::CommitError>> + Send {
+        self.inner.commit(record)
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let number = part.index() + 1;
+        let text = part.text().to_owned();
+        let sent = self.inner.send(part);
+        let json = self.json;
+        async move {
+            let receipt = sent.await?;
+            let line = if json {
+                format!(
+                    "{{\"part\":{number},\"text\":{},\"id\":{}}}\n",
+                    serde_json::Value::from(text),
+                    serde_json::Value::from(receipt.id())
+                )
+            } else {
+                format!("{text}\n")
+            };
+            // The part went: a closed stdout cannot undo that, so it does not fail the send.
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+            Ok(receipt)
+        }
+    }
+}
+
+pub(crate) fn value<'a>(
+    flag: &str,
+    inline: Option<&'a str>,
+    rest: &mut impl Iterator<Item = &'a String>,
+) -> Result<&'a str, String> {
+    inline
+        .or_else(|| rest.next().map(String::as_str))
+        .ok_or_else(|| format!("{flag} needs a value"))
+}
+
+pub(crate) fn surface_named(name: &str) -> Option<Surface> {
+    [
+        Surface::Plain,
+        Surface::Slack,
+        Surface::Discord,
+        Surface::Telegram,
+    ]
+    .into_iter()
+    .find(|s| s.name() == name)
+}
+
+pub(crate) fn required_env(name: &str) -> Result<String, String> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| format!("{name} is not set"))
+}
+
+pub(crate) fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+pub(crate) fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Exit 1 after a delivery that failed after its retries: one plain `error:` line naming where
+/// it went, never the cause (the log line carries only the delivery error's own text, which
+/// names parts, not causes).
+pub(crate) fn delivery_failed(
+    target: Surface,
+    error: &mesh_egress::channel::DeliveryError,
+) -> ExitCode {
+    let to = match target {
+        Surface::Plain => "stdout",
+        surface => surface.name(),
+    };
+    tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
+    eprintln!("error: delivery to {to} failed");
+    ExitCode::FAILURE
+}
+
+impl Surface {
+    /// The outbox surface parts for this target are recorded under: stdout cannot dedupe, so
+    /// everything but a real connector is plain.
+    pub(crate) fn stored(deliver: Option<Self>) -> mesh_egress::store::Surface {
+        match deliver {
+            Some(Self::Slack) => mesh_egress::store::Surface::Slack,
+            Some(Self::Discord) => mesh_egress::store::Surface::Discord,
+            Some(Self::Telegram) => mesh_egress::store::Surface::Telegram,
+            Some(Self::Plain) | None => mesh_egress::store::Surface::Plain,
+        }
+    }
+}
+
+/// The model endpoint `MESH_MODEL_BASE_URL` / `MESH_MODEL` / `MESH_MODEL_API_KEY` name: the
+/// connector and the primary model, or the usage error to print.
+pub(crate) fn model_from_env() -> Result<(OpenAiCompatible, String), String> {
+    let (base_url, model) = match (
+        required_env("MESH_MODEL_BASE_URL"),
+        required_env("MESH_MODEL"),
+    ) {
+        (Ok(base_url), Ok(model)) => (base_url, model),
+        (Err(message), _) | (_, Err(message)) => return Err(message),
+    };
+    let connector = OpenAiCompatible::new(&base_url)
+        .map_err(|_| format!("MESH_MODEL_BASE_URL {base_url:?} is not a valid URL"))?;
+    Ok((
+        connector.with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default()),
+        model,
+    ))
+}
+
+/// The gate `--gate on` runs: the system-prompt overlap check when there is a system prompt,
+/// and the judge `judge_model` names (on the same endpoint) when there is one.
+pub(crate) fn build_gate(
+    connector: &OpenAiCompatible,
+    system_prompt: Option<&str>,
+    judge_model: Option<String>,
+) -> Result<QualityGate, String> {
+    let mut builder = QualityGate::builder();
+    if let Some(prompt) = system_prompt {
+        builder = builder.system_prompt(prompt.to_owned(), 0.5);
+    }
+    if let Some(judge_model) = judge_model {
+        // The judge rides the same endpoint and plumbing as the turn, on one route of its own.
+        let judge = Router::with_routes(
+            connector.clone(),
+            Route::new(judge_model),
+            [],
+            RetryConfig::from_env(),
+        );
+        builder = builder.judge(ModelJudge::new(judge));
+    }
+    builder
+        .build()
+        .map_err(|error| format!("--gate on: {error}"))
+}
+
+/// The name the examples' follow-up handler is registered under, stored with each promise.
+pub(crate) const HANDLER: &str = "turn-example.answer";
+
+/// What a promise of `turn` stores: the prompt as input, and the gate settings of the turn
+/// (`None` with the gate off).
+pub(crate) fn follow_up_task(
+    mode: mesh_egress::degrade::Mode,
+    prompt: &str,
+    gate: bool,
+    system_prompt: Option<&str>,
+) -> mesh_egress::store::FollowUpTask {
+    let mut task = mesh_egress::store::FollowUpTask::new(
+        HANDLER,
+        serde_json::json!({ "prompt": prompt }),
+        mode,
+    );
+    if gate {
+        let judge = std::env::var("MESH_GATE_JUDGE_MODEL")
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        task = task.with_gate(serde_json::json!({ "judge_model": judge }));
+    }
+    if let Some(system) = system_prompt {
+        task = task.with_system_prompt(system);
+    }
+    task
+}
+
+/// The gate a stored task asks for, built as `turn --gate on` builds it. A gate that cannot be
+/// built fails closed on known leaks: the heuristics-only gate.
+pub(crate) fn gate_for_task(
+    connector: &OpenAiCompatible,
+    task: &mesh_egress::store::FollowUpTask,
+) -> QualityGate {
+    let judge = task
+        .gate
+        .as_ref()
+        .and_then(|gate| gate.get("judge_model"))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    build_gate(connector, task.system_prompt.as_deref(), judge).unwrap_or_else(|error| {
+        tracing::warn!(target: "mesh_egress::gate", error = %error, "stored gate settings rejected; heuristics only");
+        QualityGate::builder()
+            .build()
+            .unwrap_or_else(|_| QualityGate::off())
+    })
+}
+
+/// The chat request of one turn: the system prompt, if any, then the user's prompt.
+pub(crate) fn chat_request(system_prompt: Option<&str>, prompt: &str) -> ChatRequest {
+    let mut messages = Vec::new();
+    if let Some(system) = system_prompt {
+        messages.push(ChatMessage::system(system.to_owned()));
+    }
+    messages.push(ChatMessage::user(prompt.to_owned()));
+    ChatRequest::new(messages)
+}
+
+/// The follow-up handler both examples register under [`HANDLER`]: re-asks the model the
+/// stored prompt (with the stored system prompt) through the same `Router` settings as the
+/// turn. The worker re-runs the gate around it from the stored settings.
+pub(crate) fn answer_handler(
+    router: Arc<Router<OpenAiCompatible>>,
+) -> impl Fn(
+    mesh_egress::store::FollowUpTask,
+    Turn,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<AgentMessage, EgressError>> + Send>>
++ Send
++ Sync
++ 'static {
+    move |task, turn| {
+        let router = Arc::clone(&router);
+        Box::pin(async move {
+            let prompt = task
+                .input
+                .get("prompt")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            let request = chat_request(task.system_prompt.as_deref(), prompt);
+            router
+                .complete(&turn, &request)
+                .await
+                .and_then(|completion| completion.into_message(&turn))
+        })
+    }
+}
+
+/// The store `--store` (or `MESH_STORE_URL`) names: `Ok(None)` without one, the usage error
+/// for a URL no backend takes, exit 1 with one `error:` line when it cannot be opened.
+pub(crate) async fn open_store(
+    url: Option<&str>,
+) -> Result<Option<mesh_egress::store::Store>, ExitCode> {
+    use mesh_egress::store::{Store, StoreError};
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    match Store::open(url).await {
+        Ok(store) => Ok(Some(store)),
+        Err(
+            error @ (StoreError::UnsupportedUrl { .. }
+            | StoreError::BackendDisabled { .. }
+            | StoreError::NotDurable),
+        ) => Err(usage_error(&format!("--store: {error}"))),
+        Err(error) => {
+            tracing::error!(target: "mesh_egress::store", error = %error, "store could not be opened");
+            eprintln!("error: the store could not be opened");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `--store URL`, else `MESH_STORE_URL` when set and not empty.
+pub(crate) fn store_url(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| {
+        std::env::var("MESH_STORE_URL")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    })
+}
+
+/// A holder name unique to this process: claims and leases are taken under it.
+pub(crate) fn holder_name(program: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{program}-{}-{nanos:x}", std::process::id())
+}
+
+/// `--channel NAME`: any surface.
+pub(crate) fn channel_flag(name: &str) -> Result<Surface, String> {
+    surface_named(name)
+        .ok_or_else(|| format!("unknown --channel {name:?} (plain|slack|discord|telegram)"))
+}
+
+/// `--deliver NAME`: a surface with a real connector.
+pub(crate) fn deliver_flag(name: &str) -> Result<Surface, String> {
+    surface_named(name)
+        .filter(|s| s.deliver_env().is_some())
+        .ok_or_else(|| format!("unknown --deliver {name:?} (slack|discord|telegram)"))
+}
+
+/// The surface the parts are rendered for: `--deliver` implies its channel, a different
+/// `--channel` is a usage error, neither means plain.
+pub(crate) fn chosen_surface(
+    channel: Option<Surface>,
+    deliver: Option<Surface>,
+) -> Result<Surface, String> {
+    match (channel, deliver) {
+        (Some(channel), Some(deliver)) if channel != deliver => Err(format!(
+            "--channel {} does not match --deliver {} (--deliver implies its channel)",
+            channel.name(),
+            deliver.name()
+        )),
+        (_, Some(surface)) | (Some(surface), None) => Ok(surface),
+        (None, None) => Ok(Surface::Plain),
+    }
+}

@@ -1,0 +1,188 @@
+//! Keeps the promises `turn --store` made and sends what the outbox still holds.
+//!
+//! ```text
+//! cargo run -q -p mesh-egress --example worker -- --store URL [--once] \
+//!     [--channel plain|slack|discord|telegram] [--deliver slack|discord|telegram] [--json]
+//! ```
+//!
+//! `--store` is `sqlite:PATH` or `postgres://…` (default `MESH_STORE_URL`). Each pass sends
+//! the outbox parts still open for this worker's surface, then claims due commitments and
+//! keeps them: the registered handler re-asks the model the stored prompt (with the stored
+//! system prompt) with the same `MESH_MODEL_*` settings as `turn`, the gate runs again from the
+//! stored settings, and the follow-up goes through the outbox with the commitment ended in the
+//! same transaction. Stdout shows each delivered part exactly as `turn` prints it (`--json`:
+//! `{"part": N, "text": "..."}`, plus `"id"` under `--deliver`); stderr carries JSON logs.
+//!
+//! `--once` exits 0 when nothing is pending or due for this surface (commitments due later do
+//! not keep it running; one whose claim expired does). Without it the worker runs until SIGTERM
+//! or SIGINT; either signal makes it finish what it committed, give back the claim it holds
+//! untried and release its lease, then exit 0. `MESH_WORKER_LEASE_MS` (default 30000) is how long
+//! a claim or a conversation lease lasts without renewal; `MESH_FOLLOW_UP_DELAY_MS` /
+//! `MESH_FOLLOW_UP_ATTEMPTS` shape the policy as in `turn` (a stored promise keeps the plan it
+//! was made with). Exit 2 with one `error:` line for a usage error, 1 when the store fails.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use cli::{
+    Delivery, HANDLER, Surface, answer_handler, channel_flag, chosen_surface, deliver_flag,
+    gate_for_task, holder_name, init_logs, model_from_env, open_store, store_url, usage_error,
+    value,
+};
+use mesh_egress::Cancellation;
+use mesh_egress::channel::{BoxedChannel, Stdout};
+use mesh_egress::degrade::{DegradationPolicy, FollowUp};
+use mesh_egress::model::{RetryConfig, Router};
+use mesh_egress::store::lease_ttl_from_env;
+use mesh_egress::worker::Worker;
+
+const USAGE: &str = "usage: worker --store URL [--once] \
+                     [--channel plain|slack|discord|telegram] \
+                     [--deliver slack|discord|telegram] [--json]";
+
+/// The parsed command line.
+#[derive(Debug)]
+struct Args {
+    store: Option<String>,
+    once: bool,
+    surface: Surface,
+    deliver: Option<Surface>,
+    json: bool,
+}
+
+/// What the command line asked for.
+enum Parsed {
+    Run(Args),
+    Help,
+}
+
+fn parse(argv: &[String]) -> Result<Parsed, String> {
+    let (mut store, mut channel, mut deliver) = (None, None, None);
+    let (mut once, mut json) = (false, false);
+    let mut rest = argv.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "-h" || arg == "--help" {
+            return Ok(Parsed::Help);
+        }
+        if !arg.starts_with("--") {
+            return Err(format!(
+                "unexpected argument {arg:?} (worker takes no PROMPT)"
+            ));
+        }
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, v)) => (flag, Some(v)),
+            None => (arg.as_str(), None),
+        };
+        match flag {
+            "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
+            "--channel" => channel = Some(channel_flag(value(flag, inline, &mut rest)?)?),
+            "--deliver" => deliver = Some(deliver_flag(value(flag, inline, &mut rest)?)?),
+            "--once" if inline.is_none() => once = true,
+            "--json" if inline.is_none() => json = true,
+            _ => return Err(format!("unknown flag {arg}")),
+        }
+    }
+    let surface = chosen_surface(channel, deliver)?;
+    Ok(Parsed::Run(Args {
+        store,
+        once,
+        surface,
+        deliver,
+        json,
+    }))
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+fn on_signals(shutdown: Cancellation) -> Result<(), std::io::Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!(target: "mesh_egress::store", "shutdown requested: finishing what is committed, giving back the rest");
+        shutdown.cancel();
+    });
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse(&argv) {
+        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => return usage_error(&message),
+    };
+    let Some(url) = store_url(args.store.clone()) else {
+        return usage_error("missing --store URL (or MESH_STORE_URL)");
+    };
+    let (connector, model) = match model_from_env() {
+        Ok(found) => found,
+        Err(message) => return usage_error(&message),
+    };
+    let delivery = match args.deliver.map(Delivery::from_env).transpose() {
+        Ok(delivery) => delivery,
+        Err(message) => return usage_error(&message),
+    };
+    init_logs();
+    let store = match open_store(Some(&url)).await {
+        Ok(Some(store)) => store,
+        Ok(None) => return usage_error("missing --store URL (or MESH_STORE_URL)"),
+        Err(code) => return code,
+    };
+
+    let (follow_up, _warnings) = FollowUp::from_env();
+    let policy =
+        DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
+    let (ttl, _warnings) = lease_ttl_from_env();
+    let router = Arc::new(Router::new(
+        connector.clone(),
+        model,
+        RetryConfig::from_env(),
+    ));
+    let channel = match delivery {
+        Some(delivery) => delivery.channel(args.json),
+        None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+    };
+    let worker = Worker::new(
+        store.channel(channel, Surface::stored(args.deliver)),
+        holder_name("worker"),
+    )
+    .with_lease_ttl(ttl)
+    .with_policy(policy)
+    .register(HANDLER, answer_handler(router))
+    .with_gate(move |task| gate_for_task(&connector, task));
+
+    let shutdown = Cancellation::new();
+    if let Err(error) = on_signals(shutdown.clone()) {
+        tracing::error!(target: "mesh_egress::store", error = %error, "signal handlers could not be installed");
+        eprintln!("error: signal handlers could not be installed");
+        return ExitCode::FAILURE;
+    }
+    let result = if args.once {
+        worker.run_once(&shutdown).await
+    } else {
+        worker.run(&shutdown).await
+    };
+    store.close().await;
+    match result {
+        Ok(report) => {
+            tracing::info!(target: "mesh_egress::store", report = ?report, holder = worker.holder(), "worker stopped");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(target: "mesh_egress::store", error = %error, "worker stopped on a store error");
+            eprintln!("error: the store failed");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Keeping one claimed commitment: lease, resend, re-run, gate, boundary, sealed delivery.
+
+use std::time::Duration;
+
+use super::{Worker, sleep_unless};
+use crate::boundary::{render_for, resolve_in, track};
+use crate::channel::{Channel, DeliveryError, deliver_rendered};
+use crate::egress::{AgentMessage, EgressError};
+use crate::outbound::{CommitError, Outbound};
+use crate::ownership::Cancellation;
+use crate::reply::Reply;
+use crate::store::{Claim, CommitmentEnd, Lease, StoreError};
+use crate::turn::Turn;
+
+/// How one claimed commitment came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kept {
+    /// The answer was committed together with the commitment's end.
+    Fulfilled,
+    /// A handoff line was committed together with the commitment's end.
+    HandedOff,
+    /// Ended with nothing sent (a proactive promise whose last try failed).
+    Cancelled,
+    /// The try failed and the commitment waits for its next step on the plan.
+    RetryLater,
+    /// Given back untried: a shutdown, or another holder had the conversation.
+    Released,
+    /// The claim or the conversation's lease moved on; nothing was committed.
+    Lost,
+}
+
+/// A problem named for the error-tracking event when no handler is registered.
+#[derive(Debug, thiserror::Error)]
+#[error("no handler is registered under {0:?} on this worker")]
+struct UnknownHandler(String);
+
+/// Why a follow-up's delivery ended, as far as the commitment is concerned.
+enum Delivered {
+    /// The parts and the end were committed (sends that failed after it are the outbox's).
+    Committed,
+    /// Nothing was committed: the claim or the lease moved on.
+    Refused,
+}
+
+impl<C: Channel> Worker<C> {
+    /// Keeps `claim`: takes the conversation's lease, sends what it still has open, re-runs
+    /// the handler and delivers or reschedules (see the [module docs](super)). The
+    /// `follow_up_claimed` failpoint stops a crash test's child here, after the claim and
+    /// before any delivery.
+    pub async fn keep(&self, claim: &Claim, shutdown: &Cancellation) -> Result<Kept, StoreError> {
+        crate::failpoint::hit("follow_up_claimed").await;
+        let store = self.store();
+        let conversation = claim.attribution().conversation();
+        let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
+            Ok(lease) => lease,
+            Err(StoreError::LeaseHeld { .. }) => {
+                // Someone is speaking in this conversation: due again at once, uncounted (the
+                // pass stops and waits, so this does not spin; `--once` still sees it due).
+                store.release_claim(claim, Duration::ZERO).await?;
+                return Ok(Kept::Released);
+            }
+            Err(error) => {
+                let _ = store.release_claim(claim, Duration::ZERO).await;
+                return Err(error);
+            }
+        };
+        let renewal = store.keep_renewed(&lease, self.ttl);
+        let kept = self.keep_leased(claim, &lease, shutdown).await;
+        drop(renewal);
+        if let Err(error) = store.release(lease).await {
+            tracing::warn!(target: "mesh_egress::store", conversation, error = %error, "lease release failed; it runs out at its expiry");
+        }
+        let kept = kept?;
+        tracing::info!(target: "mesh_egress::store", conversation, commitment = %claim.id(), holder = %self.holder, kept = ?kept, "follow-up kept");
+        Ok(kept)
+    }
+
+    async fn keep_leased(
+        &self,
+        claim: &Claim,
+        lease: &Lease,
+        shutdown: &Cancellation,
+    ) -> Result<Kept, StoreError> {
+        let store = self.store();
+        // The conversation's earlier parts go first, so the follow-up never overtakes them.
+        match store.resend(&self.channel, lease).await {
+            Ok(_) => {}
+            Err(StoreError::LeaseLost { .. }) => return Ok(Kept::Lost),
+            Err(error) => return Err(error),
+        }
+        let cancellation = Cancellation::new();
+        let turn = Turn::new(claim.attribution().clone())
+            .with_ownership(lease.ownership())
+            .with_cancellation(cancellation.clone());
+        let Some(result) = self
+            .run_guarded(claim, lease, &turn, shutdown, &cancellation)
+            .await?
+        else {
+            return Ok(if shutdown.is_cancelled() {
+                Kept::Released
+            } else {
+                Kept::Lost
+            });
+        };
+        let mode = claim.task().mode;
+        let rendered = match result {
+            Ok(answer) => match resolve_in(&turn, mode, &self.policy, Ok(answer)) {
+                Reply::Answer(answer) => render_for(&self.channel, answer),
+                // `resolve_in` passes an answer through; nothing else can come back.
+                _ => return Ok(Kept::Lost),
+            },
+            Err(error) => Err(error),
+        };
+        match rendered {
+            Ok(answer) => {
+                let sealing = self.channel.sealing(claim, CommitmentEnd::Fulfilled);
+                Ok(
+                    match settle(deliver_rendered(&sealing, answer, None).await) {
+                        Delivered::Committed => Kept::Fulfilled,
+                        Delivered::Refused => Kept::Lost,
+                    },
+                )
+            }
+            Err(error) if error.retryable() && !claim.is_last_try() => {
+                track(&error, Some(turn.ledger()));
+                Ok(if store.retry_later(claim).await? {
+                    Kept::RetryLater
+                } else {
+                    Kept::Lost
+                })
+            }
+            Err(error) => self.give_up(claim, &turn, error).await,
+        }
+    }
+
+    /// Runs the handler (and the gate) while renewing the claim; `None` when the shutdown
+    /// fired (the claim is given back) or the claim was lost (the lease is revoked with it).
+    async fn run_guarded(
+        &self,
+        claim: &Claim,
+        lease: &Lease,
+        turn: &Turn,
+        shutdown: &Cancellation,
+        cancellation: &Cancellation,
+    ) -> Result<Option<Result<AgentMessage, EgressError>>, StoreError> {
+        let store = self.store();
+        let work = self.run_handler(claim, turn);
+        tokio::pin!(work);
+        let every = (self.ttl / 3).max(Duration::from_millis(1));
+        let ownership = lease.ownership();
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    cancellation.cancel();
+                    store.release_claim(claim, Duration::ZERO).await?;
+                    tracing::info!(target: "mesh_egress::store", commitment = %claim.id(), holder = %self.holder, "shutdown: claim given back untried");
+                    return Ok(None);
+                }
+                () = ownership.revoked() => {
+                    cancellation.cancel();
+                    tracing::warn!(target: "mesh_egress::store", commitment = %claim.id(), holder = %self.holder, "lease lost: follow-up stopped");
+                    return Ok(None);
+                }
+                result = &mut work => return Ok(Some(result)),
+                renewed = renew_after(store, claim, every, self.ttl, shutdown) => {
+                    if !renewed? {
+                        ownership.revoke();
+                        cancellation.cancel();
+                        tracing::warn!(target: "mesh_egress::store", commitment = %claim.id(), holder = %self.holder, "claim lost: follow-up stopped");
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_handler(&self, claim: &Claim, turn: &Turn) -> Result<AgentMessage, EgressError> {
+        let task = claim.task();
+        let Some(handler) = self.handlers.get(&task.handler) else {
+            return Err(EgressError::semantic(
+                UnknownHandler(task.handler.clone()),
+                claim.attribution().clone(),
+            ));
+        };
+        let result = handler.call(task, turn).await;
+        self.gate(claim, turn, result).await
+    }
+
+    #[cfg(feature = "gate")]
+    async fn gate(
+        &self,
+        claim: &Claim,
+        turn: &Turn,
+        result: Result<AgentMessage, EgressError>,
+    ) -> Result<AgentMessage, EgressError> {
+        let task = claim.task();
+        match (&self.gate, &task.gate) {
+            (Some(make), Some(_)) => {
+                let user = match &task.input {
+                    serde_json::Value::String(text) => text.as_str(),
+                    other => other
+                        .get("prompt")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default(),
+                };
+                make(task).check(turn, user, result).await
+            }
+            _ => result,
+        }
+    }
+
+    #[cfg(not(feature = "gate"))]
+    async fn gate(
+        &self,
+        _claim: &Claim,
+        _turn: &Turn,
+        result: Result<AgentMessage, EgressError>,
+    ) -> Result<AgentMessage, EgressError> {
+        result
+    }
+
+    /// The last try failed (or cannot be retried): the boundary decides with the stored mode,
+    /// as for a non-retryable error: interactive hands off, proactive stays silent.
+    async fn give_up(
+        &self,
+        claim: &Claim,
+        turn: &Turn,
+        error: EgressError,
+    ) -> Result<Kept, StoreError> {
+        let reply = resolve_in(
+            turn,
+            claim.task().mode,
+            &self.policy,
+            Err(error.with_retryable(false)),
+        );
+        let message = match reply {
+            Reply::Handoff { message } | Reply::Answer(message) => message,
+            Reply::Holding { message, .. } => message,
+            Reply::Silence => {
+                return Ok(
+                    if self
+                        .store()
+                        .end_commitment(claim, CommitmentEnd::Cancelled)
+                        .await?
+                    {
+                        Kept::Cancelled
+                    } else {
+                        Kept::Lost
+                    },
+                );
+            }
+        };
+        let rendered = match Outbound::new(message).render(Channel::renderer(&self.channel)) {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                // Layer C's own sentence cannot be shown here: the channel is misconfigured.
+                // End the promise rather than retry a line that will never render.
+                tracing::error!(target: "mesh_egress::store", commitment = %claim.id(), error = %error, "handoff line cannot be rendered; commitment cancelled");
+                let ended = self
+                    .store()
+                    .end_commitment(claim, CommitmentEnd::Cancelled)
+                    .await?;
+                return Ok(if ended { Kept::Cancelled } else { Kept::Lost });
+            }
+        };
+        let sealing = self.channel.sealing(claim, CommitmentEnd::HandedOff);
+        Ok(
+            match settle(deliver_rendered(&sealing, rendered, None).await) {
+                Delivered::Committed => Kept::HandedOff,
+                Delivered::Refused => Kept::Lost,
+            },
+        )
+    }
+}
+
+/// Whether a sealed delivery committed: only a commit failure leaves the commitment open.
+fn settle(result: Result<crate::channel::Receipt, DeliveryError>) -> Delivered {
+    match result {
+        Ok(_) => Delivered::Committed,
+        Err(DeliveryError::Commit(error)) => {
+            if let CommitError::Store(cause) = &error {
+                tracing::warn!(target: "mesh_egress::store", error = %cause, "follow-up commit failed; the claim runs out and the commitment is retried");
+            }
+            Delivered::Refused
+        }
+        Err(error) => {
+            // Committed, then a send failed: the commitment has ended with its parts, which
+            // the outbox resends (or marks `uncertain`) by its own rules.
+            tracing::warn!(target: "mesh_egress::store", error = %error, "follow-up committed but not fully sent; the outbox keeps the rest");
+            Delivered::Committed
+        }
+    }
+}
+
+/// Renews `claim` after `every`; waits forever once `shutdown` fired (the caller's shutdown
+/// arm takes over).
+async fn renew_after(
+    store: &crate::store::Store,
+    claim: &Claim,
+    every: Duration,
+    ttl: Duration,
+    shutdown: &Cancellation,
+) -> Result<bool, StoreError> {
+    if !sleep_unless(every, shutdown).await {
+        std::future::pending::<()>().await;
+    }
+    store.renew_claim(claim, ttl).await
+}
