@@ -165,6 +165,16 @@ impl<C: Channel> Channel for Tee<C> {
         self.inner.commit(record)
     }
 
+    // A part found on the surface was shown by an earlier process: it is reconciled, not
+    // printed again.
+    fn look_up(
+        &self,
+        part: &CommittedPart,
+        since: std::time::SystemTime,
+    ) -> impl Future<Output = mesh_egress::channel::PartLookup> + Send {
+        self.inner.look_up(part, since)
+    }
+
     fn send(
         &self,
         part: CommittedPart,
