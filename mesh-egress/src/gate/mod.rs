@@ -65,6 +65,7 @@
 //! # Ok(()) }
 //! ```
 
+mod block;
 mod builder;
 mod code;
 mod context;
@@ -86,6 +87,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
@@ -254,7 +256,12 @@ impl QualityGate {
             None
         };
         let evaluation = inner.conclude(findings, judge, input, message);
-        record(turn, &evaluation);
+        record(
+            turn,
+            evaluation.verdict,
+            &evaluation.findings,
+            evaluation.judge,
+        );
         evaluation
     }
 }
@@ -338,12 +345,12 @@ impl GateInner {
     }
 }
 
-/// The ledger rows and the one `mesh_egress::gate` event of an evaluation with findings.
-fn record(turn: &Turn, evaluation: &Evaluation) {
+/// The ledger rows and the one `mesh_egress::gate` event of an evaluation with findings (of a
+/// whole reply or of one streamed block).
+fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option<JudgeOutcome>) {
     let attr = turn.attribution();
-    let verdict = evaluation.verdict;
-    let judge = evaluation.judge.map(JudgeOutcome::as_str);
-    for f in &evaluation.findings {
+    let judge = judge.map(JudgeOutcome::as_str);
+    for f in findings {
         turn.ledger().record(
             attr,
             LedgerRecord::Gate(GateRecord {
@@ -356,14 +363,12 @@ fn record(turn: &Turn, evaluation: &Evaluation) {
             }),
         );
     }
-    let rules = evaluation
-        .findings
+    let rules = findings
         .iter()
         .map(Finding::rule_id)
         .collect::<Vec<_>>()
         .join(",");
-    let confidence = evaluation
-        .findings
+    let confidence = findings
         .iter()
         .map(Finding::confidence)
         .max()

@@ -74,6 +74,7 @@ pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
 pub use stream::{
     ChunkFuture, ChunkSource, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
 };
+pub(crate) use stream_join::{JoinMode, Joined, Joiner};
 pub use stream_router::RoutedStream;
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
