@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run -q -p mesh-egress --example turn -- \
 //!     [--mode interactive|proactive] [--channel plain|slack|discord|telegram] [--gate on|off] \
-//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] PROMPT
+//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] \
+//!     [--stream] PROMPT
 //! ```
 //!
 //! Environment: `MESH_MODEL_BASE_URL` (e.g. `http://127.0.0.1:8080/v1`), `MESH_MODEL`
@@ -31,14 +32,24 @@
 //! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake).
 //! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
 //! follow-ups run first and print the real answer (or a handoff) when they end.
+//!
+//! `--stream` streams the answer through the whole pipeline (`boundary::stream`: routed stream
+//! -> block cutter -> the gate's block check -> render -> commit -> send), each block a message
+//! of its own, printed (or, with `--deliver`, sent) and flushed as it is delivered. With
+//! `--json` each line also carries `"t_ms"`, the milliseconds since the turn started, and
+//! `part` counts across the whole reply. The stream's bounds are
+//! `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS` and `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`. A failure
+//! after blocks were shown never repeats them: a fallback route continues after them, or Layer
+//! C answers for the rest (with `--follow-up`, the follow-up prints only what follows).
 
 use std::future::Future;
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mesh_egress::CommittedPart;
-use mesh_egress::boundary::deliver;
+use mesh_egress::boundary::{StreamPlan, deliver};
 use mesh_egress::channel::{
     BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
     SendError, SlackChannel, SlackMrkdwn, Stdout, TelegramChannel, TelegramHtml,
@@ -51,7 +62,7 @@ use mesh_egress::{Attribution, Turn};
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
-                     [--deliver slack|discord|telegram] PROMPT";
+                     [--deliver slack|discord|telegram] [--stream] PROMPT";
 
 /// The chat surface whose format the parts are rendered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +247,7 @@ struct Args {
     json: bool,
     follow_up: bool,
     deliver: Option<Surface>,
+    stream: bool,
     system_prompt: Option<String>,
     prompt: String,
 }
@@ -272,7 +284,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut channel = None;
     let mut deliver = None;
     let mut gate = false;
-    let (mut json, mut follow_up) = (false, false);
+    let (mut json, mut follow_up, mut stream) = (false, false, false);
     let mut system_prompt_file = None;
     let mut positionals: Vec<&str> = Vec::new();
     let mut rest = argv.iter();
@@ -330,6 +342,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
+            "--stream" if inline.is_none() => stream = true,
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
@@ -362,6 +375,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         json,
         follow_up,
         deliver,
+        stream,
         system_prompt,
         prompt,
     }))
@@ -447,6 +461,7 @@ async fn main() -> ExitCode {
     };
     let router = Router::new(connector, model, RetryConfig::from_env());
 
+    let started = Instant::now();
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -475,6 +490,18 @@ async fn main() -> ExitCode {
     let (follow_up, _warnings) = FollowUp::from_env();
     let policy =
         DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
+    if args.stream {
+        let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
+        let channel = match delivery {
+            Some(delivery) => delivery.stream_channel(args.json, started),
+            None => BoxedChannel::new(Printed::new(
+                Rendering(args.surface.renderer()),
+                args.json,
+                started,
+            )),
+        };
+        return stream_turn(&args, &turn, &plan, &channel, &router, &request, answer).await;
+    }
     // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
     // reply is refused by the channel once the turn no longer owns the conversation.
     let reply = resolve_in(&turn, args.mode, &policy, answer().await);
@@ -530,4 +557,188 @@ fn delivery_failed(target: Surface, error: &mesh_egress::channel::DeliveryError)
     tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
     eprintln!("error: delivery to {to} failed");
     ExitCode::FAILURE
+}
+
+// ---- `--stream` ----
+
+impl Delivery {
+    /// The connector for `--stream --deliver`: each block that went is printed like `turn`
+    /// prints parts, with `"t_ms"` under `--json`.
+    fn stream_channel(self, json: bool, started: Instant) -> BoxedChannel {
+        let Self {
+            surface,
+            token,
+            target,
+            api_url,
+        } = self;
+        match surface {
+            Surface::Slack => {
+                let mut slack = SlackChannel::new(token, target);
+                if let Some(url) = api_url {
+                    slack = slack.base_url(url);
+                }
+                BoxedChannel::new(Printed::new(slack, json, started).with_ids())
+            }
+            Surface::Discord => {
+                let mut discord = DiscordChannel::new(token, target);
+                if let Some(url) = api_url {
+                    discord = discord.base_url(url);
+                }
+                BoxedChannel::new(Printed::new(discord, json, started).with_ids())
+            }
+            // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
+            Surface::Telegram | Surface::Plain => {
+                let mut telegram = TelegramChannel::new(token, target);
+                if let Some(url) = api_url {
+                    telegram = telegram.base_url(url);
+                }
+                BoxedChannel::new(Printed::new(telegram, json, started).with_ids())
+            }
+        }
+    }
+}
+
+/// A surface's format with nothing behind it: what `--stream` prints to stdout through.
+struct Rendering(Box<dyn Render>);
+
+impl Channel for Rendering {
+    type Renderer = Box<dyn Render>;
+
+    fn renderer(&self) -> &Box<dyn Render> {
+        &self.0
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
+    }
+}
+
+/// Prints each part once it has gone through `inner`, flushed at once: its text, or with
+/// `--json` `{"part": N, "text": "...", "t_ms": N}` (plus `"id"` for a real surface). Streamed
+/// blocks are messages of their own, so `part` is counted here, across the whole reply.
+struct Printed<C> {
+    inner: C,
+    json: bool,
+    ids: bool,
+    started: Instant,
+    printed: AtomicUsize,
+}
+
+impl<C: Channel> Printed<C> {
+    fn new(inner: C, json: bool, started: Instant) -> Self {
+        Self {
+            inner,
+            json,
+            ids: false,
+            started,
+            printed: AtomicUsize::new(0),
+        }
+    }
+
+    fn with_ids(mut self) -> Self {
+        self.ids = true;
+        self
+    }
+}
+
+impl<C: Channel> Channel for Printed<C> {
+    type Renderer = C::Renderer;
+
+    fn renderer(&self) -> &C::Renderer {
+        self.inner.renderer()
+    }
+
+    fn commit(
+        &self,
+        record: &mesh_egress::CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), mesh_egress::CommitError>> + Send {
+        self.inner.commit(record)
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let text = part.text().to_owned();
+        let sent = self.inner.send(part);
+        async move {
+            let receipt = sent.await?;
+            let number = self.printed.fetch_add(1, Ordering::Relaxed) + 1;
+            let t_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let line = match (self.json, self.ids) {
+                (false, _) => format!("{text}\n"),
+                (true, false) => format!(
+                    "{{\"part\":{number},\"text\":{},\"t_ms\":{t_ms}}}\n",
+                    serde_json::Value::from(text)
+                ),
+                (true, true) => format!(
+                    "{{\"part\":{number},\"text\":{},\"id\":{},\"t_ms\":{t_ms}}}\n",
+                    serde_json::Value::from(text),
+                    serde_json::Value::from(receipt.id())
+                ),
+            };
+            // The part went: a closed stdout cannot undo that, so it does not fail the send.
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+            Ok(receipt)
+        }
+    }
+}
+
+/// The streamed turn: `boundary::stream` from the Router's stream to `channel`, then the
+/// follow-up for the rest when Layer C promised one and `--follow-up` asks for it.
+async fn stream_turn<F, Fut>(
+    args: &Args,
+    turn: &Turn,
+    plan: &StreamPlan<'_>,
+    channel: &BoxedChannel,
+    router: &Router<OpenAiCompatible>,
+    request: &ChatRequest,
+    answer: F,
+) -> ExitCode
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<mesh_egress::AgentMessage, mesh_egress::EgressError>>,
+{
+    let target = args.deliver.unwrap_or(Surface::Plain);
+    let source = router.stream(turn, request);
+    let mut receipt = match mesh_egress::boundary::stream(turn, plan, channel, source).await {
+        Ok(receipt) => receipt,
+        Err(error) => return delivery_failed(target, &error),
+    };
+    tracing::info!(
+        target: "mesh_egress::degrade",
+        end = ?receipt.end(),
+        blocks = receipt.blocks().len(),
+        delivered_bytes = receipt.delivered().len(),
+        mode = args.mode.as_str(),
+        "streamed turn ended"
+    );
+    let Some(rest) = receipt.take_rest() else {
+        return ExitCode::SUCCESS;
+    };
+    if !args.follow_up {
+        let commitment = rest.commitment();
+        tracing::info!(
+            target: "mesh_egress::degrade",
+            commitment = %commitment.id(),
+            first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
+            attempts = commitment.attempts(),
+            delivered_bytes = rest.delivered().len(),
+            "holding line sent; follow-up not run (no --follow-up)"
+        );
+        let _kept_on_the_ledger = rest.into_parts();
+        return ExitCode::SUCCESS;
+    }
+    let runner = FollowUpRunner::new(plan.policy().clone()).with_ledger(turn.ledger().clone());
+    match rest.keep(&runner, channel, answer).await {
+        Ok(outcome) => {
+            tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
+            ExitCode::SUCCESS
+        }
+        Err(error) => delivery_failed(target, &error),
+    }
 }

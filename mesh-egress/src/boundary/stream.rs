@@ -101,6 +101,11 @@ impl<'a> StreamPlan<'a> {
     pub fn mode(&self) -> Mode {
         self.mode
     }
+
+    /// The Layer C policy (its follow-up settings keep a holding line's promise).
+    pub fn policy(&self) -> &'a DegradationPolicy {
+        self.policy
+    }
 }
 
 /// How a streamed turn ended.
