@@ -589,8 +589,12 @@ async fn streamed_scene(
     let config = config
         .clone()
         .with_stream_idle_timeout(Some(Duration::from_millis(300)));
-    let router = Router::new(OpenAiCompatible::new(provider.base_url())?, "primary-model", config)
-        .with_jitter(Jitter::fixed(0.5));
+    let router = Router::new(
+        OpenAiCompatible::new(provider.base_url())?,
+        "primary-model",
+        config,
+    )
+    .with_jitter(Jitter::fixed(0.5));
     provider.push([
         FakeResponse::from(
             Step::chunks([
@@ -605,8 +609,12 @@ async fn streamed_scene(
         FakeResponse::from(Step::chunks(STREAMED).chunk_delay(Duration::from_millis(20))),
     ]);
     let ledger = Ledger::in_memory();
-    let turn = Turn::new(Attribution::new("release-bot", format!("conv-{n}"), format!("run-{n}")))
-        .with_ledger(ledger.clone());
+    let turn = Turn::new(Attribution::new(
+        "release-bot",
+        format!("conv-{n}"),
+        format!("run-{n}"),
+    ))
+    .with_ledger(ledger.clone());
     let prompt = "How is the 2.5 rollout going?";
     let request = ChatRequest::new(vec![
         ChatMessage::system(SYSTEM_PROMPT),
@@ -620,7 +628,10 @@ async fn streamed_scene(
     let plan = StreamPlan::new(Mode::Interactive, policy).with_gate(gate, prompt);
     let mut receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request)).await?;
     let _no_promise_on_an_answer = receipt.take_rest();
-    let sent = channel.sent.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let sent = channel
+        .sent
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
 
     // No word twice: the parts read as the answer, whitespace at the cuts aside.
     let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();

@@ -68,7 +68,10 @@ pub mod boundary;
 pub mod channel;
 pub mod degrade;
 mod egress;
-#[allow(dead_code, reason = "the store and the worker call it; absent without them")]
+#[allow(
+    dead_code,
+    reason = "the store and the worker call it; absent without them"
+)]
 mod failpoint;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]

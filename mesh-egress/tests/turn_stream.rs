@@ -16,10 +16,14 @@ use mesh_egress::testing::{FakeProvider, Step};
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 // Each paragraph is longer than the default minimum block (80 bytes), so each is a block.
-const P1: &str = "The build finished a few minutes ago and every one of the integration tests passed.\n\n";
-const P2: &str = "Deploying to staging now; the rollout usually takes about a minute to settle down.\n\n";
-const P3: &str = "Production follows once the staging checks are green and the error budget allows it.\n\n";
-const P4: &str = "I will post the link to the release notes here as soon as the new version is live.\n\n";
+const P1: &str =
+    "The build finished a few minutes ago and every one of the integration tests passed.\n\n";
+const P2: &str =
+    "Deploying to staging now; the rollout usually takes about a minute to settle down.\n\n";
+const P3: &str =
+    "Production follows once the staging checks are green and the error budget allows it.\n\n";
+const P4: &str =
+    "I will post the link to the release notes here as soon as the new version is live.\n\n";
 
 /// What one run printed: each stdout line with when it arrived, when the process ended, its
 /// exit status and stderr.
@@ -73,11 +77,15 @@ fn trimmed(blocks: &[&str]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_parts_appear_while_the_model_writes_each_with_a_non_decreasing_t_ms() {
-    let provider =
-        FakeProvider::start_steps([Step::chunks([P1, P2, P3, P4]).chunk_delay(MS(200))])
-            .await
-            .expect("provider");
-    let run = run(&provider.base_url(), &[], &["--stream", "--json", "status?"]).await;
+    let provider = FakeProvider::start_steps([Step::chunks([P1, P2, P3, P4]).chunk_delay(MS(200))])
+        .await
+        .expect("provider");
+    let run = run(
+        &provider.base_url(),
+        &[],
+        &["--stream", "--json", "status?"],
+    )
+    .await;
     assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
     let first = run.lines.first().expect("a part").0;
     // Three more chunks and the finish chunk, 200 ms apart, come after the first part.
@@ -91,16 +99,25 @@ async fn streamed_parts_appear_while_the_model_writes_each_with_a_non_decreasing
         .iter()
         .map(|(_, l)| serde_json::from_str(l).expect("a json line"))
         .collect();
-    let parts: Vec<u64> = parsed.iter().map(|v| v["part"].as_u64().expect("part")).collect();
+    let parts: Vec<u64> = parsed
+        .iter()
+        .map(|v| v["part"].as_u64().expect("part"))
+        .collect();
     assert_eq!(parts, [1, 2, 3, 4]);
     let texts: Vec<String> = parsed
         .iter()
         .map(|v| v["text"].as_str().expect("text").to_owned())
         .collect();
     assert_eq!(texts, trimmed(&[P1, P2, P3, P4]));
-    let t_ms: Vec<u64> = parsed.iter().map(|v| v["t_ms"].as_u64().expect("t_ms")).collect();
+    let t_ms: Vec<u64> = parsed
+        .iter()
+        .map(|v| v["t_ms"].as_u64().expect("t_ms"))
+        .collect();
     assert!(t_ms.windows(2).all(|w| w[0] <= w[1]), "{t_ms:?}");
-    assert!(t_ms[3] - t_ms[0] >= 400, "parts were stamped as they went: {t_ms:?}");
+    assert!(
+        t_ms[3] - t_ms[0] >= 400,
+        "parts were stamped as they went: {t_ms:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

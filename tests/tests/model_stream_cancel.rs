@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, RetryConfig, Route, RoutedStream, Router};
+use mesh_egress::model::{
+    ChatMessage, ChatRequest, Jitter, RetryConfig, Route, RoutedStream, Router,
+};
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::{Attribution, Turn};
 use tokio::time::Instant;
@@ -83,10 +85,8 @@ async fn an_abandoned_read_while_the_stream_opens_resumes_the_same_attempt() {
 
 #[tokio::test(start_paused = true)]
 async fn an_abandoned_read_during_a_backoff_wait_neither_skips_nor_restarts_it() {
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::status(503), Step::chunks(["recovered"])],
-    );
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::status(503), Step::chunks(["recovered"])]);
     let router = router(&connector, RetryConfig::default());
     let turn = Turn::new(Attribution::new("a", "c", "r"));
     let request = ChatRequest::new(vec![ChatMessage::user("hi")]);

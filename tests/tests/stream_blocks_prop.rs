@@ -60,8 +60,11 @@ fn line() -> impl Strategy<Value = String> {
 fn piece() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::collection::vec(line(), 1..3).prop_map(|l| format!("{}.", l.join("\n"))),
-        prop::collection::vec(line(), 1..4)
-            .prop_map(|l| format!("```\n{}\n\n{}\n```", l.join("\n"), l[0])),
+        prop::collection::vec(line(), 1..4).prop_map(|l| format!(
+            "```\n{}\n\n{}\n```",
+            l.join("\n"),
+            l[0]
+        )),
         prop::collection::vec(line(), 1..4).prop_map(|items| items
             .iter()
             .map(|i| format!("- {i}"))
@@ -86,7 +89,10 @@ fn chunked(text: &str, cuts: &[f64]) -> Vec<String> {
     points.push(text.len());
     points.sort_unstable();
     points.dedup();
-    points.windows(2).map(|w| text[w[0]..w[1]].to_owned()).collect()
+    points
+        .windows(2)
+        .map(|w| text[w[0]..w[1]].to_owned())
+        .collect()
 }
 
 fn squash(s: &str) -> String {
@@ -111,10 +117,8 @@ fn streamed(text: &str, cuts: &[f64], min_block: usize) -> (Vec<String>, StreamE
             renderer: renderer(),
             sent: Mutex::new(Vec::new()),
         };
-        let source = RoutedStream::from_chunks(
-            &turn,
-            chunked(text, cuts).into_iter().map(Ok).collect(),
-        );
+        let source =
+            RoutedStream::from_chunks(&turn, chunked(text, cuts).into_iter().map(Ok).collect());
         let receipt = stream(&turn, &plan, &channel, source)
             .await
             .expect("delivered");

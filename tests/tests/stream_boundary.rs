@@ -9,7 +9,9 @@ use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
-use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router};
+use mesh_egress::model::{
+    ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
+};
 use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::{AgentMessage, Attribution, Cancellation, Ownership, StopReason, Turn};
@@ -33,7 +35,11 @@ fn request() -> ChatRequest {
     ChatRequest::new(vec![ChatMessage::user("status?")])
 }
 
-fn router(connector: &ScriptedConnector, config: RetryConfig, names: &[&str]) -> Router<ScriptedConnector> {
+fn router(
+    connector: &ScriptedConnector,
+    config: RetryConfig,
+    names: &[&str],
+) -> Router<ScriptedConnector> {
     let mut routes = names.iter().map(|n| Route::new(*n));
     let primary = routes.next().expect("a primary");
     Router::with_routes(connector.clone(), primary, routes, config).with_jitter(Jitter::fixed(0.0))
@@ -68,16 +74,24 @@ fn recovery(turn: &Turn) -> RecoveryReport {
 async fn each_block_is_sent_as_its_own_message_as_soon_as_it_is_complete() {
     let connector = ScriptedConnector::new().on(
         "primary",
-        [Step::chunks(["The build finished ", "and every test passed.\n\n", B2, B3]).chunk_delay(MS(100))],
+        [
+            Step::chunks(["The build finished ", "and every test passed.\n\n", B2, B3])
+                .chunk_delay(MS(100)),
+        ],
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let turn = turn();
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Chunks at 100, 200, 300, 400 ms and the finish chunk at 500 ms: the first block goes
@@ -103,9 +117,14 @@ async fn before_the_first_block_a_broken_stream_is_retried_invisibly() {
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     // The half block held by the cutter was joined to the retry: no word twice.
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
@@ -123,9 +142,14 @@ async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_tur
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let mut receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("a holding line is delivered");
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("a holding line is delivered");
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
@@ -158,9 +182,14 @@ async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_
     let channel = Timed::new();
     let start = Instant::now();
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Last content at 200 ms, idle bound 500 ms: the fallback is asked at 700 ms.
@@ -185,9 +214,14 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
     let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
     let channel = Timed::new();
     let request = request();
-    let mut receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
@@ -214,7 +248,10 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
         })
         .await
         .expect("delivered");
-    assert!(matches!(outcome, FollowUpOutcome::Fulfilled { follow_ups: 1, .. }));
+    assert!(matches!(
+        outcome,
+        FollowUpOutcome::Fulfilled { follow_ups: 1, .. }
+    ));
     let sent = channel.texts();
     assert_eq!(sent.len(), 4);
     assert_eq!(sent[3], [B3, B4].concat().trim());
@@ -231,9 +268,14 @@ async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let mut receipt = stream(&turn, &plan(Mode::Proactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Proactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
@@ -275,8 +317,14 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     for text in &sent {
         assert!(!text.contains("LLM request failed"), "{text}");
-        assert!(!text.contains("production"), "a block after the blocked one: {text}");
-        assert!(!text.contains("post the link"), "a block after the blocked one: {text}");
+        assert!(
+            !text.contains("production"),
+            "a block after the blocked one: {text}"
+        );
+        assert!(
+            !text.contains("post the link"),
+            "a block after the blocked one: {text}"
+        );
     }
     let gate_rows = turn
         .ledger()
@@ -306,19 +354,22 @@ async fn a_gate_that_is_off_passes_every_block_unchanged() {
 
 #[tokio::test(start_paused = true)]
 async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))],
-    );
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let cancellation = Cancellation::new();
     let turn = turn().with_cancellation(cancellation.clone());
     let policy = DegradationPolicy::default();
     let channel = Timed::new().after_first_send(move || cancellation.cancel());
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("stopped");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("stopped");
     assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::Cancelled));
     assert_eq!(channel.texts(), trimmed(&[B1]));
     assert!(receipt.layer_c().is_none());
@@ -326,30 +377,37 @@ async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn losing_the_conversation_stops_the_stream_with_nothing_more_sent() {
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))],
-    );
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let ownership = Ownership::held();
     let turn = turn().with_ownership(ownership.clone());
     let policy = DegradationPolicy::default();
     let channel = Timed::new().after_first_send(move || ownership.revoke());
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("stopped");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("stopped");
     assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::OwnershipLost));
     assert_eq!(channel.texts(), trimmed(&[B1]));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
-    let words = ["The rollout ", "is slow ", "today because ", "the cache ", "is cold."];
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::chunks(words).chunk_delay(MS(1000))],
-    );
+    let words = [
+        "The rollout ",
+        "is slow ",
+        "today because ",
+        "the cache ",
+        "is cold.",
+    ];
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks(words).chunk_delay(MS(1000))]);
     let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(5000)));
     let router = router(&connector, config, &["primary"]);
     let turn = turn();

@@ -69,9 +69,14 @@ async fn the_first_block_is_delivered_before_the_stream_ends() {
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     let ended = channel.elapsed();
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3, B4]));
@@ -99,9 +104,14 @@ async fn a_stall_mid_stream_is_continued_on_the_fallback_with_no_repeated_text()
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     assert_eq!(provider.received().len(), 2);
@@ -119,9 +129,14 @@ async fn an_in_stream_error_after_two_blocks_sends_layer_cs_line_for_the_rest() 
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
     let request = request();
-    let mut receipt = stream(&turn, &plan(Mode::Interactive, &policy), &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
@@ -134,7 +149,10 @@ async fn an_in_stream_error_after_two_blocks_sends_layer_cs_line_for_the_rest() 
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert!(!sent[2].contains("500"));
     assert!(!sent[2].contains("production"));
-    assert_eq!(receipt.take_rest().expect("a promise").delivered(), [B1, B2].concat());
+    assert_eq!(
+        receipt.take_rest().expect("a promise").delivered(),
+        [B1, B2].concat()
+    );
 }
 
 #[tokio::test]
@@ -155,7 +173,13 @@ async fn the_gate_blocking_the_third_block_means_blocks_four_and_on_are_never_se
         .await
         .expect("delivered");
     assert!(
-        matches!(receipt.end(), StreamEnd::Degraded { after_blocks: 2, .. }),
+        matches!(
+            receipt.end(),
+            StreamEnd::Degraded {
+                after_blocks: 2,
+                ..
+            }
+        ),
         "{:?}",
         receipt.end()
     );
@@ -165,6 +189,9 @@ async fn the_gate_blocking_the_third_block_means_blocks_four_and_on_are_never_se
     for text in &sent {
         assert!(!text.contains("Traceback"), "{text}");
         assert!(!text.contains("production"), "block four was sent: {text}");
-        assert!(!text.contains("post the link"), "block five was sent: {text}");
+        assert!(
+            !text.contains("post the link"),
+            "block five was sent: {text}"
+        );
     }
 }

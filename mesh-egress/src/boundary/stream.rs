@@ -241,7 +241,10 @@ where
         };
         let text = match next {
             None if out.blocks.is_empty() => {
-                break EgressError::semantic(StreamError::NothingToShow, turn.attribution().clone());
+                break EgressError::semantic(
+                    StreamError::NothingToShow,
+                    turn.attribution().clone(),
+                );
             }
             None => return Ok(out),
             Some(Err(error)) => break error,

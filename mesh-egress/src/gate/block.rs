@@ -229,7 +229,12 @@ mod tests {
         let gate = QualityGate::builder().build().expect("gate");
         let turn = turn();
         let blocked = gate
-            .evaluate_block(&turn, "", "Working on it.\n\n", block("LLM request failed: 503\n", 1))
+            .evaluate_block(
+                &turn,
+                "",
+                "Working on it.\n\n",
+                block("LLM request failed: 503\n", 1),
+            )
             .await;
         assert!(matches!(blocked.verdict(), GateVerdict::Blocked { .. }));
         assert!(blocked.into_result().is_err());

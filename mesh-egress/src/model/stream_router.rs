@@ -459,7 +459,10 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         let route = &router.routes[self.route];
         let request: &'a ChatRequest = recovery.request;
         let (future, joiner): (OpenFuture<'a>, _) = if held.is_empty() {
-            (Box::pin(router.connector.stream(&route.model, request)), None)
+            (
+                Box::pin(router.connector.stream(&route.model, request)),
+                None,
+            )
         } else if route.prefill {
             let prefilled = with_prefix(request, held);
             let connector = &router.connector;

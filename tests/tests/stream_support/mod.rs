@@ -40,7 +40,12 @@ impl Timed {
     }
 
     pub fn texts(&self) -> Vec<String> {
-        self.sent.lock().unwrap().iter().map(|(_, t)| t.clone()).collect()
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, t)| t.clone())
+            .collect()
     }
 
     pub fn times(&self) -> Vec<Duration> {
@@ -69,4 +74,3 @@ impl Channel for Timed {
         std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
     }
 }
-
