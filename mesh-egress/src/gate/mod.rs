@@ -43,6 +43,12 @@
 //! ([`JudgeRequest::boundary`]), and any answer but a clean `ALLOW` or `BLOCK` is a judge
 //! failure ([`JudgeVerdict::parse`]).
 //!
+//! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
+//! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
+//! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
+//! A reasoning block stripped whole leaves a blank checked block (skipped; the stream goes
+//! on); a blocked block stops the stream.
+//!
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
 //!
