@@ -4,10 +4,14 @@
 //! `data: `), and against that bare parse plus `serde_json::Value` for each event (the least a
 //! client that reads the delta must do).
 //!
+//! `ours+block_cutter` adds what a streamed turn does with each delta before the gate sees a
+//! block: the block cutter (`BlockCutter::push`), against the same bare line parse.
+//!
 //! `cargo bench -p mesh-egress --all-features --bench stream`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mesh_egress::model::{SseDecoder, SseEvent, decode_chunk};
+use mesh_egress::stream::{BlockCutter, CutterConfig};
 use std::hint::black_box;
 
 /// 600 token chunks exactly as the chat-completions stream sends them, then the finish chunk
@@ -15,9 +19,14 @@ use std::hint::black_box;
 fn wire(tokens: usize) -> Vec<u8> {
     let mut out = String::new();
     for i in 0..tokens {
-        let word = [
-            "The ", "build ", "is ", "green ", "and ", "the ", "tests ", "pass. ",
-        ][i % 8];
+        // A paragraph break every 25 tokens, so the cutter cuts blocks as it would in a reply.
+        let word = if i % 25 == 24 {
+            "done.\\n\\n"
+        } else {
+            [
+                "The ", "build ", "is ", "green ", "and ", "the ", "tests ", "pass. ",
+            ][i % 8]
+        };
         out.push_str(&format!(
             "data: {{\"id\":\"chatcmpl-abc123\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\
              \"model\":\"gpt-4o-mini\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{word}\"}},\
@@ -42,6 +51,24 @@ fn ours(bytes: &[u8], read: usize) -> usize {
         }
     }
     text
+}
+
+/// The parser, then every delta through the block cutter: the blocks a streamed turn checks.
+fn ours_and_cutter(bytes: &[u8], read: usize) -> usize {
+    let mut decoder = SseDecoder::new(1 << 20, 8 << 20);
+    let mut cutter = BlockCutter::new(CutterConfig::default());
+    let mut events = Vec::new();
+    let mut blocks = 0;
+    for part in bytes.chunks(read) {
+        decoder.feed(part, &mut events).expect("well-formed");
+        for event in events.drain(..) {
+            if let SseEvent::Data { data, error } = event {
+                let chunk = decode_chunk(&data, error).expect("a chunk");
+                blocks += black_box(cutter.push(&chunk.text)).len();
+            }
+        }
+    }
+    blocks + usize::from(cutter.finish().is_some())
 }
 
 /// The bare line parse: split on `\n`, keep what follows `data: `, stop at `[DONE]`.
@@ -85,6 +112,9 @@ fn stream(c: &mut Criterion) {
         b.iter(|| ours(black_box(&bytes), 1460))
     });
     group.bench_function("ours_reads_64B", |b| b.iter(|| ours(black_box(&bytes), 64)));
+    group.bench_function("ours+block_cutter_reads_1460B", |b| {
+        b.iter(|| ours_and_cutter(black_box(&bytes), 1460))
+    });
     group.bench_function("bare_line_split", |b| {
         b.iter(|| bare_lines(black_box(&bytes)))
     });

@@ -3,22 +3,26 @@
 //!
 //! Run: `cargo run -p mesh-egress --example chaos` (no key, no network, a few seconds).
 //!
+//! The last turn is streamed (`boundary::stream`): each block is shown as it completes, the
+//! primary stalls mid-stream, and the fallback answers the rest without repeating a word.
+//!
 //! Waits are at demo scale (a 100 ms backoff base, a 300 ms ceiling, a 500 ms attempt timeout)
 //! so the story fits in seconds; the shipped defaults are 60 s / 180 s / 20 s.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::boundary::deliver;
-use mesh_egress::channel::{Deliver, Recorder};
+use mesh_egress::boundary::{StreamEnd, StreamPlan, deliver, stream};
+use mesh_egress::channel::{Channel, Deliver, PartReceipt, PlainText, Recorder, SendError};
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
-use mesh_egress::testing::{FakeProvider, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Turn, egress_boundary};
+use mesh_egress::testing::{FakeProvider, FakeResponse, Step};
+use mesh_egress::{AgentMessage, Attribution, CommittedPart, EgressError, Turn, egress_boundary};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 
@@ -409,7 +413,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let router = Router::new(
         OpenAiCompatible::new(provider.base_url())?,
         "primary-model",
-        config,
+        config.clone(),
     )
     .with_jitter(Jitter::fixed(0.5));
     // Opt-in: this agent runs the gate, with its system prompt for the echo check and no judge
@@ -529,8 +533,141 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         print_block(&mut out, "ledger", &ledger_rows(&ledger));
         println!("{out}");
     }
+    let n = scenes().len() + 1;
+    streamed_scene(n, &provider, &logs, &config, &gate, &policy).await?;
     println!(
         "Checked: nothing a person saw contains a cause; each cause is in the operator's log once."
     );
+    Ok(())
+}
+
+/// The streamed answer of the last scene: four paragraphs, each longer than a block's minimum.
+const STREAMED: [&str; 4] = [
+    "Release 2.5 is rolling out: the canary has taken five percent of traffic for ten minutes. ",
+    "Error rates are flat and p99 latency is unchanged, so the rollout moves to half of the fleet.\n\n",
+    "Payments stay on 2.4 until the settlement job finishes tonight; that is the only hold-up.\n\n",
+    "I'll post here when the whole fleet is on 2.5, likely within the hour.\n\n",
+];
+
+/// A channel that records each part with when it went, for the streamed scene.
+struct Stamped {
+    renderer: PlainText,
+    start: tokio::time::Instant,
+    sent: Mutex<Vec<(Duration, String)>>,
+}
+
+impl Channel for Stamped {
+    type Renderer = PlainText;
+
+    fn renderer(&self) -> &PlainText {
+        &self.renderer
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        self.sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((self.start.elapsed(), part.text().to_owned()));
+        std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
+    }
+}
+
+/// A streamed turn whose primary stalls after two chunks: the first block is already on the
+/// person's screen, so the stall abandons the route and the fallback, asked afresh, delivers
+/// only what follows it.
+async fn streamed_scene(
+    n: usize,
+    provider: &FakeProvider,
+    logs: &Logs,
+    config: &RetryConfig,
+    gate: &QualityGate,
+    policy: &DegradationPolicy,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let config = config
+        .clone()
+        .with_stream_idle_timeout(Some(Duration::from_millis(300)));
+    let router = Router::new(
+        OpenAiCompatible::new(provider.base_url())?,
+        "primary-model",
+        config,
+    )
+    .with_jitter(Jitter::fixed(0.5));
+    provider.push([
+        FakeResponse::from(
+            Step::chunks([
+                STREAMED[0],
+                STREAMED[1],
+                "Payments stay on 2.4 until ",
+                "the settlement job",
+            ])
+            .chunk_delay(Duration::from_millis(80))
+            .stall_after(3),
+        ),
+        FakeResponse::from(Step::chunks(STREAMED).chunk_delay(Duration::from_millis(20))),
+    ]);
+    let ledger = Ledger::in_memory();
+    let turn = Turn::new(Attribution::new(
+        "release-bot",
+        format!("conv-{n}"),
+        format!("run-{n}"),
+    ))
+    .with_ledger(ledger.clone());
+    let prompt = "How is the 2.5 rollout going?";
+    let request = ChatRequest::new(vec![
+        ChatMessage::system(SYSTEM_PROMPT),
+        ChatMessage::user(prompt),
+    ]);
+    let channel = Stamped {
+        renderer: PlainText::new(),
+        start: tokio::time::Instant::now(),
+        sent: Mutex::new(Vec::new()),
+    };
+    let plan = StreamPlan::new(Mode::Interactive, policy).with_gate(gate, prompt);
+    let mut receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request)).await?;
+    let _no_promise_on_an_answer = receipt.take_rest();
+    let sent = channel
+        .sent
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+
+    // No word twice: the parts read as the answer, whitespace at the cuts aside.
+    let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let shown: Vec<String> = sent.iter().flat_map(|(_, t)| words(t)).collect();
+    if receipt.end() != StreamEnd::Answered || shown != words(&STREAMED.concat()) {
+        return Err(format!("the streamed turn repeated or lost text: {sent:?}").into());
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{n}. streamed, primary stalls mid-stream [interactive] -> answer in {} blocks",
+        sent.len()
+    );
+    let user: Vec<String> = sent
+        .iter()
+        .map(|(at, text)| format!("+{:>4} ms  {text}", at.as_millis()))
+        .collect();
+    print_block(&mut out, "user saw", &user);
+    print_block(&mut out, "operator log", &log_summary(&logs.take()));
+    let mut rows = ledger_rows(&ledger);
+    for row in ledger.entries() {
+        if let LedgerRecord::Recovery(r) = row.record()
+            && let Some(s) = &r.stream
+        {
+            rows.push(format!(
+                "stream      {} bytes shown; r{} failed after {} bytes ({}); rest by r{} ({})",
+                s.delivered_bytes,
+                s.failed_route.map_or("-".into(), |r| r.to_string()),
+                s.failed_after_bytes.unwrap_or(0),
+                s.failure.as_deref().unwrap_or("-"),
+                s.rest_answered_by.map_or("-".into(), |r| r.to_string()),
+                s.joined_by.as_deref().unwrap_or("-"),
+            ));
+        }
+    }
+    print_block(&mut out, "ledger", &rows);
+    println!("{out}");
     Ok(())
 }

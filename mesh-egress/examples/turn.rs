@@ -37,21 +37,34 @@
 //! the durable outbox, and a holding line's promise is stored (handler, prompt, mode, gate
 //! settings, system prompt, the plan of `MESH_FOLLOW_UP_*`) for `worker` to keep; with
 //! `--follow-up` this process keeps it itself, recorded on the store.
+//!
+//! `--stream` streams the answer through the whole pipeline (`boundary::stream`: routed stream
+//! -> block cutter -> the gate's block check -> render -> commit -> send), each block a message
+//! of its own, printed (or, with `--deliver`, sent) and flushed as it is delivered. With
+//! `--json` each line also carries `"t_ms"`, the milliseconds since the turn started, and
+//! `part` counts across the whole reply. The stream's bounds are
+//! `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS` and `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`. A failure
+//! after blocks were shown never repeats them: a fallback route continues after them, or Layer
+//! C answers for the rest (with `--follow-up`, the follow-up prints only what follows).
+//! `--stream` does not combine with `--store` (a usage error): streamed blocks are not yet
+//! kept in the example's outbox.
 
 #[path = "support/cli.rs"]
 mod cli;
 #[path = "support/turn_store.rs"]
 mod turn_store;
+#[path = "support/turn_stream.rs"]
+mod turn_stream;
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cli::{
     Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, delivery_failed,
     init_logs, model_from_env, usage_error, value,
 };
-use mesh_egress::boundary::deliver;
+use mesh_egress::boundary::{StreamPlan, deliver};
 use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::QualityGate;
@@ -61,7 +74,7 @@ use mesh_egress::{Attribution, Turn};
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
-                     [--deliver slack|discord|telegram] [--store URL] PROMPT";
+                     [--deliver slack|discord|telegram] [--store URL] [--stream] PROMPT";
 
 /// The parsed command line.
 #[derive(Debug)]
@@ -76,6 +89,8 @@ struct Args {
     prompt: String,
     /// `--store URL`: the parts go through the durable outbox and a promise is stored.
     store: Option<String>,
+    /// `--stream`: the answer is streamed block by block.
+    stream: bool,
 }
 
 /// What the command line asked for: a turn, or the usage text.
@@ -89,7 +104,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut channel = None;
     let mut deliver = None;
     let mut gate = false;
-    let (mut json, mut follow_up) = (false, false);
+    let (mut json, mut follow_up, mut stream) = (false, false, false);
     let mut system_prompt_file = None;
     let mut store = None;
     let mut positionals: Vec<&str> = Vec::new();
@@ -135,6 +150,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
+            "--stream" if inline.is_none() => stream = true,
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
@@ -160,6 +176,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         system_prompt,
         prompt,
         store,
+        stream,
     }))
 }
 
@@ -182,6 +199,10 @@ async fn main() -> ExitCode {
         Ok(delivery) => delivery,
         Err(message) => return usage_error(&message),
     };
+    let store_url = cli::store_url(args.store.clone());
+    if args.stream && store_url.is_some() {
+        return usage_error("--stream does not combine with --store (or MESH_STORE_URL) yet");
+    }
     init_logs();
 
     let gate = if args.gate {
@@ -198,7 +219,7 @@ async fn main() -> ExitCode {
     // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
     // it stops recovery as well as delivery.
     let persistent =
-        match turn_store::Persistent::start(cli::store_url(args.store.clone()), "cli").await {
+        match turn_store::Persistent::start(store_url, "cli").await {
             Ok(persistent) => persistent,
             Err(code) => return code,
         };
@@ -208,6 +229,7 @@ async fn main() -> ExitCode {
         RetryConfig::from_env(),
     ));
 
+    let started = Instant::now();
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
@@ -234,6 +256,27 @@ async fn main() -> ExitCode {
     let (follow_up, _warnings) = FollowUp::from_env();
     let policy =
         DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
+    if args.stream {
+        let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
+        let channel = match delivery {
+            Some(delivery) => delivery.streamed_channel(args.json, started),
+            None => BoxedChannel::new(cli::Tee::new(
+                turn_stream::Rendering(args.surface.renderer()),
+                cli::Printing::streamed(args.json, started),
+            )),
+        };
+        let streamed = turn_stream::Streamed {
+            turn: &turn,
+            mode: args.mode,
+            plan: &plan,
+            channel: &channel,
+            router: &router,
+            request: &request,
+            target: args.deliver.unwrap_or(Surface::Plain),
+            follow_up: args.follow_up,
+        };
+        return turn_stream::run(streamed, answer).await;
+    }
     // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
     // reply is refused by the channel once the turn no longer owns the conversation.
     let reply = resolve_in(&turn, args.mode, &policy, answer().await);

@@ -63,6 +63,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod block;
 pub mod boundary;
 pub mod channel;
 pub mod degrade;

@@ -25,6 +25,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("failpoint", &[]),
     // The block cutter: text in, blocks out, nothing of ours.
     ("stream", &[]),
+    // A streamed block, `Unchecked -> Checked`: a leaf value the gate checks and channels send.
+    ("block", &["egress", "ownership"]),
     // The record of what happened, and the context of one turn.
     ("ledger", &["egress", "reply", "render"]),
     ("turn", &["egress", "ownership", "ledger"]),
@@ -40,6 +42,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "render",
             "retry",
             "setting",
+            "block",
         ],
     ),
     // Layer A, Layer C and the gate never see the channels.
@@ -50,7 +53,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("degrade", &["egress", "reply", "ledger", "setting"]),
     (
         "gate",
-        &["egress", "reply", "ledger", "model", "turn", "ownership"],
+        &[
+            "egress",
+            "reply",
+            "ledger",
+            "model",
+            "turn",
+            "ownership",
+            "block",
+        ],
     ),
     // The durable store sits on the commit boundary: channels and the typestate, never Layer C.
     (
@@ -88,6 +99,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "model",
             "store",
             "setting",
+            "block",
+            "stream",
         ],
     ),
     // Keeping durable promises: the boundary's glue on top of the store.

@@ -8,6 +8,8 @@ use std::future::Future;
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use mesh_egress::CommittedPart;
 use mesh_egress::channel::{
@@ -105,6 +107,16 @@ impl Delivery {
 
     /// The connector, printing each part that went.
     pub(crate) fn channel(self, json: bool) -> BoxedChannel {
+        self.printing(Printing::parts(json).with_ids())
+    }
+
+    /// The connector for `--stream`: each block that went is printed like a part, counted
+    /// across the reply, with `"t_ms"` under `--json`.
+    pub(crate) fn streamed_channel(self, json: bool, started: Instant) -> BoxedChannel {
+        self.printing(Printing::streamed(json, started).with_ids())
+    }
+
+    fn printing(self, printing: Printing) -> BoxedChannel {
         let Self {
             surface,
             token,
@@ -117,14 +129,14 @@ impl Delivery {
                 if let Some(url) = api_url {
                     slack = slack.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(slack, json))
+                BoxedChannel::new(Tee::new(slack, printing))
             }
             Surface::Discord => {
                 let mut discord = DiscordChannel::new(token, target);
                 if let Some(url) = api_url {
                     discord = discord.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(discord, json))
+                BoxedChannel::new(Tee::new(discord, printing))
             }
             // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
             Surface::Telegram | Surface::Plain => {
@@ -132,22 +144,78 @@ impl Delivery {
                 if let Some(url) = api_url {
                     telegram = telegram.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(telegram, json))
+                BoxedChannel::new(Tee::new(telegram, printing))
             }
         }
     }
 }
 
+/// How a [`Tee`] prints a part that went.
+pub(crate) struct Printing {
+    json: bool,
+    ids: bool,
+    /// `--stream`: when the turn started (for `"t_ms"`) and the parts printed so far (streamed
+    /// blocks are messages of their own, so `part` is counted here, across the whole reply).
+    streamed: Option<(Instant, AtomicUsize)>,
+}
+
+impl Printing {
+    /// Parts numbered within their message, as `turn` prints them.
+    pub(crate) fn parts(json: bool) -> Self {
+        Self {
+            json,
+            ids: false,
+            streamed: None,
+        }
+    }
+
+    /// Streamed blocks: numbered across the reply, with `"t_ms"` since `started`.
+    pub(crate) fn streamed(json: bool, started: Instant) -> Self {
+        Self {
+            json,
+            ids: false,
+            streamed: Some((started, AtomicUsize::new(0))),
+        }
+    }
+
+    /// Adds the surface's message id (`"id"`) under `--json`.
+    pub(crate) fn with_ids(mut self) -> Self {
+        self.ids = true;
+        self
+    }
+
+    fn line(&self, index: usize, text: String, id: &str) -> String {
+        if !self.json {
+            return format!("{text}\n");
+        }
+        let number = match &self.streamed {
+            Some((_, printed)) => printed.fetch_add(1, Ordering::Relaxed) + 1,
+            None => index + 1,
+        };
+        // Field by field, in the contract's order: `part`, `text`, then `id`, then `t_ms`.
+        let mut line = format!("{{\"part\":{number},\"text\":{}", serde_json::Value::from(text));
+        if self.ids {
+            line.push_str(&format!(",\"id\":{}", serde_json::Value::from(id)));
+        }
+        if let Some((started, _)) = &self.streamed {
+            let t_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            line.push_str(&format!(",\"t_ms\":{t_ms}"));
+        }
+        line.push_str("}\n");
+        line
+    }
+}
+
 /// A connector that, once a part has gone, prints it as `turn` prints parts: the text, or with
-/// `--json` `{"part": N, "text": "...", "id": "..."}`.
+/// `--json` `{"part": N, "text": "...", "id": "..."}` (see [`Printing`]), flushed at once.
 pub(crate) struct Tee<C> {
     inner: C,
-    json: bool,
+    printing: Printing,
 }
 
 impl<C: Channel> Tee<C> {
-    pub(crate) fn new(inner: C, json: bool) -> Self {
-        Self { inner, json }
+    pub(crate) fn new(inner: C, printing: Printing) -> Self {
+        Self { inner, printing }
     }
 }
 
@@ -179,21 +247,12 @@ impl<C: Channel> Channel for Tee<C> {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        let number = part.index() + 1;
+        let index = part.index();
         let text = part.text().to_owned();
         let sent = self.inner.send(part);
-        let json = self.json;
         async move {
             let receipt = sent.await?;
-            let line = if json {
-                format!(
-                    "{{\"part\":{number},\"text\":{},\"id\":{}}}\n",
-                    serde_json::Value::from(text),
-                    serde_json::Value::from(receipt.id())
-                )
-            } else {
-                format!("{text}\n")
-            };
+            let line = self.printing.line(index, text, receipt.id());
             // The part went: a closed stdout cannot undo that, so it does not fail the send.
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());

@@ -104,7 +104,7 @@ pub(crate) fn render_for<C: Channel + ?Sized>(
         .map_err(|error| unrenderable(error, attribution))
 }
 
-fn unrenderable(error: RenderError, attribution: Attribution) -> EgressError {
+pub(super) fn unrenderable(error: RenderError, attribution: Attribution) -> EgressError {
     let retryable = matches!(error, RenderError::Empty);
     EgressError::semantic(error, attribution).with_retryable(retryable)
 }

@@ -10,14 +10,27 @@
 //! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
 //!   Layer C instead of failing at delivery.
 //! - [`FollowUpRunner`]: keeps the promise a holding line made.
+//! - `stream` (features `gate` and `markdown`): a streamed turn delivered block by block, each
+//!   block through the gate's block check, failures after the first block handled without
+//!   repeating a word.
 
 mod deliver;
 mod follow_up;
+#[cfg(all(feature = "gate", feature = "markdown"))]
+mod stream;
+#[cfg(all(feature = "gate", feature = "markdown"))]
+mod stream_rest;
 
 pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
+#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
+pub use stream::{DEFAULT_IDLE_FLUSH, StreamEnd, StreamError, StreamPlan, StreamReceipt, stream};
+#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
+pub use stream_rest::{RestOwed, Unjoinable, rest_after};
 
 use crate::degrade::{DegradationPolicy, Mode, choose};
 use crate::egress::{AgentMessage, EgressError};

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{Channel, RenderError};
+use crate::block::{Block, Checked};
 use crate::egress::AgentMessage;
 use crate::outbound::state::Rendered;
 use crate::outbound::{CommitError, CommittedPart, DeliveryId, Outbound};
@@ -39,15 +40,18 @@ mod sealed {
 
 use sealed::Delivery;
 
-/// A value that may be delivered to a person: an [`AgentMessage`], a [`Reply`], or the
-/// [`Undelivered`] rest of a failed delivery. Sealed.
+/// A value that may be delivered to a person: an [`AgentMessage`], a [`Reply`], a streamed
+/// [`Block<Checked>`] (one that passed the gate's block check), or the [`Undelivered`] rest of
+/// a failed delivery. Sealed.
 ///
-/// Never an `EgressError`, an `Egress`, `Markdown` or a string: the compiler refuses them here.
+/// Never an `EgressError`, an `Egress`, `Markdown`, a string or a `Block<Unchecked>`: the
+/// compiler refuses them here.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be delivered to a user channel",
-    label = "only an `AgentMessage`, a `Reply` or an `Undelivered` remainder can be delivered",
+    label = "only an `AgentMessage`, a `Reply`, a checked `Block` or an `Undelivered` remainder can be delivered",
     note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
-    note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`"
+    note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`",
+    note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver"
 )]
 pub trait Deliverable: sealed::SealedDeliverable + Send + 'static {}
 
@@ -80,6 +84,16 @@ impl sealed::SealedDeliverable for Reply {
     }
 }
 impl Deliverable for Reply {}
+
+impl sealed::SealedDeliverable for Block<Checked> {
+    fn into_delivery(self) -> Delivery {
+        Delivery::Message {
+            message: self.into_message(),
+            commitment: None,
+        }
+    }
+}
+impl Deliverable for Block<Checked> {}
 
 impl sealed::SealedDeliverable for Undelivered {
     fn into_delivery(self) -> Delivery {

@@ -43,6 +43,12 @@
 //! ([`JudgeRequest::boundary`]), and any answer but a clean `ALLOW` or `BLOCK` is a judge
 //! failure ([`JudgeVerdict::parse`]).
 //!
+//! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
+//! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
+//! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
+//! A reasoning block stripped whole leaves a blank checked block (skipped; the stream goes
+//! on); a blocked block stops the stream.
+//!
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
 //!
@@ -65,6 +71,7 @@
 //! # Ok(()) }
 //! ```
 
+mod block;
 mod builder;
 mod code;
 mod context;
@@ -86,6 +93,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
@@ -254,7 +262,12 @@ impl QualityGate {
             None
         };
         let evaluation = inner.conclude(findings, judge, input, message);
-        record(turn, &evaluation);
+        record(
+            turn,
+            evaluation.verdict,
+            &evaluation.findings,
+            evaluation.judge,
+        );
         evaluation
     }
 }
@@ -338,12 +351,12 @@ impl GateInner {
     }
 }
 
-/// The ledger rows and the one `mesh_egress::gate` event of an evaluation with findings.
-fn record(turn: &Turn, evaluation: &Evaluation) {
+/// The ledger rows and the one `mesh_egress::gate` event of an evaluation with findings (of a
+/// whole reply or of one streamed block).
+fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option<JudgeOutcome>) {
     let attr = turn.attribution();
-    let verdict = evaluation.verdict;
-    let judge = evaluation.judge.map(JudgeOutcome::as_str);
-    for f in &evaluation.findings {
+    let judge = judge.map(JudgeOutcome::as_str);
+    for f in findings {
         turn.ledger().record(
             attr,
             LedgerRecord::Gate(GateRecord {
@@ -356,14 +369,12 @@ fn record(turn: &Turn, evaluation: &Evaluation) {
             }),
         );
     }
-    let rules = evaluation
-        .findings
+    let rules = findings
         .iter()
         .map(Finding::rule_id)
         .collect::<Vec<_>>()
         .join(",");
-    let confidence = evaluation
-        .findings
+    let confidence = findings
         .iter()
         .map(Finding::confidence)
         .max()

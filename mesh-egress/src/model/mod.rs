@@ -74,6 +74,9 @@ pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
 pub use stream::{
     ChunkFuture, ChunkSource, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
 };
+// The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
+#[cfg(all(feature = "gate", feature = "markdown"))]
+pub(crate) use stream_join::{JoinMode, Joined, Joiner};
 pub use stream_router::RoutedStream;
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,

@@ -21,7 +21,9 @@ pub type ChunkFuture<'a> =
 /// What a [`ModelStream`] reads from: anything that yields chunks one at a time.
 ///
 /// Implement it for a connector's own transport; [`ModelStream::new`] boxes it. Dropping the
-/// source must cancel the underlying request.
+/// source must cancel the underlying request. `next_chunk` should be cancel-safe (dropping its
+/// future loses no chunk and restarts no delay, as a socket read is): the Router races it
+/// against its bounds and a streaming boundary races it against an idle flush.
 pub trait ChunkSource: Send {
     /// The next chunk, a failure (after which the stream is over), or `None` at a clean end.
     fn next_chunk(&mut self) -> ChunkFuture<'_>;

@@ -21,7 +21,7 @@ pub(super) const JOIN_BOUND: usize = 1024;
 
 /// How a continuation relates to the held text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum JoinMode {
+pub(crate) enum JoinMode {
     /// The route was given the held text as the assistant's prefix.
     Prefill,
     /// The route was asked the original request again.
@@ -39,7 +39,7 @@ impl JoinMode {
 
 /// What a push gave.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Joined {
+pub(crate) enum Joined {
     /// Text to yield (possibly empty: still looking for the join).
     Text(String),
     /// The continuation cannot be joined to the held text.
@@ -48,7 +48,7 @@ pub(super) enum Joined {
 
 /// Joins one continuation to the held text.
 #[derive(Debug)]
-pub(super) struct Joiner {
+pub(crate) struct Joiner {
     held: String,
     mode: JoinMode,
     buf: String,
@@ -57,7 +57,7 @@ pub(super) struct Joiner {
 }
 
 impl Joiner {
-    pub(super) fn new(held: &str, mode: JoinMode) -> Self {
+    pub(crate) fn new(held: &str, mode: JoinMode) -> Self {
         Self {
             held: held.to_owned(),
             mode,
@@ -72,7 +72,7 @@ impl Joiner {
     }
 
     /// Adds `text` from the continuation.
-    pub(super) fn push(&mut self, text: &str) -> Joined {
+    pub(crate) fn push(&mut self, text: &str) -> Joined {
         if self.joined {
             return Joined::Text(text.to_owned());
         }
@@ -90,7 +90,7 @@ impl Joiner {
     }
 
     /// The continuation ended.
-    pub(super) fn finish(&mut self) -> Joined {
+    pub(crate) fn finish(&mut self) -> Joined {
         if self.joined {
             return Joined::Text(String::new());
         }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 
 use super::ModelConnector;
 use super::classify::{Classification, FailureReason, classify};
@@ -29,6 +29,10 @@ use crate::turn::{StopReason, Turn};
 
 type NextFuture<'s> =
     Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
+
+/// A request in flight to open a stream, kept across calls so a cancelled
+/// [`RoutedStream::next`] resumes it instead of starting (and counting) a new attempt.
+type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelStream, ModelError>> + Send + 'a>>;
 
 /// A routed, streamed answer: text deltas to show, already joined to what the consumer holds.
 ///
@@ -76,6 +80,12 @@ impl<'a> RoutedStream<'a> {
 
     /// The next text delta to show (never a repeat of what was yielded before), an
     /// [`EgressError`] (the stream is then over), or `None` at a clean end.
+    ///
+    /// Cancel-safe: dropping the future before it completes loses no text and changes no
+    /// bound (an attempt being opened, a chunk being read and a backoff wait all resume where
+    /// they were on the next call), so it can be raced against a timer, as the block reader's
+    /// idle flush does. This holds for every connector whose [`ChunkSource`](super::ChunkSource)
+    /// is cancel-safe, as the built-in ones are.
     pub async fn next(&mut self) -> Option<Result<String, EgressError>> {
         let item = match &mut self.source {
             Source::Chunks { turn, chunks } => {
@@ -213,6 +223,8 @@ impl<C: ModelConnector> Router<C> {
             share_end: end,
             attempt_started: start,
             attempt: None,
+            opening: None,
+            resume_at: None,
             ended_clean: false,
             stream_report: StreamReport::default(),
             tool_calls: ToolCallAssembler::default(),
@@ -238,6 +250,11 @@ struct Driver<'a, C> {
     share_end: Instant,
     attempt_started: Instant,
     attempt: Option<Attempt>,
+    /// The attempt being opened (see [`OpenFuture`]).
+    opening: Option<Opening<'a>>,
+    /// When the backoff wait before the next attempt ends: stored, not slept in place, so a
+    /// cancelled call neither skips nor restarts the wait.
+    resume_at: Option<Instant>,
     ended_clean: bool,
     stream_report: StreamReport,
     tool_calls: ToolCallAssembler,
@@ -250,6 +267,14 @@ struct Attempt {
     first_bound: Instant,
     first_by: Bound,
     last_content: Option<Instant>,
+    joiner: Option<Joiner>,
+}
+
+/// An attempt whose stream is being opened.
+struct Opening<'a> {
+    future: OpenFuture<'a>,
+    first_bound: Instant,
+    first_by: Bound,
     joiner: Option<Joiner>,
 }
 
@@ -279,7 +304,7 @@ enum Read {
     Ended(End),
 }
 
-impl<C: ModelConnector> Drive for Driver<'_, C> {
+impl<'a, C: ModelConnector> Drive for Driver<'a, C> {
     fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s> {
         Box::pin(self.next_delta(held, delivered))
     }
@@ -308,7 +333,7 @@ impl<C: ModelConnector> Drive for Driver<'_, C> {
     }
 }
 
-impl<C: ModelConnector> Driver<'_, C> {
+impl<'a, C: ModelConnector> Driver<'a, C> {
     async fn next_delta(
         &mut self,
         held: &str,
@@ -317,6 +342,18 @@ impl<C: ModelConnector> Driver<'_, C> {
         loop {
             if self.recovery.is_none() || self.ended_clean {
                 return None;
+            }
+            if let Some(at) = self.resume_at {
+                let turn = self.turn;
+                tokio::select! {
+                    biased;
+                    reason = turn.stopped() => {
+                        self.resume_at = None;
+                        let retryable = reason == StopReason::DeadlineReached;
+                        return Some(Err(self.give_up(reason.as_str(), retryable, delivered)));
+                    }
+                    () = sleep_until(at) => self.resume_at = None,
+                }
             }
             let read = if self.attempt.is_none() {
                 match self.open(held).await {
@@ -347,9 +384,38 @@ impl<C: ModelConnector> Driver<'_, C> {
         }
     }
 
-    /// Starts an attempt on the current route (opening the route first if it is new).
+    /// Starts an attempt on the current route (opening the route first if it is new), or
+    /// resumes the one being opened when a cancelled call left it in flight.
     async fn open(&mut self, held: &str) -> Result<(), End> {
-        let router = self.router;
+        if self.opening.is_none() {
+            self.opening = Some(self.start_attempt(held)?);
+        }
+        let Some(opening) = self.opening.as_mut() else {
+            return Err(End::OutOfTime);
+        };
+        let turn = self.turn;
+        let opened = tokio::select! {
+            biased;
+            reason = turn.stopped() => Err(End::Stopped(reason)),
+            opened = opening.future.as_mut() => opened.map_err(End::Failed),
+            () = sleep_until(opening.first_bound) => Err(End::TimedOut(opening.first_by)),
+        };
+        let Some(opening) = self.opening.take() else {
+            return Err(End::OutOfTime);
+        };
+        self.attempt = Some(Attempt {
+            stream: opened?,
+            first_bound: opening.first_bound,
+            first_by: opening.first_by,
+            last_content: None,
+            joiner: opening.joiner,
+        });
+        Ok(())
+    }
+
+    /// Counts a new attempt, works out its bounds and builds its request.
+    fn start_attempt(&mut self, held: &str) -> Result<Opening<'a>, End> {
+        let router: &'a Router<C> = self.router;
         let Some(recovery) = self.recovery.as_mut() else {
             return Err(End::OutOfTime);
         };
@@ -391,32 +457,35 @@ impl<C: ModelConnector> Driver<'_, C> {
             }
         }
         let route = &router.routes[self.route];
-        let prefilled;
-        let (request, joiner) = if held.is_empty() {
-            (recovery.request, None)
+        let request: &'a ChatRequest = recovery.request;
+        let (future, joiner): (OpenFuture<'a>, _) = if held.is_empty() {
+            (
+                Box::pin(router.connector.stream(&route.model, request)),
+                None,
+            )
         } else if route.prefill {
-            prefilled = with_prefix(recovery.request, held);
-            (&prefilled, Some(Joiner::new(held, JoinMode::Prefill)))
+            let prefilled = with_prefix(request, held);
+            let connector = &router.connector;
+            let model = &route.model;
+            (
+                Box::pin(async move { connector.stream(model, &prefilled).await }),
+                Some(Joiner::new(held, JoinMode::Prefill)),
+            )
         } else {
-            (recovery.request, Some(Joiner::new(held, JoinMode::Afresh)))
+            (
+                Box::pin(router.connector.stream(&route.model, request)),
+                Some(Joiner::new(held, JoinMode::Afresh)),
+            )
         };
         if let Some(joiner) = &joiner {
             self.stream_report.joined_by = Some(joiner.mode().as_str().to_owned());
         }
-        let stream = tokio::select! {
-            biased;
-            reason = turn.stopped() => return Err(End::Stopped(reason)),
-            opened = router.connector.stream(&route.model, request) => opened.map_err(End::Failed)?,
-            () = sleep_until(first_bound.0) => return Err(End::TimedOut(first_bound.1)),
-        };
-        self.attempt = Some(Attempt {
-            stream,
+        Ok(Opening {
+            future,
             first_bound: first_bound.0,
             first_by: first_bound.1,
-            last_content: None,
             joiner,
-        });
-        Ok(())
+        })
     }
 
     /// Reads the next chunk of the attempt in flight, under its bound.
@@ -499,6 +568,8 @@ impl<C: ModelConnector> Driver<'_, C> {
     /// Ends recovery: writes the ledger row and builds the error for the boundary.
     fn give_up(&mut self, gave_up: &'static str, retryable: bool, delivered: usize) -> EgressError {
         self.attempt = None;
+        self.opening = None;
+        self.resume_at = None;
         let Some(mut recovery) = self.recovery.take() else {
             // Already over (a second failure report cannot happen, but needs no panic).
             return stopped_error(self.turn, StopReason::Cancelled, delivered);
@@ -522,6 +593,7 @@ impl<C: ModelConnector> Driver<'_, C> {
     /// next route), `Err` when the stream is over.
     async fn after_failure(&mut self, end: End, delivered: usize) -> Result<(), EgressError> {
         self.attempt = None;
+        self.opening = None;
         let later = self.route + 1 < self.router.routes.len();
         let (classification, error, timed_out) = match end {
             End::Stopped(reason) => {
@@ -623,16 +695,9 @@ impl<C: ModelConnector> Driver<'_, C> {
         record.wait = Some(wait);
         self.log(&record, reason);
         self.push(record);
-        let Some(turn) = self.recovery.as_ref().map(|r| r.turn) else {
-            return Ok(());
-        };
-        tokio::select! {
-            biased;
-            reason = turn.stopped() => {
-                Err(self.give_up(reason.as_str(), reason == StopReason::DeadlineReached, delivered))
-            }
-            () = sleep(wait) => Ok(()),
-        }
+        // Waited at the top of the next read (see `resume_at`).
+        self.resume_at = Instant::now().checked_add(wait);
+        Ok(())
     }
 
     fn push(&mut self, record: AttemptRecord) {

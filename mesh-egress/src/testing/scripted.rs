@@ -264,6 +264,7 @@ impl Step {
                     script,
                     sent: 0,
                     finished: false,
+                    due: None,
                 }))
             }
             _ => self.play(model).await.map(ModelStream::from_completion),
@@ -285,6 +286,9 @@ struct ScriptedStream {
     script: StreamScript,
     sent: usize,
     finished: bool,
+    /// When the next event is due: kept across calls, so a read cancelled by a racing timer
+    /// does not restart the event's delay (cancel safety, as `ChunkSource` asks).
+    due: Option<tokio::time::Instant>,
 }
 
 impl ScriptedStream {
@@ -293,7 +297,12 @@ impl ScriptedStream {
             return None;
         }
         if !self.script.delay.is_zero() {
-            tokio::time::sleep(self.script.delay).await;
+            let delay = self.script.delay;
+            let due = *self
+                .due
+                .get_or_insert_with(|| tokio::time::Instant::now() + delay);
+            tokio::time::sleep_until(due).await;
+            self.due = None;
         }
         if let Some(fault) = self.script.fault_at(self.sent) {
             self.finished = true;

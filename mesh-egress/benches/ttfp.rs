@@ -1,0 +1,185 @@
+//! Time to the first delivered part, streaming vs not: a small timed harness (not criterion:
+//! one run takes up to 12 s of wall time by design), median and max of 10 runs each.
+//!
+//! The fake provider streams 600 tokens at 50 tokens/s over loopback HTTP (one SSE event per
+//! token, 20 ms apart, a paragraph break every 25 tokens). Streamed: `boundary::stream` from
+//! `Router::stream`, the first block shown when it completes (token 25, 500 ms in). Not
+//! streamed: the same stream read to its end, then the whole answer delivered
+//! (`boundary::deliver`): the first part waits for the last token.
+//!
+//! `cargo bench -p mesh-egress --bench ttfp`
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mesh_egress::boundary::{StreamPlan, deliver, stream};
+use mesh_egress::channel::{Channel, PartReceipt, PlainText, SendError};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::stream::TextSource;
+use mesh_egress::testing::{FakeProvider, Step};
+use mesh_egress::{AgentMessage, Attribution, Cancellation, CommittedPart, Turn};
+use tokio::time::Instant;
+
+const TOKENS: usize = 600;
+const PER_TOKEN: Duration = Duration::from_millis(20);
+const PARAGRAPH: usize = 25;
+const RUNS: usize = 10;
+
+fn tokens() -> Vec<String> {
+    let words = [
+        "the ", "rollout ", "is ", "steady ", "and ", "errors ", "stay ", "flat ",
+    ];
+    (1..=TOKENS)
+        .map(|i| {
+            if i % PARAGRAPH == 0 {
+                "done.\n\n".to_owned()
+            } else {
+                words[i % words.len()].to_owned()
+            }
+        })
+        .collect()
+}
+
+/// Records when the first part went, and stops the turn there (the rest is not measured).
+struct First {
+    renderer: PlainText,
+    start: Instant,
+    first: Mutex<Option<Duration>>,
+    stop: Cancellation,
+}
+
+impl Channel for First {
+    type Renderer = PlainText;
+
+    fn renderer(&self) -> &PlainText {
+        &self.renderer
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        let mut first = self.first.lock().expect("not poisoned");
+        if first.is_none() {
+            *first = Some(self.start.elapsed());
+            self.stop.cancel();
+        }
+        std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
+    }
+}
+
+/// The routed stream, noting when the delta that completes the first block (the first
+/// paragraph break) reached the client: the floor for the first part, since the drip's timer
+/// is itself a little late on every token.
+struct Watched<S> {
+    inner: S,
+    start: Instant,
+    arrived: Arc<Mutex<Option<Duration>>>,
+}
+
+impl<S: TextSource> TextSource for Watched<S> {
+    type Error = S::Error;
+
+    async fn next(&mut self) -> Option<Result<String, S::Error>> {
+        let next = self.inner.next().await;
+        if let Some(Ok(delta)) = &next
+            && delta.contains("\n\n")
+        {
+            let mut arrived = self.arrived.lock().expect("not poisoned");
+            arrived.get_or_insert(self.start.elapsed());
+        }
+        next
+    }
+
+    fn mark_delivered(&mut self, text: &str) {
+        self.inner.mark_delivered(text);
+    }
+}
+
+/// When the first part went, and (streamed) when the first block had arrived.
+async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
+    let provider = FakeProvider::start_steps([Step::chunks(tokens()).chunk_delay(PER_TOKEN)])
+        .await
+        .expect("fake provider");
+    let config = RetryConfig::default().with_total_deadline(Duration::from_secs(60));
+    let router = Router::new(
+        OpenAiCompatible::new(provider.base_url()).expect("url"),
+        "m",
+        config,
+    );
+    let stop = Cancellation::new();
+    let turn = Turn::new(Attribution::new("bench", "c", "r")).with_cancellation(stop.clone());
+    let policy = DegradationPolicy::default();
+    let request = ChatRequest::new(vec![ChatMessage::user("status?")]);
+    let channel = First {
+        renderer: PlainText::new(),
+        start: Instant::now(),
+        first: Mutex::new(None),
+        stop,
+    };
+    let arrived = Arc::new(Mutex::new(None));
+    if streamed {
+        let plan = StreamPlan::new(Mode::Interactive, &policy);
+        let source = Watched {
+            inner: router.stream(&turn, &request),
+            start: channel.start,
+            arrived: Arc::clone(&arrived),
+        };
+        let _stopped_after_the_first_part = stream(&turn, &plan, &channel, source)
+            .await
+            .expect("delivered");
+    } else {
+        let mut source = router.stream(&turn, &request);
+        let mut whole = String::new();
+        while let Some(delta) = source.next().await {
+            let delta = delta.expect("healthy stream");
+            source.mark_delivered(&delta);
+            whole.push_str(&delta);
+        }
+        drop(source);
+        let reply = Reply::Answer(AgentMessage::new(whole, turn.attribution().clone()));
+        let _receipt = deliver(&turn, Mode::Interactive, &policy, &channel, reply)
+            .await
+            .expect("delivered");
+    }
+    let first = channel.first.lock().expect("not poisoned").take();
+    let arrived = arrived.lock().expect("not poisoned").take();
+    (first.expect("a part was delivered"), arrived)
+}
+
+fn summary(label: &str, mut runs: Vec<Duration>) {
+    runs.sort();
+    let median = (runs[RUNS / 2 - 1] + runs[RUNS / 2]) / 2;
+    let max = runs[RUNS - 1];
+    println!(
+        "{label:<15} time to first delivered part: median {:>8.1} ms, max {:>8.1} ms ({RUNS} runs)",
+        median.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let first_block = PER_TOKEN * u32::try_from(PARAGRAPH).expect("small");
+    println!(
+        "{TOKENS} tokens at {} tokens/s; the first block is complete on the wire at {} ms",
+        1000 / PER_TOKEN.as_millis(),
+        first_block.as_millis()
+    );
+    let mut streamed = Vec::new();
+    let mut overhead = Vec::new();
+    for _ in 0..RUNS {
+        let (first, arrived) = one_run(true).await;
+        streamed.push(first);
+        overhead.push(first.saturating_sub(arrived.expect("the first block arrived")));
+    }
+    summary("streaming", streamed);
+    summary("  past arrival", overhead);
+    let mut whole = Vec::new();
+    for _ in 0..RUNS {
+        whole.push(one_run(false).await.0);
+    }
+    summary("not streaming", whole);
+}

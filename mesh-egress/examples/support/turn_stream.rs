@@ -1,0 +1,99 @@
+//! `turn --stream`: the streamed turn through `boundary::stream`, then the follow-up for the
+//! rest when Layer C promised one and `--follow-up` asks for it.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use mesh_egress::boundary::StreamPlan;
+use mesh_egress::channel::{BoxedChannel, Channel, PartReceipt, Render, SendError};
+use mesh_egress::degrade::{FollowUpRunner, Mode};
+use mesh_egress::model::{ChatRequest, OpenAiCompatible, Router};
+use mesh_egress::{AgentMessage, CommittedPart, EgressError, Turn};
+
+use crate::cli::{Surface, delivery_failed};
+
+/// A surface's format with nothing behind it: what `--stream` prints to stdout through (the
+/// printing [`Tee`](crate::cli::Tee) around it does the printing).
+pub(crate) struct Rendering(pub(crate) Box<dyn Render>);
+
+impl Channel for Rendering {
+    type Renderer = Box<dyn Render>;
+
+    fn renderer(&self) -> &Box<dyn Render> {
+        &self.0
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
+    }
+}
+
+/// What the streamed turn needs from the command line.
+pub(crate) struct Streamed<'a> {
+    pub(crate) turn: &'a Turn,
+    pub(crate) mode: Mode,
+    pub(crate) plan: &'a StreamPlan<'a>,
+    pub(crate) channel: &'a BoxedChannel,
+    pub(crate) router: &'a Router<OpenAiCompatible>,
+    pub(crate) request: &'a ChatRequest,
+    pub(crate) target: Surface,
+    pub(crate) follow_up: bool,
+}
+
+/// Runs the streamed turn; `answer` re-asks the model for a follow-up.
+pub(crate) async fn run<F, Fut>(run: Streamed<'_>, answer: F) -> ExitCode
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<AgentMessage, EgressError>>,
+{
+    let Streamed {
+        turn,
+        mode,
+        plan,
+        channel,
+        router,
+        request,
+        target,
+        follow_up,
+    } = run;
+    let source = router.stream(turn, request);
+    let mut receipt = match mesh_egress::boundary::stream(turn, plan, channel, source).await {
+        Ok(receipt) => receipt,
+        Err(error) => return delivery_failed(target, &error),
+    };
+    tracing::info!(
+        target: "mesh_egress::degrade",
+        end = ?receipt.end(),
+        blocks = receipt.blocks().len(),
+        delivered_bytes = receipt.delivered().len(),
+        mode = mode.as_str(),
+        "streamed turn ended"
+    );
+    let Some(rest) = receipt.take_rest() else {
+        return ExitCode::SUCCESS;
+    };
+    if !follow_up {
+        let commitment = rest.commitment();
+        tracing::info!(
+            target: "mesh_egress::degrade",
+            commitment = %commitment.id(),
+            first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
+            attempts = commitment.attempts(),
+            delivered_bytes = rest.delivered().len(),
+            "holding line sent; follow-up not run (no --follow-up)"
+        );
+        let _kept_on_the_ledger = rest.into_parts();
+        return ExitCode::SUCCESS;
+    }
+    let runner = FollowUpRunner::new(plan.policy().clone()).with_ledger(turn.ledger().clone());
+    match rest.keep(&runner, channel, answer).await {
+        Ok(outcome) => {
+            tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
+            ExitCode::SUCCESS
+        }
+        Err(error) => delivery_failed(target, &error),
+    }
+}

@@ -1,0 +1,331 @@
+//! [`stream`]: a streamed turn through the whole boundary, block by block.
+//!
+//! routed stream → block reader (minimum size, idle flush) → the gate's block check → render →
+//! commit → send, each block a message of its own on the typed path
+//! (`Block<Unchecked> → Block<Checked> → Outbound<Unrendered → Rendered → Committed>`).
+//!
+//! What a failure does depends on what already reached the person (issue 13):
+//! - **nothing yet**: exactly what a turn that is not streamed does. Layer A has already retried
+//!   and fallen back invisibly; an error that reaches here goes through [`resolve_in`] and its
+//!   reply (a holding line, a handoff, silence) is delivered for the whole turn.
+//! - **some blocks**: nothing is repeated and nothing after the failure is sent. Interactive: a
+//!   holding line for the rest, with a promise ([`RestOwed`]) whose follow-up delivers only what
+//!   follows the delivered prefix. Proactive: the turn stops there (Layer C's silence; the job
+//!   retries next cycle).
+//!
+//! A block the gate blocks is such a failure: it and everything after it are never sent.
+//! Cancellation and a lost ownership stop the turn at once, with nothing more sent.
+
+use std::time::Duration;
+
+use super::deliver::{deliver, unrenderable};
+use super::resolve_in;
+use super::stream_rest::RestOwed;
+use crate::block::Block;
+use crate::channel::{Channel, DeliveryError, Receipt, RenderError, deliver_rendered};
+use crate::degrade::{DegradationPolicy, Mode};
+use crate::egress::EgressError;
+use crate::gate::{GateInput, QualityGate};
+use crate::ledger::{LedgerRecord, RenderRecord};
+use crate::outbound::{CommitError, Outbound};
+use crate::reply::Reply;
+use crate::stream::{BlockCutter, BlockReader, CutterConfig, TextSource};
+use crate::turn::{StopReason, Turn};
+
+/// The idle flush unless configured: a stream quiet for this long shows what it has (cut at a
+/// safe word boundary), so a slow model still shows progress. Half a second is about where a
+/// pause in typing starts to read as a stall.
+pub const DEFAULT_IDLE_FLUSH: Duration = Duration::from_millis(500);
+
+/// How a streamed turn is delivered: its mode and Layer C policy, the gate and what it is told,
+/// the block sizes and the idle flush.
+///
+/// ```
+/// use std::time::Duration;
+/// use mesh_egress::boundary::StreamPlan;
+/// use mesh_egress::degrade::{DegradationPolicy, Mode};
+/// use mesh_egress::gate::QualityGate;
+/// use mesh_egress::stream::CutterConfig;
+/// let policy = DegradationPolicy::default();
+/// let gate = QualityGate::off();
+/// let plan = StreamPlan::new(Mode::Interactive, &policy)
+///     .with_gate(&gate, "Is the build green?")
+///     .with_cutter(CutterConfig { min_block: 40, max_block: 2000 })
+///     .with_idle_flush(Some(Duration::from_millis(300)));
+/// # let _ = plan;
+/// ```
+#[derive(Clone, Debug)]
+pub struct StreamPlan<'a> {
+    mode: Mode,
+    policy: &'a DegradationPolicy,
+    gate: QualityGate,
+    input: GateInput<'a>,
+    cutter: CutterConfig,
+    idle_flush: Option<Duration>,
+}
+
+impl<'a> StreamPlan<'a> {
+    /// A plan with the gate off, the default block sizes and [`DEFAULT_IDLE_FLUSH`].
+    pub fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
+        Self {
+            mode,
+            policy,
+            gate: QualityGate::off(),
+            input: GateInput::default(),
+            cutter: CutterConfig::default(),
+            idle_flush: Some(DEFAULT_IDLE_FLUSH),
+        }
+    }
+
+    /// Checks every block with `gate` (a gate that is off passes blocks unchanged), telling it
+    /// the user's message (and canaries) the answer is for.
+    pub fn with_gate(mut self, gate: &QualityGate, input: impl Into<GateInput<'a>>) -> Self {
+        self.gate = gate.clone();
+        self.input = input.into();
+        self
+    }
+
+    /// The block sizes.
+    pub fn with_cutter(mut self, cutter: CutterConfig) -> Self {
+        self.cutter = cutter;
+        self
+    }
+
+    /// The idle flush; `None` turns it off (blocks then end only at safe boundaries).
+    pub fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
+        self.idle_flush = idle;
+        self
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The Layer C policy (its follow-up settings keep a holding line's promise).
+    pub fn policy(&self) -> &'a DegradationPolicy {
+        self.policy
+    }
+}
+
+/// How a streamed turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// The whole answer was delivered.
+    Answered,
+    /// Layer C answered for what was not delivered (the whole turn when nothing was): `reply`
+    /// is its [`Reply::kind`] (`holding`, `handoff` or `silence`), `after_blocks` how many
+    /// blocks had been delivered before.
+    Degraded {
+        /// What Layer C sent.
+        reply: &'static str,
+        /// Blocks delivered before the failure.
+        after_blocks: usize,
+    },
+    /// The turn was cancelled or lost its ownership: nothing more was sent.
+    Stopped(StopReason),
+}
+
+/// What a streamed turn delivered: one receipt per block, the Markdown that reached the person,
+/// how it ended, Layer C's delivery if it had one, and the promise to keep if it made one.
+#[derive(Debug)]
+#[must_use = "a streamed turn that went to Layer C may carry a promise: take it with `take_rest`"]
+pub struct StreamReceipt {
+    blocks: Vec<Receipt>,
+    delivered: String,
+    end: StreamEnd,
+    layer_c: Option<Receipt>,
+    rest: Option<RestOwed>,
+}
+
+impl StreamReceipt {
+    /// Each delivered block's receipt, in order.
+    pub fn blocks(&self) -> &[Receipt] {
+        &self.blocks
+    }
+
+    /// The answer's Markdown that reached the person (the checked blocks, in order).
+    pub fn delivered(&self) -> &str {
+        &self.delivered
+    }
+
+    /// How the turn ended.
+    pub fn end(&self) -> StreamEnd {
+        self.end
+    }
+
+    /// The delivery of Layer C's line, if one was sent.
+    pub fn layer_c(&self) -> Option<&Receipt> {
+        self.layer_c.as_ref()
+    }
+
+    /// The promise a holding line made, with the delivered prefix its follow-up continues
+    /// after (empty when nothing had been delivered): hand it to
+    /// [`RestOwed::keep`].
+    pub fn take_rest(&mut self) -> Option<RestOwed> {
+        self.rest.take()
+    }
+}
+
+/// Why a streamed answer could not be shown, as the internal cause of its [`EgressError`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The stream ended without a single visible block (empty, or only reasoning).
+    #[error("the streamed answer had nothing to show")]
+    NothingToShow,
+}
+
+/// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
+/// passes the gate's block check to `channel` as a message of its own, then hands any failure
+/// to Layer C as the module docs say. `source` is usually
+/// [`Router::stream`](crate::model::Router::stream)'s [`RoutedStream`](crate::model::RoutedStream);
+/// a `store::Durable` channel commits each block through the outbox like any other message.
+///
+/// Returns the [`StreamReceipt`], or the [`DeliveryError`] of a block or line the channel
+/// could not take (nothing is sent after it).
+///
+/// ```
+/// use mesh_egress::boundary::{stream, StreamEnd, StreamPlan};
+/// use mesh_egress::channel::Recorder;
+/// use mesh_egress::degrade::{DegradationPolicy, Mode};
+/// use mesh_egress::model::RoutedStream;
+/// use mesh_egress::stream::CutterConfig;
+/// use mesh_egress::{Attribution, Turn};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+/// let policy = DegradationPolicy::default();
+/// let plan = StreamPlan::new(Mode::Interactive, &policy)
+///     .with_cutter(CutterConfig { min_block: 1, max_block: 4000 });
+/// let source = RoutedStream::from_chunks(&turn, vec![
+///     Ok("The build ".into()), Ok("is green.\n\n".into()), Ok("Deploying now.".into()),
+/// ]);
+/// let channel = Recorder::new();
+/// let receipt = stream(&turn, &plan, &channel, source).await?;
+/// assert_eq!(receipt.end(), StreamEnd::Answered);
+/// assert_eq!(channel.sent(), ["The build is green.", "Deploying now."]);
+/// # Ok(()) }
+/// ```
+pub async fn stream<C, S>(
+    turn: &Turn,
+    plan: &StreamPlan<'_>,
+    channel: &C,
+    source: S,
+) -> Result<StreamReceipt, DeliveryError>
+where
+    C: Channel + ?Sized,
+    S: TextSource<Error = EgressError>,
+{
+    let mut reader = BlockReader::new(source, BlockCutter::new(plan.cutter), plan.idle_flush);
+    let mut out = StreamReceipt {
+        blocks: Vec::new(),
+        delivered: String::new(),
+        end: StreamEnd::Answered,
+        layer_c: None,
+        rest: None,
+    };
+    let mut index = 0usize;
+    let failure = loop {
+        let next = tokio::select! {
+            biased;
+            reason = turn.stopped() => {
+                if let Some(stop) = stop_for(reason) {
+                    out.end = stop;
+                    return Ok(out);
+                }
+                // The deadline: the source reports it as its own failure next.
+                reader.next_block().await
+            }
+            next = reader.next_block() => next,
+        };
+        let text = match next {
+            None if out.blocks.is_empty() => {
+                break EgressError::semantic(
+                    StreamError::NothingToShow,
+                    turn.attribution().clone(),
+                );
+            }
+            None => return Ok(out),
+            Some(Err(error)) => break error,
+            Some(Ok(text)) => text,
+        };
+        let block = Block::new(text.as_str(), turn.attribution().clone(), index)
+            .with_ownership(turn.ownership().clone());
+        index += 1;
+        let checked = match plan
+            .gate
+            .check_block(turn, plan.input, &out.delivered, block)
+            .await
+        {
+            Ok(checked) => checked,
+            Err(blocked) => break blocked,
+        };
+        if checked.is_blank() {
+            continue;
+        }
+        let shown = checked.text().to_owned();
+        let attribution = checked.attribution().clone();
+        let rendered = match Outbound::new(checked.into_message()).render(channel.renderer()) {
+            Ok(rendered) => rendered,
+            // A block with nothing visible (a lone `>`, stray whitespace): nothing to send.
+            Err(RenderError::Empty) => continue,
+            Err(error) => {
+                turn.ledger().record(
+                    &attribution,
+                    LedgerRecord::Render(RenderRecord::Failed {
+                        error: error.clone(),
+                    }),
+                );
+                break unrenderable(error, attribution);
+            }
+        };
+        if let Some(cut) = rendered.cut() {
+            turn.ledger().record(
+                &attribution,
+                LedgerRecord::Render(RenderRecord::Shortened { cut }),
+            );
+        }
+        match deliver_rendered(channel, rendered, None).await {
+            Ok(receipt) => out.blocks.push(receipt),
+            Err(DeliveryError::Commit(CommitError::OwnershipLost))
+            | Err(DeliveryError::OwnershipLost { .. }) => {
+                out.end = StreamEnd::Stopped(StopReason::OwnershipLost);
+                return Ok(out);
+            }
+            Err(error) => return Err(error),
+        }
+        out.delivered.push_str(&shown);
+        reader.source_mut().mark_delivered(&text);
+    };
+    // The source is dropped before Layer C's line goes out, so its ledger row (what was
+    // delivered, where and why it failed) is written first.
+    drop(reader);
+    if let Some(stop) = turn.stop_reason().and_then(stop_for) {
+        out.end = stop;
+        return Ok(out);
+    }
+    let reply = resolve_in(turn, plan.mode, plan.policy, Err(failure));
+    out.end = StreamEnd::Degraded {
+        reply: reply.kind(),
+        after_blocks: out.blocks.len(),
+    };
+    if matches!(reply, Reply::Silence) {
+        return Ok(out);
+    }
+    let mut receipt = deliver(turn, plan.mode, plan.policy, channel, reply).await?;
+    if let Some(commitment) = receipt.take_commitment() {
+        out.rest = Some(RestOwed::new(commitment, out.delivered.clone()));
+    }
+    out.layer_c = Some(receipt);
+    Ok(out)
+}
+
+/// What stopping for `reason` ends the turn as: cancellation and a lost ownership stop it; a
+/// passed deadline is a failure like any other (Layer C answers for it).
+fn stop_for(reason: StopReason) -> Option<StreamEnd> {
+    match reason {
+        StopReason::Cancelled | StopReason::OwnershipLost => Some(StreamEnd::Stopped(reason)),
+        StopReason::DeadlineReached => None,
+    }
+}

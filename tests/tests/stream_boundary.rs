@@ -1,0 +1,430 @@
+//! `boundary::stream`, rule by rule, in paused time against the scripted connector: blocks are
+//! sent as they complete, a failure before the first block is today's behaviour, a failure
+//! after it never repeats a word (continued on a fallback, or Layer C for the rest), a block
+//! the gate blocks stops the stream, and cancellation or a lost ownership stop it at once.
+
+use std::time::Duration;
+
+use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
+use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+use mesh_egress::gate::QualityGate;
+use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
+use mesh_egress::model::{
+    ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
+};
+use mesh_egress::stream::CutterConfig;
+use mesh_egress::testing::{ScriptedConnector, Step};
+use mesh_egress::{AgentMessage, Attribution, Cancellation, Ownership, StopReason, Turn};
+use tokio::time::Instant;
+
+mod stream_support;
+use stream_support::Timed;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+const B1: &str = "The build finished and every test passed.\n\n";
+const B2: &str = "Deploying to staging now, it takes a minute.\n\n";
+const B3: &str = "Then production follows after the checks.\n\n";
+const B4: &str = "I will post the link when it is live.\n\n";
+
+fn turn() -> Turn {
+    Turn::new(Attribution::new("agent", "conv", "run"))
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new(vec![ChatMessage::user("status?")])
+}
+
+fn router(
+    connector: &ScriptedConnector,
+    config: RetryConfig,
+    names: &[&str],
+) -> Router<ScriptedConnector> {
+    let mut routes = names.iter().map(|n| Route::new(*n));
+    let primary = routes.next().expect("a primary");
+    Router::with_routes(connector.clone(), primary, routes, config).with_jitter(Jitter::fixed(0.0))
+}
+
+/// Blocks of at least 20 bytes, no idle flush (the idle flush has its own test).
+fn plan(mode: Mode, policy: &DegradationPolicy) -> StreamPlan<'_> {
+    StreamPlan::new(mode, policy)
+        .with_cutter(CutterConfig {
+            min_block: 20,
+            max_block: 4000,
+        })
+        .with_idle_flush(None)
+}
+
+fn trimmed(blocks: &[&str]) -> Vec<String> {
+    blocks.iter().map(|b| b.trim().to_owned()).collect()
+}
+
+fn recovery(turn: &Turn) -> RecoveryReport {
+    turn.ledger()
+        .entries()
+        .into_iter()
+        .find_map(|e| match e.into_record() {
+            LedgerRecord::Recovery(r) => Some(r),
+            _ => None,
+        })
+        .expect("a recovery report")
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_block_is_sent_as_its_own_message_as_soon_as_it_is_complete() {
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [
+            Step::chunks(["The build finished ", "and every test passed.\n\n", B2, B3])
+                .chunk_delay(MS(100)),
+        ],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
+    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
+    // Chunks at 100, 200, 300, 400 ms and the finish chunk at 500 ms: the first block goes
+    // out with its own last chunk, long before the stream ends.
+    assert_eq!(channel.times(), [MS(200), MS(300), MS(400)]);
+    assert_eq!(receipt.blocks().len(), 3);
+    assert_eq!(receipt.delivered(), [B1, B2, B3].concat());
+    let report = recovery(&turn).stream.expect("a stream report");
+    assert_eq!(report.delivered_bytes, [B1, B2, B3].concat().len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_the_first_block_a_broken_stream_is_retried_invisibly() {
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [
+            Step::chunks(["The build finished ", "and every test passed.\n\n", B2]).reset_after(1),
+            Step::chunks([B1, B2]),
+        ],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
+    assert_eq!(receipt.end(), StreamEnd::Answered);
+    // The half block held by the cutter was joined to the retry: no word twice.
+    assert_eq!(channel.texts(), trimmed(&[B1, B2]));
+    assert_eq!(connector.calls_to("primary").len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_turn() {
+    let connector = ScriptedConnector::new()
+        .on("primary", [Step::status(503)])
+        .otherwise(Step::status(503));
+    let config = RetryConfig::default().with_attempts(1);
+    let router = router(&connector, config, &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("a holding line is delivered");
+    assert_eq!(
+        receipt.end(),
+        StreamEnd::Degraded {
+            reply: "holding",
+            after_blocks: 0
+        }
+    );
+    let sent = channel.texts();
+    assert_eq!(sent.len(), 1);
+    assert!(!sent[0].contains("503"));
+    let rest = receipt.take_rest().expect("a promise");
+    assert_eq!(rest.delivered(), "");
+    assert_eq!(turn.ledger().commitments().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_word() {
+    let connector = ScriptedConnector::new()
+        .on(
+            "primary",
+            [Step::chunks([B1, "Deploying to staging ", "now, it takes"])
+                .chunk_delay(MS(100))
+                .stall_after(2)],
+        )
+        .on("fb", [Step::chunks([B1, B2, B3])]);
+    let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(500)));
+    let router = router(&connector, config, &["primary", "fb"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let start = Instant::now();
+    let request = request();
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
+    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
+    // Last content at 200 ms, idle bound 500 ms: the fallback is asked at 700 ms.
+    assert_eq!(connector.calls_to("fb")[0].at - start, MS(700));
+    let report = recovery(&turn).stream.expect("a stream report");
+    assert_eq!(report.failed_route, Some(0));
+    assert_eq!(report.failure.as_deref(), Some("stream_idle_timeout"));
+    assert_eq!(report.failed_after_bytes, Some(B1.len()));
+    assert_eq!(report.rest_answered_by, Some(1));
+    assert_eq!(report.joined_by.as_deref(), Some("afresh"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_follow_up_sends_only_the_rest()
+ {
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
+    let channel = Timed::new();
+    let request = request();
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
+    assert_eq!(
+        receipt.end(),
+        StreamEnd::Degraded {
+            reply: "holding",
+            after_blocks: 2
+        }
+    );
+    let sent = channel.texts();
+    assert_eq!(sent[..2], trimmed(&[B1, B2]));
+    assert_eq!(sent.len(), 3, "the two blocks and a holding line: {sent:?}");
+    assert!(!sent[2].contains("500"));
+    let rest = receipt.take_rest().expect("a promise for the rest");
+    assert_eq!(rest.delivered(), [B1, B2].concat());
+    let report = recovery(&turn).stream.expect("a stream report");
+    assert_eq!(report.delivered_bytes, [B1, B2].concat().len());
+    assert_eq!(report.failed_route, Some(0));
+
+    // The follow-up asks afresh and delivers only what follows the delivered prefix.
+    let attr = turn.attribution().clone();
+    let outcome = rest
+        .keep(&FollowUpRunner::new(policy.clone()), &channel, || {
+            let attr = attr.clone();
+            async move { Ok(AgentMessage::new([B1, B2, B3, B4].concat(), attr)) }
+        })
+        .await
+        .expect("delivered");
+    assert!(matches!(
+        outcome,
+        FollowUpOutcome::Fulfilled { follow_ups: 1, .. }
+    ));
+    let sent = channel.texts();
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[3], [B3, B4].concat().trim());
+}
+
+#[tokio::test(start_paused = true)]
+async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let mut receipt = stream(
+        &turn,
+        &plan(Mode::Proactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("delivered");
+    assert_eq!(
+        receipt.end(),
+        StreamEnd::Degraded {
+            reply: "silence",
+            after_blocks: 2
+        }
+    );
+    assert_eq!(channel.texts(), trimmed(&[B1, B2]));
+    assert!(receipt.take_rest().is_none());
+    assert!(receipt.layer_c().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
+    let leak = "LLM request failed: 503 Service Unavailable from upstream\n\n";
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [Step::chunks([B1, B2, leak, B3, B4]).chunk_delay(MS(10))],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let gate = QualityGate::builder().build().expect("gate");
+    let channel = Timed::new();
+    let request = request();
+    let plan = plan(Mode::Interactive, &policy).with_gate(&gate, "status?");
+    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
+        .await
+        .expect("delivered");
+    assert_eq!(
+        receipt.end(),
+        StreamEnd::Degraded {
+            reply: "holding",
+            after_blocks: 2
+        }
+    );
+    let sent = channel.texts();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert_eq!(sent[..2], trimmed(&[B1, B2]));
+    for text in &sent {
+        assert!(!text.contains("LLM request failed"), "{text}");
+        assert!(
+            !text.contains("production"),
+            "a block after the blocked one: {text}"
+        );
+        assert!(
+            !text.contains("post the link"),
+            "a block after the blocked one: {text}"
+        );
+    }
+    let gate_rows = turn
+        .ledger()
+        .entries()
+        .into_iter()
+        .filter(|e| matches!(e.record(), LedgerRecord::Gate(g) if g.verdict == "blocked"))
+        .count();
+    assert!(gate_rows >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_that_is_off_passes_every_block_unchanged() {
+    let leak = "LLM request failed: 503 Service Unavailable from upstream\n\n";
+    let connector = ScriptedConnector::new().on("primary", [Step::chunks([B1, leak])]);
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let plan = plan(Mode::Interactive, &policy).with_gate(&QualityGate::off(), "status?");
+    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
+        .await
+        .expect("delivered");
+    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(channel.texts(), trimmed(&[B1, leak]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let cancellation = Cancellation::new();
+    let turn = turn().with_cancellation(cancellation.clone());
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new().after_first_send(move || cancellation.cancel());
+    let request = request();
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("stopped");
+    assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::Cancelled));
+    assert_eq!(channel.texts(), trimmed(&[B1]));
+    assert!(receipt.layer_c().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_the_conversation_stops_the_stream_with_nothing_more_sent() {
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let ownership = Ownership::held();
+    let turn = turn().with_ownership(ownership.clone());
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new().after_first_send(move || ownership.revoke());
+    let request = request();
+    let receipt = stream(
+        &turn,
+        &plan(Mode::Interactive, &policy),
+        &channel,
+        router.stream(&turn, &request),
+    )
+    .await
+    .expect("stopped");
+    assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::OwnershipLost));
+    assert_eq!(channel.texts(), trimmed(&[B1]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
+    let words = [
+        "The rollout ",
+        "is slow ",
+        "today because ",
+        "the cache ",
+        "is cold.",
+    ];
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks(words).chunk_delay(MS(1000))]);
+    let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(5000)));
+    let router = router(&connector, config, &["primary"]);
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let request = request();
+    let plan = plan(Mode::Interactive, &policy).with_idle_flush(Some(MS(300)));
+    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
+        .await
+        .expect("delivered");
+    assert_eq!(receipt.end(), StreamEnd::Answered);
+    let times = channel.times();
+    // "The rollout " arrives at 1 s; quiet for 300 ms, the safe part ("The ") is shown at
+    // 1.3 s, long before the stream ends at 6 s.
+    assert_eq!(times[0], MS(1300));
+    assert!(times.len() >= 3, "{times:?}");
+    let joined: String = channel.texts().join(" ");
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(squash(&joined), squash(&words.concat()));
+}
