@@ -218,11 +218,10 @@ async fn main() -> ExitCode {
     };
     // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
     // it stops recovery as well as delivery.
-    let persistent =
-        match turn_store::Persistent::start(store_url, "cli").await {
-            Ok(persistent) => persistent,
-            Err(code) => return code,
-        };
+    let persistent = match turn_store::Persistent::start(store_url, "cli").await {
+        Ok(persistent) => persistent,
+        Err(code) => return code,
+    };
     let router = Arc::new(Router::new(
         connector.clone(),
         model,

@@ -193,7 +193,10 @@ impl Printing {
             None => index + 1,
         };
         // Field by field, in the contract's order: `part`, `text`, then `id`, then `t_ms`.
-        let mut line = format!("{{\"part\":{number},\"text\":{}", serde_json::Value::from(text));
+        let mut line = format!(
+            "{{\"part\":{number},\"text\":{}",
+            serde_json::Value::from(text)
+        );
         if self.ids {
             line.push_str(&format!(",\"id\":{}", serde_json::Value::from(id)));
         }
