@@ -27,7 +27,9 @@ pub(crate) use deliver::render_for;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream::{DEFAULT_IDLE_FLUSH, StreamEnd, StreamError, StreamPlan, StreamReceipt, stream};
+pub use stream::{
+    DEFAULT_IDLE_FLUSH, StreamEnd, StreamError, StreamPlan, StreamReceipt, stream, stream_live,
+};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream_rest::{RestOwed, Unjoinable, rest_after};

@@ -15,6 +15,12 @@
 //!
 //! A block the gate blocks is such a failure: it and everything after it are never sent.
 //! Cancellation and a lost ownership stop the turn at once, with nothing more sent.
+//!
+//! [`stream_live`] is the same turn onto a [`StreamingChannel`]: the checked blocks' parts go
+//! into one [`ReplyStream`], which shows them as one growing message where the surface can
+//! (Slack's native streams, Telegram drafts, Discord edits; see [`crate::channel::stream`]).
+//! What the surface confirmed is on [`StreamReceipt::surface`]; parts it did not confirm are
+//! sent again as messages of their own, from the confirmed offset, before Layer C's line.
 
 use std::time::Duration;
 
@@ -22,7 +28,10 @@ use super::deliver::{deliver, unrenderable};
 use super::resolve_in;
 use super::stream_rest::RestOwed;
 use crate::block::Block;
-use crate::channel::{Channel, DeliveryError, Receipt, RenderError, deliver_rendered};
+use crate::channel::stream::{ReplyStream, StreamReceipt as SurfaceReceipt, StreamingChannel};
+use crate::channel::{
+    Channel, DeliveryError, Receipt, RenderError, deliver_rendered, send_committed_parts,
+};
 use crate::degrade::{DegradationPolicy, Mode};
 use crate::egress::EgressError;
 use crate::gate::{GateInput, QualityGate};
@@ -137,10 +146,12 @@ pub struct StreamReceipt {
     end: StreamEnd,
     layer_c: Option<Receipt>,
     rest: Option<RestOwed>,
+    surface: Option<SurfaceReceipt>,
 }
 
 impl StreamReceipt {
-    /// Each delivered block's receipt, in order.
+    /// Each delivered block's receipt, in order (for [`stream_live`], only the parts sent as
+    /// messages of their own after the surface's stream failed; see [`surface`](Self::surface)).
     pub fn blocks(&self) -> &[Receipt] {
         &self.blocks
     }
@@ -165,6 +176,12 @@ impl StreamReceipt {
     /// [`RestOwed::keep`].
     pub fn take_rest(&mut self) -> Option<RestOwed> {
         self.rest.take()
+    }
+
+    /// For [`stream_live`]: what the surface's stream confirmed (each message's text and id,
+    /// the calls it made). `None` for [`stream`].
+    pub fn surface(&self) -> Option<&SurfaceReceipt> {
+        self.surface.as_ref()
     }
 }
 
@@ -217,6 +234,56 @@ where
     C: Channel + ?Sized,
     S: TextSource<Error = EgressError>,
 {
+    run(turn, plan, channel, source, None).await
+}
+
+/// [`stream`] onto a [`StreamingChannel`]: the checked blocks go into one [`ReplyStream`]
+/// (one growing message where the surface can, in the channel's
+/// [`StreamMode`](crate::channel::stream::StreamMode)), so a reply costs a few calls instead of
+/// one message per block. Everything else is [`stream`]'s: the gate's block check before each
+/// block, and Layer C for what was not delivered, sent after the surface's stream has ended.
+///
+/// What the surface confirmed is [`StreamReceipt::surface`]. Parts it did not confirm (its
+/// stream failed for good) are sent again as messages of their own, in order, before anything
+/// else; a part is counted delivered once it is committed into the stream.
+pub async fn stream_live<C, S>(
+    turn: &Turn,
+    plan: &StreamPlan<'_>,
+    channel: &C,
+    source: S,
+) -> Result<StreamReceipt, DeliveryError>
+where
+    C: StreamingChannel,
+    S: TextSource<Error = EgressError>,
+{
+    match channel.open_stream(turn.attribution()) {
+        Ok(session) => run(turn, plan, channel, source, Some(session)).await,
+        // Only outside a runtime, which an `async fn` being polled is not; block by block then.
+        Err(_) => run(turn, plan, channel, source, None).await,
+    }
+}
+
+/// How the block loop ended.
+enum Exit {
+    /// The source ended after at least one block.
+    Answered,
+    /// Cancellation or a lost ownership.
+    Stopped(StreamEnd),
+    /// A failure Layer C answers for.
+    Failed(EgressError),
+}
+
+async fn run<C, S>(
+    turn: &Turn,
+    plan: &StreamPlan<'_>,
+    channel: &C,
+    source: S,
+    mut live: Option<ReplyStream>,
+) -> Result<StreamReceipt, DeliveryError>
+where
+    C: Channel + ?Sized,
+    S: TextSource<Error = EgressError>,
+{
     let mut reader = BlockReader::new(source, BlockCutter::new(plan.cutter), plan.idle_flush);
     let mut out = StreamReceipt {
         blocks: Vec::new(),
@@ -224,15 +291,15 @@ where
         end: StreamEnd::Answered,
         layer_c: None,
         rest: None,
+        surface: None,
     };
     let mut index = 0usize;
-    let failure = loop {
+    let exit = loop {
         let next = tokio::select! {
             biased;
             reason = turn.stopped() => {
                 if let Some(stop) = stop_for(reason) {
-                    out.end = stop;
-                    return Ok(out);
+                    break Exit::Stopped(stop);
                 }
                 // The deadline: the source reports it as its own failure next.
                 reader.next_block().await
@@ -240,14 +307,14 @@ where
             next = reader.next_block() => next,
         };
         let text = match next {
-            None if out.blocks.is_empty() => {
-                break EgressError::semantic(
+            None if out.delivered.is_empty() => {
+                break Exit::Failed(EgressError::semantic(
                     StreamError::NothingToShow,
                     turn.attribution().clone(),
-                );
+                ));
             }
-            None => return Ok(out),
-            Some(Err(error)) => break error,
+            None => break Exit::Answered,
+            Some(Err(error)) => break Exit::Failed(error),
             Some(Ok(text)) => text,
         };
         let block = Block::new(text.as_str(), turn.attribution().clone(), index)
@@ -259,7 +326,7 @@ where
             .await
         {
             Ok(checked) => checked,
-            Err(blocked) => break blocked,
+            Err(blocked) => break Exit::Failed(blocked),
         };
         if checked.is_blank() {
             continue;
@@ -277,7 +344,7 @@ where
                         error: error.clone(),
                     }),
                 );
-                break unrenderable(error, attribution);
+                break Exit::Failed(unrenderable(error, attribution));
             }
         };
         if let Some(cut) = rendered.cut() {
@@ -286,17 +353,43 @@ where
                 LedgerRecord::Render(RenderRecord::Shortened { cut }),
             );
         }
-        match deliver_rendered(channel, rendered, None).await {
-            Ok(receipt) => out.blocks.push(receipt),
+        let sent = match live.as_mut() {
+            None => deliver_rendered(channel, rendered, None).await.map(Some),
+            Some(session) => rendered
+                .commit(channel)
+                .await
+                .map_err(DeliveryError::from)
+                .map(|committed| {
+                    committed.into_parts().for_each(|part| session.append(part));
+                    None
+                }),
+        };
+        match sent {
+            Ok(receipt) => out.blocks.extend(receipt),
             Err(DeliveryError::Commit(CommitError::OwnershipLost))
             | Err(DeliveryError::OwnershipLost { .. }) => {
-                out.end = StreamEnd::Stopped(StopReason::OwnershipLost);
-                return Ok(out);
+                break Exit::Stopped(StreamEnd::Stopped(StopReason::OwnershipLost));
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                finish_live(channel, live.take(), &mut out).await?;
+                return Err(error);
+            }
         }
         out.delivered.push_str(&shown);
         reader.source_mut().mark_delivered(&text);
+    };
+    // The surface's stream ends before anything else goes out (Layer C's line is a message of
+    // its own, after the streamed one).
+    if finish_live(channel, live, &mut out).await?.is_some() {
+        return Ok(stopped(out, StopReason::OwnershipLost));
+    }
+    let failure = match exit {
+        Exit::Answered => return Ok(out),
+        Exit::Stopped(end) => {
+            out.end = end;
+            return Ok(out);
+        }
+        Exit::Failed(failure) => failure,
     };
     // The source is dropped before Layer C's line goes out, so its ledger row (what was
     // delivered, where and why it failed) is written first.
@@ -308,7 +401,11 @@ where
     let reply = resolve_in(turn, plan.mode, plan.policy, Err(failure));
     out.end = StreamEnd::Degraded {
         reply: reply.kind(),
-        after_blocks: out.blocks.len(),
+        after_blocks: out.blocks.len().max(
+            out.surface
+                .as_ref()
+                .map_or(0, |surface| surface.messages().len()),
+        ),
     };
     if matches!(reply, Reply::Silence) {
         return Ok(out);
@@ -319,6 +416,46 @@ where
     }
     out.layer_c = Some(receipt);
     Ok(out)
+}
+
+fn stopped(mut out: StreamReceipt, reason: StopReason) -> StreamReceipt {
+    out.end = StreamEnd::Stopped(reason);
+    out
+}
+
+/// Ends the surface's stream, if there is one, and records what it confirmed; what it did not
+/// confirm is sent as messages of their own, in order. `Some(())` when the ownership was lost
+/// meanwhile (nothing more may be sent).
+async fn finish_live<C: Channel + ?Sized>(
+    channel: &C,
+    live: Option<ReplyStream>,
+    out: &mut StreamReceipt,
+) -> Result<Option<()>, DeliveryError> {
+    let Some(session) = live else {
+        return Ok(None);
+    };
+    match session.finish().await {
+        Ok(receipt) => {
+            out.surface = Some(receipt);
+            Ok(None)
+        }
+        Err(error) => {
+            out.surface = Some(error.receipt().clone());
+            tracing::warn!(
+                target: "mesh_egress::boundary",
+                unconfirmed = error.unconfirmed().len(),
+                "the surface's stream failed; sending the unconfirmed rest as messages"
+            );
+            match send_committed_parts(channel, error.into_unconfirmed()).await {
+                Ok(receipts) => {
+                    out.blocks.extend(receipts);
+                    Ok(None)
+                }
+                Err(DeliveryError::OwnershipLost { .. }) => Ok(Some(())),
+                Err(error) => Err(error),
+            }
+        }
+    }
 }
 
 /// What stopping for `reason` ends the turn as: cancellation and a lost ownership stop it; a

@@ -185,6 +185,25 @@ pub(crate) async fn deliver_rendered<C: Channel + ?Sized>(
     send_in_order(channel, delivery, parts, Vec::new(), commitment).await
 }
 
+/// Sends parts that were committed earlier (a surface's stream left them unconfirmed), in
+/// order, one message's parts after another; one receipt per message.
+pub(crate) async fn send_committed_parts<C: Channel + ?Sized>(
+    channel: &C,
+    parts: Vec<CommittedPart>,
+) -> Result<Vec<Receipt>, DeliveryError> {
+    let mut receipts = Vec::new();
+    let mut parts = parts.into_iter().peekable();
+    while let Some(first) = parts.next() {
+        let delivery = first.delivery_id();
+        let mut message = vec![first];
+        while let Some(part) = parts.next_if(|part| part.delivery_id() == delivery) {
+            message.push(part);
+        }
+        receipts.push(send_in_order(channel, delivery, message, Vec::new(), None).await?);
+    }
+    Ok(receipts)
+}
+
 async fn send_in_order<C: Channel + ?Sized>(
     channel: &C,
     delivery: DeliveryId,
