@@ -4,7 +4,7 @@
 //!
 //! A streamed turn commits its reply block by block, each block on the typed path
 //! (`Outbound<Unrendered → Rendered → Committed>`), rendered by the channel's own renderer. A
-//! [`ReplyStream`] takes those [`CommittedPart`]s of **one** reply, in order, and shows them
+//! [`ReplyStream`] takes those [`CommittedPart`](crate::CommittedPart)s of **one** reply, in order, and shows them
 //! the way the surface does best:
 //!
 //! - [`StreamMode::Stream`]: one growing message (Slack's native streams, Telegram drafts then a
