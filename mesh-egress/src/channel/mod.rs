@@ -86,10 +86,12 @@ use std::time::SystemTime;
 
 pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
+pub(crate) use deliver::deliver_rendered;
+#[cfg(all(feature = "gate", feature = "markdown"))]
+pub(crate) use deliver::send_committed_parts;
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
-pub(crate) use deliver::{deliver_rendered, send_committed_parts};
 #[cfg(feature = "markdown")]
 pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml};
 pub use lookup::PartLookup;

@@ -41,6 +41,9 @@
 //! # Ok(()) }
 //! ```
 
+// The surfaces' drivers (feature `http`) are what use the crate-private half of this module.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 mod budget;
 mod receipt;
 mod session;
@@ -50,7 +53,9 @@ mod slack_markdown;
 pub use budget::{BudgetConfig, CallKind, RateBudget};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
-pub(crate) use session::{Driver, DriverError, Parts, pack};
+#[cfg(feature = "http")]
+pub(crate) use session::pack;
+pub(crate) use session::{Driver, DriverError, Parts};
 #[cfg(feature = "markdown")]
 pub use slack_markdown::SlackMarkdown;
 
