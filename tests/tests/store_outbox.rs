@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use mesh_egress::Outbound;
 use mesh_egress::channel::{Channel, Deliver, DeliveryError, Recorder};
-use mesh_egress::store::{PartState, Store, StoreError, Surface};
+use mesh_egress::store::{PartState, Store, StoreError, Surface, UnknownOutcome};
 
 use store_support::*;
 
@@ -19,6 +19,7 @@ both_backends!(
     a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord,
     two_concurrent_committers_keep_messages_whole_and_ordered,
     failed_sends_move_parts_by_the_state_table,
+    the_send_again_knob_resends_what_cannot_be_settled,
     rows_are_refused_when_nothing_durable_is_named,
 );
 
@@ -334,6 +335,41 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     );
     assert_eq!(store.resend(&channel, &lease4).await.unwrap().sent, 1);
     assert_eq!(inner.sent(), ["hello"]);
+}
+
+async fn the_send_again_knob_resends_what_cannot_be_settled(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let lease = store.acquire("c1", "w1", LONG).await.unwrap();
+    // At least once, as configured: the unknown outcome is tried again, not kept `uncertain`.
+    let inner = Scripted::new(10, &[Step::Unknown]);
+    let channel = store
+        .channel(inner.clone(), Surface::Telegram)
+        .with_unknown_outcome(UnknownOutcome::SendAgain);
+    channel
+        .deliver(message("c1", "hello").with_ownership(lease.ownership()))
+        .await
+        .unwrap_err();
+    assert_eq!(states(&store, "c1").await, [PartState::Pending]);
+    let report = store.resend(&channel, &lease).await.unwrap();
+    assert_eq!((report.sent, report.uncertain), (1, 0));
+    assert_eq!(states(&store, "c1").await, [PartState::Sent]);
+    assert_eq!(inner.sent(), ["hello"]);
+
+    // A part its sender left `sending` (it died mid-send) is sent again by the resend too.
+    let lease2 = store.acquire("c2", "w1", LONG).await.unwrap();
+    let inner = Scripted::new(10, &[Step::Die]);
+    let dying = store.channel(inner.clone(), Surface::Telegram);
+    let message = message("c2", "again").with_ownership(lease2.ownership());
+    let died = tokio::spawn(async move { dying.deliver(message).await });
+    assert!(died.await.is_err(), "the sender died mid-send");
+    assert_eq!(states(&store, "c2").await, [PartState::Sending]);
+    let channel = store
+        .channel(inner.clone(), Surface::Telegram)
+        .with_unknown_outcome(UnknownOutcome::SendAgain);
+    let report = store.resend(&channel, &lease2).await.unwrap();
+    assert_eq!((report.sent, report.uncertain), (1, 0));
+    assert_eq!(states(&store, "c2").await, [PartState::Sent]);
 }
 
 async fn rows_are_refused_when_nothing_durable_is_named(backend: Backend) {

@@ -78,6 +78,11 @@
 //!   (the [`Channel::look_up`](crate::channel::Channel::look_up) default): such a part becomes
 //!   `uncertain`. Any channel can implement the lookup to join Slack's rule.
 //!
+//! The knob: [`Durable::with_unknown_outcome`]. The default, [`UnknownOutcome::Uncertain`], is
+//! at most once (a part that cannot be settled is kept as `uncertain`, logged at `warn` on
+//! `mesh_egress::store`, and never re-sent); [`UnknownOutcome::SendAgain`] is at least once (it
+//! is sent again, and the person may see it twice). Neither ever drops a part silently.
+//!
 //! A [`SendError`](crate::channel::SendError) does not say whether the request left the
 //! process, so every retryable error without a `Retry-After` counts as an unknown outcome; a
 //! non-retryable one counts as a refusal (the surface answered and did not post).
@@ -126,7 +131,7 @@ pub use commitments::{
 pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
-pub use outbox::{Durable, ResendReport};
+pub use outbox::{Durable, ResendReport, UnknownOutcome};
 pub use retention::PruneReport;
 
 use backend::{Pool, Sql, on_pool};

@@ -31,6 +31,22 @@ pub struct Durable<C> {
     inner: C,
     surface: Surface,
     dedupe_window: Duration,
+    unknown_outcome: UnknownOutcome,
+}
+
+/// What a [`Durable`] channel does with a part whose send may have reached a surface that
+/// cannot dedupe a re-send and cannot be asked (Telegram, a plain channel, Slack without the
+/// history scope): the policy knob of the [duplicate rules](super#duplicates-per-surface).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownOutcome {
+    /// Mark it `uncertain`: never sent again, never dropped, reported for operators (at most
+    /// once). The default.
+    #[default]
+    Uncertain,
+    /// Send it again (at least once): the person may see it twice, but never miss it. For
+    /// surfaces where a repeated line costs less than a missing one.
+    SendAgain,
 }
 
 /// What happened to one send, for [`Store::resend`] to decide whether to go on.
@@ -49,7 +65,15 @@ impl<C: Channel> Durable<C> {
             inner,
             surface,
             dedupe_window: DEFAULT_DEDUPE_WINDOW,
+            unknown_outcome: UnknownOutcome::default(),
         }
+    }
+
+    /// What to do with a part whose outcome is unknown where the surface can neither dedupe a
+    /// re-send nor say whether it holds the part (default [`UnknownOutcome::Uncertain`]).
+    pub fn with_unknown_outcome(mut self, policy: UnknownOutcome) -> Self {
+        self.unknown_outcome = policy;
+        self
     }
 
     /// How long after its first attempt a part whose outcome is unknown may still be re-sent
@@ -245,7 +269,16 @@ impl<C: Channel> Durable<C> {
                         ),
                         PartLookup::Unknown { reason } => {
                             text = bounded(format!("{text}; lookup: {reason}"));
-                            (Mark::Uncertain, Outcome::Uncertain)
+                            match self.unknown_outcome {
+                                UnknownOutcome::Uncertain => (Mark::Uncertain, Outcome::Uncertain),
+                                // At least once, as configured: a later send may duplicate it.
+                                UnknownOutcome::SendAgain => (
+                                    Mark::Retry {
+                                        maybe_delivered: false,
+                                    },
+                                    Outcome::Retry,
+                                ),
+                            }
                         }
                     }
                 };
@@ -369,6 +402,7 @@ impl<C> fmt::Debug for Durable<C> {
         f.debug_struct("Durable")
             .field("surface", &self.surface)
             .field("dedupe_window", &self.dedupe_window)
+            .field("unknown_outcome", &self.unknown_outcome)
             .finish_non_exhaustive()
     }
 }
@@ -495,6 +529,20 @@ impl Store {
                         // The surface answered that it does not hold the part: a re-send
                         // cannot duplicate it.
                         PartLookup::NotFound => {
+                            self.execute_fenced(
+                                &sql.reopen_not_found,
+                                &open.delivery,
+                                index_i64,
+                                None,
+                                fence,
+                            )
+                            .await?
+                        }
+                        // At least once, as configured: sent again, and may duplicate.
+                        PartLookup::Unknown { .. }
+                            if channel.unknown_outcome == UnknownOutcome::SendAgain =>
+                        {
+                            tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "outcome unknown after a restart: sent again (UnknownOutcome::SendAgain)");
                             self.execute_fenced(
                                 &sql.reopen_not_found,
                                 &open.delivery,
