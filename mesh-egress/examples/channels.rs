@@ -2,19 +2,73 @@
 //! each API received.
 //!
 //! ```text
-//! cargo run -p mesh-egress --features http,testing --example channels
+//! cargo run -p mesh-egress --example channels
 //! ```
 //!
 //! Each surface gets the reply split to its own limit, one API call per part, in order. The fakes
 //! also throw in each surface's own trouble (a Slack `429` with `Retry-After`, a Discord global
 //! rate limit, a Telegram `503`), which the connectors ride out within their `SendPolicy`.
+//!
+//! Then one streamed reply per surface through `boundary::stream_live`: a Slack native stream
+//! in a thread (`chat.startStream` / `appendStream` / `stopStream`), Telegram drafts in a
+//! private chat then one permanent message, and a Discord message posted then edited, each
+//! under its conversation's rate budget. The calls each surface received are printed.
 
 use std::time::Duration;
 
+use mesh_egress::boundary::{StreamPlan, stream_live};
 use mesh_egress::channel::http::{SendPolicy, Surface};
+use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{BoxedChannel, Deliver, DiscordChannel, SlackChannel, TelegramChannel};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::stream::{ChunkSource, CutterConfig};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution};
+use mesh_egress::{AgentMessage, Attribution, EgressError, Turn};
+
+/// The streamed reply: paragraphs arriving one every 150 ms, as a model writes them.
+const STREAMED: [&str; 4] = [
+    "Checking the deploy now.\n\n",
+    "Staging is green: every test passed and p99 is 48 ms.\n\n",
+    "Production is rolling out region by region; two of five are done.\n\n",
+    "All five regions are live. **Release 2.4 is out.**\n\n",
+];
+
+/// Streams [`STREAMED`] onto `channel` through the whole streamed boundary, then prints the
+/// calls `api` received.
+async fn stream_onto<C: StreamingChannel>(
+    api: &FakeApi,
+    channel: &C,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let turn = Turn::new(Attribution::new("release-bot", "c2", "r2"));
+    let policy = DegradationPolicy::default();
+    let plan = StreamPlan::new(Mode::Interactive, &policy)
+        .with_cutter(CutterConfig {
+            min_block: 20,
+            max_block: 4000,
+        })
+        .with_idle_flush(None);
+    let source = ChunkSource::<EgressError>::delayed(
+        STREAMED.map(|block| (Duration::from_millis(150), block)),
+    );
+    let receipt = stream_live(&turn, &plan, channel, source).await?;
+    let surface = receipt.surface().ok_or("no surface receipt")?;
+    println!(
+        "==== {} streamed ({:?} mode): {} calls, {} previews, {} message(s)",
+        api.surface(),
+        surface.mode(),
+        surface.calls(),
+        surface.previews(),
+        surface.messages().len()
+    );
+    for call in api.calls() {
+        println!("  {}", call.method);
+    }
+    for message in surface.messages() {
+        println!("---- message {}\n{}", message.id(), message.text());
+    }
+    println!();
+    Ok(())
+}
 
 /// A long mixed reply: a heading, emoji, a table, a code block, a long list and a long link.
 fn reply() -> String {
@@ -115,5 +169,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!();
     }
+
+    // One streamed reply per surface, each with its own streaming mechanism.
+    let budget = BudgetConfig::new(Duration::from_millis(100));
+    let slack_api = FakeApi::start(Surface::Slack, "xoxb-demo").await?;
+    let slack = SlackChannel::new("xoxb-demo", "C024BE91L")
+        .with_renderer(SlackMarkdown::new())
+        .in_thread("1700000000.000100")
+        .with_stream_recipient("U0123456789", "T0123456789")
+        .with_stream_budget(budget)
+        .base_url(slack_api.base_url())
+        .policy(policy);
+    stream_onto(&slack_api, &slack).await?;
+    let telegram_api = FakeApi::start(Surface::Telegram, "123:telegram-demo").await?;
+    // A positive chat id is a private chat, where drafts are allowed.
+    let telegram = TelegramChannel::new("123:telegram-demo", "42")
+        .with_stream_budget(budget)
+        .base_url(telegram_api.base_url())
+        .policy(policy);
+    stream_onto(&telegram_api, &telegram).await?;
+    let discord_api = FakeApi::start(Surface::Discord, "discord-demo").await?;
+    let discord = DiscordChannel::new("discord-demo", "1100000000000000001")
+        .with_stream_budget(budget)
+        .base_url(discord_api.base_url())
+        .policy(policy);
+    stream_onto(&discord_api, &discord).await?;
     Ok(())
 }
