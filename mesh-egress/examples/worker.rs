@@ -153,14 +153,23 @@ async fn main() -> ExitCode {
         Some(delivery) => delivery.channel(args.json),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
-    let worker = Worker::new(
-        store.channel(channel, Surface::stored(args.deliver)),
-        holder_name("worker"),
-    )
-    .with_lease_ttl(ttl)
-    .with_policy(policy)
-    .register(HANDLER, answer_handler(router))
-    .with_gate(move |task| gate_for_task(&connector, task));
+    // Parts the outbox cannot settle are kept on the store's own ledger for operators.
+    let ledger = match store.durable_ledger() {
+        Ok(ledger) => ledger,
+        Err(error) => {
+            tracing::error!(target: "mesh_egress::store", error = %error, "the store's ledger could not be opened");
+            eprintln!("error: the store's ledger could not be opened");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outbox = store
+        .channel(channel, Surface::stored(args.deliver))
+        .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()));
+    let worker = Worker::new(outbox, holder_name("worker"))
+        .with_lease_ttl(ttl)
+        .with_policy(policy)
+        .register(HANDLER, answer_handler(router))
+        .with_gate(move |task| gate_for_task(&connector, task));
 
     let shutdown = Cancellation::new();
     if let Err(error) = on_signals(shutdown.clone()) {
@@ -173,6 +182,10 @@ async fn main() -> ExitCode {
     } else {
         worker.run(&shutdown).await
     };
+    // The ledger's rows are written in the background: wait for them before closing.
+    if let Err(error) = ledger.flush().await {
+        tracing::error!(target: "mesh_egress::store", error = %error, "ledger rows not written");
+    }
     store.close().await;
     match result {
         Ok(report) => {

@@ -180,6 +180,28 @@ pub enum LedgerRecord {
     /// The boundary: a reply was shortened to its part budget, or could not be rendered for
     /// its channel (and went to Layer C).
     Render(RenderRecord),
+    /// The durable outbox: a part it could not settle (see [`OutboxRecord`]).
+    Outbox(OutboxRecord),
+}
+
+/// What the durable outbox reports to operators about one part (`mesh_egress::store`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OutboxRecord {
+    /// The part may have reached its surface, which can neither dedupe a re-send nor say
+    /// whether it holds the part: it is kept `uncertain`, never sent again, never dropped.
+    Uncertain {
+        /// The delivery (message) id, as the outbox stores it.
+        delivery: String,
+        /// The part's index within its message, from 0.
+        part: usize,
+        /// The surface (`plain`, `slack`, `discord`, `telegram`).
+        surface: String,
+        /// Whether it was found after a restart (its sender died mid-send) rather than by the
+        /// send itself.
+        after_restart: bool,
+    },
 }
 
 /// What rendering did to a reply that was not simply sent whole.

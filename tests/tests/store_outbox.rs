@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mesh_egress::Outbound;
 use mesh_egress::channel::{Channel, Deliver, DeliveryError, Recorder};
+use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use mesh_egress::store::{PartState, Store, StoreError, Surface, UnknownOutcome};
 
 use store_support::*;
@@ -20,6 +21,7 @@ both_backends!(
     two_concurrent_committers_keep_messages_whole_and_ordered,
     failed_sends_move_parts_by_the_state_table,
     the_send_again_knob_resends_what_cannot_be_settled,
+    uncertain_parts_are_reported_on_the_ledger,
     rows_are_refused_when_nothing_durable_is_named,
 );
 
@@ -370,6 +372,66 @@ async fn the_send_again_knob_resends_what_cannot_be_settled(backend: Backend) {
     let report = store.resend(&channel, &lease2).await.unwrap();
     assert_eq!((report.sent, report.uncertain), (1, 0));
     assert_eq!(states(&store, "c2").await, [PartState::Sent]);
+}
+
+async fn uncertain_parts_are_reported_on_the_ledger(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    // On the store's own ledger, so operators can query it per conversation.
+    let ledger = Ledger::new(store.durable_ledger().unwrap());
+    let lease = store.acquire("c1", "w1", LONG).await.unwrap();
+    let inner = Scripted::new(10, &[Step::Unknown]);
+    let channel = store
+        .channel(inner.clone(), Surface::Telegram)
+        .with_ledger(ledger.clone());
+    channel
+        .deliver(message("c1", "hello").with_ownership(lease.ownership()))
+        .await
+        .unwrap_err();
+    // A sender that died mid-send leaves a part its restart cannot settle either.
+    let lease2 = store.acquire("c2", "w1", LONG).await.unwrap();
+    let dying = Scripted::new(10, &[Step::Die]);
+    let dead = store.channel(dying, Surface::Telegram);
+    let message2 = message("c2", "again").with_ownership(lease2.ownership());
+    assert!(
+        tokio::spawn(async move { dead.deliver(message2).await.map(drop) })
+            .await
+            .is_err()
+    );
+    let restarted = store
+        .channel(Scripted::new(10, &[]), Surface::Telegram)
+        .with_ledger(ledger.clone());
+    assert_eq!(
+        store.resend(&restarted, &lease2).await.unwrap().uncertain,
+        1
+    );
+
+    let rows: Vec<(String, OutboxRecord)> = ledger
+        .entries()
+        .into_iter()
+        .filter_map(|entry| match entry.record() {
+            LedgerRecord::Outbox(record) => Some((
+                entry.attribution().conversation().to_owned(),
+                record.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for ((conversation, record), (want, restart)) in rows.iter().zip([("c1", false), ("c2", true)])
+    {
+        assert_eq!(conversation, want);
+        assert!(
+            matches!(record, OutboxRecord::Uncertain { part: 0, surface, after_restart, .. }
+                if surface == "telegram" && *after_restart == restart),
+            "{record:?}"
+        );
+    }
+    let json = serde_json::to_string(&ledger.entries()).unwrap();
+    assert!(
+        !json.contains("hello") && !json.contains("again"),
+        "never the text: {json}"
+    );
 }
 
 async fn rows_are_refused_when_nothing_durable_is_named(backend: Backend) {

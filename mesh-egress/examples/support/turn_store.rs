@@ -99,7 +99,10 @@ impl Persistent {
             holder,
             ttl,
         } = self;
-        let durable = store.channel(run.channel, run.surface);
+        // A part the outbox cannot settle is reported on the turn's ledger, besides the log.
+        let durable = store
+            .channel(run.channel, run.surface)
+            .with_ledger(run.turn.ledger().clone());
         let stored = match &run.reply {
             Reply::Holding { commitment, .. } => {
                 let plan = FollowUpPlan::for_commitment(commitment, MAX_FOLLOW_UP_DELAY);

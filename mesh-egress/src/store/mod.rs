@@ -50,8 +50,10 @@
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
-//! [`Store::parts`]) and is logged at `warn` on target `mesh_egress::store` for operators;
-//! the later parts of its conversation go on.
+//! [`Store::parts`]) and is logged at `warn` on target `mesh_egress::store` for operators
+//! (and, with [`Durable::with_ledger`], recorded as a
+//! [`OutboxRecord::Uncertain`](crate::ledger::OutboxRecord) row: delivery id, part, surface,
+//! never its text); the later parts of its conversation go on.
 //!
 //! # Duplicates, per surface
 //!

@@ -10,6 +10,7 @@ use super::follow_up::Seal;
 use super::{Store, StoreError, Surface, millis, on_pool, to_usize};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
+use crate::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use crate::outbound::{CommitError, CommitRecord, CommittedPart, DeliveryId};
 use crate::ownership::{Fence, Ownership};
 use crate::store::lease::Lease;
@@ -32,6 +33,7 @@ pub struct Durable<C> {
     surface: Surface,
     dedupe_window: Duration,
     unknown_outcome: UnknownOutcome,
+    ledger: Option<Ledger>,
 }
 
 /// What a [`Durable`] channel does with a part whose send may have reached a surface that
@@ -66,6 +68,37 @@ impl<C: Channel> Durable<C> {
             surface,
             dedupe_window: DEFAULT_DEDUPE_WINDOW,
             unknown_outcome: UnknownOutcome::default(),
+            ledger: None,
+        }
+    }
+
+    /// Reports every part this channel marks `uncertain` on `ledger` too
+    /// ([`OutboxRecord::Uncertain`]: delivery id, part, surface; never its text), besides the
+    /// `warn` on `mesh_egress::store`. A [`DurableLedger`](super::DurableLedger) keeps those rows
+    /// on the store for operators.
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// Puts an `uncertain` part on the ledger, if one is attached.
+    fn report_uncertain(
+        &self,
+        attribution: Option<&Attribution>,
+        delivery: &str,
+        part: usize,
+        after_restart: bool,
+    ) {
+        if let (Some(ledger), Some(attribution)) = (&self.ledger, attribution) {
+            ledger.record(
+                attribution,
+                LedgerRecord::Outbox(OutboxRecord::Uncertain {
+                    delivery: delivery.to_owned(),
+                    part,
+                    surface: self.surface.as_str().to_owned(),
+                    after_restart,
+                }),
+            );
         }
     }
 
@@ -288,6 +321,12 @@ impl<C: Channel> Durable<C> {
                 match outcome {
                     Outcome::Uncertain => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, surface = %self.surface, "part uncertain: it may have reached the surface, which cannot dedupe a re-send");
+                        self.report_uncertain(
+                            error.part().map(CommittedPart::attribution),
+                            &delivery,
+                            index,
+                            false,
+                        );
                         (Err(error.with_retryable(false)), outcome)
                     }
                     Outcome::Failed => {
@@ -403,6 +442,7 @@ impl<C> fmt::Debug for Durable<C> {
             .field("surface", &self.surface)
             .field("dedupe_window", &self.dedupe_window)
             .field("unknown_outcome", &self.unknown_outcome)
+            .field("ledger", &self.ledger.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -567,6 +607,12 @@ impl Store {
                                 .await?;
                             if changed == 1 {
                                 tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
+                                channel.report_uncertain(
+                                    Some(part.attribution()),
+                                    &open.delivery,
+                                    open.index,
+                                    true,
+                                );
                                 report.uncertain += 1;
                                 continue;
                             }
