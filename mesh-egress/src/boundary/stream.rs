@@ -294,6 +294,7 @@ where
         surface: None,
     };
     let mut index = 0usize;
+    let mut shown_blocks = 0usize;
     let exit = loop {
         let next = tokio::select! {
             biased;
@@ -375,13 +376,15 @@ where
                 return Err(error);
             }
         }
+        shown_blocks += 1;
         out.delivered.push_str(&shown);
         reader.source_mut().mark_delivered(&text);
     };
     // The surface's stream ends before anything else goes out (Layer C's line is a message of
     // its own, after the streamed one).
-    if finish_live(channel, live, &mut out).await?.is_some() {
-        return Ok(stopped(out, StopReason::OwnershipLost));
+    if finish_live(channel, live, &mut out).await? {
+        out.end = StreamEnd::Stopped(StopReason::OwnershipLost);
+        return Ok(out);
     }
     let failure = match exit {
         Exit::Answered => return Ok(out),
@@ -401,11 +404,7 @@ where
     let reply = resolve_in(turn, plan.mode, plan.policy, Err(failure));
     out.end = StreamEnd::Degraded {
         reply: reply.kind(),
-        after_blocks: out.blocks.len().max(
-            out.surface
-                .as_ref()
-                .map_or(0, |surface| surface.messages().len()),
-        ),
+        after_blocks: shown_blocks,
     };
     if matches!(reply, Reply::Silence) {
         return Ok(out);
@@ -418,26 +417,21 @@ where
     Ok(out)
 }
 
-fn stopped(mut out: StreamReceipt, reason: StopReason) -> StreamReceipt {
-    out.end = StreamEnd::Stopped(reason);
-    out
-}
-
 /// Ends the surface's stream, if there is one, and records what it confirmed; what it did not
-/// confirm is sent as messages of their own, in order. `Some(())` when the ownership was lost
+/// confirm is sent as messages of their own, in order. `true` when the ownership was lost
 /// meanwhile (nothing more may be sent).
 async fn finish_live<C: Channel + ?Sized>(
     channel: &C,
     live: Option<ReplyStream>,
     out: &mut StreamReceipt,
-) -> Result<Option<()>, DeliveryError> {
+) -> Result<bool, DeliveryError> {
     let Some(session) = live else {
-        return Ok(None);
+        return Ok(false);
     };
     match session.finish().await {
         Ok(receipt) => {
             out.surface = Some(receipt);
-            Ok(None)
+            Ok(false)
         }
         Err(error) => {
             out.surface = Some(error.receipt().clone());
@@ -449,9 +443,9 @@ async fn finish_live<C: Channel + ?Sized>(
             match send_committed_parts(channel, error.into_unconfirmed()).await {
                 Ok(receipts) => {
                     out.blocks.extend(receipts);
-                    Ok(None)
+                    Ok(false)
                 }
-                Err(DeliveryError::OwnershipLost { .. }) => Ok(Some(())),
+                Err(DeliveryError::OwnershipLost { .. }) => Ok(true),
                 Err(error) => Err(error),
             }
         }

@@ -13,8 +13,8 @@ use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::stream_builders;
 use super::{DiscordChannel, Surface};
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, OwnershipLost, Parts, RateBudget, ReplyStream,
-    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, RateBudget, ReplyStream, StreamMode,
+    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::channel::{DiscordMarkdown, Render};
 use crate::egress::Attribution;
@@ -219,9 +219,7 @@ impl Driver for DiscordDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        if !parts.owned(self.confirmed, parts.len()) {
-            return Err(DriverError::new(Box::new(OwnershipLost)));
-        }
+        parts.check_owned_from(self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
@@ -230,11 +228,7 @@ impl Driver for DiscordDriver {
                 self.each(parts, groups).await
             }
             _ => {
-                let groups = parts
-                    .texts_from(self.confirmed)
-                    .iter()
-                    .map(|t| (1, t.clone()))
-                    .collect();
+                let groups = parts.singles_from(self.confirmed);
                 self.each(parts, groups).await
             }
         }

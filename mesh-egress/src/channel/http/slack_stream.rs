@@ -269,11 +269,7 @@ impl SlackDriver {
                             tracing::info!(target: "mesh_egress::channel", surface = "Slack", code = failure.code(), "streaming unavailable; posting blocks");
                             self.fell_back = true;
                             self.mode = StreamMode::Blocks;
-                            let groups = parts
-                                .texts_from(self.confirmed)
-                                .iter()
-                                .map(|t| (1, t.clone()))
-                                .collect();
+                            let groups = parts.singles_from(self.confirmed);
                             return self.post(groups).await;
                         }
                         Err(failure) => return Err(Self::fail(failure)),
@@ -335,11 +331,7 @@ impl Driver for SlackDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        if !parts.owned(self.confirmed, parts.len()) {
-            return Err(DriverError::new(Box::new(
-                crate::channel::stream::OwnershipLost,
-            )));
-        }
+        parts.check_owned_from(self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
@@ -356,11 +348,7 @@ impl Driver for SlackDriver {
                 self.post(groups).await
             }
             _ => {
-                let groups = parts
-                    .texts_from(self.confirmed)
-                    .iter()
-                    .map(|t| (1, t.clone()))
-                    .collect();
+                let groups = parts.singles_from(self.confirmed);
                 self.post(groups).await
             }
         }

@@ -16,8 +16,8 @@ use super::stream_settings::stream_builders;
 use super::{Surface, TelegramChannel, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
-    CallKind, Driver, DriverError, OwnershipLost, Parts, ReplyStream, StreamMode, StreamOpenError,
-    StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    CallKind, Driver, DriverError, Parts, ReplyStream, StreamMode, StreamOpenError, StreamReceipt,
+    StreamedMessage, StreamingChannel, pack,
 };
 use crate::egress::Attribution;
 
@@ -194,11 +194,7 @@ impl TelegramDriver {
                 tracing::info!(target: "mesh_egress::channel", surface = "Telegram", "draft refused; sending blocks");
                 self.fell_back = true;
                 self.mode = StreamMode::Blocks;
-                let groups = parts
-                    .texts_from(self.confirmed)
-                    .iter()
-                    .map(|t| (1, t.clone()))
-                    .collect();
+                let groups = parts.singles_from(self.confirmed);
                 self.send_messages(groups).await
             }
             // A flood wait paused the budget; a transport failure loses only a preview. The
@@ -239,9 +235,7 @@ impl Driver for TelegramDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        if !parts.owned(self.confirmed, parts.len()) {
-            return Err(DriverError::new(Box::new(OwnershipLost)));
-        }
+        parts.check_owned_from(self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done, false).await,
             StreamMode::Final if !done => Ok(()),
@@ -250,11 +244,7 @@ impl Driver for TelegramDriver {
                 self.send_messages(groups).await
             }
             _ => {
-                let groups = parts
-                    .texts_from(self.confirmed)
-                    .iter()
-                    .map(|t| (1, t.clone()))
-                    .collect();
+                let groups = parts.singles_from(self.confirmed);
                 self.send_messages(groups).await
             }
         }

@@ -51,6 +51,24 @@ impl Parts {
             .map(CommittedPart::idempotency_key)
     }
 
+    /// Parts `from..`, one message each: the groups `pack` would make if nothing fit together.
+    pub(crate) fn singles_from(&self, from: usize) -> Vec<(usize, String)> {
+        self.texts_from(from)
+            .iter()
+            .map(|t| (1, t.clone()))
+            .collect()
+    }
+
+    /// Fails with [`OwnershipLost`](super::OwnershipLost) unless every part from `from` on may
+    /// still be sent: what each driver checks before a call.
+    pub(crate) fn check_owned_from(&self, from: usize) -> Result<(), DriverError> {
+        if self.owned(from, self.len()) {
+            Ok(())
+        } else {
+            Err(DriverError::new(Box::new(super::OwnershipLost)))
+        }
+    }
+
     /// Whether every part in `from..to` may still be sent (its ownership holds).
     pub(crate) fn owned(&self, from: usize, to: usize) -> bool {
         self.parts
