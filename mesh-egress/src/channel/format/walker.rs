@@ -253,9 +253,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Tag::BlockQuote(_) => self.start_quote(),
             Tag::CodeBlock(kind) => {
                 let lang = match kind {
-                    CodeBlockKind::Fenced(info) => {
-                        info.split_whitespace().next().unwrap_or("").to_owned()
-                    }
+                    CodeBlockKind::Fenced(info) => fence_language(&info).to_owned(),
                     CodeBlockKind::Indented => String::new(),
                 };
                 self.code = Some(CodeBlock {
@@ -526,5 +524,21 @@ impl<'a, D: Dialect> Walker<'_, D> {
     pub(super) fn wrote(&mut self) {
         self.lines.written = true;
         self.lines.at_line_start = false;
+    }
+}
+
+/// The longest fence language kept. The tag is repeated on every part a long block is split
+/// into, so a hostile info string (a model told to open a fence with kilobytes of "language")
+/// would otherwise fill each part with it; real tags (`rust`, `objective-c++`) are short.
+const MAX_FENCE_LANGUAGE: usize = 32;
+
+/// The language a fence is re-opened with: the info string's first word, or none when that is
+/// longer than [`MAX_FENCE_LANGUAGE`].
+fn fence_language(info: &str) -> &str {
+    let lang = info.split_whitespace().next().unwrap_or("");
+    if lang.len() > MAX_FENCE_LANGUAGE {
+        ""
+    } else {
+        lang
     }
 }

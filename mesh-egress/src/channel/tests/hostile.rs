@@ -415,3 +415,28 @@ fn a_reply_that_fills_the_budget_exactly_is_not_cut() {
         Some(&crate::channel::PartBudgetCut::new(3, 3, 6))
     );
 }
+
+#[test]
+fn a_kilobyte_fence_language_is_not_repeated_on_every_part() {
+    // Found by `bounded.rs`'s property: the info string was re-emitted on each part of a long
+    // fence, so 3.5 KB of input filled 7 Discord parts (14,000 bytes).
+    let src = format!("~~~~{}\n{}", "_".repeat(1743), "_".repeat(1743));
+    for (name, parts) in parts_of(&src) {
+        let total: usize = parts.iter().map(String::len).sum();
+        assert!(
+            total <= 2 * src.len(),
+            "{name}: {total} bytes from {}",
+            src.len()
+        );
+        assert!(
+            parts.iter().all(|p| p.matches('_').count() <= 1800),
+            "{name}: the language tag repeated in a part"
+        );
+    }
+    // A real tag is kept.
+    for (name, parts) in parts_of("```rust\nfn main() {}\n```") {
+        if name == "discord" {
+            assert!(parts[0].starts_with("```rust\n"), "{name}: {parts:?}");
+        }
+    }
+}
