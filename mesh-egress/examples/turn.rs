@@ -51,6 +51,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/turn_live.rs"]
+mod turn_live;
 #[path = "support/turn_store.rs"]
 mod turn_store;
 #[path = "support/turn_stream.rs"]
@@ -65,6 +67,7 @@ use cli::{
     init_logs, model_from_env, usage_error, value,
 };
 use mesh_egress::boundary::{StreamPlan, deliver};
+use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
 use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::QualityGate;
@@ -74,7 +77,8 @@ use mesh_egress::{Attribution, Turn};
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
-                     [--deliver slack|discord|telegram] [--store URL] [--stream] PROMPT";
+                     [--deliver slack|discord|telegram] [--store URL] [--stream] \
+                     [--stream-mode stream|blocks|final] PROMPT";
 
 /// The parsed command line.
 #[derive(Debug)]
@@ -91,6 +95,8 @@ struct Args {
     store: Option<String>,
     /// `--stream`: the answer is streamed block by block.
     stream: bool,
+    /// `--stream-mode` (or `MESH_STREAM_MODE`): how the surface shows the stream.
+    stream_mode: Option<StreamMode>,
 }
 
 /// What the command line asked for: a turn, or the usage text.
@@ -107,6 +113,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let (mut json, mut follow_up, mut stream) = (false, false, false);
     let mut system_prompt_file = None;
     let mut store = None;
+    let mut stream_mode = None;
     let mut positionals: Vec<&str> = Vec::new();
     let mut rest = argv.iter();
     let mut flags_done = false;
@@ -151,10 +158,24 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
             "--stream" if inline.is_none() => stream = true,
+            "--stream-mode" => {
+                stream_mode = Some(stream_mode_flag(value(flag, inline, &mut rest)?)?)
+            }
             _ => return Err(format!("unknown flag {arg}")),
         }
     }
     let surface = chosen_surface(channel, deliver)?;
+    let stream_mode = match stream_mode {
+        Some(mode) => Some(mode),
+        None => std::env::var("MESH_STREAM_MODE")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| stream_mode_flag(&v))
+            .transpose()?,
+    };
+    if stream_mode.is_some() && !(stream && deliver.is_some()) {
+        return Err("--stream-mode (or MESH_STREAM_MODE) needs --stream and --deliver".into());
+    }
     let prompt = match positionals.as_slice() {
         [] => return Err("missing PROMPT".into()),
         [prompt] => (*prompt).to_owned(),
@@ -177,7 +198,13 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         prompt,
         store,
         stream,
+        stream_mode,
     }))
+}
+
+fn stream_mode_flag(name: &str) -> Result<StreamMode, String> {
+    StreamMode::parse(name)
+        .ok_or_else(|| format!("unknown --stream-mode {name:?} (stream|blocks|final)"))
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -257,24 +284,40 @@ async fn main() -> ExitCode {
         DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
     if args.stream {
         let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
-        let channel = match delivery {
-            Some(delivery) => delivery.streamed_channel(args.json, started),
-            None => BoxedChannel::new(cli::Tee::new(
-                turn_stream::Rendering(args.surface.renderer()),
-                cli::Printing::streamed(args.json, started),
-            )),
-        };
         let streamed = turn_stream::Streamed {
             turn: &turn,
             mode: args.mode,
             plan: &plan,
-            channel: &channel,
             router: &router,
             request: &request,
             target: args.deliver.unwrap_or(Surface::Plain),
             follow_up: args.follow_up,
         };
-        return turn_stream::run(streamed, answer).await;
+        let Some(delivery) = delivery else {
+            let channel = BoxedChannel::new(cli::Tee::new(
+                turn_stream::Rendering(args.surface.renderer()),
+                cli::Printing::streamed(args.json, started),
+            ));
+            return turn_stream::run(streamed, &channel, answer).await;
+        };
+        // Onto the surface's own stream: a Slack stream in the thread, Telegram drafts, Discord
+        // edits (or blocks, or the final reply, as `--stream-mode` says).
+        let printer = turn_live::LivePrinter::new(args.json, started);
+        return match delivery.with_stream_mode(args.stream_mode).connector() {
+            cli::Connector::Slack(slack) => {
+                // Slack's streams take standard Markdown (`markdown_text`).
+                let live = turn_live::Live::new(slack.with_renderer(SlackMarkdown::new()), printer);
+                turn_stream::run_live(streamed, &live, answer).await
+            }
+            cli::Connector::Discord(discord) => {
+                let live = turn_live::Live::new(discord, printer);
+                turn_stream::run_live(streamed, &live, answer).await
+            }
+            cli::Connector::Telegram(telegram) => {
+                let live = turn_live::Live::new(telegram, printer);
+                turn_stream::run_live(streamed, &live, answer).await
+            }
+        };
     }
     // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
     // reply is refused by the channel once the turn no longer owns the conversation.

@@ -35,6 +35,12 @@ pub trait Render: Send + Sync {
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         self.render(body).map(RenderedParts::new)
     }
+
+    /// Whether the parts are standard Markdown rather than a surface's own dialect: a Slack
+    /// connector then sends them as `markdown_text` instead of mrkdwn `text`. Default `false`.
+    fn is_standard_markdown(&self) -> bool {
+        false
+    }
 }
 
 impl<R: Render + ?Sized> Render for &R {
@@ -44,6 +50,10 @@ impl<R: Render + ?Sized> Render for &R {
 
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         (**self).render_parts(body)
+    }
+
+    fn is_standard_markdown(&self) -> bool {
+        (**self).is_standard_markdown()
     }
 }
 
@@ -55,6 +65,10 @@ impl<R: Render + ?Sized> Render for Box<R> {
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         (**self).render_parts(body)
     }
+
+    fn is_standard_markdown(&self) -> bool {
+        (**self).is_standard_markdown()
+    }
 }
 
 impl<R: Render + ?Sized> Render for std::sync::Arc<R> {
@@ -64,6 +78,10 @@ impl<R: Render + ?Sized> Render for std::sync::Arc<R> {
 
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         (**self).render_parts(body)
+    }
+
+    fn is_standard_markdown(&self) -> bool {
+        (**self).is_standard_markdown()
     }
 }
 

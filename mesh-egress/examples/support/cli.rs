@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use mesh_egress::CommittedPart;
+use mesh_egress::channel::stream::StreamMode;
 use mesh_egress::channel::{
     BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
     SendError, SlackChannel, SlackMrkdwn, TelegramChannel, TelegramHtml,
@@ -78,6 +79,24 @@ pub(crate) struct Delivery {
     token: String,
     target: String,
     api_url: Option<String>,
+    /// Slack: the thread to post in (`MESH_SLACK_THREAD_TS`), where native streams work.
+    thread_ts: Option<String>,
+    /// Slack: the user and team a stream outside a DM is for (`MESH_SLACK_RECIPIENT_USER`,
+    /// `MESH_SLACK_RECIPIENT_TEAM`).
+    recipient: Option<(String, String)>,
+    /// `--stream-mode`: how the connector streams (else its surface's default).
+    stream_mode: Option<StreamMode>,
+}
+
+/// A surface's connector, built from a [`Delivery`].
+pub(crate) enum Connector {
+    Slack(SlackChannel),
+    Discord(DiscordChannel),
+    Telegram(TelegramChannel),
+}
+
+fn optional_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 impl Delivery {
@@ -97,31 +116,51 @@ impl Delivery {
                 }
             })
             .transpose()?;
+        let (thread_ts, recipient) = if surface == Surface::Slack {
+            let user = optional_env("MESH_SLACK_RECIPIENT_USER");
+            let team = optional_env("MESH_SLACK_RECIPIENT_TEAM");
+            let recipient = match (user, team) {
+                (Some(user), Some(team)) => Some((user, team)),
+                (None, None) => None,
+                _ => {
+                    return Err(
+                        "MESH_SLACK_RECIPIENT_USER and MESH_SLACK_RECIPIENT_TEAM go \
+                                together (Slack needs both to stream outside a DM)"
+                            .into(),
+                    );
+                }
+            };
+            (optional_env("MESH_SLACK_THREAD_TS"), recipient)
+        } else {
+            (None, None)
+        };
         Ok(Self {
             surface,
             token: required_env(token)?,
             target: required_env(target)?,
             api_url,
+            thread_ts,
+            recipient,
+            stream_mode: None,
         })
     }
 
-    /// The connector, printing each part that went.
-    pub(crate) fn channel(self, json: bool) -> BoxedChannel {
-        self.printing(Printing::parts(json).with_ids())
+    /// Streams in `mode` when one is given (`--stream-mode`).
+    pub(crate) fn with_stream_mode(mut self, mode: Option<StreamMode>) -> Self {
+        self.stream_mode = mode;
+        self
     }
 
-    /// The connector for `--stream`: each block that went is printed like a part, counted
-    /// across the reply, with `"t_ms"` under `--json`.
-    pub(crate) fn streamed_channel(self, json: bool, started: Instant) -> BoxedChannel {
-        self.printing(Printing::streamed(json, started).with_ids())
-    }
-
-    fn printing(self, printing: Printing) -> BoxedChannel {
+    /// The surface's connector (Slack in its thread, with its stream's recipient).
+    pub(crate) fn connector(self) -> Connector {
         let Self {
             surface,
             token,
             target,
             api_url,
+            thread_ts,
+            recipient,
+            stream_mode,
         } = self;
         match surface {
             Surface::Slack => {
@@ -129,14 +168,26 @@ impl Delivery {
                 if let Some(url) = api_url {
                     slack = slack.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(slack, printing))
+                if let Some(ts) = thread_ts {
+                    slack = slack.in_thread(ts);
+                }
+                if let Some((user, team)) = recipient {
+                    slack = slack.with_stream_recipient(user, team);
+                }
+                if let Some(mode) = stream_mode {
+                    slack = slack.with_stream_mode(mode);
+                }
+                Connector::Slack(slack)
             }
             Surface::Discord => {
                 let mut discord = DiscordChannel::new(token, target);
                 if let Some(url) = api_url {
                     discord = discord.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(discord, printing))
+                if let Some(mode) = stream_mode {
+                    discord = discord.with_stream_mode(mode);
+                }
+                Connector::Discord(discord)
             }
             // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
             Surface::Telegram | Surface::Plain => {
@@ -144,8 +195,24 @@ impl Delivery {
                 if let Some(url) = api_url {
                     telegram = telegram.base_url(url);
                 }
-                BoxedChannel::new(Tee::new(telegram, printing))
+                if let Some(mode) = stream_mode {
+                    telegram = telegram.with_stream_mode(mode);
+                }
+                Connector::Telegram(telegram)
             }
+        }
+    }
+
+    /// The connector, printing each part that went.
+    pub(crate) fn channel(self, json: bool) -> BoxedChannel {
+        self.printing(Printing::parts(json).with_ids())
+    }
+
+    fn printing(self, printing: Printing) -> BoxedChannel {
+        match self.connector() {
+            Connector::Slack(slack) => BoxedChannel::new(Tee::new(slack, printing)),
+            Connector::Discord(discord) => BoxedChannel::new(Tee::new(discord, printing)),
+            Connector::Telegram(telegram) => BoxedChannel::new(Tee::new(telegram, printing)),
         }
     }
 }

@@ -1,11 +1,13 @@
-//! `turn --stream`: the streamed turn through `boundary::stream`, then the follow-up for the
+//! `turn --stream`: the streamed turn through `boundary::stream` (or `stream_live` onto a
+//! surface's own stream), then the follow-up for the
 //! rest when Layer C promised one and `--follow-up` asks for it.
 
 use std::future::Future;
 use std::process::ExitCode;
 
-use mesh_egress::boundary::StreamPlan;
-use mesh_egress::channel::{BoxedChannel, Channel, PartReceipt, Render, SendError};
+use mesh_egress::boundary::{StreamPlan, StreamReceipt};
+use mesh_egress::channel::stream::StreamingChannel;
+use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError, PartReceipt, Render, SendError};
 use mesh_egress::degrade::{FollowUpRunner, Mode};
 use mesh_egress::model::{ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::{AgentMessage, CommittedPart, EgressError, Turn};
@@ -36,16 +38,59 @@ pub(crate) struct Streamed<'a> {
     pub(crate) turn: &'a Turn,
     pub(crate) mode: Mode,
     pub(crate) plan: &'a StreamPlan<'a>,
-    pub(crate) channel: &'a BoxedChannel,
     pub(crate) router: &'a Router<OpenAiCompatible>,
     pub(crate) request: &'a ChatRequest,
     pub(crate) target: Surface,
     pub(crate) follow_up: bool,
 }
 
-/// Runs the streamed turn; `answer` re-asks the model for a follow-up.
-pub(crate) async fn run<F, Fut>(run: Streamed<'_>, answer: F) -> ExitCode
+/// Runs the streamed turn block by block (each block a message of its own, through
+/// `boundary::stream`); `answer` re-asks the model for a follow-up.
+pub(crate) async fn run<F, Fut>(run: Streamed<'_>, channel: &BoxedChannel, answer: F) -> ExitCode
 where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<AgentMessage, EgressError>>,
+{
+    let source = run.router.stream(run.turn, run.request);
+    let streamed = mesh_egress::boundary::stream(run.turn, run.plan, channel, source).await;
+    after(run, streamed, channel, answer).await
+}
+
+/// Runs the streamed turn onto the surface's own stream (`boundary::stream_live`).
+pub(crate) async fn run_live<C, F, Fut>(run: Streamed<'_>, channel: &C, answer: F) -> ExitCode
+where
+    C: StreamingChannel,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<AgentMessage, EgressError>>,
+{
+    let source = run.router.stream(run.turn, run.request);
+    let streamed = mesh_egress::boundary::stream_live(run.turn, run.plan, channel, source).await;
+    if let Ok(receipt) = &streamed
+        && let Some(surface) = receipt.surface()
+    {
+        tracing::info!(
+            target: "mesh_egress::channel",
+            mode = surface.mode().as_str(),
+            messages = surface.messages().len(),
+            calls = surface.calls(),
+            previews = surface.previews(),
+            rollovers = surface.rollovers(),
+            fell_back = surface.fell_back(),
+            "surface stream ended"
+        );
+    }
+    after(run, streamed, channel, answer).await
+}
+
+/// Logs how the streamed turn ended and keeps Layer C's promise for the rest when asked to.
+async fn after<C, F, Fut>(
+    run: Streamed<'_>,
+    streamed: Result<StreamReceipt, DeliveryError>,
+    channel: &C,
+    answer: F,
+) -> ExitCode
+where
+    C: Channel,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<AgentMessage, EgressError>>,
 {
@@ -53,14 +98,11 @@ where
         turn,
         mode,
         plan,
-        channel,
-        router,
-        request,
         target,
         follow_up,
+        ..
     } = run;
-    let source = router.stream(turn, request);
-    let mut receipt = match mesh_egress::boundary::stream(turn, plan, channel, source).await {
+    let mut receipt = match streamed {
         Ok(receipt) => receipt,
         Err(error) => return delivery_failed(target, &error),
     };

@@ -22,13 +22,16 @@
 //! What the surface confirmed is on [`StreamReceipt::surface`]; parts it did not confirm are
 //! sent again as messages of their own, from the confirmed offset, before Layer C's line.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::deliver::{deliver, unrenderable};
 use super::resolve_in;
 use super::stream_rest::RestOwed;
 use crate::block::Block;
-use crate::channel::stream::{ReplyStream, StreamReceipt as SurfaceReceipt, StreamingChannel};
+use crate::channel::stream::{
+    ReplyStream, StreamObserver, StreamReceipt as SurfaceReceipt, StreamingChannel,
+};
 use crate::channel::{
     Channel, DeliveryError, Receipt, RenderError, deliver_rendered, send_committed_parts,
 };
@@ -71,6 +74,17 @@ pub struct StreamPlan<'a> {
     input: GateInput<'a>,
     cutter: CutterConfig,
     idle_flush: Option<Duration>,
+    observer: Option<Observer>,
+}
+
+/// A [`StreamPlan`]'s observer of the surface's stream (only [`stream_live`] has one).
+#[derive(Clone)]
+struct Observer(Arc<dyn StreamObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamObserver")
+    }
 }
 
 impl<'a> StreamPlan<'a> {
@@ -83,6 +97,7 @@ impl<'a> StreamPlan<'a> {
             input: GateInput::default(),
             cutter: CutterConfig::default(),
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
+            observer: None,
         }
     }
 
@@ -103,6 +118,14 @@ impl<'a> StreamPlan<'a> {
     /// The idle flush; `None` turns it off (blocks then end only at safe boundaries).
     pub fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
         self.idle_flush = idle;
+        self
+    }
+
+    /// Watches the surface's stream in [`stream_live`]: `observer` is attached to the
+    /// [`ReplyStream`] before its first block (see [`StreamObserver`]). [`stream`] has no
+    /// surface stream and ignores it.
+    pub fn with_observer(mut self, observer: Arc<dyn StreamObserver>) -> Self {
+        self.observer = Some(Observer(observer));
         self
     }
 
@@ -257,7 +280,12 @@ where
     S: TextSource<Error = EgressError>,
 {
     match channel.open_stream(turn.attribution()) {
-        Ok(session) => run(turn, plan, channel, source, Some(session)).await,
+        Ok(mut session) => {
+            if let Some(Observer(observer)) = &plan.observer {
+                session.observe(Arc::clone(observer));
+            }
+            run(turn, plan, channel, source, Some(session)).await
+        }
         // Only outside a runtime, which an `async fn` being polled is not; block by block then.
         Err(_) => run(turn, plan, channel, source, None).await,
     }

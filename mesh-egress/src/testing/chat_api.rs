@@ -501,8 +501,10 @@ fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
             } else {
                 "text"
             };
+            // Slack takes standard Markdown in `markdown_text` instead of `text`.
             let text = body
                 .get(text_field)
+                .or_else(|| body.get("markdown_text"))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();

@@ -238,6 +238,10 @@ impl Driver for DiscordDriver {
         self.confirmed
     }
 
+    fn messages(&self) -> &[StreamedMessage] {
+        &self.messages
+    }
+
     fn deadline(&self) -> Option<Instant> {
         self.retry_at
     }

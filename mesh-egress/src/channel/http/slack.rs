@@ -161,9 +161,16 @@ impl<R: Render> Channel for SlackChannel<R> {
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        // Standard Markdown goes in `markdown_text`, which Slack renders itself and which
+        // replaces `text` (chat.postMessage: "should not be used in conjunction with blocks or
+        // text"); mrkdwn and plain text go in `text`.
+        let field = if self.renderer.is_standard_markdown() {
+            "markdown_text"
+        } else {
+            "text"
+        };
         let mut body = json!({
             "channel": self.channel,
-            "text": part.text(),
             "metadata": {
                 "event_type": EVENT_TYPE,
                 "event_payload": {
@@ -173,6 +180,7 @@ impl<R: Render> Channel for SlackChannel<R> {
                 },
             },
         });
+        body[field] = Value::from(part.text());
         if let Some(ts) = &self.thread_ts {
             body["thread_ts"] = Value::from(ts.as_str());
         }

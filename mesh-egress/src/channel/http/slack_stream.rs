@@ -358,6 +358,10 @@ impl Driver for SlackDriver {
         self.confirmed
     }
 
+    fn messages(&self) -> &[StreamedMessage] {
+        &self.messages
+    }
+
     fn deadline(&self) -> Option<Instant> {
         self.retry_at
     }

@@ -254,6 +254,14 @@ impl Driver for TelegramDriver {
         self.confirmed
     }
 
+    fn messages(&self) -> &[StreamedMessage] {
+        &self.messages
+    }
+
+    fn preview(&self) -> Option<&str> {
+        self.draft.as_ref().map(|draft| draft.text.as_str())
+    }
+
     fn deadline(&self) -> Option<Instant> {
         if self.mode != StreamMode::Stream {
             return None;

@@ -45,12 +45,14 @@
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
 mod budget;
+mod observe;
 mod receipt;
 mod session;
 #[cfg(feature = "markdown")]
 mod slack_markdown;
 
 pub use budget::{BudgetConfig, CallKind, RateBudget};
+pub use observe::{MessageUpdate, ObserverFuture, PartRef, StreamObserver, StreamProgress};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
 #[cfg(feature = "http")]
@@ -165,6 +167,10 @@ impl<C: Channel + 'static> Driver for SendEach<C> {
 
     fn confirmed(&self) -> usize {
         self.confirmed
+    }
+
+    fn messages(&self) -> &[StreamedMessage] {
+        &self.messages
     }
 
     fn receipt(&mut self, mode: StreamMode) -> StreamReceipt {

@@ -9,7 +9,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt};
+use super::observe::{PartRef, Seen, StreamObserver, StreamProgress, holders};
+use super::{
+    BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt, StreamedMessage,
+};
 use crate::egress::Attribution;
 use crate::outbound::CommittedPart;
 
@@ -20,11 +23,14 @@ use crate::outbound::CommittedPart;
 pub(crate) struct Parts {
     parts: Vec<Option<CommittedPart>>,
     texts: Vec<String>,
+    keys: Vec<PartRef>,
 }
 
 impl Parts {
     fn push(&mut self, part: CommittedPart) {
         self.texts.push(part.text().to_owned());
+        self.keys
+            .push(PartRef::new(part.delivery_id(), part.index()));
         self.parts.push(Some(part));
     }
 
@@ -137,7 +143,7 @@ impl DriverError {
 /// One surface's way of showing a reply. The worker calls [`flush`](Self::flush) with every
 /// part so far whenever new parts arrived (and once more with `done`); the driver sends what is
 /// beyond [`confirmed`](Self::confirmed), in as few calls as its surface and budget allow.
-pub(crate) trait Driver: Send + 'static {
+pub(crate) trait Driver: Send + Sync + 'static {
     /// Sends what is not confirmed yet; `done` when no part will follow. A driver that waits
     /// for its rate budget should do so before it reads `parts` past `confirmed`, through
     /// [`ready`](Self::ready), so what arrives meanwhile goes in the same call.
@@ -155,6 +161,14 @@ pub(crate) trait Driver: Send + 'static {
 
     /// How many leading parts the surface confirmed.
     fn confirmed(&self) -> usize;
+
+    /// The messages the surface confirmed so far, each with its current text.
+    fn messages(&self) -> &[StreamedMessage];
+
+    /// The text of a preview on screen past the confirmed messages (a Telegram draft).
+    fn preview(&self) -> Option<&str> {
+        None
+    }
 
     /// When the driver wants a call although no part arrived (a preview about to lapse).
     fn deadline(&self) -> Option<Instant> {
@@ -184,11 +198,19 @@ struct Inbox {
 struct Shared {
     inbox: Mutex<Inbox>,
     wake: Notify,
+    observers: Mutex<Vec<Arc<dyn StreamObserver>>>,
 }
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inbox> {
         self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn StreamObserver>> {
+        self.observers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -216,6 +238,7 @@ impl ReplyStream {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Inbox::default()),
             wake: Notify::new(),
+            observers: Mutex::new(Vec::new()),
         });
         let conversation = attribution.conversation().to_owned();
         let worker = runtime.spawn(run(driver, mode, Arc::clone(&shared), conversation));
@@ -223,6 +246,17 @@ impl ReplyStream {
             shared,
             worker: Some(worker),
         })
+    }
+
+    /// Adds `observer`, told before each call which parts it may show and after it what the
+    /// surface confirmed (see [`StreamObserver`]). Attach it before the first
+    /// [`append`](Self::append) to see every call.
+    pub fn observe(&mut self, observer: Arc<dyn StreamObserver>) {
+        self.shared
+            .observers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(observer);
     }
 
     /// Hands over the reply's next part. Never waits on the surface.
@@ -288,7 +322,8 @@ fn stopped(unconfirmed: Vec<CommittedPart>) -> StreamError {
     )
 }
 
-/// The worker: waits for parts (or the driver's deadline), lets the driver send them.
+/// The worker: waits for parts (or the driver's deadline), lets the driver send them, and
+/// tells the observers before and after.
 async fn run<D: Driver>(
     mut driver: D,
     mode: StreamMode,
@@ -296,12 +331,13 @@ async fn run<D: Driver>(
     conversation: String,
 ) -> Result<StreamReceipt, StreamError> {
     let mut parts = Parts::default();
+    let mut seen = Seen::default();
     loop {
         let done = shared.lock().done;
         let arrived = !shared.lock().parts.is_empty();
         // In `Final` mode nothing is shown until the whole reply is there.
         let flush = done || (arrived && mode != StreamMode::Final);
-        if flush {
+        let (result, done) = if flush {
             driver.ready(done).await;
             let done = {
                 let mut inbox = shared.lock();
@@ -310,40 +346,91 @@ async fn run<D: Driver>(
                 }
                 inbox.done
             };
-            if let Err(error) = driver.flush(&mut parts, done).await {
-                tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
-                let confirmed = driver.confirmed();
+            let before = driver.confirmed();
+            before_call(&shared, &parts, before).await;
+            let result = driver.flush(&mut parts, done).await;
+            after_call(&shared, &mut seen, &driver, &parts, before, result.is_err()).await;
+            (result, done)
+        } else {
+            let deadline = driver.deadline();
+            tokio::select! {
+                () = shared.wake.notified() => continue,
+                () = sleep_until(deadline) => {}
+            }
+            let before = driver.confirmed();
+            before_call(&shared, &parts, before).await;
+            let result = driver.refresh(&mut parts).await;
+            after_call(&shared, &mut seen, &driver, &parts, before, result.is_err()).await;
+            (result, false)
+        };
+        if let Err(error) = result {
+            tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
+            let confirmed = driver.confirmed();
+            return Err(StreamError::new(
+                driver.receipt(mode),
+                parts.unconfirmed(confirmed),
+                error.source,
+            ));
+        }
+        if done {
+            let confirmed = driver.confirmed();
+            if confirmed < parts.len() {
+                // A driver must confirm everything at the end or fail: never report a reply
+                // complete that is not.
                 return Err(StreamError::new(
                     driver.receipt(mode),
                     parts.unconfirmed(confirmed),
-                    error.source,
+                    Box::new(Unconfirmed),
                 ));
             }
-            if done {
-                let confirmed = driver.confirmed();
-                if confirmed < parts.len() {
-                    // A driver must confirm everything at the end or fail: never report a
-                    // reply complete that is not.
-                    return Err(StreamError::new(
-                        driver.receipt(mode),
-                        parts.unconfirmed(confirmed),
-                        Box::new(Unconfirmed),
-                    ));
-                }
-                return Ok(driver.receipt(mode));
-            }
-            continue;
+            return Ok(driver.receipt(mode));
         }
-        let deadline = driver.deadline();
-        tokio::select! {
-            () = shared.wake.notified() => {}
-            () = sleep_until(deadline) => {
-                if let Err(error) = driver.refresh(&mut parts).await {
-                    let confirmed = driver.confirmed();
-                    return Err(StreamError::new(driver.receipt(mode), parts.unconfirmed(confirmed), error.source));
-                }
-            }
-        }
+    }
+}
+
+/// Tells the observers which parts the next call may show (all not confirmed yet).
+async fn before_call(shared: &Shared, parts: &Parts, confirmed: usize) {
+    let observers = shared.observers();
+    let pending = parts.keys.get(confirmed..).unwrap_or(&[]);
+    if observers.is_empty() || pending.is_empty() {
+        return;
+    }
+    for observer in &observers {
+        observer.before_call(pending).await;
+    }
+}
+
+/// Tells the observers what the surface shows now, when anything changed (or it stopped).
+async fn after_call<D: Driver>(
+    shared: &Shared,
+    seen: &mut Seen,
+    driver: &D,
+    parts: &Parts,
+    before: usize,
+    stopped: bool,
+) {
+    let observers = shared.observers();
+    if observers.is_empty() {
+        return;
+    }
+    let messages = driver.messages();
+    let updates = seen.updates(messages, driver.preview());
+    let confirmed = driver.confirmed().min(parts.len());
+    let newly_confirmed = confirmed.saturating_sub(before);
+    if updates.is_empty() && newly_confirmed == 0 && !stopped {
+        return;
+    }
+    let holders = holders(&parts.texts, confirmed, messages);
+    let confirmed: Vec<(PartRef, Option<&str>)> = parts.keys.iter().copied().zip(holders).collect();
+    let progress = StreamProgress {
+        updates: &updates,
+        messages,
+        confirmed: &confirmed,
+        newly_confirmed,
+        stopped,
+    };
+    for observer in &observers {
+        observer.after_call(&progress).await;
     }
 }
 
@@ -412,6 +499,10 @@ mod tests {
 
         fn confirmed(&self) -> usize {
             self.confirmed
+        }
+
+        fn messages(&self) -> &[StreamedMessage] {
+            std::slice::from_ref(&self.message)
         }
 
         fn receipt(&mut self, mode: StreamMode) -> StreamReceipt {

@@ -69,6 +69,10 @@ impl Render for SlackMarkdown {
         self.render_parts(body).map(RenderedParts::into_parts)
     }
 
+    fn is_standard_markdown(&self) -> bool {
+        true
+    }
+
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         let limits = Limits {
             units: Some(self.limit),

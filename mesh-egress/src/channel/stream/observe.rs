@@ -1,0 +1,312 @@
+//! Watching a [`ReplyStream`](super::ReplyStream) as it goes: [`StreamObserver`], told before
+//! each call which parts it may show and after it what the surface confirmed.
+//!
+//! The durable outbox uses it to record streamed parts as `sending`, then `sent` with the
+//! surface's message id; `turn --stream --deliver` uses it to print every edit with the
+//! message's full current text.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{BLOCK_SEPARATOR, StreamedMessage};
+use crate::outbound::DeliveryId;
+
+/// What an observer's hooks return: awaited by the stream's worker before it goes on.
+pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// One part of the reply, as the outbox keys it: its message's delivery id and its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartRef {
+    delivery: DeliveryId,
+    index: usize,
+}
+
+impl PartRef {
+    pub(crate) fn new(delivery: DeliveryId, index: usize) -> Self {
+        Self { delivery, index }
+    }
+
+    /// The delivery id of the message the part belongs to.
+    pub fn delivery_id(&self) -> DeliveryId {
+        self.delivery
+    }
+
+    /// The part's index within its message.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// One surface message that changed with the last call, as it now stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageUpdate {
+    message: usize,
+    id: Option<String>,
+    text: String,
+    edit: bool,
+    preview: bool,
+}
+
+impl MessageUpdate {
+    /// The message's position in the reply, from 0.
+    pub fn message(&self) -> usize {
+        self.message
+    }
+
+    /// The surface's id for the message; `None` for a preview no message holds yet (a
+    /// Telegram draft).
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// The message's full current text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the message was shown before and this call changed it (an append, an edit, a
+    /// draft made permanent), rather than showing it for the first time.
+    pub fn is_edit(&self) -> bool {
+        self.edit
+    }
+
+    /// Whether this is a preview the surface keeps for a while only (a Telegram draft): it
+    /// confirms nothing.
+    pub fn is_preview(&self) -> bool {
+        self.preview
+    }
+}
+
+/// Where a stream stands after a call: what changed, the messages as confirmed, and which
+/// parts the surface confirmed.
+#[derive(Debug)]
+pub struct StreamProgress<'a> {
+    pub(crate) updates: &'a [MessageUpdate],
+    pub(crate) messages: &'a [StreamedMessage],
+    pub(crate) confirmed: &'a [(PartRef, Option<&'a str>)],
+    pub(crate) newly_confirmed: usize,
+    pub(crate) stopped: bool,
+}
+
+impl StreamProgress<'_> {
+    /// The messages that changed, in order.
+    pub fn updates(&self) -> &[MessageUpdate] {
+        self.updates
+    }
+
+    /// Every message of the reply, with its confirmed text.
+    pub fn messages(&self) -> &[StreamedMessage] {
+        self.messages
+    }
+
+    /// Every part the surface has confirmed so far, in order, with the id of the message
+    /// that holds it (`None` when the messages' texts could not be matched to the parts).
+    pub fn confirmed(&self) -> &[(PartRef, Option<&str>)] {
+        self.confirmed
+    }
+
+    /// The parts this call confirmed: the tail of [`confirmed`](Self::confirmed).
+    pub fn newly_confirmed(&self) -> &[(PartRef, Option<&str>)] {
+        let from = self.confirmed.len().saturating_sub(self.newly_confirmed);
+        self.confirmed.get(from..).unwrap_or(&[])
+    }
+
+    /// Whether the stream stopped after this call (a failure it could not recover from): the
+    /// parts not confirmed come back to the caller of [`finish`](super::ReplyStream::finish).
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+/// Watches one [`ReplyStream`](super::ReplyStream), attached with
+/// [`observe`](super::ReplyStream::observe) (or a [`StreamPlan`]'s observer).
+///
+/// Both hooks run on the stream's worker and are awaited before it makes its next call, so an
+/// observer that records [`before_call`](Self::before_call) durably knows the record is there
+/// before any text of those parts can reach the surface.
+///
+/// Any `Fn(&StreamProgress)` is an observer of progress alone:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use mesh_egress::channel::stream::{StreamObserver, StreamProgress, StreamingChannel};
+/// use mesh_egress::channel::{PlainText, Recorder};
+/// use mesh_egress::{AgentMessage, Attribution, Outbound, Ownership};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shown = Arc::new(Mutex::new(Vec::new()));
+/// let seen = Arc::clone(&shown);
+/// let attribution = Attribution::new("a", "c", "r");
+/// let mut stream = Recorder::new().open_stream(&attribution)?;
+/// stream.observe(Arc::new(move |progress: &StreamProgress<'_>| {
+///     for update in progress.updates() {
+///         seen.lock().unwrap().push(update.text().to_owned());
+///     }
+/// }));
+/// let message = AgentMessage::new("Hello.", attribution.clone());
+/// let committed = Outbound::new(message).render(&PlainText::new())?.commit(&Ownership::held()).await?;
+/// committed.into_parts().for_each(|part| stream.append(part));
+/// stream.finish().await?;
+/// assert_eq!(*shown.lock().unwrap(), ["Hello."]);
+/// # Ok(()) }
+/// ```
+///
+/// [`StreamPlan`]: crate::boundary::StreamPlan
+pub trait StreamObserver: Send + Sync + 'static {
+    /// Before a call that may show `parts` (every part not confirmed yet).
+    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> ObserverFuture<'a> {
+        let _ = parts;
+        Box::pin(std::future::ready(()))
+    }
+
+    /// After a call, or the calls of one flush: what the surface now shows.
+    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a>;
+}
+
+impl<F> StreamObserver for F
+where
+    F: Fn(&StreamProgress<'_>) + Send + Sync + 'static,
+{
+    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a> {
+        self(progress);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// What the observers were last told each message held: the worker's memory for telling a
+/// new message from an edit.
+#[derive(Default)]
+pub(crate) struct Seen {
+    /// Per message: its text, and whether that was a preview.
+    shown: Vec<(String, bool)>,
+}
+
+impl Seen {
+    /// The messages that differ from what was last seen, and remembers them.
+    pub(crate) fn updates(
+        &mut self,
+        messages: &[StreamedMessage],
+        preview: Option<&str>,
+    ) -> Vec<MessageUpdate> {
+        let mut updates = Vec::new();
+        let current = messages
+            .iter()
+            .map(|m| (Some(m.id()), m.text(), false))
+            .chain(preview.map(|text| (None, text, true)));
+        for (message, (id, text, preview)) in current.enumerate() {
+            if text.is_empty() {
+                continue;
+            }
+            let before = self.shown.get(message);
+            if before.is_some_and(|(t, p)| t == text && *p == preview) {
+                continue;
+            }
+            updates.push(MessageUpdate {
+                message,
+                id: id.map(str::to_owned),
+                text: text.to_owned(),
+                edit: before.is_some(),
+                preview,
+            });
+            let entry = (text.to_owned(), preview);
+            match self.shown.get_mut(message) {
+                Some(slot) => *slot = entry,
+                None => self.shown.push(entry),
+            }
+        }
+        updates
+    }
+}
+
+/// Which message holds each of the first `confirmed` parts: a message's text is its parts'
+/// texts joined by [`BLOCK_SEPARATOR`], so they are matched in order. A message whose text is
+/// not such a join (a driver that changed it) leaves its parts and the rest unmatched (`None`).
+pub(crate) fn holders<'m>(
+    texts: &[String],
+    confirmed: usize,
+    messages: &'m [StreamedMessage],
+) -> Vec<Option<&'m str>> {
+    let mut holders = Vec::with_capacity(confirmed);
+    let mut next = 0usize;
+    'messages: for message in messages.iter().filter(|m| !m.text().is_empty()) {
+        let target = message.text();
+        let start = next;
+        let mut joined_len = 0usize;
+        while next < confirmed && joined_len < target.len() {
+            let text = texts.get(next).map_or("", String::as_str);
+            if next > start {
+                joined_len = joined_len.saturating_add(BLOCK_SEPARATOR.len());
+            }
+            joined_len = joined_len.saturating_add(text.len());
+            next += 1;
+        }
+        let joined = texts
+            .get(start..next)
+            .map(|t| t.join(BLOCK_SEPARATOR))
+            .unwrap_or_default();
+        if joined != target {
+            break 'messages;
+        }
+        holders.extend(std::iter::repeat_n(Some(message.id()), next - start));
+    }
+    holders.resize(confirmed, None);
+    holders
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(all: &[&str]) -> Vec<String> {
+        all.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[test]
+    fn parts_are_matched_to_the_messages_that_hold_them() {
+        let parts = texts(&["one", "two\n\ninner", "three", "four"]);
+        let messages = [
+            StreamedMessage::new("m1", "one\n\ntwo\n\ninner"),
+            StreamedMessage::new("m2", "three"),
+        ];
+        assert_eq!(
+            holders(&parts, 3, &messages),
+            [Some("m1"), Some("m1"), Some("m2")]
+        );
+    }
+
+    #[test]
+    fn a_message_that_is_not_a_join_of_parts_leaves_the_rest_unmatched() {
+        let parts = texts(&["one", "two", "three"]);
+        let messages = [
+            StreamedMessage::new("m1", "one"),
+            StreamedMessage::new("m2", "tw0\n\nthree"),
+        ];
+        assert_eq!(holders(&parts, 3, &messages), [Some("m1"), None, None]);
+    }
+
+    #[test]
+    fn a_new_message_is_not_an_edit_and_a_changed_one_is() {
+        let mut seen = Seen::default();
+        let first = seen.updates(&[StreamedMessage::new("m1", "a")], None);
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].is_edit());
+        assert!(
+            seen.updates(&[StreamedMessage::new("m1", "a")], None)
+                .is_empty()
+        );
+        let grown = seen.updates(&[StreamedMessage::new("m1", "a\n\nb")], Some("c"));
+        assert_eq!(grown.len(), 2);
+        assert!(grown[0].is_edit() && grown[0].text() == "a\n\nb");
+        assert!(grown[1].is_preview() && !grown[1].is_edit() && grown[1].id().is_none());
+        // The draft made permanent: an edit of message 1, no longer a preview.
+        let kept = seen.updates(
+            &[
+                StreamedMessage::new("m1", "a\n\nb"),
+                StreamedMessage::new("m2", "c"),
+            ],
+            None,
+        );
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].is_edit() && !kept[0].is_preview());
+        assert_eq!(kept[0].id(), Some("m2"));
+    }
+}
