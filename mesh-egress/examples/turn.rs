@@ -46,6 +46,18 @@
 //! `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS` and `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`. A failure
 //! after blocks were shown never repeats them: a fallback route continues after them, or Layer
 //! C answers for the rest (with `--follow-up`, the follow-up prints only what follows).
+//!
+//! `--stream --deliver slack|discord|telegram` streams onto the surface's own mechanism
+//! (`boundary::stream_live`): a Slack stream in the thread `MESH_SLACK_THREAD_TS` (for the
+//! recipient `MESH_SLACK_RECIPIENT_USER` + `MESH_SLACK_RECIPIENT_TEAM`, which Slack needs outside
+//! a DM; rendered as standard Markdown), Telegram drafts then one message in a private chat,
+//! Discord post-then-edit. Each message is printed when the surface confirms it, and every later
+//! change as an edit: with `--json`, `{"part": N, "text": "<the message's full current text>",
+//! "id": "...", "t_ms": T, "edit": true}` (`part` is the message's place in the reply; a Telegram
+//! draft also carries `"preview": true` and no id); without `--json`, the text it gained.
+//! `--stream-mode stream|blocks|final` (or `MESH_STREAM_MODE`) picks how the surface shows it:
+//! one growing message (the default where the surface can), a message per block, or the
+//! whole reply once complete.
 //! `--stream` does not combine with `--store` (a usage error): streamed blocks are not yet
 //! kept in the example's outbox.
 

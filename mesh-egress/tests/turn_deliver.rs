@@ -17,10 +17,14 @@ use serde_json::{Value, json};
 const TOKEN: &str = "123456:turn-deliver-SECRET";
 
 /// Every variable `--deliver` reads, cleared so the host's own never leak into a run.
-const DELIVER_ENV: [&str; 9] = [
+const DELIVER_ENV: [&str; 13] = [
     "SLACK_BOT_TOKEN",
     "MESH_SLACK_CHANNEL",
     "MESH_SLACK_API_URL",
+    "MESH_SLACK_THREAD_TS",
+    "MESH_SLACK_RECIPIENT_USER",
+    "MESH_SLACK_RECIPIENT_TEAM",
+    "MESH_STREAM_MODE",
     "DISCORD_BOT_TOKEN",
     "MESH_DISCORD_CHANNEL",
     "MESH_DISCORD_API_URL",

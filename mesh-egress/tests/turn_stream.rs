@@ -41,6 +41,7 @@ async fn run(base_url: &str, envs: &[(&str, &str)], args: &[&str]) -> Run {
         .args(args)
         .env_remove("MESH_GATE_JUDGE_MODEL")
         .env_remove("MESH_MODEL_FALLBACK_MODELS")
+        .env_remove("MESH_STREAM_MODE")
         .env("MESH_MODEL_BASE_URL", base_url)
         .env("MESH_MODEL", "fake-model")
         .env("MESH_MODEL_RETRY_MAX_DELAY_MS", "50")
