@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use mesh_egress::channel::http::{SendPolicy, Surface};
 use mesh_egress::channel::stream::{
-    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamMode, StreamReceipt,
-    StreamingChannel,
+    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamMode, StreamProgress,
+    StreamReceipt, StreamingChannel,
 };
 use mesh_egress::channel::{Channel, DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
@@ -55,6 +55,17 @@ async fn append<C: Channel>(channel: &C, stream: &mut ReplyStream, block: &str) 
         stream.append(part);
     }
     texts
+}
+
+/// Whether `messages`, split at block separators, are exactly `reply`'s blocks in order: every
+/// message holds whole blocks (blocks that queued behind the budget go together), nothing lost
+/// or doubled.
+fn whole_blocks_in_order<S: AsRef<str>>(messages: &[S], reply: &[String]) -> bool {
+    let blocks: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.as_ref().split(BLOCK_SEPARATOR))
+        .collect();
+    blocks == reply.iter().map(String::as_str).collect::<Vec<_>>()
 }
 
 /// Streams `blocks` with `gap` between them; returns the receipt and the reply's rendered parts.
@@ -164,7 +175,7 @@ async fn slack_a_stream_that_expires_mid_reply_rolls_over_and_the_rest_arrives_o
 }
 
 #[tokio::test]
-async fn slack_without_the_scope_falls_back_to_one_post_per_block() {
+async fn slack_without_the_scope_falls_back_to_posts_of_whole_blocks() {
     let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
     api.script_method(
         "chat.startStream",
@@ -175,7 +186,6 @@ async fn slack_without_the_scope_falls_back_to_one_post_per_block() {
     let (receipt, reply) = stream_reply(&channel, &blocks, Duration::from_millis(2)).await;
     assert!(receipt.fell_back());
     assert_eq!(receipt.mode(), StreamMode::Blocks);
-    assert_eq!(api.calls_to("chat.postMessage"), 4);
     let posted: Vec<String> = api
         .received()
         .iter()
@@ -186,7 +196,9 @@ async fn slack_without_the_scope_falls_back_to_one_post_per_block() {
                 .to_owned()
         })
         .collect();
-    assert_eq!(posted, reply);
+    assert_eq!(api.calls_to("chat.postMessage"), posted.len());
+    assert!(whole_blocks_in_order(&posted, &reply), "{posted:?}");
+    assert_eq!(receipt.messages().len(), posted.len());
 }
 
 #[tokio::test]
@@ -198,10 +210,11 @@ async fn slack_outside_a_thread_posts_blocks_and_never_starts_a_stream() {
         .base_url(api.base_url())
         .policy(policy());
     let blocks: Vec<String> = (0..3).map(|i| block(i, 3)).collect();
-    let (receipt, _) = stream_reply(&channel, &blocks, Duration::ZERO).await;
+    let (receipt, reply) = stream_reply(&channel, &blocks, Duration::ZERO).await;
     assert!(receipt.fell_back());
     assert_eq!(api.calls_to("chat.startStream"), 0);
-    assert_eq!(api.calls_to("chat.postMessage"), 3);
+    assert_eq!(api.calls_to("chat.postMessage"), receipt.messages().len());
+    assert!(whole_blocks_in_order(&api.texts(), &reply));
 }
 
 fn telegram(api: &FakeApi, chat: &str) -> TelegramChannel {
@@ -282,7 +295,7 @@ async fn telegram_a_flood_wait_is_honoured_without_a_cascade_and_the_reply_compl
 }
 
 #[tokio::test]
-async fn telegram_a_refused_draft_turns_the_reply_into_one_message_per_block() {
+async fn telegram_a_refused_draft_turns_the_reply_into_messages_of_whole_blocks() {
     let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
     api.script_method(
         "sendMessageDraft",
@@ -300,7 +313,11 @@ async fn telegram_a_refused_draft_turns_the_reply_into_one_message_per_block() {
         1,
         "no second draft after a refusal"
     );
-    assert_eq!(api.texts(), reply);
+    assert!(
+        whole_blocks_in_order(&api.texts(), &reply),
+        "{:?}",
+        api.texts()
+    );
 }
 
 #[tokio::test]
@@ -311,8 +328,12 @@ async fn telegram_groups_get_blocks_by_default() {
     let blocks: Vec<String> = (0..3).map(|i| block(i, 3)).collect();
     let (receipt, reply) = stream_reply(&channel, &blocks, Duration::ZERO).await;
     assert_eq!(api.calls_to("sendMessageDraft"), 0);
-    assert_eq!(api.texts(), reply);
-    assert_eq!(receipt.messages().len(), 3);
+    assert!(
+        whole_blocks_in_order(&api.texts(), &reply),
+        "{:?}",
+        api.texts()
+    );
+    assert_eq!(receipt.messages().len(), api.texts().len());
 }
 
 fn discord(api: &FakeApi) -> DiscordChannel {
@@ -419,9 +440,21 @@ async fn a_failed_stream_hands_back_the_unconfirmed_parts_to_resume_from() {
     );
     let blocks: Vec<String> = (0..5).map(|i| block(i, 3)).collect();
     let mut stream = channel.open_stream(&attribution()).unwrap();
+    // Each block is appended once the one before was confirmed, so each is a message of its
+    // own (blocks that queue behind the budget would go together).
+    let (confirmed_tx, mut confirmed) = tokio::sync::watch::channel(0usize);
+    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+        confirmed_tx.send_replace(progress.confirmed().len());
+    }));
     let mut reply = Vec::new();
-    for text in &blocks {
+    for (i, text) in blocks.iter().enumerate() {
         reply.extend(append(&channel, &mut stream, text).await);
+        if i < 2 {
+            tokio::time::timeout(BOUND, confirmed.wait_for(|&n| n > i))
+                .await
+                .expect("confirmed in time")
+                .expect("the stream is alive");
+        }
     }
     let error = stream.finish().await.unwrap_err();
     assert_eq!(
@@ -436,7 +469,46 @@ async fn a_failed_stream_hands_back_the_unconfirmed_parts_to_resume_from() {
     }
     let receipt = again.finish().await.unwrap();
     assert_eq!(receipt.confirmed_text(), reply[2..].join(BLOCK_SEPARATOR));
-    assert_eq!(api.texts(), reply);
+    assert!(
+        whole_blocks_in_order(&api.texts(), &reply),
+        "{:?}",
+        api.texts()
+    );
+}
+
+#[tokio::test]
+async fn blocks_that_queue_behind_the_budget_go_in_one_message_not_one_each() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    // A group: blocks, and twenty messages a minute to spend them on.
+    let channel = TelegramChannel::new(TOKEN, "-1001234567890")
+        .with_stream_budget(BudgetConfig::new(Duration::from_millis(300)))
+        .base_url(api.base_url())
+        .policy(policy());
+    let blocks: Vec<String> = (0..5).map(|i| block(i, 3)).collect();
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    let (confirmed_tx, mut confirmed) = tokio::sync::watch::channel(0usize);
+    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+        confirmed_tx.send_replace(progress.confirmed().len());
+    }));
+    let mut reply = append(&channel, &mut stream, &blocks[0]).await;
+    tokio::time::timeout(BOUND, confirmed.wait_for(|&n| n >= 1))
+        .await
+        .expect("confirmed in time")
+        .expect("the stream is alive");
+    // Four more while the next call must wait 300 ms: they go together.
+    for text in &blocks[1..] {
+        reply.extend(append(&channel, &mut stream, text).await);
+    }
+    let receipt = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("finished in time")
+        .expect("confirmed");
+    assert_eq!(
+        api.texts(),
+        [reply[0].clone(), reply[1..].join(BLOCK_SEPARATOR)]
+    );
+    assert_eq!(receipt.messages().len(), 2);
+    assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
 }
 
 /// The calls a 600-token reply costs on each surface with its default pacing, time scaled by

@@ -223,12 +223,10 @@ impl Driver for DiscordDriver {
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
-            StreamMode::Final => {
-                let groups = pack(parts.texts_from(self.confirmed), fits);
-                self.each(parts, groups).await
-            }
+            // Final, and Blocks: what queued behind the budget goes together, so a reply that
+            // outpaces the surface coalesces instead of queueing message by message.
             _ => {
-                let groups = parts.singles_from(self.confirmed);
+                let groups = pack(parts.texts_from(self.confirmed), fits);
                 self.each(parts, groups).await
             }
         }

@@ -179,6 +179,19 @@ impl SlackDriver {
         failure.into_driver_error(Surface::Slack)
     }
 
+    /// The parts not confirmed yet, packed into as few `chat.postMessage`s as fit.
+    fn queued(&self, parts: &Parts) -> Vec<(usize, String)> {
+        let limit = if self.markdown {
+            SlackMarkdown::LIMIT
+        } else {
+            // chat.postMessage truncates `text` past 40,000 characters.
+            40_000
+        };
+        pack(parts.texts_from(self.confirmed), |t| {
+            t.chars().count() <= limit
+        })
+    }
+
     /// One `chat.postMessage` per message of `groups`.
     async fn post(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
         for (count, text) in groups {
@@ -269,7 +282,7 @@ impl SlackDriver {
                             tracing::info!(target: "mesh_egress::channel", surface = "Slack", code = failure.code(), "streaming unavailable; posting blocks");
                             self.fell_back = true;
                             self.mode = StreamMode::Blocks;
-                            let groups = parts.singles_from(self.confirmed);
+                            let groups = self.queued(parts);
                             return self.post(groups).await;
                         }
                         Err(failure) => return Err(Self::fail(failure)),
@@ -335,20 +348,10 @@ impl Driver for SlackDriver {
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
-            StreamMode::Final => {
-                let limit = if self.markdown {
-                    SlackMarkdown::LIMIT
-                } else {
-                    // chat.postMessage truncates `text` past 40,000 characters.
-                    40_000
-                };
-                let groups = pack(parts.texts_from(self.confirmed), |t| {
-                    t.chars().count() <= limit
-                });
-                self.post(groups).await
-            }
+            // Blocks: what queued behind the budget goes together, so a reply that outpaces
+            // the surface coalesces instead of queueing message by message.
             _ => {
-                let groups = parts.singles_from(self.confirmed);
+                let groups = self.queued(parts);
                 self.post(groups).await
             }
         }

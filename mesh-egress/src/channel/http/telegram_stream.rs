@@ -194,7 +194,7 @@ impl TelegramDriver {
                 tracing::info!(target: "mesh_egress::channel", surface = "Telegram", "draft refused; sending blocks");
                 self.fell_back = true;
                 self.mode = StreamMode::Blocks;
-                let groups = parts.singles_from(self.confirmed);
+                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
                 self.send_messages(groups).await
             }
             // A flood wait paused the budget; a transport failure loses only a preview. The
@@ -239,12 +239,10 @@ impl Driver for TelegramDriver {
         match self.mode {
             StreamMode::Stream => self.stream(parts, done, false).await,
             StreamMode::Final if !done => Ok(()),
-            StreamMode::Final => {
-                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
-                self.send_messages(groups).await
-            }
+            // Final, and Blocks: what queued behind the budget goes together, so a group's
+            // twenty messages a minute are not spent on a reply that outpaces them.
             _ => {
-                let groups = parts.singles_from(self.confirmed);
+                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
                 self.send_messages(groups).await
             }
         }

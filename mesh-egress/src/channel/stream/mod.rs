@@ -75,7 +75,9 @@ pub enum StreamMode {
     /// One message that grows as blocks arrive, with the surface's own mechanism.
     #[default]
     Stream,
-    /// Each block a message of its own, sent as it arrives.
+    /// Each block a message of its own, sent as it arrives; blocks that arrive while the
+    /// rate budget holds the next call back go together in one message (as many as fit), so a
+    /// reply that outpaces the surface never queues message by message.
     Blocks,
     /// Nothing until the reply is complete; then as few messages as the surface's limit allows.
     Final,

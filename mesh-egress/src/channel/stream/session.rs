@@ -57,14 +57,6 @@ impl Parts {
             .map(CommittedPart::idempotency_key)
     }
 
-    /// Parts `from..`, one message each: the groups `pack` would make if nothing fit together.
-    pub(crate) fn singles_from(&self, from: usize) -> Vec<(usize, String)> {
-        self.texts_from(from)
-            .iter()
-            .map(|t| (1, t.clone()))
-            .collect()
-    }
-
     /// Fails with [`OwnershipLost`](super::OwnershipLost) unless every part from `from` on may
     /// still be sent: what each driver checks before a call.
     pub(crate) fn check_owned_from(&self, from: usize) -> Result<(), DriverError> {

@@ -1,0 +1,212 @@
+//! What streaming a 600-token reply onto each surface costs: the API calls each surface gets,
+//! and how long each block waits between its commit and the surface confirming it (the delay
+//! the conversation's rate budget adds). A small timed harness (not criterion: one run is 12 s
+//! of wall time by design), one run per surface against the loopback fakes.
+//!
+//! The fake provider streams 600 tokens at 50 tokens/s (one SSE event per token, a paragraph
+//! break every 25 tokens, so 24 blocks); `boundary::stream_live` shows them on the surface with
+//! its default mode and budget.
+//!
+//! `cargo bench -p mesh-egress --bench surface_stream`
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mesh_egress::boundary::{StreamPlan, stream_live};
+use mesh_egress::channel::http::Surface;
+use mesh_egress::channel::stream::{
+    ReplyStream, SlackMarkdown, StreamMode, StreamOpenError, StreamProgress, StreamingChannel,
+};
+use mesh_egress::channel::{
+    Channel, DiscordChannel, PartReceipt, SendError, SlackChannel, TelegramChannel,
+};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::testing::{FakeApi, FakeProvider, Step};
+use mesh_egress::{Attribution, CommitError, CommitRecord, CommittedPart, DeliveryId, Turn};
+use tokio::time::Instant;
+
+const TOKENS: usize = 600;
+const PER_TOKEN: Duration = Duration::from_millis(20);
+const PARAGRAPH: usize = 25;
+const TOKEN: &str = "123456:bench-SECRET";
+
+fn tokens() -> Vec<String> {
+    let words = [
+        "the ", "rollout ", "is ", "steady ", "and ", "errors ", "stay ", "flat ",
+    ];
+    (1..=TOKENS)
+        .map(|i| {
+            if i % PARAGRAPH == 0 {
+                // Numbered, so each block's text is its own.
+                format!("done {}.\n\n", i / PARAGRAPH)
+            } else {
+                words[i % words.len()].to_owned()
+            }
+        })
+        .collect()
+}
+
+/// When each block was committed, first shown (a preview counts) and confirmed.
+#[derive(Default)]
+struct Times {
+    committed: HashMap<DeliveryId, (Instant, String)>,
+    shown: HashMap<DeliveryId, Instant>,
+    confirmed: HashMap<DeliveryId, Instant>,
+}
+
+/// A streaming connector that notes those instants.
+struct Timed<C> {
+    inner: C,
+    times: Arc<Mutex<Times>>,
+}
+
+impl<C: StreamingChannel> Channel for Timed<C> {
+    type Renderer = C::Renderer;
+
+    fn renderer(&self) -> &C::Renderer {
+        self.inner.renderer()
+    }
+
+    fn commit(
+        &self,
+        record: &CommitRecord<'_>,
+    ) -> impl Future<Output = Result<(), CommitError>> + Send {
+        self.times
+            .lock()
+            .expect("not poisoned")
+            .committed
+            .insert(record.delivery, (Instant::now(), record.parts.join("")));
+        self.inner.commit(record)
+    }
+
+    fn send(
+        &self,
+        part: CommittedPart,
+    ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
+        self.inner.send(part)
+    }
+}
+
+impl<C: StreamingChannel> StreamingChannel for Timed<C> {
+    fn stream_mode(&self) -> StreamMode {
+        self.inner.stream_mode()
+    }
+
+    fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        let mut stream = self.inner.open_stream(attribution)?;
+        let times = Arc::clone(&self.times);
+        stream.observe(Arc::new(move |progress: &StreamProgress<'_>| {
+            let now = Instant::now();
+            let mut times = times.lock().expect("not poisoned");
+            let Times {
+                committed,
+                shown,
+                confirmed,
+            } = &mut *times;
+            for (id, (_, text)) in committed.iter() {
+                if !shown.contains_key(id)
+                    && progress
+                        .updates()
+                        .iter()
+                        .any(|u| u.text().contains(text.as_str()))
+                {
+                    shown.insert(*id, now);
+                }
+            }
+            for (part, _) in progress.newly_confirmed() {
+                confirmed.entry(part.delivery_id()).or_insert(now);
+            }
+        }));
+        Ok(stream)
+    }
+}
+
+async fn one_run<C: StreamingChannel>(label: &str, channel: C, api: &FakeApi) {
+    let provider = FakeProvider::start_steps([Step::chunks(tokens()).chunk_delay(PER_TOKEN)])
+        .await
+        .expect("fake provider");
+    let config = RetryConfig::default().with_total_deadline(Duration::from_secs(60));
+    let router = Router::new(
+        OpenAiCompatible::new(provider.base_url()).expect("url"),
+        "m",
+        config,
+    );
+    let turn = Turn::new(Attribution::new("bench", "c", "r"));
+    let policy = DegradationPolicy::default();
+    let request = ChatRequest::new(vec![ChatMessage::user("status?")]);
+    let times = Arc::new(Mutex::new(Times::default()));
+    let channel = Timed {
+        inner: channel,
+        times: Arc::clone(&times),
+    };
+    let plan = StreamPlan::new(Mode::Interactive, &policy);
+    let receipt = stream_live(&turn, &plan, &channel, router.stream(&turn, &request))
+        .await
+        .expect("delivered");
+    drop(receipt);
+    let times = times.lock().expect("not poisoned");
+    let blocks = times.committed.len();
+    let waits = |after: &HashMap<DeliveryId, Instant>| {
+        let mut waits: Vec<Duration> = times
+            .committed
+            .iter()
+            .filter_map(|(id, (at, _))| after.get(id).map(|c| c.saturating_duration_since(*at)))
+            .collect();
+        waits.sort();
+        let median = waits.get(waits.len() / 2).copied().unwrap_or_default();
+        let max = waits.last().copied().unwrap_or_default();
+        (
+            waits.len(),
+            median.as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3,
+        )
+    };
+    let (shown, shown_median, shown_max) = waits(&times.shown);
+    let (confirmed, confirmed_median, confirmed_max) = waits(&times.confirmed);
+    let mut calls: BTreeMap<String, usize> = BTreeMap::new();
+    for call in api.calls() {
+        *calls.entry(call.method).or_default() += 1;
+    }
+    let total: usize = calls.values().sum();
+    println!("{label}: {blocks} blocks, {total} calls {calls:?}");
+    println!(
+        "    commit -> shown:     {shown}/{blocks}, median {shown_median:.0} ms, max {shown_max:.0} ms"
+    );
+    println!(
+        "    commit -> confirmed: {confirmed}/{blocks}, median {confirmed_median:.0} ms, max {confirmed_max:.0} ms"
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    println!(
+        "{TOKENS} tokens at {} tokens/s, a block every {PARAGRAPH} tokens, default budgets",
+        1000 / PER_TOKEN.as_millis()
+    );
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.expect("fake");
+    let slack = SlackChannel::new(TOKEN, "C024BE91L")
+        .base_url(api.base_url())
+        .in_thread("1700000000.000100")
+        .with_stream_recipient("U0123ABCD", "T0123ABCD")
+        .with_renderer(SlackMarkdown::new());
+    one_run("slack stream", slack, &api).await;
+
+    let api = FakeApi::start(Surface::Telegram, TOKEN)
+        .await
+        .expect("fake");
+    let private = TelegramChannel::new(TOKEN, "123456789").base_url(api.base_url());
+    one_run("telegram private", private, &api).await;
+
+    let api = FakeApi::start(Surface::Telegram, TOKEN)
+        .await
+        .expect("fake");
+    let group = TelegramChannel::new(TOKEN, "-1001234567890").base_url(api.base_url());
+    one_run("telegram group", group, &api).await;
+
+    let api = FakeApi::start(Surface::Discord, TOKEN).await.expect("fake");
+    let discord = DiscordChannel::new(TOKEN, "1100000000000000001").base_url(api.base_url());
+    one_run("discord", discord, &api).await;
+}
