@@ -47,7 +47,7 @@ fn whole_reply() -> String {
 
 /// The flag and variables that point `--deliver` at `api` (Slack in a thread, for a
 /// recipient; Telegram a private chat, where drafts work).
-fn deliver(surface: Surface, api: &FakeApi) -> (&'static str, Vec<(&'static str, String)>) {
+fn deliver(surface: Surface, api: &FakeApi) -> (&'static str, Env) {
     match surface {
         Surface::Slack => (
             "slack",
@@ -78,6 +78,9 @@ fn deliver(surface: Surface, api: &FakeApi) -> (&'static str, Vec<(&'static str,
         ),
     }
 }
+
+/// Extra variables for one run.
+type Env = Vec<(&'static str, String)>;
 
 async fn run(provider: &FakeProvider, envs: &[(&'static str, String)], args: &[&str]) -> Output {
     let mut command = Command::new(example_binary("turn"));
@@ -290,7 +293,7 @@ async fn stream_settings_that_cannot_work_are_usage_errors() {
         .await
         .expect("fake api");
     let (_, envs) = deliver(Surface::Slack, &api);
-    let cases: [(&[&str], Vec<(&'static str, String)>); 3] = [
+    let cases: [(&[&str], Env); 3] = [
         (&["--stream-mode", "blocks", "status?"], Vec::new()),
         (
             &[
