@@ -202,9 +202,9 @@ impl RateBudget {
     pub(crate) async fn ready_within(&self, kind: CallKind, cap: Duration) {
         let start = Instant::now();
         loop {
-            let now = Instant::now();
             let at = self.next_slot(kind);
-            if at <= now || at.saturating_duration_since(start) > cap {
+            // `next_slot` reads the clock itself: a free slot is `now` there, never later here.
+            if at <= Instant::now() || at.saturating_duration_since(start) > cap {
                 return;
             }
             tokio::time::sleep_until(at).await;
