@@ -102,7 +102,9 @@ async fn telegram_a_group_window_full_of_previews_still_takes_the_reserved_final
     let error = channel.send(sent.next().unwrap()).await.unwrap_err();
     assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
     assert_eq!(api.attempts(), 5, "no request for the sixth part");
-    let wait = error.retry_after().expect("the wait until the window's slot");
+    let wait = error
+        .retry_after()
+        .expect("the wait until the window's slot");
     assert!(wait > Duration::from_secs(50), "{wait:?}");
     assert_eq!(rate_limited_wait(&error), Some(wait));
     assert!(error.part().is_some(), "the part comes back to resend");
@@ -160,7 +162,10 @@ async fn a_flood_wait_on_a_plain_send_pauses_a_stream_on_the_same_chat() {
     assert_eq!(receipt.confirmed_text(), "x");
     let calls = api.calls();
     let gap = calls[1].at - calls[0].at;
-    assert!(gap >= Duration::from_millis(900), "the stream waited: {gap:?}");
+    assert!(
+        gap >= Duration::from_millis(900),
+        "the stream waited: {gap:?}"
+    );
     assert!(flooded.elapsed() >= Duration::from_millis(900));
 }
 
@@ -249,7 +254,10 @@ async fn slack_an_append_lost_before_slack_applied_it_goes_into_a_fresh_stream_o
     }
     let streams = api.streams();
     assert_eq!(streams.len(), 2, "{streams:?}");
-    assert_eq!(streams[0].text, reply[0], "never re-appended to the first stream");
+    assert_eq!(
+        streams[0].text, reply[0],
+        "never re-appended to the first stream"
+    );
     assert_eq!(streams[1].text, reply[1..].join(BLOCK_SEPARATOR));
     assert_eq!(receipt.rollovers(), 1);
 }

@@ -495,7 +495,11 @@ mod tests {
         };
         let (result, at) = run(&t, part, vec![absurd(), absurd()]).await;
         assert_eq!(result.unwrap_err().retry_after(), Some(MAX_RETRY_AFTER));
-        assert_eq!(at, [Duration::ZERO], "the clamped wait is beyond the budget");
+        assert_eq!(
+            at,
+            [Duration::ZERO],
+            "the clamped wait is beyond the budget"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -592,7 +596,11 @@ mod tests {
         for part in committed(3).await {
             let (result, at) = run_on(&t, &budget, part, vec![]).await;
             assert!(result.is_ok());
-            assert_eq!(at, [Duration::ZERO], "a burst: no min_interval between parts");
+            assert_eq!(
+                at,
+                [Duration::ZERO],
+                "a burst: no min_interval between parts"
+            );
         }
         assert_eq!(
             budget.next_slot(CallKind::Preview),

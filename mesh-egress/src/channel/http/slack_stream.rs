@@ -396,15 +396,22 @@ impl SlackDriver {
 
 /// Reads a `chat.stopStream` answer as the stopped message's text (`message.text`); an
 /// answer without it is unexpected.
-fn classify_stopped(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+fn classify_stopped(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
     match super::slack::classify(status, headers, body, token) {
         Outcome::Sent(_) => {
-            let text = serde_json::from_slice::<Value>(body).ok().and_then(|answer| {
-                answer
-                    .pointer("/message/text")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            });
+            let text = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|answer| {
+                    answer
+                        .pointer("/message/text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
             text.map_or_else(|| unexpected_body(status), Outcome::Sent)
         }
         other => other,

@@ -134,7 +134,8 @@ impl Caller {
     /// policy's `max_wait`: past that the call itself fails at once on the same cap. What a
     /// driver's [`ready`](crate::channel::stream::Driver::ready) waits on.
     pub(crate) fn ready(&self, kind: CallKind) -> impl Future<Output = ()> + Send + '_ {
-        self.budget.ready_within(kind, self.transport.policy.max_wait)
+        self.budget
+            .ready_within(kind, self.transport.policy.max_wait)
     }
 
     /// Every wait the budget imposes (the bot-wide pause, the conversation's pause, spacing
@@ -285,4 +286,113 @@ pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<Outcome> 
     let answer = serde_json::from_slice::<Value>(body).ok()?;
     (status.is_success() && answer.get("ok").and_then(Value::as_bool) == Some(true))
         .then(|| Outcome::Sent(String::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::http::{SendPolicy, Token};
+
+    /// A caller on the Telegram default budget (twenty calls a minute) with the default
+    /// policy (30 s of waiting), every slot of the window spent at the start.
+    async fn caller_on_a_full_window() -> Caller {
+        let budget = StreamSettings::telegram().budget;
+        for _ in 0..20 {
+            let spent = budget
+                .acquire_unspaced_within(CallKind::Final, Duration::ZERO)
+                .await;
+            assert_eq!(spent, Ok(Duration::ZERO));
+        }
+        let mut transport = Transport::new(Surface::Telegram, Token::new("t"));
+        transport.policy = SendPolicy::new();
+        Caller {
+            transport,
+            budget,
+            classify: super::super::telegram::classify,
+            observe: None,
+            calls: 0,
+        }
+    }
+
+    /// A request reqwest refuses to build: the try ends at once, without a socket.
+    fn unbuildable() -> StreamCall {
+        StreamCall {
+            method: Method::POST,
+            url: "not a url".to_owned(),
+            authorization: None,
+            body: Value::Null,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_call_whose_slot_is_beyond_max_wait_fails_at_once_rate_limited() {
+        let mut caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_millis(29_999)).await;
+        for kind in [CallKind::Final, CallKind::Preview] {
+            let failure = caller.call(kind, &unbuildable()).await.unwrap_err();
+            assert!(
+                matches!(
+                    failure.kind,
+                    ChannelErrorKind::RateLimited { retry_after: Some(w), global: false }
+                        if w >= Duration::from_millis(30_001)
+                ),
+                "{kind:?}: {:?}",
+                failure.kind
+            );
+            assert_eq!(failure.tries, 0);
+        }
+        assert_eq!(caller.calls, 0, "no request went out");
+        assert_eq!(start.elapsed(), Duration::from_millis(29_999), "no sleep");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_call_waits_for_a_slot_exactly_max_wait_away() {
+        let mut caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let failure = caller
+            .call(CallKind::Final, &unbuildable())
+            .await
+            .unwrap_err();
+        // It waited the whole cap for the slot, then made its one try.
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+        assert_eq!((failure.tries, caller.calls), (1, 1));
+        assert!(!failure.unknown, "a request never sent was not applied");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sessions_wait_for_the_budget_is_capped_by_max_wait_too() {
+        let caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        caller.ready(CallKind::Final).await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "60 s away: back at once");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        caller.ready(CallKind::Final).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(60),
+            "30 s away: waited"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bot_wide_pause_beyond_max_wait_fails_a_stream_call_at_once() {
+        let mut caller = caller_on_a_full_window().await;
+        caller.budget = RateBudget::new(crate::channel::stream::BudgetConfig::new(Duration::ZERO));
+        caller.transport.pause_bot_for(Duration::from_secs(45));
+        let failure = caller
+            .call(CallKind::Final, &unbuildable())
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            failure.kind,
+            ChannelErrorKind::RateLimited { retry_after: Some(w), global: true }
+                if w == Duration::from_secs(45)
+        ));
+        assert_eq!(caller.calls, 0);
+    }
 }

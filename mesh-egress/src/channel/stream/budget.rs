@@ -370,8 +370,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_slot_beyond_the_cap_fails_at_once_with_its_wait_and_spends_nothing() {
-        let budget =
-            RateBudget::new(BudgetConfig::new(ms(0)).window(2, Duration::from_secs(60)));
+        let budget = RateBudget::new(BudgetConfig::new(ms(0)).window(2, Duration::from_secs(60)));
         let start = Instant::now();
         budget.acquire(CallKind::Final).await;
         budget.acquire(CallKind::Final).await;
@@ -400,7 +399,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unspaced_call_skips_the_spacing_yet_spaces_the_next_spaced_call_and_fills_the_window()
-    {
+     {
         let config = BudgetConfig::new(ms(1000))
             .window(3, Duration::from_secs(60))
             .final_reserve(1);
