@@ -145,6 +145,9 @@ impl Transport {
         let index = part.index();
         let mut spent = Duration::ZERO;
         let mut tries = 0u32;
+        // The wait the surface asked for in this send's last try, if it was rate limited: what
+        // a part handed back on that pause reports (the docs of `SendPolicy`).
+        let mut asked_last: Option<Duration> = None;
         loop {
             let bot = self.bot_pause_left();
             let waited = if bot > policy.max_wait.saturating_sub(spent) {
@@ -161,6 +164,7 @@ impl Transport {
             match waited {
                 Ok(waited) => spent = spent.saturating_add(waited),
                 Err((wait, global)) => {
+                    let wait = asked_last.map_or(wait, |asked| asked.max(wait));
                     tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "rate budget exhausted past the wait cap; part handed back");
                     let kind = ChannelErrorKind::RateLimited {
                         retry_after: Some(wait),
@@ -206,6 +210,7 @@ impl Transport {
                     return Err(SendError::new(part, error).with_retryable(retryable));
                 }
             };
+            asked_last = asked;
             let left = policy.max_wait.saturating_sub(spent);
             if tries >= policy.max_tries || left.is_zero() {
                 tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "gave up on part");
