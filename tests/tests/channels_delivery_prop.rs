@@ -119,7 +119,7 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
     runtime.block_on(async move {
         let api = FakeApi::start(surface, TOKEN).await.expect("bind loopback");
         api.script(schedule.iter().map(|fault| fault.step(surface)));
-        let channel = connect(surface, api.base_url());
+        let mut channel = connect(surface, api.base_url());
         let words: Vec<String> = (0..n).map(|i| format!("part{i:03}abc")).collect();
         let expected = if n <= DEFAULT_MAX_PARTS {
             words.clone()
@@ -144,7 +144,11 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
         let message = AgentMessage::new(words.concat(), Attribution::new("a", "c", "r"));
 
         let mut outcome = channel.deliver(message).await;
-        // Each failed round consumes at least one scripted fault, so this ends.
+        // Each failed round consumes at least one scripted fault, so this ends. (A part handed
+        // back at once because the conversation's budget is still paused by a 429 consumed
+        // none. Waiting its `retry_after` out would cost a second per Slack 429, whose
+        // Retry-After is whole seconds, so the next round resumes through a fresh connector,
+        // as another worker resuming the outbox would: it makes a request.)
         for _ in 0..rounds {
             match outcome {
                 Ok(receipt) => {
@@ -156,9 +160,12 @@ fn check(surface: Surface, n: usize, schedule: Vec<Fault>) -> Result<(), TestCas
                 Err(DeliveryError::Send {
                     failed,
                     total,
+                    source,
                     undelivered,
-                    ..
                 }) => {
+                    if source.retry_after().is_some() {
+                        channel = connect(surface, api.base_url());
+                    }
                     prop_assert_eq!(total, n);
                     let texts = api.texts();
                     let lost_one = ambiguous && texts == expected[..failed + 1];

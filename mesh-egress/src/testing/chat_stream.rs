@@ -80,6 +80,21 @@ impl FakeApi {
     /// Queues `steps` for requests to `method` only (`chat.appendStream`, `sendMessageDraft`,
     /// `sendMessage`, `editMessage`, `createMessage`, …); they are taken before the general
     /// [`script`](Self::script).
+    ///
+    /// A streaming call takes the steps as a send does: [`ChatStep::lost_response`] applies it
+    /// (the append grows the stream's text) and then cuts the connection before the answer, the
+    /// way a lost answer looks to the caller; `ChatStep::Answer(FakeResponse::close_mid_response())`
+    /// cuts it without applying anything.
+    ///
+    /// ```
+    /// use mesh_egress::channel::http::Surface;
+    /// use mesh_egress::testing::{ChatStep, FakeApi};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
+    /// // The first append is applied, but its answer never arrives.
+    /// api.script_method("chat.appendStream", [ChatStep::lost_response()]);
+    /// # Ok(()) }
+    /// ```
     pub fn script_method<S: Into<ChatStep>>(
         &self,
         method: &str,
@@ -338,9 +353,17 @@ fn apply_call(shared: &Shared, method: &str, path: &str, body: &Value) -> FakeRe
                 stream.appends += 1;
             }
             let text = stream.text.clone();
+            let thread_ts = stream.thread_ts.clone();
             let mut answer = json!({ "ok": true, "channel": channel, "ts": ts });
             if method == "chat.stopStream" {
-                answer["message"] = json!({ "ts": ts, "text": text });
+                // As Slack answers (`ChatStopStreamResponse` in slackapi/node-slack-sdk): the
+                // stopped message, with the whole text it holds.
+                answer["message"] = json!({
+                    "type": "message",
+                    "ts": ts,
+                    "thread_ts": thread_ts,
+                    "text": text,
+                });
             }
             FakeResponse::raw(200, answer.to_string())
         }

@@ -214,7 +214,7 @@ impl Driver for DiscordDriver {
         } else {
             CallKind::Preview
         };
-        self.caller.budget.ready(kind)
+        self.caller.ready(kind)
     }
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {

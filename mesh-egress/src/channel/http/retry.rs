@@ -1,5 +1,6 @@
 //! The per-part send loop every HTTP connector shares: bounded tries, a bounded wait, the
-//! surface's rate-limit answer honoured, and the part handed back when it still fails.
+//! conversation's [`RateBudget`] spent and the surface's rate-limit answer put on it, and the
+//! part handed back when it still fails.
 
 use std::fmt;
 use std::future::Future;
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 use super::answer::{BodyError, Outcome, read_capped, too_large};
 use super::policy::{MAX_RETRY_AFTER, SendPolicy};
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
+use crate::channel::stream::{CallKind, RateBudget};
 use crate::channel::{PartReceipt, SendError};
 use crate::outbound::CommittedPart;
 
@@ -26,15 +28,17 @@ pub(crate) struct Request {
 /// Reads a surface's answer: status, headers and body bytes.
 pub(crate) type Classify = fn(StatusCode, &HeaderMap, &[u8], &Token) -> Outcome;
 
-/// The HTTP side of a connector: client, policy, token and the shared rate-limit pause.
+/// The HTTP side of a connector: client, policy, token and the bot-wide rate-limit pause.
+///
+/// A route's (one conversation's) own pause is not here: it is the conversation's
+/// [`RateBudget`], which the streaming sessions spend too, so a 429 on a plain send holds back
+/// a stream on the same conversation and the other way round.
 #[derive(Clone)]
 pub(crate) struct Transport {
     pub(crate) surface: Surface,
     pub(crate) client: reqwest::Client,
     pub(crate) policy: SendPolicy,
     pub(crate) token: Token,
-    /// Until when this route is rate limited; clones share it.
-    route_paused: Pause,
     /// Until when the whole bot is rate limited (Discord's global limit); clones and siblings
     /// share it.
     bot_paused: Pause,
@@ -79,46 +83,55 @@ impl Transport {
             client: reqwest::Client::new(),
             policy: SendPolicy::default(),
             token,
-            route_paused: Pause::default(),
             bot_paused: Pause::default(),
         }
     }
 
     /// The same bot on another route (channel, chat): shares the client, token, policy and the
-    /// bot-wide pause, with a route pause of its own.
+    /// bot-wide pause (the route's own pause is its conversation's budget).
     pub(crate) fn sibling(&self) -> Self {
-        Self {
-            route_paused: Pause::default(),
-            ..self.clone()
-        }
+        self.clone()
     }
 
-    fn pause_left(&self) -> Duration {
-        self.route_paused.left().max(self.bot_paused.left())
+    /// How long from now until the bot-wide pause (Discord's global limit) ends.
+    pub(crate) fn bot_pause_left(&self) -> Duration {
+        self.bot_paused.left()
     }
 
-    fn pause_for(&self, wait: Duration, global: bool) {
-        if global {
-            self.bot_paused.extend(wait);
-        } else {
-            self.route_paused.extend(wait);
-        }
+    /// Pauses the whole bot for `wait` (Discord's `global: true`).
+    pub(crate) fn pause_bot_for(&self, wait: Duration) {
+        self.bot_paused.extend(wait);
     }
 
-    /// Sends `part` as `request`, retrying within the policy; hands the part back on failure.
+    /// Sends `part` as `request`, spending `budget` (the conversation's) and retrying within
+    /// the policy; hands the part back on failure.
     pub(crate) async fn send(
         &self,
+        budget: &RateBudget,
         part: CommittedPart,
         request: Request,
         classify: Classify,
     ) -> Result<PartReceipt, SendError> {
-        self.retry(part, || self.attempt(&request, classify)).await
+        self.retry(budget, part, || self.attempt(&request, classify))
+            .await
     }
 
     /// The retry loop, apart from HTTP so its timing can be tested on paused time (and so a
     /// connector can put a lookup before a try: Slack's reconciliation).
+    ///
+    /// Before each try it waits for the bot-wide pause and for `budget` as a
+    /// [`CallKind::Final`] call without the spacing ([`RateBudget::acquire_unspaced_within`]):
+    /// the conversation's pause and window, never its `min_interval`, since Slack and Telegram
+    /// document short bursts of messages as allowed and a ten-part reply must not take nine
+    /// seconds. The try is recorded in the budget (a stream's next preview is spaced after it,
+    /// the window counts it), and a rate-limit answer pauses the budget (a stream on the same
+    /// conversation pauses too) or, when bot-wide, the bot. Every such wait comes out of the
+    /// policy's `max_wait`: when the next slot is further than what is left of it, the part
+    /// comes back at once, rate limited with that wait as its `retry_after`, and nothing
+    /// sleeps past the cap.
     pub(crate) async fn retry<F, Fut>(
         &self,
+        budget: &RateBudget,
         part: CommittedPart,
         mut attempt: F,
     ) -> Result<PartReceipt, SendError>
@@ -132,11 +145,34 @@ impl Transport {
         let index = part.index();
         let mut spent = Duration::ZERO;
         let mut tries = 0u32;
+        // The wait the surface asked for in this send's last try, if it was rate limited: what
+        // a part handed back on that pause reports (the docs of `SendPolicy`).
+        let mut asked_last: Option<Duration> = None;
         loop {
-            let pause = self.pause_left().min(policy.max_wait.saturating_sub(spent));
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
-                spent += pause;
+            let bot = self.bot_pause_left();
+            let waited = if bot > policy.max_wait.saturating_sub(spent) {
+                Err((bot, true))
+            } else {
+                tokio::time::sleep(bot).await;
+                spent = spent.saturating_add(bot);
+                let left = policy.max_wait.saturating_sub(spent);
+                budget
+                    .acquire_unspaced_within(CallKind::Final, left)
+                    .await
+                    .map_err(|wait| (wait, false))
+            };
+            match waited {
+                Ok(waited) => spent = spent.saturating_add(waited),
+                Err((wait, global)) => {
+                    let wait = asked_last.map_or(wait, |asked| asked.max(wait));
+                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "rate budget exhausted past the wait cap; part handed back");
+                    let kind = ChannelErrorKind::RateLimited {
+                        retry_after: Some(wait),
+                        global,
+                    };
+                    let error = SendError::new(part, ChannelError::new(self.surface, tries, kind));
+                    return Err(error.with_retry_after(wait));
+                }
             }
             tries += 1;
             let outcome = attempt().await;
@@ -148,14 +184,19 @@ impl Transport {
                 Outcome::RateLimited { wait, global } => {
                     let wait = wait.map(|w| w.min(MAX_RETRY_AFTER));
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
-                    self.pause_for(pause, global);
+                    if global {
+                        self.pause_bot_for(pause);
+                    } else {
+                        budget.pause_for(pause);
+                    }
                     tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)), "rate limited");
+                    // The pause is waited out (or found too long) before the next try.
                     (
                         ChannelErrorKind::RateLimited {
                             retry_after: wait,
                             global,
                         },
-                        pause,
+                        Duration::ZERO,
                         wait,
                     )
                 }
@@ -169,6 +210,7 @@ impl Transport {
                     return Err(SendError::new(part, error).with_retryable(retryable));
                 }
             };
+            asked_last = asked;
             let left = policy.max_wait.saturating_sub(spent);
             if tries >= policy.max_tries || left.is_zero() {
                 tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "gave up on part");
@@ -266,6 +308,8 @@ mod tests {
 
     use super::*;
     use crate::channel::PlainText;
+    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::stream::BudgetConfig;
     use crate::egress::{AgentMessage, Attribution};
     use crate::outbound::Outbound;
     use crate::ownership::Ownership;
@@ -290,6 +334,11 @@ mod tests {
         transport
     }
 
+    /// A conversation budget spaced a second apart, with no window.
+    fn spaced() -> RateBudget {
+        RateBudget::new(BudgetConfig::new(Duration::from_secs(1)))
+    }
+
     /// Sends `part` through the loop, answering each try from `script` (then `Sent`), and
     /// returns the result with the instant of every try, measured from the start.
     async fn run(
@@ -297,11 +346,21 @@ mod tests {
         part: CommittedPart,
         script: Vec<Outcome>,
     ) -> (Result<PartReceipt, SendError>, Vec<Duration>) {
+        run_on(transport, &spaced(), part, script).await
+    }
+
+    /// [`run`] spending `budget`.
+    async fn run_on(
+        transport: &Transport,
+        budget: &RateBudget,
+        part: CommittedPart,
+        script: Vec<Outcome>,
+    ) -> (Result<PartReceipt, SendError>, Vec<Duration>) {
         let start = Instant::now();
         let script = Mutex::new(VecDeque::from(script));
         let tries = Mutex::new(Vec::new());
         let result = transport
-            .retry(part, || {
+            .retry(budget, part, || {
                 tries.lock().unwrap().push(start.elapsed());
                 let next = script.lock().unwrap().pop_front();
                 std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))
@@ -341,12 +400,15 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn waits_are_cut_to_the_parts_budget_and_the_part_comes_back_with_the_asked_wait() {
+    async fn a_rate_limit_longer_than_the_wait_budget_hands_the_part_back_at_once() {
         let t = transport(SendPolicy::new().max_wait(Duration::from_secs(30)));
         let part = committed(1).await.pop().unwrap();
+        let start = Instant::now();
         let (result, at) = run(&t, part, vec![limited(60), limited(60)]).await;
         let error = result.unwrap_err();
-        assert_eq!(at, [Duration::ZERO, Duration::from_secs(30)]);
+        // No second try inside the surface's pause, and no sleep past the cap.
+        assert_eq!(at, [Duration::ZERO]);
+        assert_eq!(start.elapsed(), Duration::ZERO);
         assert_eq!(error.retry_after(), Some(Duration::from_secs(60)));
         assert!(error.retryable());
         assert_eq!(error.part().map(CommittedPart::index), Some(0));
@@ -388,31 +450,32 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_rate_limit_also_holds_back_the_next_part_until_the_asked_instant() {
-        let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
+        let t = transport(SendPolicy::new().max_tries(1));
+        let budget = spaced();
         let mut parts = committed(2).await.into_iter();
         let start = Instant::now();
-        // The surface asks for 3 s; the first part may wait only 1 s and gives up.
-        let (first, _) = run(&t, parts.next().unwrap(), vec![limited(3), limited(3)]).await;
+        let (first, _) = run_on(&t, &budget, parts.next().unwrap(), vec![limited(3)]).await;
         assert!(first.is_err());
-        assert_eq!(start.elapsed(), Duration::from_secs(1));
-        // The next part waits what is left of the pause, within its own 1 s budget.
-        let (second, at) = run(&t, parts.next().unwrap(), vec![]).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // The next part waits the pause out, within its own budget.
+        let (second, at) = run_on(&t, &budget, parts.next().unwrap(), vec![]).await;
         assert!(second.is_ok());
-        assert_eq!(at, [Duration::from_secs(1)]);
+        assert_eq!(at, [Duration::from_secs(3)]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_global_limit_holds_back_sibling_routes_and_a_route_limit_does_not() {
         let t = transport(SendPolicy::new().max_tries(1));
+        let (here, there) = (spaced(), spaced());
         let other_route = t.sibling();
         let mut parts = committed(4).await.into_iter();
         let global = Outcome::RateLimited {
             wait: Some(Duration::from_secs(2)),
             global: true,
         };
-        let (limited_globally, _) = run(&t, parts.next().unwrap(), vec![global]).await;
+        let (limited_globally, _) = run_on(&t, &here, parts.next().unwrap(), vec![global]).await;
         assert!(limited_globally.is_err());
-        let (sent, at) = run(&other_route, parts.next().unwrap(), vec![]).await;
+        let (sent, at) = run_on(&other_route, &there, parts.next().unwrap(), vec![]).await;
         assert!(sent.is_ok());
         assert_eq!(
             at,
@@ -420,15 +483,15 @@ mod tests {
             "the sibling waited out the global limit"
         );
 
-        let (limited_here, _) = run(&t, parts.next().unwrap(), vec![limited(5)]).await;
+        let (limited_here, _) = run_on(&t, &here, parts.next().unwrap(), vec![limited(5)]).await;
         assert!(limited_here.is_err());
-        let (sent, at) = run(&other_route, parts.next().unwrap(), vec![]).await;
+        let (sent, at) = run_on(&other_route, &there, parts.next().unwrap(), vec![]).await;
         assert!(sent.is_ok());
         assert_eq!(at, [Duration::ZERO], "a route limit stays on its route");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_absurd_requested_wait_is_cut_to_the_budget_and_reported_clamped() {
+    async fn an_absurd_requested_wait_is_reported_clamped_without_a_second_try() {
         let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
         let part = committed(1).await.pop().unwrap();
         let absurd = || Outcome::RateLimited {
@@ -437,7 +500,11 @@ mod tests {
         };
         let (result, at) = run(&t, part, vec![absurd(), absurd()]).await;
         assert_eq!(result.unwrap_err().retry_after(), Some(MAX_RETRY_AFTER));
-        assert_eq!(at, [Duration::ZERO, Duration::from_secs(1)]);
+        assert_eq!(
+            at,
+            [Duration::ZERO],
+            "the clamped wait is beyond the budget"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -459,5 +526,107 @@ mod tests {
         assert_eq!(at.len(), 3);
         assert_eq!(at[1], MAX_RETRY_AFTER, "the asked wait, clamped");
         assert!(at[2] > at[1], "{at:?}");
+    }
+
+    /// The Telegram group default (20 calls a minute) with every slot of the window spent at
+    /// the start.
+    async fn full_telegram_window() -> RateBudget {
+        let budget = StreamSettings::telegram().budget;
+        for _ in 0..20 {
+            let spent = budget
+                .acquire_unspaced_within(CallKind::Final, Duration::ZERO)
+                .await;
+            assert_eq!(spent, Ok(Duration::ZERO));
+        }
+        budget
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_window_hands_a_plain_send_back_at_once_when_its_slot_is_beyond_max_wait() {
+        let t = transport(SendPolicy::new());
+        let budget = full_telegram_window().await;
+        let start = Instant::now();
+        // The slot is 1 ms further than the default 30 s cap.
+        tokio::time::sleep(Duration::from_millis(29_999)).await;
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run_on(&t, &budget, part, vec![]).await;
+        let error = result.unwrap_err();
+        assert!(at.is_empty(), "no try: {at:?}");
+        assert_eq!(start.elapsed(), Duration::from_millis(29_999), "no sleep");
+        assert_eq!(error.retry_after(), Some(Duration::from_millis(30_001)));
+        assert_eq!(error.part().map(CommittedPart::index), Some(0));
+        let cause = std::error::Error::source(&error)
+            .and_then(|e| e.downcast_ref::<ChannelError>())
+            .unwrap();
+        assert!(matches!(
+            cause.kind(),
+            ChannelErrorKind::RateLimited { retry_after: Some(w), global: false }
+                if *w == Duration::from_millis(30_001)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_window_is_waited_out_exactly_when_its_slot_is_within_max_wait() {
+        let t = transport(SendPolicy::new());
+        let budget = full_telegram_window().await;
+        let start = Instant::now();
+        // The slot is exactly the default 30 s cap away: the longest a plain send waits.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run_on(&t, &budget, part, vec![]).await;
+        assert!(result.is_ok());
+        assert_eq!(at, [Duration::from_secs(30)]);
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_on_a_plain_send_pauses_the_budget_for_a_stream() {
+        let t = transport(SendPolicy::new().max_tries(1));
+        let budget = RateBudget::new(BudgetConfig::new(Duration::from_millis(100)));
+        let stream_budget = budget.clone();
+        let part = committed(1).await.pop().unwrap();
+        let start = Instant::now();
+        let (result, _) = run_on(&t, &budget, part, vec![limited(2)]).await;
+        assert!(result.is_err());
+        // A stream's preview on the same conversation waits the flood wait out.
+        stream_budget.acquire(CallKind::Preview).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn plain_sends_are_not_spaced_but_a_streams_next_preview_is_spaced_after_them() {
+        let t = transport(SendPolicy::new());
+        let budget = spaced();
+        let start = Instant::now();
+        for part in committed(3).await {
+            let (result, at) = run_on(&t, &budget, part, vec![]).await;
+            assert!(result.is_ok());
+            assert_eq!(
+                at,
+                [Duration::ZERO],
+                "a burst: no min_interval between parts"
+            );
+        }
+        assert_eq!(
+            budget.next_slot(CallKind::Preview),
+            start + Duration::from_secs(1)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_plain_send_takes_the_final_reserve_the_previews_left() {
+        let t = transport(SendPolicy::new());
+        let config = BudgetConfig::new(Duration::ZERO)
+            .window(3, Duration::from_secs(60))
+            .final_reserve(1);
+        let budget = RateBudget::new(config);
+        budget.acquire(CallKind::Preview).await;
+        budget.acquire(CallKind::Preview).await;
+        let start = Instant::now();
+        let part = committed(1).await.pop().unwrap();
+        let (result, at) = run_on(&t, &budget, part, vec![]).await;
+        assert!(result.is_ok());
+        assert_eq!(at, [Duration::ZERO]);
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }

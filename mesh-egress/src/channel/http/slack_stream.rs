@@ -5,13 +5,15 @@
 use std::future::Future;
 use std::time::Duration;
 
-use reqwest::Method;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::answer::{Outcome, unexpected_body};
 use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::stream_builders;
-use super::{SlackChannel, Surface};
+use super::{SlackChannel, Surface, Token};
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
     StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
@@ -34,6 +36,10 @@ const UNAVAILABLE: &[&str] = &[
     "invalid_thread_ts",
     "thread_not_found",
 ];
+
+/// The cap on a `chat.stopStream` answer read for the message's text: the stopped message
+/// comes back whole (text and blocks), far more than a send's answer.
+const STOPPED_MAX_BYTES: usize = 1024 * 1024;
 
 /// A renderer whose parts a [`SlackChannel`] can stream or post: standard Markdown goes in
 /// `markdown_text` (and can use native streams), mrkdwn and plain text in `text` (blocks).
@@ -96,6 +102,19 @@ impl<R: Render> SlackChannel<R> {
 /// it starts a fresh one with the text that append carried: each block is confirmed by exactly
 /// one successful call, so nothing is lost or doubled. When `chat.startStream` is refused for
 /// want of a scope or a thread, the reply falls back to one `chat.postMessage` per block.
+///
+/// `chat.appendStream` has no idempotency: sent twice, the text shows twice. So an append whose
+/// outcome is unknown (no answer, a 5xx, `internal_error`) is never sent again into the same
+/// stream. The session stops that stream (`chat.stopStream`, no text) and reads the stopped
+/// message's text from the answer: if it holds the append, the append is confirmed; if it does
+/// not, the text goes into a fresh stream. Nothing is lost or doubled. In the rare case that
+/// the stop fails too, or its answer has no readable text, the text counts as unconfirmed and
+/// goes into a fresh stream (with a `warn` log): it may then show twice, once at the end of
+/// the stopped message and once at the start of the next.
+///
+/// Every call spends the conversation's budget, the one plain sends spend too, and waits for
+/// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
+/// the call at once, rate limited.
 impl<R: SlackFormat> StreamingChannel for SlackChannel<R> {
     fn stream_mode(&self) -> StreamMode {
         self.stream.mode.unwrap_or(if self.renderer.is_markdown() {
@@ -249,6 +268,50 @@ impl SlackDriver {
         }
     }
 
+    /// After an append of `text` whose outcome is unknown: stops the live stream and reads
+    /// whether the stopped message holds the append. `true`: it does (confirmed). `false`: it
+    /// does not, or that cannot be read (the stop failed, its answer has no text, the text is
+    /// neither the message before nor after the append); the caller sends the text into a
+    /// fresh stream.
+    ///
+    /// The stop's answer carries the message (`{ok, channel, ts, message: {text, ts,
+    /// streaming_state, …}}`: `ChatStopStreamResponse` in slackapi/node-slack-sdk,
+    /// `packages/web-api/src/types/response/ChatStopStreamResponse.ts`).
+    async fn settle(&mut self, text: &str) -> bool {
+        let Some(live) = self.live.take() else {
+            return false;
+        };
+        let before = self
+            .messages
+            .last()
+            .map_or_else(String::new, |m| m.text().to_owned());
+        let after = format!("{before}{BLOCK_SEPARATOR}{text}");
+        let call = self.call(
+            "chat.stopStream",
+            json!({ "channel": self.channel, "ts": live.ts }),
+        );
+        let policy = self.caller.transport.policy;
+        self.caller.transport.policy =
+            policy.max_response_bytes(policy.response_limit().max(STOPPED_MAX_BYTES));
+        let shown = self
+            .caller
+            .call_with(CallKind::Final, &call, classify_stopped)
+            .await;
+        self.caller.transport.policy = policy;
+        match shown {
+            Ok(shown) if shown.trim() == after.trim() => true,
+            Ok(shown) if shown.trim() == before.trim() => false,
+            Ok(_) => {
+                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", "an append's answer was lost and the stopped message's text matches neither before nor after it; the text goes into a fresh stream and may show twice");
+                false
+            }
+            Err(failure) => {
+                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.kind, "an append's answer was lost and the stream could not be read back; the text goes into a fresh stream and may show twice");
+                false
+            }
+        }
+    }
+
     async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
         if self
             .live
@@ -301,13 +364,25 @@ impl SlackDriver {
                 } else {
                     CallKind::Preview
                 };
-                match self.caller.call(kind, &call).await {
+                match self.caller.call_once(kind, &call).await {
                     Ok(_) => {
                         if let Some(message) = self.messages.last_mut() {
                             message.push_block(&text);
                         }
                         self.confirmed += count;
                         break;
+                    }
+                    Err(failure) if failure.unknown => {
+                        // The append may have been applied: never sent into this stream again.
+                        self.rollovers += 1;
+                        if self.settle(&text).await {
+                            if let Some(message) = self.messages.last_mut() {
+                                message.push_block(&text);
+                            }
+                            self.confirmed += count;
+                            break;
+                        }
+                        // Not applied (or not known to be): into a fresh stream.
                     }
                     Err(failure) if failure.code() == Some(NOT_STREAMING) => {
                         // Slack closed the stream: what it confirmed stays; this text goes
@@ -332,6 +407,30 @@ impl SlackDriver {
     }
 }
 
+/// Reads a `chat.stopStream` answer as the stopped message's text (`message.text`); an
+/// answer without it is unexpected.
+fn classify_stopped(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    token: &Token,
+) -> Outcome {
+    match super::slack::classify(status, headers, body, token) {
+        Outcome::Sent(_) => {
+            let text = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|answer| {
+                    answer
+                        .pointer("/message/text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+            text.map_or_else(|| unexpected_body(status), Outcome::Sent)
+        }
+        other => other,
+    }
+}
+
 impl Driver for SlackDriver {
     fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
         let kind = if done || self.live.is_none() {
@@ -339,7 +438,7 @@ impl Driver for SlackDriver {
         } else {
             CallKind::Preview
         };
-        self.caller.budget.ready(kind)
+        self.caller.ready(kind)
     }
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {

@@ -5,6 +5,7 @@
 //! confirms text, not parts, and the session decides what a refusal means (roll over, fall
 //! back, stop).
 
+use std::future::Future;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -32,9 +33,20 @@ pub(crate) type Observe = fn(&HeaderMap, &RateBudget);
 pub(crate) struct CallFailure {
     pub(crate) kind: ChannelErrorKind,
     pub(crate) tries: u32,
+    /// Whether the last try may have been applied: no answer, a 5xx, or an error Slack says
+    /// may follow a partial success (`internal_error`). A refusal or a rate limit was not.
+    pub(crate) unknown: bool,
 }
 
 impl CallFailure {
+    fn new(kind: ChannelErrorKind, tries: u32) -> Self {
+        Self {
+            kind,
+            tries,
+            unknown: false,
+        }
+    }
+
     /// The surface's error code or description, for a refusal.
     pub(crate) fn code(&self) -> Option<&str> {
         match &self.kind {
@@ -58,6 +70,13 @@ impl CallFailure {
     pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {
         DriverError::new(Box::new(ChannelError::new(surface, self.tries, self.kind)))
     }
+}
+
+/// Whether a call whose outcome is unknown may be sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repeat {
+    Yes,
+    No,
 }
 
 /// Makes streaming calls for one session: its transport, its conversation's budget, and the
@@ -95,6 +114,41 @@ impl Caller {
         call: &StreamCall,
         classify: Classify,
     ) -> Result<String, CallFailure> {
+        self.call_retrying(kind, call, classify, Repeat::Yes).await
+    }
+
+    /// [`call`](Self::call) for a request that must not be repeated when its outcome is
+    /// unknown (Slack's `chat.appendStream`, which appends again): a try that may have been
+    /// applied ends the call at once with [`CallFailure::unknown`] set, for the session to find
+    /// out what the surface holds. Rate limits are still retried: they were not applied.
+    pub(crate) async fn call_once(
+        &mut self,
+        kind: CallKind,
+        call: &StreamCall,
+    ) -> Result<String, CallFailure> {
+        self.call_retrying(kind, call, self.classify, Repeat::No)
+            .await
+    }
+
+    /// Waits until a call of `kind` may go (the budget, without spending it), at most the
+    /// policy's `max_wait`: past that the call itself fails at once on the same cap. What a
+    /// driver's [`ready`](crate::channel::stream::Driver::ready) waits on.
+    pub(crate) fn ready(&self, kind: CallKind) -> impl Future<Output = ()> + Send + '_ {
+        self.budget
+            .ready_within(kind, self.transport.policy.max_wait)
+    }
+
+    /// Every wait the budget imposes (the bot-wide pause, the conversation's pause, spacing
+    /// and window) comes out of the policy's `max_wait`, with the backoffs: when the next slot
+    /// is further than what is left of it, the call fails at once, rate limited with that wait
+    /// as its `retry_after`, and nothing sleeps past the cap.
+    async fn call_retrying(
+        &mut self,
+        kind: CallKind,
+        call: &StreamCall,
+        classify: Classify,
+        repeat: Repeat,
+    ) -> Result<String, CallFailure> {
         let policy = self.transport.policy;
         let max_tries = if kind == CallKind::Preview {
             1
@@ -104,39 +158,62 @@ impl Caller {
         let mut waited = Duration::ZERO;
         let mut tries = 0u32;
         loop {
-            let pause = self.budget.pause_left();
-            if pause > policy.max_wait.saturating_sub(waited) {
-                return Err(CallFailure {
-                    kind: ChannelErrorKind::RateLimited {
-                        retry_after: Some(pause),
-                        global: false,
-                    },
-                    tries,
-                });
+            let bot = self.transport.bot_pause_left();
+            let slot = if bot > policy.max_wait.saturating_sub(waited) {
+                Err((bot, true))
+            } else {
+                tokio::time::sleep(bot).await;
+                waited = waited.saturating_add(bot);
+                let left = policy.max_wait.saturating_sub(waited);
+                self.budget
+                    .acquire_within(kind, left)
+                    .await
+                    .map_err(|wait| (wait, false))
+            };
+            match slot {
+                Ok(wait) => waited = waited.saturating_add(wait),
+                Err((wait, global)) => {
+                    let kind = ChannelErrorKind::RateLimited {
+                        retry_after: Some(wait),
+                        global,
+                    };
+                    return Err(CallFailure::new(kind, tries));
+                }
             }
-            waited = waited.saturating_add(self.budget.acquire(kind).await);
             tries += 1;
             self.calls += 1;
-            let (kind_of_failure, backoff) = match self.exchange(call, classify).await {
+            let (kind_of_failure, backoff, unknown) = match self.exchange(call, classify).await {
                 Outcome::Sent(id) => return Ok(id),
                 Outcome::RateLimited { wait, global } => {
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
-                    self.budget.pause_for(pause);
+                    if global {
+                        self.transport.pause_bot_for(pause);
+                    } else {
+                        self.budget.pause_for(pause);
+                    }
                     let failure = ChannelErrorKind::RateLimited {
                         retry_after: wait,
                         global,
                     };
-                    // The budget's pause is the wait: nothing more to sleep here.
-                    (failure, Duration::ZERO)
+                    // The pause is the wait: it is waited out (or found too long) above.
+                    (failure, Duration::ZERO, false)
                 }
-                Outcome::Retry(failure) => (failure, policy.backoff_for(tries)),
-                Outcome::Fail { kind, .. } => return Err(CallFailure { kind, tries }),
+                Outcome::Retry(failure) if repeat == Repeat::No => {
+                    return Err(CallFailure {
+                        kind: failure,
+                        tries,
+                        unknown: true,
+                    });
+                }
+                Outcome::Retry(failure) => (failure, policy.backoff_for(tries), true),
+                Outcome::Fail { kind, .. } => return Err(CallFailure::new(kind, tries)),
             };
             let left = policy.max_wait.saturating_sub(waited);
             if tries >= max_tries || left.is_zero() {
                 return Err(CallFailure {
                     kind: kind_of_failure,
                     tries,
+                    unknown,
                 });
             }
             let backoff = backoff.min(left);
@@ -209,4 +286,113 @@ pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<Outcome> 
     let answer = serde_json::from_slice::<Value>(body).ok()?;
     (status.is_success() && answer.get("ok").and_then(Value::as_bool) == Some(true))
         .then(|| Outcome::Sent(String::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::http::{SendPolicy, Token};
+
+    /// A caller on the Telegram default budget (twenty calls a minute) with the default
+    /// policy (30 s of waiting), every slot of the window spent at the start.
+    async fn caller_on_a_full_window() -> Caller {
+        let budget = StreamSettings::telegram().budget;
+        for _ in 0..20 {
+            let spent = budget
+                .acquire_unspaced_within(CallKind::Final, Duration::ZERO)
+                .await;
+            assert_eq!(spent, Ok(Duration::ZERO));
+        }
+        let mut transport = Transport::new(Surface::Telegram, Token::new("t"));
+        transport.policy = SendPolicy::new();
+        Caller {
+            transport,
+            budget,
+            classify: super::super::telegram::classify,
+            observe: None,
+            calls: 0,
+        }
+    }
+
+    /// A request reqwest refuses to build: the try ends at once, without a socket.
+    fn unbuildable() -> StreamCall {
+        StreamCall {
+            method: Method::POST,
+            url: "not a url".to_owned(),
+            authorization: None,
+            body: Value::Null,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_call_whose_slot_is_beyond_max_wait_fails_at_once_rate_limited() {
+        let mut caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_millis(29_999)).await;
+        for kind in [CallKind::Final, CallKind::Preview] {
+            let failure = caller.call(kind, &unbuildable()).await.unwrap_err();
+            assert!(
+                matches!(
+                    failure.kind,
+                    ChannelErrorKind::RateLimited { retry_after: Some(w), global: false }
+                        if w >= Duration::from_millis(30_001)
+                ),
+                "{kind:?}: {:?}",
+                failure.kind
+            );
+            assert_eq!(failure.tries, 0);
+        }
+        assert_eq!(caller.calls, 0, "no request went out");
+        assert_eq!(start.elapsed(), Duration::from_millis(29_999), "no sleep");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_call_waits_for_a_slot_exactly_max_wait_away() {
+        let mut caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let failure = caller
+            .call(CallKind::Final, &unbuildable())
+            .await
+            .unwrap_err();
+        // It waited the whole cap for the slot, then made its one try.
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+        assert_eq!((failure.tries, caller.calls), (1, 1));
+        assert!(!failure.unknown, "a request never sent was not applied");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sessions_wait_for_the_budget_is_capped_by_max_wait_too() {
+        let caller = caller_on_a_full_window().await;
+        let start = Instant::now();
+        caller.ready(CallKind::Final).await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "60 s away: back at once");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        caller.ready(CallKind::Final).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(60),
+            "30 s away: waited"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bot_wide_pause_beyond_max_wait_fails_a_stream_call_at_once() {
+        let mut caller = caller_on_a_full_window().await;
+        caller.budget = RateBudget::new(crate::channel::stream::BudgetConfig::new(Duration::ZERO));
+        caller.transport.pause_bot_for(Duration::from_secs(45));
+        let failure = caller
+            .call(CallKind::Final, &unbuildable())
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            failure.kind,
+            ChannelErrorKind::RateLimited { retry_after: Some(w), global: true }
+                if w == Duration::from_secs(45)
+        ));
+        assert_eq!(caller.calls, 0);
+    }
 }

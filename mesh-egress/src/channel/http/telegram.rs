@@ -24,6 +24,16 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// `parameters.retry_after`, within the [`SendPolicy`]. The Bot API has no idempotency key: a
 /// part whose response was lost and that is sent again may show twice.
 ///
+/// Every try spends the chat's [rate budget](Self::stream_budget), the one its streams
+/// spend, as a final message: it waits for a flood wait (of a send or of a draft) and for the
+/// window (by default twenty calls a minute, of which the five a stream's drafts leave alone
+/// are always there for messages), is recorded so a stream's next draft is spaced after it
+/// and the window counts it, and its own flood wait pauses the streams too. It does not wait
+/// for the budget's spacing (one call a second): the Bot FAQ's "avoid sending more than one
+/// message per second" allows short bursts, and a ten-part reply must not take nine seconds.
+/// A wait longer than what is left of [`SendPolicy::max_wait`] hands the part back at once,
+/// rate limited with that wait as its `retry_after`.
+///
 /// ```
 /// use mesh_egress::channel::{TelegramChannel, TelegramHtml};
 ///
@@ -140,7 +150,8 @@ impl<R: Render> Channel for TelegramChannel<R> {
             authorization: None,
             body,
         };
-        self.transport.send(part, request, classify)
+        self.transport
+            .send(&self.stream.budget, part, request, classify)
     }
 }
 

@@ -230,7 +230,7 @@ impl Driver for TelegramDriver {
         } else {
             CallKind::Preview
         };
-        self.caller.budget.ready(kind)
+        self.caller.ready(kind)
     }
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
@@ -273,7 +273,7 @@ impl Driver for TelegramDriver {
 
     async fn refresh(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
         self.retry_at = None;
-        self.caller.budget.ready(CallKind::Preview).await;
+        self.caller.ready(CallKind::Preview).await;
         // Shown again even if unchanged: the draft lapses after 30 s without a call.
         self.stream(parts, false, true).await
     }

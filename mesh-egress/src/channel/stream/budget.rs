@@ -89,6 +89,16 @@ impl BudgetConfig {
     }
 }
 
+/// Whether a call keeps the budget's spacing ([`BudgetConfig::min_interval`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Spacing {
+    /// At least the spacing after the previous call: previews, edits, a stream's calls.
+    Spaced,
+    /// As soon as the pause and the window allow: a plain message send. Slack and Telegram
+    /// document short bursts as allowed; the spacing is for a message that keeps changing.
+    Unspaced,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Until when the surface asked us to wait (a 429, a flood wait, an exhausted bucket).
@@ -106,6 +116,13 @@ struct State {
 /// [`pause_for`](Self::pause_for) after a 429 or flood wait (never shortening a longer pause),
 /// and [`exhausted_for`](Self::exhausted_for) when a bucket says no calls remain until it
 /// resets (Discord's `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset-After`).
+///
+/// The HTTP connectors' plain [`Channel::send`](crate::channel::Channel::send) spends the same
+/// budget as a [`CallKind::Final`] call: it waits for the pause and the window (never longer
+/// than its [`SendPolicy::max_wait`](crate::channel::http::SendPolicy::max_wait)) but not for
+/// the spacing, since Slack and Telegram allow short bursts of messages and a ten-part reply
+/// must not take nine seconds. Each send is still recorded, so a stream's next preview is
+/// spaced after it and the window counts it.
 #[derive(Clone, Debug)]
 pub struct RateBudget {
     config: BudgetConfig,
@@ -134,7 +151,7 @@ impl RateBudget {
     pub fn next_slot(&self, kind: CallKind) -> Instant {
         let now = Instant::now();
         let mut state = self.lock();
-        slot(&self.config, &mut state, kind, now)
+        slot(&self.config, &mut state, kind, Spacing::Spaced, now)
     }
 
     /// Waits until a call of `kind` may go without spending the slot (so a caller can gather
@@ -151,12 +168,61 @@ impl RateBudget {
 
     /// Waits for a slot for a call of `kind` and spends it; returns how long it waited.
     pub async fn acquire(&self, kind: CallKind) -> Duration {
+        match self.take(kind, Spacing::Spaced, None).await {
+            Ok(waited) | Err(waited) => waited,
+        }
+    }
+
+    /// [`acquire`](Self::acquire), but never waiting longer than `cap` in all: when the slot is
+    /// further than what is left of `cap`, it returns at once with how far the slot is
+    /// (`Err(wait)`), without waiting or spending it.
+    pub(crate) async fn acquire_within(
+        &self,
+        kind: CallKind,
+        cap: Duration,
+    ) -> Result<Duration, Duration> {
+        self.take(kind, Spacing::Spaced, Some(cap)).await
+    }
+
+    /// [`acquire_within`](Self::acquire_within) without the spacing
+    /// ([`BudgetConfig::min_interval`]): it still waits for the surface's pause and the
+    /// window, and still records the call, so a later spaced call (a stream's next preview)
+    /// is spaced after it and the window counts it. What a plain message send spends.
+    pub(crate) async fn acquire_unspaced_within(
+        &self,
+        kind: CallKind,
+        cap: Duration,
+    ) -> Result<Duration, Duration> {
+        self.take(kind, Spacing::Unspaced, Some(cap)).await
+    }
+
+    /// Waits until a spaced call of `kind` may go without spending the slot, as
+    /// [`ready`](Self::ready), unless that is further than `cap` from now: then it returns at
+    /// once (the call that follows fails fast on the same cap instead of sleeping past it).
+    pub(crate) async fn ready_within(&self, kind: CallKind, cap: Duration) {
+        let start = Instant::now();
+        loop {
+            let at = self.next_slot(kind);
+            // `next_slot` reads the clock itself: a free slot is `now` there, never later here.
+            if at <= Instant::now() || at.saturating_duration_since(start) > cap {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+    }
+
+    async fn take(
+        &self,
+        kind: CallKind,
+        spacing: Spacing,
+        cap: Option<Duration>,
+    ) -> Result<Duration, Duration> {
         let start = Instant::now();
         loop {
             let now = Instant::now();
             let at = {
                 let mut state = self.lock();
-                let at = slot(&self.config, &mut state, kind, now);
+                let at = slot(&self.config, &mut state, kind, spacing, now);
                 if at <= now {
                     state.last = Some(now);
                     if self.config.window.is_some() {
@@ -166,7 +232,12 @@ impl RateBudget {
                 at
             };
             if at <= now {
-                return now.saturating_duration_since(start);
+                return Ok(now.saturating_duration_since(start));
+            }
+            let wait = at.saturating_duration_since(now);
+            let waited = now.saturating_duration_since(start);
+            if cap.is_some_and(|cap| wait > cap.saturating_sub(waited)) {
+                return Err(wait);
             }
             tokio::time::sleep_until(at).await;
         }
@@ -200,12 +271,18 @@ fn later(t: Instant, d: Duration) -> Instant {
     t.checked_add(d.min(MAX_PAUSE)).unwrap_or(t)
 }
 
-fn slot(config: &BudgetConfig, state: &mut State, kind: CallKind, now: Instant) -> Instant {
+fn slot(
+    config: &BudgetConfig,
+    state: &mut State,
+    kind: CallKind,
+    spacing: Spacing,
+    now: Instant,
+) -> Instant {
     let mut at = now;
     if let Some(paused) = state.paused_until {
         at = at.max(paused);
     }
-    if let Some(last) = state.last {
+    if let Some(last) = state.last.filter(|_| spacing == Spacing::Spaced) {
         at = at.max(later(last, config.min_interval));
     }
     if let Some((allowed, span)) = config.allowed(kind) {
@@ -289,6 +366,86 @@ mod tests {
         assert_eq!(start.elapsed(), ms(500));
         let waited = budget.acquire(CallKind::Preview).await;
         assert_eq!(waited, Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_beyond_the_cap_fails_at_once_with_its_wait_and_spends_nothing() {
+        let budget = RateBudget::new(BudgetConfig::new(ms(0)).window(2, Duration::from_secs(60)));
+        let start = Instant::now();
+        budget.acquire(CallKind::Final).await;
+        budget.acquire(CallKind::Final).await;
+        let capped = budget
+            .acquire_within(CallKind::Final, Duration::from_secs(30))
+            .await;
+        assert_eq!(capped, Err(Duration::from_secs(60)));
+        assert_eq!(start.elapsed(), Duration::ZERO, "no sleep past the cap");
+        // Nothing was spent: the slot is still the oldest call's expiry.
+        assert_eq!(
+            budget.next_slot(CallKind::Final),
+            start + Duration::from_secs(60)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_within_the_cap_is_waited_for_exactly() {
+        let budget = RateBudget::new(BudgetConfig::new(ms(1000)));
+        let start = Instant::now();
+        budget.acquire(CallKind::Preview).await;
+        budget.pause_for(ms(2500));
+        let waited = budget.acquire_within(CallKind::Preview, ms(2500)).await;
+        assert_eq!(waited, Ok(ms(2500)));
+        assert_eq!(start.elapsed(), ms(2500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unspaced_call_skips_the_spacing_yet_spaces_the_next_spaced_call_and_fills_the_window()
+     {
+        let config = BudgetConfig::new(ms(1000))
+            .window(3, Duration::from_secs(60))
+            .final_reserve(1);
+        let budget = RateBudget::new(config);
+        let start = Instant::now();
+        let cap = Duration::from_secs(30);
+        for _ in 0..2 {
+            let waited = budget.acquire_unspaced_within(CallKind::Final, cap).await;
+            assert_eq!(waited, Ok(Duration::ZERO));
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "a burst of messages");
+        // A preview is spaced after the last message, and the window counts both messages:
+        // the previews' share (3 - 1 reserved) is gone.
+        assert_eq!(
+            budget.next_slot(CallKind::Preview),
+            start + Duration::from_secs(60)
+        );
+        // The reserved slot is still there for a final, at once.
+        let third = budget.acquire_unspaced_within(CallKind::Final, cap).await;
+        assert_eq!(third, Ok(Duration::ZERO));
+        let fourth = budget.acquire_unspaced_within(CallKind::Final, cap).await;
+        assert_eq!(fourth, Err(Duration::from_secs(60)), "the window is full");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unspaced_call_still_waits_for_the_surfaces_pause() {
+        let budget = RateBudget::new(BudgetConfig::new(ms(1000)));
+        let start = Instant::now();
+        budget.pause_for(ms(1500));
+        let waited = budget
+            .acquire_unspaced_within(CallKind::Final, Duration::from_secs(30))
+            .await;
+        assert_eq!(waited, Ok(ms(1500)));
+        assert_eq!(start.elapsed(), ms(1500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ready_within_waits_for_a_slot_inside_the_cap_and_not_for_one_beyond() {
+        let budget = RateBudget::new(BudgetConfig::new(ms(500)));
+        let start = Instant::now();
+        budget.acquire(CallKind::Preview).await;
+        budget.ready_within(CallKind::Preview, ms(500)).await;
+        assert_eq!(start.elapsed(), ms(500));
+        budget.pause_for(Duration::from_secs(60));
+        budget.ready_within(CallKind::Preview, ms(30_000)).await;
+        assert_eq!(start.elapsed(), ms(500), "beyond the cap: back at once");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,288 @@
+//! One rate budget per conversation, spent by plain sends and streams alike, against loopback
+//! fakes: a Telegram group whose window a stream's previews filled still takes the final
+//! messages its reserve holds, and no more; a budget wait past `max_wait` fails at once; a
+//! Slack append whose answer was lost is neither lost nor doubled.
+
+use std::time::{Duration, Instant};
+
+use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::channel::stream::{
+    BLOCK_SEPARATOR, BudgetConfig, CallKind, ReplyStream, SlackMarkdown, StreamReceipt,
+    StreamingChannel,
+};
+use mesh_egress::channel::{Channel, PlainText, SlackChannel, TelegramChannel};
+use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
+use mesh_egress::{AgentMessage, Attribution, CommittedPart, Outbound, Ownership};
+
+const TOKEN: &str = "123456789:AAF-secret_TOKEN_value";
+const GROUP: &str = "-1001234567890";
+const THREAD: &str = "1699999999.000100";
+/// Every wait in these tests is bounded by this.
+const BOUND: Duration = Duration::from_secs(20);
+/// What a test allows for work that must not wait on the budget (loopback calls only).
+const AT_ONCE: Duration = Duration::from_secs(1);
+
+fn attribution() -> Attribution {
+    Attribution::new("ops-bot", "conv-1", "run-1")
+}
+
+fn policy() -> SendPolicy {
+    SendPolicy::new()
+        .max_tries(3)
+        .max_wait(Duration::from_secs(2))
+        .backoff(Duration::from_millis(2))
+        .request_timeout(Duration::from_secs(2))
+}
+
+/// Telegram's group window (twenty calls a minute, five held for final messages), spaced
+/// 5 ms apart so the test fills it quickly.
+fn group_window() -> BudgetConfig {
+    BudgetConfig::new(Duration::from_millis(5))
+        .window(20, Duration::from_secs(60))
+        .final_reserve(5)
+}
+
+/// `n` one-character parts of one message, committed as a turn commits them.
+async fn parts(n: usize) -> Vec<CommittedPart> {
+    let message = AgentMessage::new("x".repeat(n), attribution());
+    let rendered = Outbound::new(message)
+        .render(&PlainText::new().with_limit(1))
+        .unwrap();
+    rendered
+        .commit(&Ownership::held())
+        .await
+        .unwrap()
+        .into_parts()
+        .collect()
+}
+
+fn rate_limited_wait(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if let Some(channel) = error.downcast_ref::<ChannelError>()
+            && let ChannelErrorKind::RateLimited { retry_after, .. } = channel.kind()
+        {
+            return *retry_after;
+        }
+        source = error.source();
+    }
+    None
+}
+
+#[tokio::test]
+async fn telegram_a_group_window_full_of_previews_still_takes_the_reserved_final_messages() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    let channel = TelegramChannel::new(TOKEN, GROUP)
+        .with_renderer(PlainText::new())
+        .with_stream_budget(group_window())
+        .base_url(api.base_url())
+        .policy(policy());
+    // A stream's previews take every slot they may: the window's 20 less the 5 reserved.
+    let budget = channel.stream_budget().clone();
+    for _ in 0..15 {
+        budget.acquire(CallKind::Preview).await;
+    }
+    let preview_slot = budget.next_slot(CallKind::Preview);
+    assert!(
+        preview_slot > tokio::time::Instant::now() + Duration::from_secs(50),
+        "the previews' share is spent"
+    );
+
+    // A holding line and a fallback reply: five plain sends, all at once, within the reserve.
+    let started = Instant::now();
+    let mut sent = parts(6).await.into_iter();
+    for part in sent.by_ref().take(5) {
+        channel.send(part).await.expect("the reserve holds a slot");
+    }
+    assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
+    assert_eq!(api.texts().len(), 5);
+
+    // The window is full now: the sixth is handed back at once, never slept past max_wait.
+    let started = Instant::now();
+    let error = channel.send(sent.next().unwrap()).await.unwrap_err();
+    assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
+    assert_eq!(api.attempts(), 5, "no request for the sixth part");
+    let wait = error
+        .retry_after()
+        .expect("the wait until the window's slot");
+    assert!(wait > Duration::from_secs(50), "{wait:?}");
+    assert_eq!(rate_limited_wait(&error), Some(wait));
+    assert!(error.part().is_some(), "the part comes back to resend");
+}
+
+#[tokio::test]
+async fn telegram_a_stream_whose_window_slot_is_beyond_max_wait_fails_at_once() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    let channel = TelegramChannel::new(TOKEN, GROUP)
+        .with_renderer(PlainText::new())
+        .with_stream_budget(group_window())
+        .base_url(api.base_url())
+        .policy(policy());
+    for _ in 0..20 {
+        channel.stream_budget().acquire(CallKind::Final).await;
+    }
+    let started = Instant::now();
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    for part in parts(2).await {
+        stream.append(part);
+    }
+    let error = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
+    assert_eq!(api.attempts(), 0, "nothing sent inside a full window");
+    assert_eq!(error.unconfirmed().len(), 2, "both parts come back");
+    let wait = rate_limited_wait(&error).expect("rate limited, with the wait");
+    assert!(wait > Duration::from_secs(50), "{wait:?}");
+}
+
+#[tokio::test]
+async fn a_flood_wait_on_a_plain_send_pauses_a_stream_on_the_same_chat() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    let channel = TelegramChannel::new(TOKEN, GROUP)
+        .with_renderer(PlainText::new())
+        .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
+        .base_url(api.base_url())
+        .policy(policy().max_tries(1));
+    api.script([FakeResponse::chat_rate_limited(
+        Surface::Telegram,
+        Duration::from_secs(1),
+    )]);
+    let mut sent = parts(2).await.into_iter();
+    let error = channel.send(sent.next().unwrap()).await.unwrap_err();
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(1)));
+    let flooded = Instant::now();
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    stream.append(sent.next().unwrap());
+    let receipt = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(receipt.confirmed_text(), "x");
+    let calls = api.calls();
+    let gap = calls[1].at - calls[0].at;
+    assert!(
+        gap >= Duration::from_millis(900),
+        "the stream waited: {gap:?}"
+    );
+    assert!(flooded.elapsed() >= Duration::from_millis(900));
+}
+
+fn slack(api: &FakeApi) -> SlackChannel<SlackMarkdown> {
+    SlackChannel::new(TOKEN, "C024BE91L")
+        .with_renderer(SlackMarkdown::new())
+        .in_thread(THREAD)
+        .with_stream_recipient("U0123456789", "T0123456789")
+        .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
+/// Renders and commits `block` with `channel`'s renderer, as the streamed turn does.
+async fn append<C: Channel>(channel: &C, stream: &mut ReplyStream, block: &str) -> Vec<String> {
+    let message = AgentMessage::new(block, attribution());
+    let rendered = Outbound::new(message).render(channel.renderer()).unwrap();
+    let committed = rendered.commit(&Ownership::held()).await.unwrap();
+    let mut texts = Vec::new();
+    for part in committed.into_parts() {
+        texts.push(part.text().to_owned());
+        stream.append(part);
+    }
+    texts
+}
+
+/// Streams three blocks far enough apart that each goes in a call of its own: the start, one
+/// append, and (after whatever the script does to that append) the third.
+async fn three_blocks(channel: &SlackChannel<SlackMarkdown>) -> (StreamReceipt, Vec<String>) {
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    let mut reply = Vec::new();
+    for text in ["First block.", "Second block.", "Third block."] {
+        reply.extend(append(channel, &mut stream, text).await);
+        tokio::time::sleep(Duration::from_millis(80)).await;
+    }
+    let receipt = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("bounded")
+        .expect("everything confirmed");
+    (receipt, reply)
+}
+
+/// How often `needle` shows in every stream the fake holds.
+fn shown(api: &FakeApi, needle: &str) -> usize {
+    api.streams()
+        .iter()
+        .map(|s| s.text.matches(needle).count())
+        .sum()
+}
+
+#[tokio::test]
+async fn slack_an_applied_append_whose_answer_was_lost_shows_once() {
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    api.script_method("chat.appendStream", [ChatStep::lost_response()]);
+    let channel = slack(&api);
+    let (receipt, reply) = three_blocks(&channel).await;
+    let whole = reply.join(BLOCK_SEPARATOR);
+    assert_eq!(receipt.confirmed_text(), whole);
+    for text in &reply {
+        assert_eq!(shown(&api, text), 1, "{text:?} shows exactly once");
+    }
+    let streams = api.streams();
+    // The stop read the append back: the second block stays in the first message, the rest
+    // goes into a fresh stream.
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    assert_eq!(streams[0].text, reply[..2].join(BLOCK_SEPARATOR));
+    assert_eq!(streams[1].text, reply[2]);
+    assert_eq!(receipt.messages()[0].text(), streams[0].text);
+    assert_eq!(api.calls_to("chat.stopStream"), 2);
+    assert_eq!(receipt.rollovers(), 1);
+}
+
+#[tokio::test]
+async fn slack_an_append_lost_before_slack_applied_it_goes_into_a_fresh_stream_once() {
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    api.script_method(
+        "chat.appendStream",
+        [ChatStep::Answer(FakeResponse::close_mid_response())],
+    );
+    let channel = slack(&api);
+    let (receipt, reply) = three_blocks(&channel).await;
+    let whole = reply.join(BLOCK_SEPARATOR);
+    assert_eq!(receipt.confirmed_text(), whole);
+    for text in &reply {
+        assert_eq!(shown(&api, text), 1, "{text:?} shows exactly once");
+    }
+    let streams = api.streams();
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    assert_eq!(
+        streams[0].text, reply[0],
+        "never re-appended to the first stream"
+    );
+    assert_eq!(streams[1].text, reply[1..].join(BLOCK_SEPARATOR));
+    assert_eq!(receipt.rollovers(), 1);
+}
+
+#[tokio::test]
+async fn slack_a_lost_append_that_cannot_be_read_back_is_resent_in_a_fresh_stream_only() {
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    api.script_method("chat.appendStream", [ChatStep::lost_response()]);
+    // The stop goes through but answers without the message: nothing to read back.
+    api.script_method(
+        "chat.stopStream",
+        [ChatStep::AcceptThen(FakeResponse::raw(
+            200,
+            r#"{"ok":true,"channel":"C024BE91L"}"#,
+        ))],
+    );
+    let channel = slack(&api);
+    let (receipt, reply) = three_blocks(&channel).await;
+    let streams = api.streams();
+    assert_eq!(streams.len(), 2, "{streams:?}");
+    // The documented rare case: the second block shows at the end of the stopped message and
+    // at the start of the fresh one; it is never appended twice to one message.
+    assert_eq!(streams[0].text, reply[..2].join(BLOCK_SEPARATOR));
+    assert_eq!(streams[1].text, reply[1..].join(BLOCK_SEPARATOR));
+    // The receipt claims only what was confirmed: the second block once, in the fresh stream.
+    assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
+    assert_eq!(receipt.messages()[0].text(), reply[0]);
+}
