@@ -599,3 +599,34 @@ async fn telegram_a_waiting_draft_is_shown_again_before_it_lapses() {
     assert_eq!(api.texts(), [reply.join(BLOCK_SEPARATOR)]);
     assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
 }
+
+#[tokio::test]
+async fn the_last_text_is_reported_before_the_slack_stream_is_stopped() {
+    let api = std::sync::Arc::new(FakeApi::start(Surface::Slack, TOKEN).await.unwrap());
+    // A stop inside the last flush would wait its 300 ms turn before the last text was reported.
+    let channel = slack(&api).with_stream_budget(BudgetConfig::new(Duration::from_millis(300)));
+    let blocks: Vec<String> = (0..3).map(|i| block(i, 3)).collect();
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&reports);
+    let fake = std::sync::Arc::clone(&api);
+    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+        let stops = fake.calls_to("chat.stopStream");
+        seen.lock()
+            .unwrap()
+            .push((progress.confirmed().len(), stops));
+    }));
+    let mut reply = Vec::new();
+    for text in &blocks {
+        reply.extend(append(&channel, &mut stream, text).await);
+    }
+    let receipt = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("finished in time")
+        .expect("confirmed");
+    assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
+    let reports = reports.lock().unwrap().clone();
+    let last = *reports.last().expect("a report");
+    assert_eq!(last, (reply.len(), 0), "{reports:?}");
+    assert_eq!(api.calls_to("chat.stopStream"), 1);
+}

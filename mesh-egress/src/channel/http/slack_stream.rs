@@ -400,9 +400,6 @@ impl SlackDriver {
                 }
             }
         }
-        if done {
-            self.stop().await;
-        }
         Ok(())
     }
 }
@@ -462,6 +459,12 @@ impl Driver for SlackDriver {
 
     fn messages(&self) -> &[StreamedMessage] {
         &self.messages
+    }
+
+    /// The stream is stopped only after the last text was reported: `chat.stopStream` waits
+    /// its turn in the budget, and confirms nothing.
+    async fn close(&mut self) {
+        self.stop().await;
     }
 
     fn deadline(&self) -> Option<Instant> {

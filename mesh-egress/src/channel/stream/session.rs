@@ -176,6 +176,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
         std::future::ready(Ok(()))
     }
 
+    /// Called once at the end, after the last flush was reported to the observers (or the
+    /// session stopped): closes whatever the surface keeps open (a Slack stream). Nothing it
+    /// does confirms text.
+    fn close(&mut self) -> impl Future<Output = ()> + Send + '_ {
+        std::future::ready(())
+    }
+
     /// What was confirmed, in `mode` (the mode the stream was opened in; the driver reports a
     /// fallback itself).
     fn receipt(&mut self, mode: StreamMode) -> StreamReceipt;
@@ -357,6 +364,7 @@ async fn run<D: Driver>(
         };
         if let Err(error) = result {
             tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
+            driver.close().await;
             let confirmed = driver.confirmed();
             return Err(StreamError::new(
                 driver.receipt(mode),
@@ -365,6 +373,7 @@ async fn run<D: Driver>(
             ));
         }
         if done {
+            driver.close().await;
             let confirmed = driver.confirmed();
             if confirmed < parts.len() {
                 // A driver must confirm everything at the end or fail: never report a reply
