@@ -286,3 +286,29 @@ async fn slack_a_lost_append_that_cannot_be_read_back_is_resent_in_a_fresh_strea
     assert_eq!(receipt.confirmed_text(), reply.join(BLOCK_SEPARATOR));
     assert_eq!(receipt.messages()[0].text(), reply[0]);
 }
+
+#[test]
+fn telegram_windows_only_groups_and_a_sibling_takes_its_own_chats_limits() {
+    use mesh_egress::channel::TelegramChannel;
+    use mesh_egress::channel::stream::BudgetConfig;
+    let second = Duration::from_secs(1);
+    let group_limits = BudgetConfig::new(second)
+        .window(20, Duration::from_secs(60))
+        .final_reserve(5);
+    let private = TelegramChannel::new("1:t", "123456789");
+    assert_eq!(private.stream_budget().config(), BudgetConfig::new(second));
+    let group = TelegramChannel::new("1:t", "-1001234567890");
+    assert_eq!(group.stream_budget().config(), group_limits);
+    assert_eq!(
+        private.for_chat("@channelname").stream_budget().config(),
+        group_limits
+    );
+    assert_eq!(
+        group.for_chat("42").stream_budget().config(),
+        BudgetConfig::new(second)
+    );
+    // A budget set by hand is kept for the sibling.
+    let custom = BudgetConfig::new(Duration::from_millis(10));
+    let tuned = TelegramChannel::new("1:t", "123456789").with_stream_budget(custom);
+    assert_eq!(tuned.for_chat("-100").stream_budget().config(), custom);
+}

@@ -21,9 +21,12 @@ use crate::retry::Backoff;
 /// [`retry_after`](crate::channel::SendError::retry_after) when there was one). A requested wait
 /// is clamped to [`MAX_RETRY_AFTER`] (24 hours), whatever number the surface sent.
 ///
-/// A rate limit also pauses the connector: later parts (and clones of the connector) wait until
-/// the surface's requested instant, still within their own budget. A bot-wide limit (Discord's
-/// `global: true`) pauses every connector made from the same one with `for_channel`/`for_chat`.
+/// A rate limit also pauses the conversation's rate budget, which streams and clones of the
+/// connector share: later parts wait until the surface's requested instant when that is within
+/// what is left of their own wait budget, and otherwise come back at once (with the wait in
+/// `retry_after`) rather than sleeping to the cap and trying inside the pause. A bot-wide limit
+/// (Discord's `global: true`) pauses every connector made from the same one with
+/// `for_channel`/`for_chat`.
 ///
 /// Every answer's body is read incrementally, at most
 /// [`max_response_bytes`](Self::max_response_bytes) of it (default

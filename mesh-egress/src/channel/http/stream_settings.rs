@@ -27,6 +27,17 @@ pub(crate) struct StreamSettings {
     pub(crate) rollover_after: Duration,
     /// Telegram: how often a draft still waiting for text is shown again.
     pub(crate) draft_refresh: Duration,
+    /// Whether `with_stream_budget` set the budget (a sibling for another chat keeps it).
+    pub(crate) custom_budget: bool,
+}
+
+fn telegram_budget(private: bool) -> BudgetConfig {
+    let spacing = BudgetConfig::new(Duration::from_secs(1));
+    if private {
+        spacing
+    } else {
+        spacing.window(20, Duration::from_secs(60)).final_reserve(5)
+    }
 }
 
 impl StreamSettings {
@@ -37,6 +48,7 @@ impl StreamSettings {
             recipient: None,
             rollover_after: SLACK_ROLLOVER_AFTER,
             draft_refresh: TELEGRAM_DRAFT_REFRESH,
+            custom_budget: false,
         }
     }
 
@@ -54,13 +66,23 @@ impl StreamSettings {
 
     /// Telegram: "avoid sending more than one message per second in a particular chat", and
     /// "not more than 20 messages per minute" in a group (Bot FAQ); five of those twenty are
-    /// held back for permanent messages.
-    pub(crate) fn telegram() -> Self {
-        Self::with_budget(
-            BudgetConfig::new(Duration::from_secs(1))
-                .window(20, Duration::from_secs(60))
-                .final_reserve(5),
-        )
+    /// held back for permanent messages. A private chat has the spacing only.
+    pub(crate) fn telegram(private: bool) -> Self {
+        Self::with_budget(telegram_budget(private))
+    }
+
+    /// The same settings for another Telegram chat: a budget of its own, the chat's default
+    /// limits unless a budget was set with `with_stream_budget`.
+    pub(crate) fn telegram_sibling(&self, private: bool) -> Self {
+        let config = if self.custom_budget {
+            self.budget.config()
+        } else {
+            telegram_budget(private)
+        };
+        Self {
+            budget: RateBudget::new(config),
+            ..self.clone()
+        }
     }
 
     /// The same settings for another conversation: a budget of its own.
@@ -86,6 +108,7 @@ macro_rules! stream_builders {
         /// `config` instead of the surface's default; clones made afterwards share it.
         pub fn with_stream_budget(mut self, config: $crate::channel::stream::BudgetConfig) -> Self {
             self.stream.budget = $crate::channel::stream::RateBudget::new(config);
+            self.stream.custom_budget = true;
             self
         }
 

@@ -58,12 +58,13 @@ impl TelegramChannel {
     /// rendering Telegram HTML ([`TelegramHtml`]); [`with_renderer`](Self::with_renderer)
     /// changes that.
     pub fn new(token: impl Into<String>, chat_id: impl Into<String>) -> Self {
+        let chat = chat_value(chat_id.into());
         Self {
             renderer: TelegramHtml::new(),
             transport: Transport::new(Surface::Telegram, Token::new(token)),
             base_url: DEFAULT_BASE_URL.to_owned(),
-            stream: StreamSettings::telegram(),
-            chat: chat_value(chat_id.into()),
+            stream: StreamSettings::telegram(is_private(&chat)),
+            chat,
             topic: None,
         }
     }
@@ -89,13 +90,14 @@ impl<R: Render> TelegramChannel<R> {
     where
         R: Clone,
     {
+        let chat = chat_value(chat_id.into());
         Self {
-            chat: chat_value(chat_id.into()),
+            stream: self.stream.telegram_sibling(is_private(&chat)),
+            chat,
             topic: None,
             renderer: self.renderer.clone(),
             transport: self.transport.sibling(),
             base_url: self.base_url.clone(),
-            stream: self.stream.sibling(),
         }
     }
 
@@ -156,6 +158,12 @@ impl<R: Render> Channel for TelegramChannel<R> {
 }
 
 /// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
+/// A private chat with one user has a positive numeric id; groups and channels are negative
+/// or `@name`.
+pub(super) fn is_private(chat: &Value) -> bool {
+    chat.as_i64().is_some_and(|id| id > 0)
+}
+
 fn chat_value(chat_id: String) -> Value {
     chat_id
         .parse::<i64>()

@@ -39,7 +39,7 @@ impl<R: Render> TelegramChannel<R> {
     /// Whether the chat is a private chat with one user (a positive numeric id): the only
     /// chats `sendMessageDraft` serves.
     pub fn is_private_chat(&self) -> bool {
-        self.chat.as_i64().is_some_and(|id| id > 0)
+        super::telegram::is_private(&self.chat)
     }
 }
 
