@@ -531,7 +531,7 @@ mod tests {
     /// The Telegram group default (20 calls a minute) with every slot of the window spent at
     /// the start.
     async fn full_telegram_window() -> RateBudget {
-        let budget = StreamSettings::telegram().budget;
+        let budget = StreamSettings::telegram(false).budget;
         for _ in 0..20 {
             let spent = budget
                 .acquire_unspaced_within(CallKind::Final, Duration::ZERO)

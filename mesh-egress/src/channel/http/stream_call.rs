@@ -296,10 +296,10 @@ mod tests {
     use crate::channel::http::stream_settings::StreamSettings;
     use crate::channel::http::{SendPolicy, Token};
 
-    /// A caller on the Telegram default budget (twenty calls a minute) with the default
+    /// A caller on the Telegram group default budget (twenty calls a minute) with the default
     /// policy (30 s of waiting), every slot of the window spent at the start.
     async fn caller_on_a_full_window() -> Caller {
-        let budget = StreamSettings::telegram().budget;
+        let budget = StreamSettings::telegram(false).budget;
         for _ in 0..20 {
             let spent = budget
                 .acquire_unspaced_within(CallKind::Final, Duration::ZERO)
