@@ -254,14 +254,39 @@ impl Transport {
                     retryable: false,
                 };
             }
-            Err(error) => return Outcome::Retry(self.transport_failure(error)),
+            Err(error) => {
+                let reached = !error.is_connect();
+                return self.unanswered(self.transport_failure(error), reached);
+            }
         };
         let status = response.status();
         let headers = response.headers().clone();
         match read_capped(response, self.policy.max_response_bytes).await {
             Ok(body) => classify(status, &headers, &body, &self.token),
             Err(BodyError::TooLarge) => too_large(status, &headers, self.policy.max_response_bytes),
-            Err(BodyError::Transport(error)) => Outcome::Retry(self.transport_failure(error)),
+            // The surface answered, so it had the request: the outcome is unknown.
+            Err(BodyError::Transport(error)) => {
+                self.unanswered(self.transport_failure(error), true)
+            }
+        }
+    }
+
+    /// A try that got no answer. One that never reached the surface (no connection) is tried
+    /// again. One that may have reached it is tried again only where a repeat cannot post
+    /// twice: Discord dedupes by nonce and Slack looks the part up first
+    /// (`SlackChannel::send_reconciled`), but Telegram's `sendMessage` has no idempotency, and
+    /// a timed-out send is often delivered anyway (python-telegram-bot#1045, where one retried
+    /// message arrived three times). There the part comes back at once, retryable and
+    /// without a wait: the outcome unknown, for the caller (or the durable outbox's
+    /// `UnknownOutcome` knob) to decide.
+    fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
+        if maybe_reached && self.surface == Surface::Telegram {
+            Outcome::Fail {
+                kind,
+                retryable: true,
+            }
+        } else {
+            Outcome::Retry(kind)
         }
     }
 

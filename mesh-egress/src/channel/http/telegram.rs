@@ -21,13 +21,17 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// The bot token is part of the request path (`/bot<token>/sendMessage`): it is kept out of
 /// every error, `Debug` output and log line. Each part is one message, in order, in the forum
 /// topic given by [`in_topic`](Self::in_topic) if any. A `429` is retried after the answer's
-/// `parameters.retry_after`, within the [`SendPolicy`]. The Bot API has no idempotency key: a
-/// part whose response was lost and that is sent again may show twice.
+/// `parameters.retry_after`, within the [`SendPolicy`], and so are 5xx answers and
+/// connections that never opened. The Bot API has no idempotency key, and a timed-out
+/// `sendMessage` is often delivered anyway (python-telegram-bot#1045): a try whose answer was
+/// lost is never repeated within the send. The part comes back retryable and without a wait
+/// (an unknown outcome: the durable outbox marks it `uncertain` by default); sending it again
+/// is the caller's choice, and may show it twice.
 ///
 /// Every try spends the chat's [rate budget](Self::stream_budget), the one its streams
 /// spend, as a final message: it waits for a flood wait (of a send or of a draft) and for the
-/// window (by default twenty calls a minute, of which the five a stream's drafts leave alone
-/// are always there for messages), is recorded so a stream's next draft is spaced after it
+/// window (in a group, by default twenty calls a minute, of which the five a stream's drafts
+/// leave alone are always there for messages), is recorded so a stream's next draft is spaced after it
 /// and the window counts it, and its own flood wait pauses the streams too. It does not wait
 /// for the budget's spacing (one call a second): the Bot FAQ's "avoid sending more than one
 /// message per second" allows short bursts, and a ten-part reply must not take nine seconds.
