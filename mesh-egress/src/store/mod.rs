@@ -118,6 +118,7 @@ mod follow_up;
 mod lease;
 mod outbox;
 mod retention;
+mod stream;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -148,6 +149,8 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    /// The streams open through this store's durable channels (see `stream`).
+    streams: stream::OpenStreams,
 }
 
 impl Store {
@@ -157,7 +160,11 @@ impl Store {
         let (pool, sql) = backend::open(url).await?;
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner { pool, sql }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                streams: stream::OpenStreams::default(),
+            }),
         })
     }
 
@@ -187,6 +194,7 @@ impl Store {
                         platform_id: row.try_get("platform_id").map_err(StoreError::database)?,
                         attempts: u32::try_from(row.try_get::<i64, _>("attempts").map_err(StoreError::database)?).unwrap_or(u32::MAX),
                         maybe_delivered: row.try_get::<i64, _>("maybe_delivered").map_err(StoreError::database)? != 0,
+                        streamed: row.try_get::<i64, _>("streamed").map_err(StoreError::database)? != 0,
                         last_error: row.try_get("last_error").map_err(StoreError::database)?,
                     })
                 })
@@ -323,6 +331,9 @@ pub struct StoredPart {
     pub attempts: u32,
     /// Whether an attempt may have reached the surface without being confirmed.
     pub maybe_delivered: bool,
+    /// Whether its last attempt went through a surface's own stream (a growing message; see
+    /// [streamed parts](self#streamed-parts)) rather than a message of its own.
+    pub streamed: bool,
     /// Why the last attempt did not succeed, if it did not (never a request body).
     pub last_error: Option<String>,
 }

@@ -82,7 +82,7 @@ impl<C: Channel> Durable<C> {
     }
 
     /// Puts an `uncertain` part on the ledger, if one is attached.
-    fn report_uncertain(
+    pub(super) fn report_uncertain(
         &self,
         attribution: Option<&Attribution>,
         delivery: &str,
@@ -124,6 +124,12 @@ impl<C: Channel> Durable<C> {
     /// The surface the parts are recorded for.
     pub fn surface(&self) -> Surface {
         self.surface
+    }
+
+    /// What it does with a part whose outcome cannot be settled (see
+    /// [`with_unknown_outcome`](Self::with_unknown_outcome)).
+    pub fn unknown_outcome(&self) -> UnknownOutcome {
+        self.unknown_outcome
     }
 
     /// The store behind it.
@@ -211,6 +217,13 @@ impl<C: Channel> Durable<C> {
             }
             tx.commit().await.map_err(store_error)?;
         });
+        if let Some(ownership) = record.ownership {
+            // A stream open on this conversation stops its call with it if the outbox refuses.
+            self.store
+                .inner
+                .streams
+                .committed(conversation, record.delivery, ownership);
+        }
         tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
         crate::failpoint::hit("after_commit").await;
         Ok(())
@@ -476,6 +489,7 @@ struct OpenPart {
     text: String,
     sending: bool,
     maybe_delivered: bool,
+    streamed: bool,
     first_attempt_ms: Option<i64>,
     now_ms: i64,
 }
@@ -519,7 +533,14 @@ impl Store {
                 Attribution::new(open.agent, conversation, open.run),
                 Some(lease.ownership()),
             );
-            if open.sending || open.maybe_delivered {
+            if open.sending && open.streamed {
+                // A surface's stream had it when its sender died: the knob, never a lookup or
+                // a nonce (see `settle_streamed`).
+                if !self.settle_streamed(channel, &part, fence).await? {
+                    report.uncertain += 1;
+                    continue;
+                }
+            } else if open.sending || open.maybe_delivered {
                 let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
                 let within = channel.surface.dedupes()
                     && age.is_some_and(|age| age <= millis(channel.dedupe_window));
@@ -670,6 +691,7 @@ impl Store {
                 text: get_text("body")?,
                 sending: get_text("state")? == "sending",
                 maybe_delivered: get_i64("maybe_delivered")? != 0,
+                streamed: get_i64("streamed")? != 0,
                 first_attempt_ms: row.try_get("first_attempt_ms").map_err(StoreError::database)?,
                 now_ms: get_i64("now_ms")?,
             }))
@@ -679,7 +701,7 @@ impl Store {
     /// Runs `reopen_sending`/`reopen_not_found` (`$3` holder, `$4` token) or
     /// `mark_uncertain`/`mark_found` (`$3` text, `$4` holder, `$5` token) under `fence`; the
     /// rows it changed.
-    async fn execute_fenced(
+    pub(super) async fn execute_fenced(
         &self,
         statement: &str,
         delivery: &str,
