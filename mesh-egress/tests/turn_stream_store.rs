@@ -69,8 +69,10 @@ impl Backend {
     fn place(self, name: &str) -> Place {
         match self {
             Backend::Sqlite => {
-                let dir = std::env::temp_dir()
-                    .join(format!("mesh-turn-stream-store-{}-{name}", std::process::id()));
+                let dir = std::env::temp_dir().join(format!(
+                    "mesh-turn-stream-store-{}-{name}",
+                    std::process::id()
+                ));
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir_all(&dir).unwrap();
                 Place {
@@ -178,9 +180,9 @@ async fn statuses(url: &str) -> Vec<CommitmentStatus> {
 async fn a_streamed_reply_is_recorded_sent_and_worker_once_has_nothing_to_send(backend: Backend) {
     let place = backend.place("answered");
     let api = FakeApi::start(Api::Discord, TOKEN).await.expect("fake api");
-    let provider = FakeProvider::start_steps([Step::chunks([P1, P2, P3]).chunk_delay(
-        Duration::from_millis(60),
-    )])
+    let provider = FakeProvider::start_steps([
+        Step::chunks([P1, P2, P3]).chunk_delay(Duration::from_millis(60))
+    ])
     .await
     .expect("provider");
     let mut turn = command("turn", &provider, &api, &place.url);
@@ -210,9 +212,7 @@ async fn a_streamed_reply_is_recorded_sent_and_worker_once_has_nothing_to_send(b
     assert_eq!(api.calls().len(), calls, "nothing more reached Discord");
 }
 
-async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows(
-    backend: Backend,
-) {
+async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows(backend: Backend) {
     let place = backend.place("held");
     let api = FakeApi::start(Api::Discord, TOKEN).await.expect("fake api");
     let failing = FakeProvider::start_steps([Step::chunks([P1, P2, P3])
@@ -225,9 +225,17 @@ async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows
     let out = run(turn).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let shown = api.texts();
-    assert_eq!(shown.len(), 2, "the streamed message and the holding line: {shown:?}");
+    assert_eq!(
+        shown.len(),
+        2,
+        "the streamed message and the holding line: {shown:?}"
+    );
     assert_eq!(shown[0], [P1, P2].map(str::trim).join("\n\n"));
-    assert!(!shown[1].contains("500"), "the cause was shown: {}", shown[1]);
+    assert!(
+        !shown[1].contains("500"),
+        "the cause was shown: {}",
+        shown[1]
+    );
     assert_eq!(statuses(&place.url).await, [CommitmentStatus::Pending]);
     let at_turn = rows(&place.url).await;
     assert!(

@@ -101,7 +101,10 @@ impl Case {
         let place = backend.place();
         let store = Store::open(&place.url).await.unwrap();
         let conversation = format!("stream-{api:?}");
-        let lease = store.acquire(&conversation, "worker-a", LONG).await.unwrap();
+        let lease = store
+            .acquire(&conversation, "worker-a", LONG)
+            .await
+            .unwrap();
         Self {
             _place: place,
             store,
@@ -173,7 +176,10 @@ fn assert_sent_under_held_messages(case: &Case, rows: &[StoredPart], label: &str
     for (row, block) in rows.iter().zip(BLOCKS) {
         assert_eq!(row.state, PartState::Sent, "{label}: {row:?}");
         assert_eq!(row.text, block, "{label}: in order");
-        let id = row.platform_id.as_deref().expect("the message id is recorded");
+        let id = row
+            .platform_id
+            .as_deref()
+            .expect("the message id is recorded");
         let holder = messages.iter().find(|(m, _)| m == id);
         assert!(
             holder.is_some_and(|(_, text)| text.contains(block)),
@@ -240,7 +246,10 @@ async fn a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds
         let rows = case.rows().await;
         assert_sent_under_held_messages(&case, &rows, &format!("{api:?}"));
         assert!(rows.iter().all(|r| r.streamed), "{api:?}: {rows:?}");
-        let ids: Vec<&str> = rows.iter().filter_map(|r| r.platform_id.as_deref()).collect();
+        let ids: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.platform_id.as_deref())
+            .collect();
         assert!(
             ids.iter().all(|id| surface.ids().contains(id)),
             "{api:?}: the ids the stream confirmed: {ids:?}"
@@ -267,7 +276,10 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                 );
                 let durable = case.store.channel(slack(&case.api), stored(api));
                 let receipt = stream_blocks(&case, &durable).await;
-                (receipt, case.store.resend(&durable, &case.lease).await.unwrap())
+                (
+                    receipt,
+                    case.store.resend(&durable, &case.lease).await.unwrap(),
+                )
             }
             Api::Discord => {
                 case.api.script_method(
@@ -279,7 +291,10 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                 );
                 let durable = case.store.channel(discord(&case.api), stored(api));
                 let receipt = stream_blocks(&case, &durable).await;
-                (receipt, case.store.resend(&durable, &case.lease).await.unwrap())
+                (
+                    receipt,
+                    case.store.resend(&durable, &case.lease).await.unwrap(),
+                )
             }
             _ => {
                 case.api.script_method(
@@ -291,7 +306,10 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                 );
                 let durable = case.store.channel(telegram(&case.api), stored(api));
                 let receipt = stream_blocks(&case, &durable).await;
-                (receipt, case.store.resend(&durable, &case.lease).await.unwrap())
+                (
+                    receipt,
+                    case.store.resend(&durable, &case.lease).await.unwrap(),
+                )
             }
         };
         let label = format!("{api:?}");
@@ -323,7 +341,10 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
         assert_sent_under_held_messages(&case, &rows, &label);
         let streamed: Vec<bool> = rows.iter().map(|r| r.streamed).collect();
         let expected: Vec<bool> = (0..BLOCKS.len()).map(|i| i < confirmed).collect();
-        assert_eq!(streamed, expected, "{label}: confirmed on the stream, or re-sent");
+        assert_eq!(
+            streamed, expected,
+            "{label}: confirmed on the stream, or re-sent"
+        );
         assert_each_block_shown_once(&case, &label);
     }
 }
@@ -350,7 +371,8 @@ async fn die_mid_call(
         Api::Slack => "chat.appendStream",
         _ => "editMessage",
     };
-    case.api.script_method(method, [ChatStep::accept_then_stall()]);
+    case.api
+        .script_method(method, [ChatStep::accept_then_stall()]);
     let report = match api {
         Api::Slack => {
             let durable = case
@@ -417,15 +439,26 @@ async fn a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_loo
     for api in [Api::Discord, Api::Slack] {
         let (case, report, rows) = die_mid_call(backend, api, UnknownOutcome::Uncertain).await;
         let label = format!("{api:?}, uncertain");
-        assert_eq!((report.uncertain, report.sent), (1, 1), "{label}: {report:?}");
+        assert_eq!(
+            (report.uncertain, report.sent),
+            (1, 1),
+            "{label}: {report:?}"
+        );
         let states: Vec<PartState> = rows.iter().map(|r| r.state).collect();
         assert_eq!(
             states,
             [PartState::Sent, PartState::Uncertain, PartState::Sent],
             "{label}"
         );
-        assert!(rows[1].streamed && rows[1].maybe_delivered, "{label}: {:?}", rows[1]);
-        assert!(!rows[2].streamed, "{label}: never given to a call, sent as a message");
+        assert!(
+            rows[1].streamed && rows[1].maybe_delivered,
+            "{label}: {:?}",
+            rows[1]
+        );
+        assert!(
+            !rows[2].streamed,
+            "{label}: never given to a call, sent as a message"
+        );
         assert_eq!(case.api.lookups(), 0, "{label}: no lookup");
         for block in &BLOCKS[..3] {
             assert_eq!(shown(&case, block), 1, "{label}: {block:?}");
@@ -434,10 +467,17 @@ async fn a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_loo
     for api in [Api::Discord, Api::Slack] {
         let (case, report, rows) = die_mid_call(backend, api, UnknownOutcome::SendAgain).await;
         let label = format!("{api:?}, send again");
-        assert_eq!((report.uncertain, report.sent), (0, 2), "{label}: {report:?}");
+        assert_eq!(
+            (report.uncertain, report.sent),
+            (0, 2),
+            "{label}: {report:?}"
+        );
         let states: Vec<PartState> = rows.iter().map(|r| r.state).collect();
         assert_eq!(states, [PartState::Sent; 3], "{label}");
-        assert!(!rows[1].streamed, "{label}: re-sent as a message of its own");
+        assert!(
+            !rows[1].streamed,
+            "{label}: re-sent as a message of its own"
+        );
         assert_eq!(case.api.lookups(), 0, "{label}: no lookup");
         // At least once, as configured: the stalled edit showed it, and so does the re-send.
         assert_eq!(shown(&case, BLOCKS[1]), 2, "{label}");

@@ -108,13 +108,20 @@ impl Case {
         })
         .await
         .unwrap_or(false);
-        assert!(reached, "{POINT} was never reached; the child said {seen:?}");
+        assert!(
+            reached,
+            "{POINT} was never reached; the child said {seen:?}"
+        );
         child.start_kill().unwrap();
         let status = tokio::time::timeout(BOUND, child.wait())
             .await
             .expect("the killed child exits")
             .unwrap();
-        assert_eq!(status.signal(), Some(9), "the child died of SIGKILL: {status}");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "the child died of SIGKILL: {status}"
+        );
     }
 
     /// Runs a child in `mode` to its end and returns its JSON line.
@@ -169,9 +176,19 @@ impl Case {
             "{surface}: at the crash"
         );
         assert!(rows[0].streamed && rows[1].streamed, "{surface}: {rows:?}");
-        assert!(!rows[2].streamed && !rows[3].streamed, "{surface}: never given to a call");
-        assert_eq!(self.shown(), [BLOCKS[0]], "{surface}: only the first call went");
-        rows[0].platform_id.clone().expect("the confirming message's id")
+        assert!(
+            !rows[2].streamed && !rows[3].streamed,
+            "{surface}: never given to a call"
+        );
+        assert_eq!(
+            self.shown(),
+            [BLOCKS[0]],
+            "{surface}: only the first call went"
+        );
+        rows[0]
+            .platform_id
+            .clone()
+            .expect("the confirming message's id")
     }
 
     fn report(&self, knob: &str, rows: &[StoredPart], resend: &serde_json::Value) {
@@ -218,8 +235,16 @@ async fn a_stream_killed_between_calls_never_resends_the_confirmed_and_leaves_th
         );
         assert!(rows[1].maybe_delivered, "{surface}: {:?}", rows[1]);
         assert_eq!(rows[0].platform_id.as_deref(), Some(first_id.as_str()));
-        assert_eq!(case.times_shown(BLOCKS[0]), 1, "{surface}: confirmed, never again");
-        assert_eq!(case.times_shown(BLOCKS[1]), 0, "{surface}: not re-sent blindly");
+        assert_eq!(
+            case.times_shown(BLOCKS[0]),
+            1,
+            "{surface}: confirmed, never again"
+        );
+        assert_eq!(
+            case.times_shown(BLOCKS[1]),
+            0,
+            "{surface}: not re-sent blindly"
+        );
         assert_eq!(case.times_shown(BLOCKS[2]), 1, "{surface}: sent once");
         assert_eq!(case.times_shown(BLOCKS[3]), 1, "{surface}: sent once");
     }
@@ -243,9 +268,16 @@ async fn a_stream_killed_between_calls_sends_the_in_flight_part_again_when_the_k
         );
         assert_eq!(case.api.lookups(), 0, "{surface}: never a lookup");
         assert_eq!(states(&rows), [PartState::Sent; 4], "{surface}");
-        assert!(!rows[1].streamed, "{surface}: re-sent as a message of its own");
+        assert!(
+            !rows[1].streamed,
+            "{surface}: re-sent as a message of its own"
+        );
         assert_eq!(rows[0].platform_id.as_deref(), Some(first_id.as_str()));
-        assert_eq!(case.times_shown(BLOCKS[0]), 1, "{surface}: confirmed, never again");
+        assert_eq!(
+            case.times_shown(BLOCKS[0]),
+            1,
+            "{surface}: confirmed, never again"
+        );
         for block in &BLOCKS[1..] {
             assert_eq!(case.times_shown(block), 1, "{surface}: {block:?} once");
         }

@@ -535,7 +535,11 @@ pub(crate) fn answer_handler(
                 .await
                 .and_then(|completion| completion.into_message(&turn))?;
             // A streamed turn's promise: only what follows the blocks already shown.
-            match task.input.get(DELIVERED_INPUT).and_then(serde_json::Value::as_str) {
+            match task
+                .input
+                .get(DELIVERED_INPUT)
+                .and_then(serde_json::Value::as_str)
+            {
                 Some(delivered) => mesh_egress::boundary::rest_after(delivered, answer),
                 None => Ok(answer),
             }

@@ -13,9 +13,7 @@ use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
-use mesh_egress::store::{
-    Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store, StoreError,
-};
+use mesh_egress::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store, StoreError};
 use mesh_egress::worker::{Handler, Worker};
 use mesh_egress::{Cancellation, Ownership, Reply, Turn};
 
@@ -236,7 +234,11 @@ impl Persistent {
     }
 
     /// The outbox channel of a streamed turn: `uncertain` parts are reported on its ledger.
-    fn durable<C: Channel, H, G>(&self, channel: C, run: &StreamedDelivery<'_, H, G>) -> Durable<C> {
+    fn durable<C: Channel, H, G>(
+        &self,
+        channel: C,
+        run: &StreamedDelivery<'_, H, G>,
+    ) -> Durable<C> {
         self.store
             .channel(channel, run.surface)
             .with_ledger(run.streamed.turn.ledger().clone())
@@ -305,7 +307,17 @@ impl Persistent {
             );
             return ExitCode::SUCCESS;
         }
-        keep_here(durable, holder, ttl, run.policy, &commitment, plan, run.handler, run.gate).await
+        keep_here(
+            durable,
+            holder,
+            ttl,
+            run.policy,
+            &commitment,
+            plan,
+            run.handler,
+            run.gate,
+        )
+        .await
     }
 }
 

@@ -49,7 +49,12 @@ impl OpenStreams {
 
     /// A message was committed on `conversation` under `ownership`: the streams open on that
     /// conversation remember it (one lock and an empty scan when none is open).
-    pub(super) fn committed(&self, conversation: &str, delivery: DeliveryId, ownership: &Ownership) {
+    pub(super) fn committed(
+        &self,
+        conversation: &str,
+        delivery: DeliveryId,
+        ownership: &Ownership,
+    ) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.retain(|w| w.strong_count() > 0);
         for watch in open.iter().filter_map(Weak::upgrade) {
@@ -192,10 +197,14 @@ impl StreamObserver for Journal {
                     .collect();
                 let sql = &self.store.inner.sql.stream_hand_back;
                 match self.store.execute_each(sql, &rows, true, false).await {
-                    Ok(changed) => tracing::info!(target: "mesh_egress::store", conversation = %self.watch.conversation, handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again"),
+                    Ok(changed) => {
+                        tracing::info!(target: "mesh_egress::store", conversation = %self.watch.conversation, handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
+                    }
                     // Left `sending`: the in-process re-send cannot claim them and stops; a
                     // restart settles them by the knob.
-                    Err(error) => tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not hand streamed parts back"),
+                    Err(error) => {
+                        tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not hand streamed parts back")
+                    }
                 }
             }
         })
@@ -301,11 +310,7 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner().open_stream(attribution)?;
-        let watch = self
-            .store()
-            .inner
-            .streams
-            .open(attribution.conversation());
+        let watch = self.store().inner.streams.open(attribution.conversation());
         stream.observe(Arc::new(Journal {
             store: self.store().clone(),
             watch,

@@ -13,14 +13,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mesh_egress::channel::Channel;
 use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, StreamingChannel};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
-use mesh_egress::channel::stream::{
-    BudgetConfig, SlackMarkdown, StreamProgress, StreamingChannel,
-};
-use mesh_egress::channel::Channel;
 use mesh_egress::store::{Durable, Lease, Store, Surface, UnknownOutcome};
 use mesh_egress::{AgentMessage, Attribution, Outbound};
 
@@ -124,7 +122,12 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
                 let discord = DiscordChannel::new(TOKEN, "1")
                     .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
                     .base_url(api);
-                stream(&store.channel(discord, Surface::Discord), &lease, &conversation).await?
+                stream(
+                    &store.channel(discord, Surface::Discord),
+                    &lease,
+                    &conversation,
+                )
+                .await?
             }
             other => return Err(format!("no stream for surface {other:?}")),
         };
