@@ -104,7 +104,7 @@ fn command(name: &str, provider: &FakeProvider, api: &FakeApi, url: &str) -> Com
         .env("DISCORD_BOT_TOKEN", TOKEN)
         .env("MESH_DISCORD_CHANNEL", DISCORD_TARGET)
         .env("MESH_DISCORD_API_URL", api.base_url())
-        .args(["--store", url, "--deliver", "discord"])
+        .args(["--store", url])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -186,7 +186,7 @@ async fn a_streamed_reply_is_recorded_sent_and_worker_once_has_nothing_to_send(b
     .await
     .expect("provider");
     let mut turn = command("turn", &provider, &api, &place.url);
-    turn.args(["--stream", "Is the deploy done?"]);
+    turn.args(["--deliver", "discord", "--stream", "Is the deploy done?"]);
     let out = run(turn).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let whole = [P1, P2, P3].map(str::trim).join("\n\n");
@@ -205,7 +205,7 @@ async fn a_streamed_reply_is_recorded_sent_and_worker_once_has_nothing_to_send(b
 
     let calls = api.calls().len();
     let mut worker = command("worker", &provider, &api, &place.url);
-    worker.arg("--once");
+    worker.args(["--once", "--deliver", "discord"]);
     let out = run(worker).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "", "nothing pending, nothing printed");
@@ -221,7 +221,7 @@ async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows
     .await
     .expect("provider");
     let mut turn = command("turn", &failing, &api, &place.url);
-    turn.args(["--stream", "Is the deploy done?"]);
+    turn.args(["--deliver", "discord", "--stream", "Is the deploy done?"]);
     let out = run(turn).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let shown = api.texts();
@@ -249,7 +249,7 @@ async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows
         .await
         .expect("provider");
     let mut worker = command("worker", &healthy, &api, &place.url);
-    worker.arg("--once");
+    worker.args(["--once", "--deliver", "discord"]);
     let out = run(worker).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), format!("{}\n", P3.trim()));
@@ -259,10 +259,45 @@ async fn a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows
     assert_eq!(shown[2], P3.trim(), "only what follows what was shown");
 
     let mut again = command("worker", &healthy, &api, &place.url);
-    again.arg("--once");
+    again.args(["--once", "--deliver", "discord"]);
     let out = run(again).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "", "nothing left");
+}
+
+async fn a_streamed_reply_to_stdout_goes_through_the_outbox_block_by_block(backend: Backend) {
+    let place = backend.place("stdout");
+    let api = FakeApi::start(Api::Discord, TOKEN).await.expect("fake api");
+    let provider = FakeProvider::start_steps([
+        Step::chunks([P1, P2, P3]).chunk_delay(Duration::from_millis(30))
+    ])
+    .await
+    .expect("provider");
+    let mut turn = command("turn", &provider, &api, &place.url);
+    turn.args(["--stream", "Is the deploy done?"]);
+    let out = run(turn).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let blocks = [P1, P2, P3].map(str::trim);
+    assert_eq!(text(&out.stdout), format!("{}\n", blocks.join("\n")));
+    let parts = rows(&place.url).await;
+    let texts: Vec<&str> = parts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts, blocks,
+        "each block committed as a message of its own"
+    );
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.state == PartState::Sent && !p.streamed && p.surface == "plain"),
+        "{parts:?}"
+    );
+    assert!(api.calls().is_empty(), "stdout only");
+
+    let mut worker = command("worker", &provider, &api, &place.url);
+    worker.arg("--once");
+    let out = run(worker).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "nothing pending, nothing printed");
 }
 
 macro_rules! on_both_backends {
@@ -285,4 +320,6 @@ on_both_backends!(
         a_streamed_reply_is_recorded_sent_and_worker_once_has_nothing_to_send,
     turn_stream_store_holding_line_promise_delivers_only_the_rest =>
         a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows,
+    turn_stream_store_to_stdout_then_worker_once_sends_nothing =>
+        a_streamed_reply_to_stdout_goes_through_the_outbox_block_by_block,
 );
