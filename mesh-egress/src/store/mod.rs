@@ -158,6 +158,7 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod resend;
 mod retention;
 mod stream;
 
@@ -175,7 +176,8 @@ pub use commitments::{
 pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
-pub use outbox::{Durable, ResendReport, UnknownOutcome};
+pub use outbox::{Durable, UnknownOutcome};
+pub use resend::ResendReport;
 pub use retention::PruneReport;
 
 use backend::{Pool, Sql, on_pool};
