@@ -17,7 +17,7 @@ use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::store::{Durable, PartState, Store, StoredPart, Surface, UnknownOutcome};
 use mesh_egress::stream::{ChunkSource, CutterConfig};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Outbound, Turn};
+use mesh_egress::{AgentMessage, Attribution, EgressError, Outbound, Ownership, Turn};
 
 use store_support::{Backend, LONG};
 
@@ -30,6 +30,7 @@ both_backends!(
     a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds_it,
     a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once,
     a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_lookup_or_nonce,
+    a_part_the_outbox_refuses_stops_the_stream_before_its_call,
 );
 
 /// Four blocks, each longer than the cutter's minimum, each one part on every surface.
@@ -484,4 +485,75 @@ async fn a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_loo
         assert_eq!(shown(&case, BLOCKS[0]), 1, "{label}");
         assert_eq!(shown(&case, BLOCKS[2]), 1, "{label}");
     }
+}
+
+/// The journal's refusal: a part that is no longer `pending` when the stream is about to show
+/// it (here another worker's resend sent it first; the reply was committed without a lease, so
+/// nothing else fenced it) is not marked, its ownership is revoked, and the stream's driver
+/// makes no call for it: the person sees it once.
+async fn a_part_the_outbox_refuses_stops_the_stream_before_its_call(backend: Backend) {
+    let case = Case::new(backend, Api::Discord).await;
+    let conversation = "stream-unfenced";
+    let durable = case.store.channel(discord(&case.api), Surface::Discord);
+    let attribution = Attribution::new("ops-bot", conversation, "run-1");
+    let ownership = Ownership::held();
+    let mut parts = Vec::new();
+    for block in &BLOCKS[..2] {
+        let message =
+            AgentMessage::new(*block, attribution.clone()).with_ownership(ownership.clone());
+        let committed = Outbound::new(message)
+            .render(durable.renderer())
+            .unwrap()
+            .commit(&durable)
+            .await
+            .unwrap();
+        parts.extend(committed.into_parts());
+    }
+    let mut parts = parts.into_iter();
+    let mut stream = durable.open_stream(&attribution).unwrap();
+    stream.append(parts.next().unwrap());
+    let confirmed = tokio::time::timeout(BOUND, async {
+        while case.store.parts(conversation).await.unwrap()[0].state != PartState::Sent {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(confirmed.is_ok(), "the first block was never confirmed");
+
+    // Another worker takes the conversation and sends what it finds pending: the second block.
+    let other = case
+        .store
+        .acquire(conversation, "worker-b", LONG)
+        .await
+        .unwrap();
+    let elsewhere = case.store.channel(discord(&case.api), Surface::Discord);
+    let report = case.store.resend(&elsewhere, &other).await.unwrap();
+    assert_eq!(report.sent, 1);
+
+    stream.append(parts.next().unwrap());
+    let finished = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("the stream ends in time");
+    assert!(finished.is_err(), "the stream stopped: {finished:?}");
+    assert!(
+        !ownership.is_held(),
+        "the journal revoked the reply's ownership"
+    );
+    assert_eq!(
+        case.api.calls_to("editMessage"),
+        0,
+        "no call showed it again"
+    );
+    assert_eq!(
+        shown(&case, BLOCKS[1]),
+        1,
+        "shown once, by the other worker"
+    );
+    let rows = case.store.parts(conversation).await.unwrap();
+    let states: Vec<PartState> = rows.iter().map(|r| r.state).collect();
+    assert_eq!(states, [PartState::Sent, PartState::Sent]);
+    assert!(
+        !rows[1].streamed,
+        "sent as a message of its own, not on the stream"
+    );
 }

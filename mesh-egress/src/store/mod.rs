@@ -104,8 +104,9 @@
 //! - **before each call** that may show parts, the journal marks the ones not marked yet
 //!   `sending` and `streamed`, in one transaction, each fenced on the lease it was committed
 //!   under. If any is refused (its lease moved on, it is not pending in this outbox, or the
-//!   database failed), none is marked and the journal revokes the parts'
-//!   [`Ownership`](crate::Ownership) (every clone sees it): the surface drivers check every
+//!   database failed), none is marked and the journal revokes the
+//!   [`Ownership`](crate::Ownership) the parts were committed under (the store remembers it
+//!   for its last 1,024 commits; every clone sees the revocation): the surface drivers check every
 //!   part's ownership before each call, so that call and the rest of the reply never go, and
 //!   the boundary ends the turn as ownership lost, its parts still `pending` for whoever holds
 //!   the conversation next.
@@ -192,8 +193,8 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
-    /// The streams open through this store's durable channels (see `stream`).
-    streams: stream::OpenStreams,
+    /// The ownership of the latest commits, for streams' journals (see `stream`).
+    commits: stream::RecentCommits,
 }
 
 impl Store {
@@ -206,7 +207,7 @@ impl Store {
             inner: Arc::new(Inner {
                 pool,
                 sql,
-                streams: stream::OpenStreams::default(),
+                commits: stream::RecentCommits::default(),
             }),
         })
     }

@@ -215,11 +215,11 @@ impl<C: Channel> Durable<C> {
             tx.commit().await.map_err(store_error)?;
         });
         if let Some(ownership) = record.ownership {
-            // A stream open on this conversation stops its call with it if the outbox refuses.
+            // A stream's journal stops a call with it when the outbox refuses the part.
             self.store
                 .inner
-                .streams
-                .committed(conversation, record.delivery, ownership);
+                .commits
+                .committed(record.delivery, ownership);
         }
         tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
         crate::failpoint::hit("after_commit").await;

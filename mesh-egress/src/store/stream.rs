@@ -3,8 +3,8 @@
 //! [streamed parts](super#streamed-parts) rules), and how [`Store::resend`] settles a streamed
 //! part its sender left behind.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::outbox::Durable;
 use super::{Store, StoreError, UnknownOutcome, on_pool};
@@ -21,51 +21,39 @@ use crate::ownership::{Fence, Ownership};
 const HANDED_BACK: &str =
     "the surface's stream did not confirm it; sent again as a message of its own";
 
-/// The streams open on one store, so a commit can tell them which ownership its message was
-/// committed under: the journal revokes it when the outbox refuses a part, and the stream's
-/// driver, which checks every part's ownership before each call, then makes no call.
+/// How many commits a store remembers the ownership of: far more than one reply's blocks, so
+/// a stream opened after its blocks were committed still finds them.
+const REMEMBERED_COMMITS: usize = 1024;
+
+/// The ownership the last [`REMEMBERED_COMMITS`] messages were committed under, so a stream's
+/// journal can stop a call: it revokes a refused part's ownership, and the stream's driver,
+/// which checks every part's ownership before each call, then makes no call.
 #[derive(Default)]
-pub(super) struct OpenStreams {
-    open: Mutex<Vec<Weak<Watch>>>,
+pub(super) struct RecentCommits {
+    ring: Mutex<VecDeque<(DeliveryId, Ownership)>>,
 }
 
-/// One open stream's view of the commits on its conversation.
-struct Watch {
-    conversation: String,
-    owners: Mutex<HashMap<DeliveryId, Ownership>>,
-}
-
-impl OpenStreams {
-    fn open(&self, conversation: &str) -> Arc<Watch> {
-        let watch = Arc::new(Watch {
-            conversation: conversation.to_owned(),
-            owners: Mutex::new(HashMap::new()),
-        });
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|w| w.strong_count() > 0);
-        open.push(Arc::downgrade(&watch));
-        watch
+impl RecentCommits {
+    /// A message was committed under `ownership` (one lock and a push).
+    pub(super) fn committed(&self, delivery: DeliveryId, ownership: &Ownership) {
+        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        if ring.len() >= REMEMBERED_COMMITS {
+            ring.pop_front();
+        }
+        ring.push_back((delivery, ownership.clone()));
     }
 
-    /// A message was committed on `conversation` under `ownership`: the streams open on that
-    /// conversation remember it (one lock and an empty scan when none is open).
-    pub(super) fn committed(
-        &self,
-        conversation: &str,
-        delivery: DeliveryId,
-        ownership: &Ownership,
-    ) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|w| w.strong_count() > 0);
-        for watch in open.iter().filter_map(Weak::upgrade) {
-            if watch.conversation == conversation {
-                watch
-                    .owners
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(delivery, ownership.clone());
+    /// Revokes the ownership each of `deliveries` was committed under; whether any was found.
+    fn revoke(&self, deliveries: impl Iterator<Item = DeliveryId>) -> bool {
+        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found = false;
+        for delivery in deliveries {
+            if let Some((_, ownership)) = ring.iter().rev().find(|(d, _)| *d == delivery) {
+                ownership.revoke();
+                found = true;
             }
         }
+        found
     }
 }
 
@@ -74,7 +62,7 @@ impl OpenStreams {
 /// `sending → pending` for what the stream handed back when it stopped.
 struct Journal {
     store: Store,
-    watch: Arc<Watch>,
+    conversation: String,
     state: Mutex<Marks>,
 }
 
@@ -105,24 +93,14 @@ impl Journal {
     /// ownership check fails and nothing more of the reply goes (what was not confirmed comes
     /// back to the caller, still `pending` in the outbox).
     fn refuse(&self, parts: &[PartRef], why: &str) {
-        let owners = self
-            .watch
-            .owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut stopped = false;
-        for part in parts {
-            if let Some(ownership) = owners.get(&part.delivery_id()) {
-                ownership.revoke();
-                stopped = true;
-            }
-        }
-        if stopped {
-            tracing::warn!(target: "mesh_egress::store", conversation = %self.watch.conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
+        let conversation = self.conversation.as_str();
+        let deliveries = parts.iter().map(PartRef::delivery_id);
+        if self.store.inner.commits.revoke(deliveries) {
+            tracing::warn!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
         } else {
-            // Not committed through this store while the stream was open: nothing here can
-            // stop the call, so say loudly that its parts are not recorded.
-            tracing::error!(target: "mesh_egress::store", conversation = %self.watch.conversation, parts = parts.len(), why, "the outbox refused streamed parts it cannot stop: they were not committed through this store");
+            // Not committed through this store lately: nothing here can stop the call, so say
+            // loudly that its parts are not recorded.
+            tracing::error!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "the outbox refused streamed parts it cannot stop: they were not committed through this store");
         }
     }
 }
@@ -198,7 +176,7 @@ impl StreamObserver for Journal {
                 let sql = &self.store.inner.sql.stream_hand_back;
                 match self.store.execute_each(sql, &rows, true, false).await {
                     Ok(changed) => {
-                        tracing::info!(target: "mesh_egress::store", conversation = %self.watch.conversation, handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
+                        tracing::info!(target: "mesh_egress::store", conversation = %self.conversation, handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
                     }
                     // Left `sending`: the in-process re-send cannot claim them and stops; a
                     // restart settles them by the knob.
@@ -310,10 +288,9 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner().open_stream(attribution)?;
-        let watch = self.store().inner.streams.open(attribution.conversation());
         stream.observe(Arc::new(Journal {
             store: self.store().clone(),
-            watch,
+            conversation: attribution.conversation().to_owned(),
             state: Mutex::new(Marks::default()),
         }));
         Ok(stream)
