@@ -236,17 +236,9 @@ impl<C: Channel> Durable<C> {
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
         let fence = part.ownership().and_then(Ownership::fence);
         let (holder, token) = (fence.map(|f| f.holder.clone()), fence.map(|f| f.token));
-        let sql = &self.store.inner.sql;
-        let claimed: Result<u64, sqlx::Error> = on_pool!(&self.store.inner.pool, pool => {
-            sqlx::query(&sql.claim)
-                .bind(&delivery)
-                .bind(index_i64)
-                .bind(holder.as_deref())
-                .bind(token)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        });
+        let claimed = self
+            .claim(&delivery, index_i64, holder.as_deref(), token)
+            .await;
         match claimed {
             Ok(1) => {}
             Ok(_) => {
@@ -350,6 +342,45 @@ impl<C: Channel> Durable<C> {
                 }
             }
         }
+    }
+
+    /// Claims a part for a send (`pending → sending`, fenced); the rows it changed. A part a
+    /// surface's stream marked `sending` and handed back without confirming it (the stream
+    /// ended short without saying it stopped) is made `pending` first: holding the part proves
+    /// the stream let it go, and what was not confirmed goes again from the confirmed offset.
+    async fn claim(
+        &self,
+        delivery: &str,
+        index: i64,
+        holder: Option<&str>,
+        token: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let sql = &self.store.inner.sql;
+        on_pool!(&self.store.inner.pool, pool => {
+            let claim = || {
+                sqlx::query(&sql.claim)
+                    .bind(delivery)
+                    .bind(index)
+                    .bind(holder)
+                    .bind(token)
+                    .execute(pool)
+            };
+            let claimed = claim().await?.rows_affected();
+            if claimed != 0 {
+                return Ok(claimed);
+            }
+            let handed_back = sqlx::query(&sql.stream_hand_back)
+                .bind(delivery)
+                .bind(index)
+                .bind(super::stream::HANDED_BACK)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            if handed_back == 0 {
+                return Ok(0);
+            }
+            Ok(claim().await?.rows_affected())
+        })
     }
 
     /// Marks a part the surface accepted `sent` with its id.
