@@ -58,8 +58,15 @@
 //! `--stream-mode stream|blocks|final` (or `MESH_STREAM_MODE`) picks how the surface shows it:
 //! one growing message (the default where the surface can), a message per block, or the
 //! whole reply once complete.
-//! `--stream` does not combine with `--store` (a usage error): streamed blocks are not yet
-//! kept in the example's outbox.
+//!
+//! `--stream --store URL` streams through the durable outbox under the conversation's lease:
+//! to stdout, each block is committed and recorded like any message; with `--deliver`, each
+//! block is committed (`pending`), marked `sending` before the surface stream's call that may
+//! show it and `sent` with the id of the message that holds it once the surface confirms it, and
+//! what the stream did not confirm is re-sent as messages of their own through the outbox. A
+//! holding line's promise after a failure mid-stream is stored with the Markdown already shown,
+//! so the follow-up (`worker`, or this process with `--follow-up`) delivers only what follows;
+//! it is stored right after the holding line went (the boundary makes both in one step).
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -239,9 +246,6 @@ async fn main() -> ExitCode {
         Err(message) => return usage_error(&message),
     };
     let store_url = cli::store_url(args.store.clone());
-    if args.stream && store_url.is_some() {
-        return usage_error("--stream does not combine with --store (or MESH_STORE_URL) yet");
-    }
     init_logs();
 
     let gate = if args.gate {
@@ -305,6 +309,47 @@ async fn main() -> ExitCode {
             target: args.deliver.unwrap_or(Surface::Plain),
             follow_up: args.follow_up,
         };
+        if let Some(persistent) = persistent {
+            // `--store`: every block through the durable outbox, under the conversation's lease.
+            let run = turn_store::StreamedDelivery {
+                streamed,
+                policy: &policy,
+                surface: Surface::stored(args.deliver),
+                task: cli::follow_up_task(
+                    args.mode,
+                    &args.prompt,
+                    args.gate,
+                    args.system_prompt.as_deref(),
+                ),
+                handler: cli::answer_handler(Arc::clone(&router)),
+                gate: move |task: &mesh_egress::store::FollowUpTask| {
+                    cli::gate_for_task(&connector, task)
+                },
+            };
+            let Some(delivery) = delivery else {
+                let channel = BoxedChannel::new(cli::Tee::new(
+                    turn_stream::Rendering(args.surface.renderer()),
+                    cli::Printing::streamed(args.json, started),
+                ));
+                return persistent.stream(run, channel).await;
+            };
+            let printer = turn_live::LivePrinter::new(args.json, started);
+            return match delivery.with_stream_mode(args.stream_mode).connector() {
+                cli::Connector::Slack(slack) => {
+                    let slack = slack.with_renderer(SlackMarkdown::new());
+                    let live = turn_live::Live::new(slack, printer);
+                    persistent.stream_live(run, live).await
+                }
+                cli::Connector::Discord(discord) => {
+                    let live = turn_live::Live::new(discord, printer);
+                    persistent.stream_live(run, live).await
+                }
+                cli::Connector::Telegram(telegram) => {
+                    let live = turn_live::Live::new(telegram, printer);
+                    persistent.stream_live(run, live).await
+                }
+            };
+        }
         let Some(delivery) = delivery else {
             let channel = BoxedChannel::new(cli::Tee::new(
                 turn_stream::Rendering(args.surface.renderer()),

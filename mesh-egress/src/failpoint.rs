@@ -4,6 +4,10 @@
 //! reaches the point of that name it writes one line `{"failpoint":"<name>"}` to stderr and
 //! waits, so the test can send SIGKILL at exactly that point. Without the feature, [`hit`] is an
 //! empty `async fn` the compiler removes, and the environment is never read.
+//!
+//! The points (where each stops is in the `store` module docs): `after_commit`,
+//! `between_parts`, `after_send_before_mark`, `between_stream_calls` (the outbox), and
+//! `follow_up_claimed`, `follow_up_committed` (the worker).
 
 /// The environment variable naming the point to stop at.
 #[cfg(feature = "failpoints")]

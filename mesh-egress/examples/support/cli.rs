@@ -450,6 +450,10 @@ pub(crate) fn build_gate(
 /// The name the examples' follow-up handler is registered under, stored with each promise.
 pub(crate) const HANDLER: &str = "turn-example.answer";
 
+/// The task input's field with the Markdown a streamed turn showed before its holding line:
+/// the follow-up delivers only what follows it (`boundary::rest_after`).
+pub(crate) const DELIVERED_INPUT: &str = "delivered";
+
 /// What a promise of `turn` stores: the prompt as input, and the gate settings of the turn
 /// (`None` with the gate off).
 pub(crate) fn follow_up_task(
@@ -526,10 +530,19 @@ pub(crate) fn answer_handler(
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or_default();
             let request = chat_request(task.system_prompt.as_deref(), prompt);
-            router
+            let answer = router
                 .complete(&turn, &request)
                 .await
-                .and_then(|completion| completion.into_message(&turn))
+                .and_then(|completion| completion.into_message(&turn))?;
+            // A streamed turn's promise: only what follows the blocks already shown.
+            match task
+                .input
+                .get(DELIVERED_INPUT)
+                .and_then(serde_json::Value::as_str)
+            {
+                Some(delivered) => mesh_egress::boundary::rest_after(delivered, answer),
+                None => Ok(answer),
+            }
         })
     }
 }

@@ -147,6 +147,16 @@ impl<C: StreamingChannel> Channel for Live<C> {
         self.inner.commit(record)
     }
 
+    // Under `--store`, a part whose send's outcome is unknown is looked up on the surface
+    // (Slack's metadata) before the outbox decides: the wrapper must not hide the lookup.
+    fn look_up(
+        &self,
+        part: &CommittedPart,
+        since: std::time::SystemTime,
+    ) -> impl Future<Output = mesh_egress::channel::PartLookup> + Send {
+        self.inner.look_up(part, since)
+    }
+
     fn send(
         &self,
         part: CommittedPart,

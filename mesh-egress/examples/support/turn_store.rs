@@ -1,18 +1,24 @@
 //! `turn --store URL`: the turn under the conversation's lease, its parts through the durable
 //! outbox, and a holding line's promise stored for `worker` (or kept here with `--follow-up`).
+//! With `--stream` too, the streamed blocks go through the same outbox (onto the surface's own
+//! stream under `--deliver`), and a promise made after some blocks were shown is stored with
+//! what was shown, so its follow-up delivers only what follows.
 #![allow(dead_code, unreachable_pub)]
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mesh_egress::channel::BoxedChannel;
-use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::boundary::StreamReceipt;
+use mesh_egress::channel::stream::StreamingChannel;
+use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
-use mesh_egress::store::{FollowUpPlan, FollowUpTask, Lease, Renewal, Store, StoreError};
+use mesh_egress::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store, StoreError};
 use mesh_egress::worker::{Handler, Worker};
 use mesh_egress::{Cancellation, Ownership, Reply, Turn};
 
-use super::cli::{HANDLER, Surface, delivery_failed, holder_name};
+use super::cli::{DELIVERED_INPUT, HANDLER, Surface, delivery_failed, holder_name};
+use super::turn_stream::Streamed;
 
 /// The longest wait between two follow-ups, as the in-memory runner's default.
 const MAX_FOLLOW_UP_DELAY: Duration = Duration::from_secs(600);
@@ -161,6 +167,195 @@ impl Persistent {
                 eprintln!("error: the store failed during the follow-up");
                 ExitCode::FAILURE
             }
+        }
+    }
+}
+
+/// Everything the persistent streamed turn needs from `main`.
+pub(crate) struct StreamedDelivery<'a, H, G> {
+    pub(crate) streamed: Streamed<'a>,
+    pub(crate) policy: &'a DegradationPolicy,
+    pub(crate) surface: mesh_egress::store::Surface,
+    pub(crate) task: FollowUpTask,
+    pub(crate) handler: H,
+    pub(crate) gate: G,
+}
+
+impl Persistent {
+    /// `turn --stream --store` to stdout: `boundary::stream` through the outbox, each block a
+    /// message of its own committed and recorded like any other.
+    pub(crate) async fn stream<H, G>(
+        self,
+        run: StreamedDelivery<'_, H, G>,
+        channel: BoxedChannel,
+    ) -> ExitCode
+    where
+        H: Handler,
+        G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
+    {
+        let durable = self.durable(channel, &run);
+        let Streamed {
+            turn,
+            plan,
+            router,
+            request,
+            ..
+        } = &run.streamed;
+        let source = router.stream(turn, request);
+        let streamed = mesh_egress::boundary::stream(turn, plan, &durable, source).await;
+        self.after_stream(durable, streamed, run).await
+    }
+
+    /// `turn --stream --store --deliver S`: `boundary::stream_live` onto the surface's own
+    /// stream through the outbox. Each block is committed (`pending`), marked `sending` before
+    /// the stream's call that may show it and `sent` with the message that holds it once the
+    /// surface confirms it; what the stream did not confirm is re-sent through the outbox.
+    pub(crate) async fn stream_live<C, H, G>(
+        self,
+        run: StreamedDelivery<'_, H, G>,
+        channel: C,
+    ) -> ExitCode
+    where
+        C: StreamingChannel,
+        H: Handler,
+        G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
+    {
+        let durable = self.durable(channel, &run);
+        let Streamed {
+            turn,
+            plan,
+            router,
+            request,
+            ..
+        } = &run.streamed;
+        let source = router.stream(turn, request);
+        let streamed = mesh_egress::boundary::stream_live(turn, plan, &durable, source).await;
+        self.after_stream(durable, streamed, run).await
+    }
+
+    /// The outbox channel of a streamed turn: `uncertain` parts are reported on its ledger.
+    fn durable<C: Channel, H, G>(
+        &self,
+        channel: C,
+        run: &StreamedDelivery<'_, H, G>,
+    ) -> Durable<C> {
+        self.store
+            .channel(channel, run.surface)
+            .with_ledger(run.streamed.turn.ledger().clone())
+    }
+
+    /// After the streamed turn: a holding line's promise is stored, with the Markdown shown
+    /// before it (the follow-up's handler delivers only what follows it), and kept here with
+    /// `--follow-up`.
+    ///
+    /// Unlike the non-streamed path, the promise is stored right **after** the holding line
+    /// went: `boundary::stream` makes the promise and delivers its line in one step, so a crash
+    /// between the two leaves a holding line whose promise is only on the turn's ledger.
+    async fn after_stream<C, H, G>(
+        self,
+        durable: Durable<C>,
+        streamed: Result<StreamReceipt, DeliveryError>,
+        run: StreamedDelivery<'_, H, G>,
+    ) -> ExitCode
+    where
+        C: Channel,
+        H: Handler,
+        G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
+    {
+        let Self {
+            store,
+            lease,
+            renewal,
+            holder,
+            ttl,
+        } = self;
+        drop(renewal);
+        let _ = store.release(lease).await;
+        let target = run.streamed.target;
+        let mut receipt = match streamed {
+            Ok(receipt) => receipt,
+            Err(error) => return delivery_failed(target, &error),
+        };
+        tracing::info!(
+            target: "mesh_egress::degrade",
+            end = ?receipt.end(),
+            blocks = receipt.blocks().len(),
+            delivered_bytes = receipt.delivered().len(),
+            mode = run.streamed.mode.as_str(),
+            "streamed turn ended"
+        );
+        let Some(rest) = receipt.take_rest() else {
+            return ExitCode::SUCCESS;
+        };
+        let (commitment, delivered) = rest.into_parts();
+        let mut task = run.task;
+        if !delivered.is_empty()
+            && let Some(input) = task.input.as_object_mut()
+        {
+            input.insert(DELIVERED_INPUT.to_owned(), delivered.into());
+        }
+        let plan = FollowUpPlan::for_commitment(&commitment, MAX_FOLLOW_UP_DELAY);
+        if let Err(code) = keep(&store, &commitment, run.surface, &task, plan).await {
+            return code;
+        }
+        if !run.streamed.follow_up {
+            tracing::info!(
+                target: "mesh_egress::store",
+                commitment = %commitment.id(),
+                handler = HANDLER,
+                "holding line sent; the promise is stored for a worker"
+            );
+            return ExitCode::SUCCESS;
+        }
+        keep_here(
+            durable,
+            holder,
+            ttl,
+            run.policy,
+            &commitment,
+            plan,
+            run.handler,
+            run.gate,
+        )
+        .await
+    }
+}
+
+/// Keeps a stored promise in this process, on its own schedule, and ends it on the store; if
+/// this process dies, its claim runs out and a worker finishes it.
+#[allow(clippy::too_many_arguments)]
+async fn keep_here<C, H, G>(
+    durable: Durable<C>,
+    holder: String,
+    ttl: Duration,
+    policy: &DegradationPolicy,
+    commitment: &Commitment,
+    plan: FollowUpPlan,
+    handler: H,
+    gate: G,
+) -> ExitCode
+where
+    C: Channel,
+    H: Handler,
+    G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
+{
+    let worker = Worker::new(durable, holder)
+        .with_lease_ttl(ttl)
+        .with_policy(policy.clone())
+        .register(HANDLER, handler)
+        .with_gate(gate);
+    match worker
+        .keep_in_process(commitment.id(), plan, &Cancellation::new())
+        .await
+    {
+        Ok(kept) => {
+            tracing::info!(target: "mesh_egress::degrade", kept = ?kept, "follow-up ended");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(target: "mesh_egress::store", error = %error, "follow-up could not be kept");
+            eprintln!("error: the store failed during the follow-up");
+            ExitCode::FAILURE
         }
     }
 }

@@ -56,6 +56,9 @@ pub(super) struct Sql {
     pub(super) reopen_not_found: String,
     pub(super) next_open: String,
     pub(super) parts: String,
+    pub(super) stream_sending: String,
+    pub(super) stream_confirmed: String,
+    pub(super) stream_hand_back: String,
     pub(super) insert_ledger: String,
     pub(super) ledger_rows: String,
     pub(super) prune_parts: String,
@@ -138,23 +141,51 @@ const MARK_FOUND: &str = "UPDATE mesh_outbox_parts \
             WHERE l.conversation = mesh_outbox_parts.conversation \
               AND l.holder = $4 AND l.token = $5 AND l.expires_ms > {now})";
 
-// A lookup found the part absent: no earlier attempt posted it, so it is plainly pending.
+// A lookup found the part absent: no earlier attempt posted it, so it is plainly pending (and,
+// if a stream had it, it now goes as a message of its own).
 const REOPEN_NOT_FOUND: &str = "UPDATE mesh_outbox_parts \
-     SET state = 'pending', maybe_delivered = 0, updated_ms = {now} \
+     SET state = 'pending', maybe_delivered = 0, streamed = 0, updated_ms = {now} \
      WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
        AND EXISTS (SELECT 1 FROM mesh_leases l \
             WHERE l.conversation = mesh_outbox_parts.conversation \
               AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})";
 
 const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, state, \
-            maybe_delivered, first_attempt_ms, {now} AS now_ms \
+            maybe_delivered, streamed, first_attempt_ms, {now} AS now_ms \
      FROM mesh_outbox_parts \
      WHERE conversation = $1 AND surface = $2 AND state IN ('pending', 'sending') \
      ORDER BY seq LIMIT 1";
 
 const PARTS: &str = "SELECT delivery, part_index, total, surface, body, state, platform_id, \
-            attempts, maybe_delivered, last_error \
+            attempts, maybe_delivered, streamed, last_error \
      FROM mesh_outbox_parts WHERE conversation = $1 ORDER BY seq";
+
+// The lease a part was committed under, still live: what a streamed part's marks are fenced on
+// (the stream's parts carry the commit's ownership, so it is the lease the claim would check).
+const COMMIT_FENCE: &str = "(mesh_outbox_parts.lease_holder IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = mesh_outbox_parts.lease_holder \
+              AND l.token = mesh_outbox_parts.lease_token AND l.expires_ms > {now}))";
+
+// A surface's stream is about to make a call that may show the part: the stream's claim.
+const STREAM_SENDING: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sending', streamed = 1, attempts = attempts + 1, \
+         first_attempt_ms = COALESCE(first_attempt_ms, {now}), updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'pending' AND {commit_fence}";
+
+// The stream confirmed the part, inside message `$3` (NULL when the stream could not say
+// which). What the surface confirmed is the truth, so a part whose `sending` mark was not
+// written is recorded too; never fenced, like any mark of what the surface already did.
+const STREAM_CONFIRMED: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sent', streamed = 1, platform_id = $3, last_error = NULL, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending')";
+
+// The stream stopped without confirming the part and handed it back: it goes again at once, as
+// a message of its own ([`Channel::send`]), from the confirmed offset.
+const STREAM_HAND_BACK: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'pending', streamed = 0, last_error = $3, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
+       AND {commit_fence}";
 
 const INSERT_LEDGER: &str = "INSERT INTO mesh_ledger \
      (conversation, agent, run, kind, entry, created_ms) VALUES ($1, $2, $3, $4, $5, {now})";
@@ -176,6 +207,7 @@ impl Sql {
     fn new(now: &str, begin: &'static str, for_update: &str, lock: Option<&str>) -> Self {
         let f = |template: &str| {
             template
+                .replace("{commit_fence}", COMMIT_FENCE)
                 .replace("{now}", now)
                 .replace("{for_update}", for_update)
         };
@@ -198,6 +230,9 @@ impl Sql {
             reopen_not_found: f(REOPEN_NOT_FOUND),
             next_open: f(NEXT_OPEN),
             parts: f(PARTS),
+            stream_sending: f(STREAM_SENDING),
+            stream_confirmed: f(STREAM_CONFIRMED),
+            stream_hand_back: f(STREAM_HAND_BACK),
             insert_ledger: f(INSERT_LEDGER),
             ledger_rows: f(LEDGER_ROWS),
             prune_parts: f(PRUNE_PARTS),
@@ -263,6 +298,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "ledger retention",
         include_str!("../../migrations/sqlite/0002_ledger_retention.sql"),
     ),
+    (
+        3,
+        "streamed parts",
+        include_str!("../../migrations/sqlite/0003_streamed_parts.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -276,6 +316,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "ledger retention",
         include_str!("../../migrations/postgres/0002_ledger_retention.sql"),
+    ),
+    (
+        3,
+        "streamed parts",
+        include_str!("../../migrations/postgres/0003_streamed_parts.sql"),
     ),
 ];
 

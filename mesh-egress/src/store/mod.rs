@@ -47,6 +47,10 @@
 //! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
 //! | `sending` | `pending` / `sent` / `uncertain` | found still `sending` by [`Store::resend`] (its sender died mid-send): the unknown-outcome rules below |
 //! | `pending` (maybe delivered) | `sent` / `pending` / `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more: a lookup decides (found / absent / cannot tell) |
+//! | `pending` | `sending` (streamed) | a surface's stream is about to make the call that may show it ([streamed parts](#streamed-parts)), fenced on the lease it was committed under |
+//! | `sending` (streamed) | `sent` | the stream confirmed it; the id of the message that holds it is recorded (one growing message holds several parts) |
+//! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back: re-sent at once as a message of its own, from the confirmed offset |
+//! | `sending` (streamed) | `uncertain` / `pending` | found so by [`Store::resend`] (its sender died mid-stream): the unknown-outcome knob alone, never a lookup or a nonce |
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
@@ -89,12 +93,50 @@
 //! process, so every retryable error without a `Retry-After` counts as an unknown outcome; a
 //! non-retryable one counts as a refusal (the surface answered and did not post).
 //!
+//! # Streamed parts
+//!
+//! A [`Durable`] channel over a [`StreamingChannel`](crate::channel::stream::StreamingChannel)
+//! is one too: its [`open_stream`](crate::channel::stream::StreamingChannel::open_stream)
+//! opens the inner channel's stream and attaches the outbox's journal, a
+//! [`StreamObserver`](crate::channel::stream::StreamObserver). Each block is committed through
+//! the durable channel as usual (its parts `pending`, `streamed` unset); then:
+//!
+//! - **before each call** that may show parts, the journal marks the ones not marked yet
+//!   `sending` and `streamed`, in one transaction, each fenced on the lease it was committed
+//!   under. If any is refused (its lease moved on, it is not pending in this outbox, or the
+//!   database failed), none is marked and the journal revokes the
+//!   [`Ownership`](crate::Ownership) the parts were committed under (the store remembers it
+//!   for its last 1,024 commits; every clone sees the revocation): the surface drivers check every
+//!   part's ownership before each call, so that call and the rest of the reply never go, and
+//!   the boundary ends the turn as ownership lost, its parts still `pending` for whoever holds
+//!   the conversation next.
+//! - **after each call**, the parts the surface confirmed are marked `sent`, with the id of the
+//!   message that holds them (several parts share one id: one growing message). What the
+//!   surface confirmed is the truth: a confirmed part is recorded even if its `sending` mark
+//!   was not written.
+//! - **when the stream stops** short (a refusal for good), the parts it marked and did not
+//!   confirm go back to `pending` (`streamed` unset), so the boundary's re-send through
+//!   [`Channel::send`](crate::channel::Channel::send) claims, sends and records each exactly
+//!   once, as a message of its own, from the confirmed offset.
+//!
+//! After a crash a streamed part can be found `sending`: its call may have shown it inside a
+//! growing message, and appends and edits carry neither Slack's metadata nor Discord's nonce,
+//! so no lookup and no dedupe can tell. [`Store::resend`] therefore settles it by the knob
+//! alone ([`UnknownOutcome::Uncertain`]: `uncertain`, reported like any other;
+//! [`UnknownOutcome::SendAgain`]: sent again as a message of its own). A streamed reply's part
+//! still `pending` (committed, never given to a call) is an ordinary part and is sent as one.
+//!
+//! Cost: per call that shows new parts, one write transaction before it and one after it
+//! (besides each block's commit), instead of a claim and a mark per part.
+//!
 //! # Crash points
 //!
 //! With the test-only feature `failpoints`, a process whose `MESH_FAILPOINT` names one of
 //! these stops there (see the crash tests): `after_commit` (the message's parts are committed,
 //! none is sent yet), `between_parts` (a part is sent and marked, the next is not claimed),
-//! `after_send_before_mark` (the surface accepted a part, the outbox has not marked it).
+//! `after_send_before_mark` (the surface accepted a part, the outbox has not marked it),
+//! `between_stream_calls` (a surface's stream confirmed earlier parts and they are `sent`; the
+//! next call's parts are marked `sending` and that call has not gone).
 //!
 //! # Leases and time
 //!
@@ -117,7 +159,9 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod resend;
 mod retention;
+mod stream;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -133,7 +177,8 @@ pub use commitments::{
 pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
-pub use outbox::{Durable, ResendReport, UnknownOutcome};
+pub use outbox::{Durable, UnknownOutcome};
+pub use resend::ResendReport;
 pub use retention::PruneReport;
 
 use backend::{Pool, Sql, on_pool};
@@ -148,6 +193,8 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    /// The ownership of the latest commits, for streams' journals (see `stream`).
+    commits: stream::RecentCommits,
 }
 
 impl Store {
@@ -157,7 +204,11 @@ impl Store {
         let (pool, sql) = backend::open(url).await?;
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner { pool, sql }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                commits: stream::RecentCommits::default(),
+            }),
         })
     }
 
@@ -187,6 +238,7 @@ impl Store {
                         platform_id: row.try_get("platform_id").map_err(StoreError::database)?,
                         attempts: u32::try_from(row.try_get::<i64, _>("attempts").map_err(StoreError::database)?).unwrap_or(u32::MAX),
                         maybe_delivered: row.try_get::<i64, _>("maybe_delivered").map_err(StoreError::database)? != 0,
+                        streamed: row.try_get::<i64, _>("streamed").map_err(StoreError::database)? != 0,
                         last_error: row.try_get("last_error").map_err(StoreError::database)?,
                     })
                 })
@@ -323,6 +375,9 @@ pub struct StoredPart {
     pub attempts: u32,
     /// Whether an attempt may have reached the surface without being confirmed.
     pub maybe_delivered: bool,
+    /// Whether its last attempt went through a surface's own stream (a growing message; see
+    /// [streamed parts](self#streamed-parts)) rather than a message of its own.
+    pub streamed: bool,
     /// Why the last attempt did not succeed, if it did not (never a request body).
     pub last_error: Option<String>,
 }

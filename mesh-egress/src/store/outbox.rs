@@ -2,18 +2,15 @@
 
 use std::fmt;
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use sqlx::Row;
+use std::time::{Duration, SystemTime};
 
 use super::follow_up::Seal;
-use super::{Store, StoreError, Surface, millis, on_pool, to_usize};
+use super::{Store, StoreError, Surface, on_pool};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
 use crate::ledger::{Ledger, LedgerRecord, OutboxRecord};
-use crate::outbound::{CommitError, CommitRecord, CommittedPart, DeliveryId};
-use crate::ownership::{Fence, Ownership};
-use crate::store::lease::Lease;
+use crate::outbound::{CommitError, CommitRecord, CommittedPart};
+use crate::ownership::Ownership;
 
 /// How long after a part's first attempt Discord still drops a re-send with the same nonce, as
 /// far as we rely on it (Discord documents "a few minutes").
@@ -29,10 +26,10 @@ const MAX_ERROR_TEXT: usize = 500;
 /// [`commit`](Channel::commit) runs first.
 pub struct Durable<C> {
     store: Store,
-    inner: C,
-    surface: Surface,
-    dedupe_window: Duration,
-    unknown_outcome: UnknownOutcome,
+    pub(super) inner: C,
+    pub(super) surface: Surface,
+    pub(super) dedupe_window: Duration,
+    pub(super) unknown_outcome: UnknownOutcome,
     ledger: Option<Ledger>,
 }
 
@@ -52,7 +49,7 @@ pub enum UnknownOutcome {
 }
 
 /// What happened to one send, for [`Store::resend`] to decide whether to go on.
-enum Outcome {
+pub(super) enum Outcome {
     Sent,
     Retry,
     Uncertain,
@@ -82,7 +79,7 @@ impl<C: Channel> Durable<C> {
     }
 
     /// Puts an `uncertain` part on the ledger, if one is attached.
-    fn report_uncertain(
+    pub(super) fn report_uncertain(
         &self,
         attribution: Option<&Attribution>,
         delivery: &str,
@@ -124,6 +121,12 @@ impl<C: Channel> Durable<C> {
     /// The surface the parts are recorded for.
     pub fn surface(&self) -> Surface {
         self.surface
+    }
+
+    /// What it does with a part whose outcome cannot be settled (see
+    /// [`with_unknown_outcome`](Self::with_unknown_outcome)).
+    pub fn unknown_outcome(&self) -> UnknownOutcome {
+        self.unknown_outcome
     }
 
     /// The store behind it.
@@ -211,29 +214,31 @@ impl<C: Channel> Durable<C> {
             }
             tx.commit().await.map_err(store_error)?;
         });
+        if let Some(ownership) = record.ownership {
+            // A stream's journal stops a call with it when the outbox refuses the part.
+            self.store
+                .inner
+                .commits
+                .committed(record.delivery, ownership);
+        }
         tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
         crate::failpoint::hit("after_commit").await;
         Ok(())
     }
 
     /// Claims, sends and records one part.
-    async fn send_tracked(&self, part: CommittedPart) -> (Result<PartReceipt, SendError>, Outcome) {
+    pub(super) async fn send_tracked(
+        &self,
+        part: CommittedPart,
+    ) -> (Result<PartReceipt, SendError>, Outcome) {
         let delivery = part.delivery_id().to_string();
         let index = part.index();
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
         let fence = part.ownership().and_then(Ownership::fence);
         let (holder, token) = (fence.map(|f| f.holder.clone()), fence.map(|f| f.token));
-        let sql = &self.store.inner.sql;
-        let claimed: Result<u64, sqlx::Error> = on_pool!(&self.store.inner.pool, pool => {
-            sqlx::query(&sql.claim)
-                .bind(&delivery)
-                .bind(index_i64)
-                .bind(holder.as_deref())
-                .bind(token)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-        });
+        let claimed = self
+            .claim(&delivery, index_i64, holder.as_deref(), token)
+            .await;
         match claimed {
             Ok(1) => {}
             Ok(_) => {
@@ -339,6 +344,45 @@ impl<C: Channel> Durable<C> {
         }
     }
 
+    /// Claims a part for a send (`pending → sending`, fenced); the rows it changed. A part a
+    /// surface's stream marked `sending` and handed back without confirming it (the stream
+    /// ended short without saying it stopped) is made `pending` first: holding the part proves
+    /// the stream let it go, and what was not confirmed goes again from the confirmed offset.
+    async fn claim(
+        &self,
+        delivery: &str,
+        index: i64,
+        holder: Option<&str>,
+        token: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let sql = &self.store.inner.sql;
+        on_pool!(&self.store.inner.pool, pool => {
+            let claim = || {
+                sqlx::query(&sql.claim)
+                    .bind(delivery)
+                    .bind(index)
+                    .bind(holder)
+                    .bind(token)
+                    .execute(pool)
+            };
+            let claimed = claim().await?.rows_affected();
+            if claimed != 0 {
+                return Ok(claimed);
+            }
+            let handed_back = sqlx::query(&sql.stream_hand_back)
+                .bind(delivery)
+                .bind(index)
+                .bind(super::stream::HANDED_BACK)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            if handed_back == 0 {
+                return Ok(0);
+            }
+            Ok(claim().await?.rows_affected())
+        })
+    }
+
     /// Marks a part the surface accepted `sent` with its id.
     async fn record_sent(&self, delivery: &str, index: usize, id: &str) {
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
@@ -398,7 +442,7 @@ fn error_text(error: &SendError) -> String {
 }
 
 /// `text` cut to [`MAX_ERROR_TEXT`] bytes at a character boundary.
-fn bounded(mut text: String) -> String {
+pub(super) fn bounded(mut text: String) -> String {
     if text.len() > MAX_ERROR_TEXT {
         let mut cut = MAX_ERROR_TEXT;
         while !text.is_char_boundary(cut) {
@@ -445,265 +489,4 @@ impl<C> fmt::Debug for Durable<C> {
             .field("ledger", &self.ledger.is_some())
             .finish_non_exhaustive()
     }
-}
-
-/// What [`Store::resend`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ResendReport {
-    /// Parts sent and recorded `sent`.
-    pub sent: usize,
-    /// Parts marked `uncertain` (not sent again: the surface cannot dedupe, and a lookup
-    /// could not tell whether an earlier attempt posted them).
-    pub uncertain: usize,
-    /// Parts an earlier attempt had posted, found by a lookup ([`Channel::look_up`]: Slack's
-    /// metadata search) and marked `sent` without a re-send.
-    pub reconciled: usize,
-    /// Parts the surface refused for good (with the rest of their messages).
-    pub failed: usize,
-    /// Whether it stopped at a part to try later (the surface said "not now", or the outcome
-    /// was unknown on a deduping surface); the parts after it were left, to keep the order.
-    pub stopped: bool,
-}
-
-/// One open part, as the resend loop reads it.
-struct OpenPart {
-    delivery: String,
-    index: usize,
-    total: usize,
-    agent: String,
-    run: String,
-    text: String,
-    sending: bool,
-    maybe_delivered: bool,
-    first_attempt_ms: Option<i64>,
-    now_ms: i64,
-}
-
-impl Store {
-    /// Sends the parts of `lease`'s conversation that are still open in the outbox for
-    /// `channel`'s surface, oldest first, as its current holder: after a restart, or on the
-    /// worker that took the conversation over.
-    ///
-    /// A part found `sending` or marked maybe-delivered had an attempt whose outcome is
-    /// unknown: it is re-sent where the surface dedupes and within the window. Elsewhere the
-    /// channel is asked to look it up ([`Channel::look_up`]): found, it is marked `sent` with
-    /// the surface's id; not found, it is sent; when the channel cannot tell (no lookup, no
-    /// history scope), it becomes `uncertain` and the next part goes. The first part to try later stops the
-    /// resend, so nothing is ever sent out of order.
-    pub async fn resend<C: Channel>(
-        &self,
-        channel: &Durable<C>,
-        lease: &Lease,
-    ) -> Result<ResendReport, StoreError> {
-        let mut report = ResendReport::default();
-        let conversation = lease.conversation();
-        let fence: &Fence = lease_fence(lease);
-        loop {
-            if !lease.is_held() {
-                return Err(StoreError::LeaseLost {
-                    conversation: conversation.to_owned(),
-                });
-            }
-            let Some(open) = self.next_open(conversation, channel.surface).await? else {
-                return Ok(report);
-            };
-            let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
-            let raw = u64::from_str_radix(&open.delivery, 16)
-                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
-            let part = CommittedPart::restored(
-                DeliveryId::from_stored(raw),
-                open.index,
-                open.total,
-                open.text,
-                Attribution::new(open.agent, conversation, open.run),
-                Some(lease.ownership()),
-            );
-            if open.sending || open.maybe_delivered {
-                let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
-                let within = channel.surface.dedupes()
-                    && age.is_some_and(|age| age <= millis(channel.dedupe_window));
-                let sql = &self.inner.sql;
-                let settled = if within {
-                    if open.sending {
-                        self.execute_fenced(
-                            &sql.reopen_sending,
-                            &open.delivery,
-                            index_i64,
-                            None,
-                            fence,
-                        )
-                        .await?
-                    } else {
-                        1
-                    }
-                } else {
-                    let lookup = match open.first_attempt_ms {
-                        Some(first) => {
-                            let first = u64::try_from(first).unwrap_or(0);
-                            let since = UNIX_EPOCH
-                                .checked_add(Duration::from_millis(first))
-                                .unwrap_or(UNIX_EPOCH);
-                            channel.inner.look_up(&part, since).await
-                        }
-                        None => PartLookup::unknown("no first attempt recorded"),
-                    };
-                    match lookup {
-                        PartLookup::Found(receipt) => {
-                            let changed = self
-                                .execute_fenced(
-                                    &sql.mark_found,
-                                    &open.delivery,
-                                    index_i64,
-                                    Some(receipt.id()),
-                                    fence,
-                                )
-                                .await?;
-                            if changed == 1 {
-                                tracing::info!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "reconciled after a restart: the surface holds the part; not sent again");
-                                report.reconciled += 1;
-                                continue;
-                            }
-                            changed
-                        }
-                        // The surface answered that it does not hold the part: a re-send
-                        // cannot duplicate it.
-                        PartLookup::NotFound => {
-                            self.execute_fenced(
-                                &sql.reopen_not_found,
-                                &open.delivery,
-                                index_i64,
-                                None,
-                                fence,
-                            )
-                            .await?
-                        }
-                        // At least once, as configured: sent again, and may duplicate.
-                        PartLookup::Unknown { .. }
-                            if channel.unknown_outcome == UnknownOutcome::SendAgain =>
-                        {
-                            tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "outcome unknown after a restart: sent again (UnknownOutcome::SendAgain)");
-                            self.execute_fenced(
-                                &sql.reopen_not_found,
-                                &open.delivery,
-                                index_i64,
-                                None,
-                                fence,
-                            )
-                            .await?
-                        }
-                        PartLookup::Unknown { reason } => {
-                            let why = bounded(format!(
-                                "outcome of an earlier attempt unknown; the surface cannot dedupe a re-send (lookup: {reason})"
-                            ));
-                            let changed = self
-                                .execute_fenced(
-                                    &sql.mark_uncertain,
-                                    &open.delivery,
-                                    index_i64,
-                                    Some(&why),
-                                    fence,
-                                )
-                                .await?;
-                            if changed == 1 {
-                                tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
-                                channel.report_uncertain(
-                                    Some(part.attribution()),
-                                    &open.delivery,
-                                    open.index,
-                                    true,
-                                );
-                                report.uncertain += 1;
-                                continue;
-                            }
-                            changed
-                        }
-                    }
-                };
-                if settled != 1 {
-                    return Err(StoreError::LeaseLost {
-                        conversation: conversation.to_owned(),
-                    });
-                }
-            }
-            match channel.send_tracked(part).await.1 {
-                Outcome::Sent => report.sent += 1,
-                Outcome::Uncertain => report.uncertain += 1,
-                Outcome::Failed => report.failed += 1,
-                Outcome::Retry => {
-                    report.stopped = true;
-                    return Ok(report);
-                }
-                Outcome::NotClaimed => {
-                    return Err(StoreError::LeaseLost {
-                        conversation: conversation.to_owned(),
-                    });
-                }
-            }
-        }
-    }
-
-    async fn next_open(
-        &self,
-        conversation: &str,
-        surface: Surface,
-    ) -> Result<Option<OpenPart>, StoreError> {
-        let sql = &self.inner.sql.next_open;
-        on_pool!(&self.inner.pool, pool => {
-            let Some(row) = sqlx::query(sql)
-                .bind(conversation)
-                .bind(surface.as_str())
-                .fetch_optional(pool)
-                .await
-                .map_err(StoreError::database)?
-            else {
-                return Ok(None);
-            };
-            let get_i64 = |name: &str| row.try_get::<i64, _>(name).map_err(StoreError::database);
-            let get_text = |name: &str| row.try_get::<String, _>(name).map_err(StoreError::database);
-            Ok(Some(OpenPart {
-                delivery: get_text("delivery")?,
-                index: to_usize(get_i64("part_index")?)?,
-                total: to_usize(get_i64("total")?)?,
-                agent: get_text("agent")?,
-                run: get_text("run")?,
-                text: get_text("body")?,
-                sending: get_text("state")? == "sending",
-                maybe_delivered: get_i64("maybe_delivered")? != 0,
-                first_attempt_ms: row.try_get("first_attempt_ms").map_err(StoreError::database)?,
-                now_ms: get_i64("now_ms")?,
-            }))
-        })
-    }
-
-    /// Runs `reopen_sending`/`reopen_not_found` (`$3` holder, `$4` token) or
-    /// `mark_uncertain`/`mark_found` (`$3` text, `$4` holder, `$5` token) under `fence`; the
-    /// rows it changed.
-    async fn execute_fenced(
-        &self,
-        statement: &str,
-        delivery: &str,
-        index: i64,
-        text: Option<&str>,
-        fence: &Fence,
-    ) -> Result<u64, StoreError> {
-        on_pool!(&self.inner.pool, pool => {
-            let query = sqlx::query(statement).bind(delivery).bind(index);
-            let query = match text {
-                Some(text) => query.bind(text),
-                None => query,
-            };
-            query
-                .bind(fence.holder.as_str())
-                .bind(fence.token)
-                .execute(pool)
-                .await
-                .map(|done| done.rows_affected())
-                .map_err(StoreError::database)
-        })
-    }
-}
-
-fn lease_fence(lease: &Lease) -> &Fence {
-    lease.fence()
 }

@@ -1,21 +1,26 @@
-//! The crash tests' child process (`tests/tests/store_crash.rs`): one durable delivery of a
-//! three-part message to a loopback chat fake, or the restarted worker's `Store::resend`.
+//! The crash tests' child process (`tests/tests/store_crash.rs`, `store_stream_crash.rs`): one
+//! durable delivery of a three-part message to a loopback chat fake, a streamed four-block
+//! reply onto the surface's own stream through the outbox (`stream`: Slack or Discord), or the
+//! restarted worker's `Store::resend`.
 //!
-//! `outbox_child deliver|resend`, configured by the environment: `MESH_STORE_URL`,
+//! `outbox_child deliver|stream|resend`, configured by the environment: `MESH_STORE_URL`,
 //! `CHILD_SURFACE` (`slack`, `discord`, `telegram`), `CHILD_API_URL` (the fake's base URL),
 //! `CHILD_CONVERSATION`, `CHILD_TRIES` (the connector's tries per part, default 1),
-//! `CHILD_TIMEOUT_MS` (its request timeout, default 2000) and, for
-//! the crash itself, `MESH_FAILPOINT`. It prints one JSON line on stdout with what it did.
+//! `CHILD_TIMEOUT_MS` (its request timeout, default 2000), `CHILD_UNKNOWN` (`send_again`: the
+//! resend's `UnknownOutcome::SendAgain`; default `Uncertain`) and, for the crash itself,
+//! `MESH_FAILPOINT`. It prints one JSON line on stdout with what it did.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mesh_egress::channel::Channel;
 use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, StreamingChannel};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
-use mesh_egress::store::{Store, Surface};
-use mesh_egress::{AgentMessage, Attribution};
+use mesh_egress::store::{Durable, Lease, Store, Surface, UnknownOutcome};
+use mesh_egress::{AgentMessage, Attribution, Outbound};
 
 /// The bot token every fake accepts.
 const TOKEN: &str = "crash-token";
@@ -23,6 +28,15 @@ const TOKEN: &str = "crash-token";
 const BODY: &str = "alpha one. bravo two. charlie 3.";
 /// The worker's name, the same after the restart (a restarted worker keeps its identity).
 const HOLDER: &str = "worker-1";
+/// The streamed reply: four blocks, one part each.
+const STREAM_BLOCKS: [&str; 4] = [
+    "Block one: the build is green.",
+    "Block two: staging is deploying.",
+    "Block three: production is next.",
+    "Block four: notes follow soon.",
+];
+/// How long the streaming child waits for the surface to confirm its first block.
+const CONFIRM_BOUND: Duration = Duration::from_secs(20);
 
 fn env(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|_| format!("{name} is not set"))
@@ -92,7 +106,38 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
         .acquire(&conversation, HOLDER, Duration::from_secs(60))
         .await
         .map_err(|e| e.to_string())?;
-    let channel = store.channel(channel, surface);
+    if mode == "stream" {
+        let api = env("CHILD_API_URL")?;
+        let answer = match env("CHILD_SURFACE")?.as_str() {
+            "slack" => {
+                let slack = SlackChannel::new(TOKEN, "C1")
+                    .with_renderer(SlackMarkdown::new())
+                    .in_thread("1699999999.000100")
+                    .with_stream_recipient("U0123456789", "T0123456789")
+                    .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
+                    .base_url(api);
+                stream(&store.channel(slack, Surface::Slack), &lease, &conversation).await?
+            }
+            "discord" => {
+                let discord = DiscordChannel::new(TOKEN, "1")
+                    .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
+                    .base_url(api);
+                stream(
+                    &store.channel(discord, Surface::Discord),
+                    &lease,
+                    &conversation,
+                )
+                .await?
+            }
+            other => return Err(format!("no stream for surface {other:?}")),
+        };
+        store.close().await;
+        return Ok(answer);
+    }
+    let mut channel = store.channel(channel, surface);
+    if std::env::var("CHILD_UNKNOWN").ok().as_deref() == Some("send_again") {
+        channel = channel.with_unknown_outcome(UnknownOutcome::SendAgain);
+    }
     let answer = match mode {
         "deliver" => {
             let message = AgentMessage::new(BODY, Attribution::new("ops", &conversation, "r1"))
@@ -119,6 +164,46 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
     };
     store.close().await;
     Ok(answer)
+}
+
+/// Commits every block of [`STREAM_BLOCKS`] through the outbox, then streams them one call at
+/// a time: each block is appended once the surface confirmed the one before, so with
+/// `MESH_FAILPOINT=between_stream_calls` the process stops after the first block is `sent`,
+/// the second `sending` and its call not made, the last two `pending` (never given to a call).
+async fn stream<C: StreamingChannel>(
+    channel: &Durable<C>,
+    lease: &Lease,
+    conversation: &str,
+) -> Result<serde_json::Value, String> {
+    let attribution = Attribution::new("ops", conversation, "r1");
+    let mut parts = Vec::new();
+    for block in STREAM_BLOCKS {
+        let message =
+            AgentMessage::new(block, attribution.clone()).with_ownership(lease.ownership());
+        let committed = Outbound::new(message)
+            .render(channel.renderer())
+            .map_err(|e| e.to_string())?
+            .commit(channel)
+            .await
+            .map_err(|e| e.to_string())?;
+        parts.extend(committed.into_parts());
+    }
+    let mut stream = channel
+        .open_stream(&attribution)
+        .map_err(|e| e.to_string())?;
+    let (confirmed, mut watch) = tokio::sync::watch::channel(0usize);
+    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+        confirmed.send_replace(progress.confirmed().len());
+    }));
+    for (sent, part) in parts.into_iter().enumerate() {
+        stream.append(part);
+        tokio::time::timeout(CONFIRM_BOUND, watch.wait_for(|n| *n > sent))
+            .await
+            .map_err(|_| format!("block {} was never confirmed", sent + 1))?
+            .map_err(|e| e.to_string())?;
+    }
+    let receipt = stream.finish().await.map_err(|e| e.to_string())?;
+    Ok(serde_json::json!({ "streamed": receipt.messages().len() }))
 }
 
 fn main() -> ExitCode {

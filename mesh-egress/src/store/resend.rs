@@ -1,0 +1,285 @@
+//! [`Store::resend`]: what a crashed or replaced worker left in the outbox, sent in order by
+//! the conversation's current holder, each part settled by the
+//! [duplicate rules](super#duplicates-per-surface).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use sqlx::Row;
+
+use super::outbox::{Durable, Outcome, bounded};
+use super::{Store, StoreError, Surface, UnknownOutcome, millis, on_pool, to_usize};
+use crate::channel::{Channel, PartLookup};
+use crate::egress::Attribution;
+use crate::outbound::{CommittedPart, DeliveryId};
+use crate::ownership::Fence;
+use crate::store::lease::Lease;
+
+/// What [`Store::resend`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResendReport {
+    /// Parts sent and recorded `sent`.
+    pub sent: usize,
+    /// Parts marked `uncertain` (not sent again: the surface cannot dedupe, and a lookup
+    /// could not tell whether an earlier attempt posted them).
+    pub uncertain: usize,
+    /// Parts an earlier attempt had posted, found by a lookup ([`Channel::look_up`]: Slack's
+    /// metadata search) and marked `sent` without a re-send.
+    pub reconciled: usize,
+    /// Parts the surface refused for good (with the rest of their messages).
+    pub failed: usize,
+    /// Whether it stopped at a part to try later (the surface said "not now", or the outcome
+    /// was unknown on a deduping surface); the parts after it were left, to keep the order.
+    pub stopped: bool,
+}
+
+/// One open part, as the resend loop reads it.
+struct OpenPart {
+    delivery: String,
+    index: usize,
+    total: usize,
+    agent: String,
+    run: String,
+    text: String,
+    sending: bool,
+    maybe_delivered: bool,
+    streamed: bool,
+    first_attempt_ms: Option<i64>,
+    now_ms: i64,
+}
+
+impl Store {
+    /// Sends the parts of `lease`'s conversation that are still open in the outbox for
+    /// `channel`'s surface, oldest first, as its current holder: after a restart, or on the
+    /// worker that took the conversation over.
+    ///
+    /// A part found `sending` or marked maybe-delivered had an attempt whose outcome is
+    /// unknown: it is re-sent where the surface dedupes and within the window. Elsewhere the
+    /// channel is asked to look it up ([`Channel::look_up`]): found, it is marked `sent` with
+    /// the surface's id; not found, it is sent; when the channel cannot tell (no lookup, no
+    /// history scope), it becomes `uncertain` and the next part goes. The first part to try later stops the
+    /// resend, so nothing is ever sent out of order.
+    pub async fn resend<C: Channel>(
+        &self,
+        channel: &Durable<C>,
+        lease: &Lease,
+    ) -> Result<ResendReport, StoreError> {
+        let mut report = ResendReport::default();
+        let conversation = lease.conversation();
+        let fence: &Fence = lease_fence(lease);
+        loop {
+            if !lease.is_held() {
+                return Err(StoreError::LeaseLost {
+                    conversation: conversation.to_owned(),
+                });
+            }
+            let Some(open) = self.next_open(conversation, channel.surface).await? else {
+                return Ok(report);
+            };
+            let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
+            let raw = u64::from_str_radix(&open.delivery, 16)
+                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
+            let part = CommittedPart::restored(
+                DeliveryId::from_stored(raw),
+                open.index,
+                open.total,
+                open.text,
+                Attribution::new(open.agent, conversation, open.run),
+                Some(lease.ownership()),
+            );
+            if open.sending && open.streamed {
+                // A surface's stream had it when its sender died: the knob, never a lookup or
+                // a nonce (see `settle_streamed`).
+                if !self.settle_streamed(channel, &part, fence).await? {
+                    report.uncertain += 1;
+                    continue;
+                }
+            } else if open.sending || open.maybe_delivered {
+                let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
+                let within = channel.surface.dedupes()
+                    && age.is_some_and(|age| age <= millis(channel.dedupe_window));
+                let sql = &self.inner.sql;
+                let settled = if within {
+                    if open.sending {
+                        self.execute_fenced(
+                            &sql.reopen_sending,
+                            &open.delivery,
+                            index_i64,
+                            None,
+                            fence,
+                        )
+                        .await?
+                    } else {
+                        1
+                    }
+                } else {
+                    let lookup = match open.first_attempt_ms {
+                        Some(first) => {
+                            let first = u64::try_from(first).unwrap_or(0);
+                            let since = UNIX_EPOCH
+                                .checked_add(Duration::from_millis(first))
+                                .unwrap_or(UNIX_EPOCH);
+                            channel.inner.look_up(&part, since).await
+                        }
+                        None => PartLookup::unknown("no first attempt recorded"),
+                    };
+                    match lookup {
+                        PartLookup::Found(receipt) => {
+                            let changed = self
+                                .execute_fenced(
+                                    &sql.mark_found,
+                                    &open.delivery,
+                                    index_i64,
+                                    Some(receipt.id()),
+                                    fence,
+                                )
+                                .await?;
+                            if changed == 1 {
+                                tracing::info!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "reconciled after a restart: the surface holds the part; not sent again");
+                                report.reconciled += 1;
+                                continue;
+                            }
+                            changed
+                        }
+                        // The surface answered that it does not hold the part: a re-send
+                        // cannot duplicate it.
+                        PartLookup::NotFound => {
+                            self.execute_fenced(
+                                &sql.reopen_not_found,
+                                &open.delivery,
+                                index_i64,
+                                None,
+                                fence,
+                            )
+                            .await?
+                        }
+                        // At least once, as configured: sent again, and may duplicate.
+                        PartLookup::Unknown { .. }
+                            if channel.unknown_outcome == UnknownOutcome::SendAgain =>
+                        {
+                            tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "outcome unknown after a restart: sent again (UnknownOutcome::SendAgain)");
+                            self.execute_fenced(
+                                &sql.reopen_not_found,
+                                &open.delivery,
+                                index_i64,
+                                None,
+                                fence,
+                            )
+                            .await?
+                        }
+                        PartLookup::Unknown { reason } => {
+                            let why = bounded(format!(
+                                "outcome of an earlier attempt unknown; the surface cannot dedupe a re-send (lookup: {reason})"
+                            ));
+                            let changed = self
+                                .execute_fenced(
+                                    &sql.mark_uncertain,
+                                    &open.delivery,
+                                    index_i64,
+                                    Some(&why),
+                                    fence,
+                                )
+                                .await?;
+                            if changed == 1 {
+                                tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
+                                channel.report_uncertain(
+                                    Some(part.attribution()),
+                                    &open.delivery,
+                                    open.index,
+                                    true,
+                                );
+                                report.uncertain += 1;
+                                continue;
+                            }
+                            changed
+                        }
+                    }
+                };
+                if settled != 1 {
+                    return Err(StoreError::LeaseLost {
+                        conversation: conversation.to_owned(),
+                    });
+                }
+            }
+            match channel.send_tracked(part).await.1 {
+                Outcome::Sent => report.sent += 1,
+                Outcome::Uncertain => report.uncertain += 1,
+                Outcome::Failed => report.failed += 1,
+                Outcome::Retry => {
+                    report.stopped = true;
+                    return Ok(report);
+                }
+                Outcome::NotClaimed => {
+                    return Err(StoreError::LeaseLost {
+                        conversation: conversation.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn next_open(
+        &self,
+        conversation: &str,
+        surface: Surface,
+    ) -> Result<Option<OpenPart>, StoreError> {
+        let sql = &self.inner.sql.next_open;
+        on_pool!(&self.inner.pool, pool => {
+            let Some(row) = sqlx::query(sql)
+                .bind(conversation)
+                .bind(surface.as_str())
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::database)?
+            else {
+                return Ok(None);
+            };
+            let get_i64 = |name: &str| row.try_get::<i64, _>(name).map_err(StoreError::database);
+            let get_text = |name: &str| row.try_get::<String, _>(name).map_err(StoreError::database);
+            Ok(Some(OpenPart {
+                delivery: get_text("delivery")?,
+                index: to_usize(get_i64("part_index")?)?,
+                total: to_usize(get_i64("total")?)?,
+                agent: get_text("agent")?,
+                run: get_text("run")?,
+                text: get_text("body")?,
+                sending: get_text("state")? == "sending",
+                maybe_delivered: get_i64("maybe_delivered")? != 0,
+                streamed: get_i64("streamed")? != 0,
+                first_attempt_ms: row.try_get("first_attempt_ms").map_err(StoreError::database)?,
+                now_ms: get_i64("now_ms")?,
+            }))
+        })
+    }
+
+    /// Runs `reopen_sending`/`reopen_not_found` (`$3` holder, `$4` token) or
+    /// `mark_uncertain`/`mark_found` (`$3` text, `$4` holder, `$5` token) under `fence`; the
+    /// rows it changed.
+    pub(super) async fn execute_fenced(
+        &self,
+        statement: &str,
+        delivery: &str,
+        index: i64,
+        text: Option<&str>,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        on_pool!(&self.inner.pool, pool => {
+            let query = sqlx::query(statement).bind(delivery).bind(index);
+            let query = match text {
+                Some(text) => query.bind(text),
+                None => query,
+            };
+            query
+                .bind(fence.holder.as_str())
+                .bind(fence.token)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+                .map_err(StoreError::database)
+        })
+    }
+}
+
+fn lease_fence(lease: &Lease) -> &Fence {
+    lease.fence()
+}
