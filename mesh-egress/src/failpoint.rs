@@ -3,7 +3,8 @@
 //! A crash test starts a real child process with `MESH_FAILPOINT=<name>`; when the process
 //! reaches the point of that name it writes one line `{"failpoint":"<name>"}` to stderr and
 //! waits, so the test can send SIGKILL at exactly that point. Without the feature, [`hit`] is an
-//! empty `async fn` the compiler removes, and the environment is never read.
+//! empty `async fn` the compiler removes, and the environment is never read; with it, the
+//! variable is read once per process.
 //!
 //! The points (where each stops is in the `store` module docs): `after_commit`,
 //! `between_parts`, `after_send_before_mark`, `between_stream_calls` (the outbox), and
@@ -22,7 +23,11 @@ const WAIT_FOR_KILL: std::time::Duration = std::time::Duration::from_secs(60);
 #[cfg(feature = "failpoints")]
 pub(crate) async fn hit(name: &'static str) {
     use std::io::Write as _;
-    if std::env::var(VARIABLE).ok().as_deref() != Some(name) {
+    // Read once per process: a crash test names the point when it starts the child, and the
+    // sends that pass a point should not each pay an environment lookup.
+    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let chosen = CHOSEN.get_or_init(|| std::env::var(VARIABLE).ok());
+    if chosen.as_deref() != Some(name) {
         return;
     }
     {
