@@ -66,7 +66,8 @@
 //! what the stream did not confirm is re-sent as messages of their own through the outbox. A
 //! holding line's promise after a failure mid-stream is stored with the Markdown already shown,
 //! so the follow-up (`worker`, or this process with `--follow-up`) delivers only what follows;
-//! it is stored right after the holding line went (the boundary makes both in one step).
+//! it is stored before the holding line goes (`StreamPlan::with_promise_keeper`), as on the
+//! non-streamed path.
 
 #[path = "support/cli.rs"]
 mod cli;

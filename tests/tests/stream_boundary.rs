@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
-use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+use mesh_egress::boundary::{KeepFuture, PromiseKeeper, StreamEnd, StreamPlan, stream};
+use mesh_egress::channel::DeliveryError;
+use mesh_egress::degrade::{Commitment, DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
 use mesh_egress::model::{
@@ -427,4 +428,68 @@ async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
     let joined: String = channel.texts().join(" ");
     let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(squash(&joined), squash(&words.concat()));
+}
+
+/// A keeper that notes what had been sent when it was asked, and fails when told to.
+struct NotingKeeper {
+    channel: Timed,
+    fail: bool,
+    seen: std::sync::Mutex<Vec<(usize, String)>>,
+}
+
+impl PromiseKeeper for NotingKeeper {
+    fn keep<'a>(&'a self, _commitment: &'a Commitment, delivered: &'a str) -> KeepFuture<'a> {
+        Box::pin(async move {
+            let sent = self.channel.texts().len();
+            self.seen.lock().unwrap().push((sent, delivered.to_owned()));
+            if self.fail {
+                Err("the store is down".into())
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed_one_sends_no_line()
+{
+    for fail in [false, true] {
+        let connector = ScriptedConnector::new().on(
+            "primary",
+            [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
+        );
+        let router = router(&connector, RetryConfig::default(), &["primary"]);
+        let turn = turn();
+        let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
+        let channel = Timed::new();
+        let keeper = std::sync::Arc::new(NotingKeeper {
+            channel: channel.clone(),
+            fail,
+            seen: std::sync::Mutex::new(Vec::new()),
+        });
+        let plan = plan(Mode::Interactive, &policy).with_promise_keeper(keeper.clone());
+        let result = stream(&turn, &plan, &channel, router.stream(&turn, &request())).await;
+        // Asked once, after the two blocks and before the holding line, with what was shown.
+        assert_eq!(
+            *keeper.seen.lock().unwrap(),
+            [(2, [B1, B2].concat())],
+            "fail: {fail}"
+        );
+        if fail {
+            assert!(
+                matches!(result, Err(DeliveryError::Commit(_))),
+                "{result:?}"
+            );
+            assert_eq!(
+                channel.texts(),
+                trimmed(&[B1, B2]),
+                "no line for a promise nobody holds"
+            );
+        } else {
+            let mut receipt = result.expect("delivered");
+            assert_eq!(channel.texts().len(), 3);
+            assert!(receipt.take_rest().is_some());
+        }
+    }
 }

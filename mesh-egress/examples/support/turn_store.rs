@@ -6,9 +6,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::boundary::StreamReceipt;
+use mesh_egress::boundary::{KeepFuture, PromiseKeeper, StreamPlan, StreamReceipt};
 use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
@@ -201,8 +202,9 @@ impl Persistent {
             request,
             ..
         } = &run.streamed;
+        let plan = self.keeping(plan, &run);
         let source = router.stream(turn, request);
-        let streamed = mesh_egress::boundary::stream(turn, plan, &durable, source).await;
+        let streamed = mesh_egress::boundary::stream(turn, &plan, &durable, source).await;
         self.after_stream(durable, streamed, run).await
     }
 
@@ -228,9 +230,24 @@ impl Persistent {
             request,
             ..
         } = &run.streamed;
+        let plan = self.keeping(plan, &run);
         let source = router.stream(turn, request);
-        let streamed = mesh_egress::boundary::stream_live(turn, plan, &durable, source).await;
+        let streamed = mesh_egress::boundary::stream_live(turn, &plan, &durable, source).await;
         self.after_stream(durable, streamed, run).await
+    }
+
+    /// The turn's plan with the store as its promise keeper: a holding line's promise is
+    /// stored before the line goes, as on the non-streamed path.
+    fn keeping<'p, H, G>(
+        &self,
+        plan: &StreamPlan<'p>,
+        run: &StreamedDelivery<'_, H, G>,
+    ) -> StreamPlan<'p> {
+        plan.clone().with_promise_keeper(Arc::new(StoreKeeper {
+            store: self.store.clone(),
+            surface: run.surface,
+            task: run.task.clone(),
+        }))
     }
 
     /// The outbox channel of a streamed turn: `uncertain` parts are reported on its ledger.
@@ -244,13 +261,8 @@ impl Persistent {
             .with_ledger(run.streamed.turn.ledger().clone())
     }
 
-    /// After the streamed turn: a holding line's promise is stored, with the Markdown shown
-    /// before it (the follow-up's handler delivers only what follows it), and kept here with
-    /// `--follow-up`.
-    ///
-    /// Unlike the non-streamed path, the promise is stored right **after** the holding line
-    /// went: `boundary::stream` makes the promise and delivers its line in one step, so a crash
-    /// between the two leaves a holding line whose promise is only on the turn's ledger.
+    /// After the streamed turn: a holding line's promise was stored before the line went
+    /// ([`StoreKeeper`]); with `--follow-up` this process keeps it here.
     async fn after_stream<C, H, G>(
         self,
         durable: Durable<C>,
@@ -287,17 +299,8 @@ impl Persistent {
         let Some(rest) = receipt.take_rest() else {
             return ExitCode::SUCCESS;
         };
-        let (commitment, delivered) = rest.into_parts();
-        let mut task = run.task;
-        if !delivered.is_empty()
-            && let Some(input) = task.input.as_object_mut()
-        {
-            input.insert(DELIVERED_INPUT.to_owned(), delivered.into());
-        }
+        let (commitment, _delivered) = rest.into_parts();
         let plan = FollowUpPlan::for_commitment(&commitment, MAX_FOLLOW_UP_DELAY);
-        if let Err(code) = keep(&store, &commitment, run.surface, &task, plan).await {
-            return code;
-        }
         if !run.streamed.follow_up {
             tracing::info!(
                 target: "mesh_egress::store",
@@ -318,6 +321,35 @@ impl Persistent {
             run.gate,
         )
         .await
+    }
+}
+
+/// Stores a streamed turn's promise before its holding line goes out: the task carries the
+/// Markdown already shown, so the follow-up's handler delivers only what follows it.
+struct StoreKeeper {
+    store: Store,
+    surface: mesh_egress::store::Surface,
+    task: FollowUpTask,
+}
+
+impl PromiseKeeper for StoreKeeper {
+    fn keep<'a>(&'a self, commitment: &'a Commitment, delivered: &'a str) -> KeepFuture<'a> {
+        Box::pin(async move {
+            let mut task = self.task.clone();
+            if !delivered.is_empty()
+                && let Some(input) = task.input.as_object_mut()
+            {
+                input.insert(DELIVERED_INPUT.to_owned(), delivered.into());
+            }
+            let plan = FollowUpPlan::for_commitment(commitment, MAX_FOLLOW_UP_DELAY);
+            self.store
+                .keep_commitment(commitment, self.surface, &task, plan)
+                .await
+                .map_err(|error| {
+                    tracing::error!(target: "mesh_egress::store", error = %error, "the promise could not be stored; the holding line is not sent");
+                    Box::new(error) as Box<dyn std::error::Error + Send + Sync>
+                })
+        })
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod deliver;
 mod follow_up;
+mod promise;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 mod stream;
 #[cfg(all(feature = "gate", feature = "markdown"))]
@@ -25,6 +26,7 @@ pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
+pub use promise::{KeepFuture, PromiseKeeper};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream::{

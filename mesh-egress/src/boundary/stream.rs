@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::deliver::{deliver, unrenderable};
+use super::promise::PromiseKeeper;
 use super::resolve_in;
 use super::stream_rest::RestOwed;
 use crate::block::Block;
@@ -75,6 +76,17 @@ pub struct StreamPlan<'a> {
     cutter: CutterConfig,
     idle_flush: Option<Duration>,
     observer: Option<Observer>,
+    keeper: Option<Keeper>,
+}
+
+/// A [`StreamPlan`]'s keeper of a holding line's promise.
+#[derive(Clone)]
+struct Keeper(Arc<dyn PromiseKeeper>);
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PromiseKeeper")
+    }
 }
 
 /// A [`StreamPlan`]'s observer of the surface's stream (only [`stream_live`] has one).
@@ -98,6 +110,7 @@ impl<'a> StreamPlan<'a> {
             cutter: CutterConfig::default(),
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
             observer: None,
+            keeper: None,
         }
     }
 
@@ -126,6 +139,14 @@ impl<'a> StreamPlan<'a> {
     /// surface stream and ignores it.
     pub fn with_observer(mut self, observer: Arc<dyn StreamObserver>) -> Self {
         self.observer = Some(Observer(observer));
+        self
+    }
+
+    /// Keeps a holding line's promise with `keeper` before the line is sent (see
+    /// [`PromiseKeeper`]); without one, the promise comes back in the receipt
+    /// ([`StreamReceipt::take_rest`]) once the line went.
+    pub fn with_promise_keeper(mut self, keeper: Arc<dyn PromiseKeeper>) -> Self {
+        self.keeper = Some(Keeper(keeper));
         self
     }
 
@@ -436,6 +457,13 @@ where
     };
     if matches!(reply, Reply::Silence) {
         return Ok(out);
+    }
+    if let (Reply::Holding { commitment, .. }, Some(Keeper(keeper))) = (&reply, &plan.keeper) {
+        // Kept before the line goes: a crash after it leaves a promise a worker keeps.
+        keeper
+            .keep(commitment, &out.delivered)
+            .await
+            .map_err(|error| DeliveryError::Commit(CommitError::Store(error)))?;
     }
     let mut receipt = deliver(turn, plan.mode, plan.policy, channel, reply).await?;
     if let Some(commitment) = receipt.take_commitment() {
