@@ -481,7 +481,7 @@ async fn blocks_that_queue_behind_the_budget_go_in_one_message_not_one_each() {
     let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
     // A group: blocks, and twenty messages a minute to spend them on.
     let channel = TelegramChannel::new(TOKEN, "-1001234567890")
-        .with_stream_budget(BudgetConfig::new(Duration::from_millis(300)))
+        .with_stream_budget(BudgetConfig::new(Duration::from_secs(1)))
         .base_url(api.base_url())
         .policy(policy());
     let blocks: Vec<String> = (0..5).map(|i| block(i, 3)).collect();
@@ -495,7 +495,7 @@ async fn blocks_that_queue_behind_the_budget_go_in_one_message_not_one_each() {
         .await
         .expect("confirmed in time")
         .expect("the stream is alive");
-    // Four more while the next call must wait 300 ms: they go together.
+    // Four more while the next call must wait a second: they go together.
     for text in &blocks[1..] {
         reply.extend(append(&channel, &mut stream, text).await);
     }
