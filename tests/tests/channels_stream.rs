@@ -630,3 +630,26 @@ async fn the_last_text_is_reported_before_the_slack_stream_is_stopped() {
     assert_eq!(last, (reply.len(), 0), "{reports:?}");
     assert_eq!(api.calls_to("chat.stopStream"), 1);
 }
+
+#[tokio::test]
+async fn telegram_a_permanent_message_whose_answer_was_lost_comes_back_uncertain_not_unconfirmed() {
+    let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
+    api.script_method("sendMessage", [ChatStep::lost_response()]);
+    let channel = telegram(&api, "123456789");
+    let blocks: Vec<String> = (0..3).map(|i| block(i, 3)).collect();
+    let mut stream = channel.open_stream(&attribution()).unwrap();
+    let mut reply = Vec::new();
+    for text in &blocks {
+        reply.extend(append(&channel, &mut stream, text).await);
+    }
+    let error = tokio::time::timeout(BOUND, stream.finish())
+        .await
+        .expect("finished in time")
+        .expect_err("the message's outcome is unknown");
+    // Posted once, never repeated: every part is uncertain, none left to send again.
+    assert_eq!(api.calls_to("sendMessage"), 1);
+    assert_eq!(api.texts(), [reply.join(BLOCK_SEPARATOR)]);
+    assert_eq!(error.uncertain().len(), reply.len());
+    assert!(error.unconfirmed().is_empty());
+    assert_eq!(error.receipt().confirmed_text(), "");
+}

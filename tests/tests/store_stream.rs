@@ -31,6 +31,7 @@ both_backends!(
     a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once,
     a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_lookup_or_nonce,
     a_part_the_outbox_refuses_stops_the_stream_before_its_call,
+    a_telegram_message_whose_answer_was_lost_is_uncertain_and_never_posted_twice,
 );
 
 /// Four blocks, each longer than the cutter's minimum, each one part on every surface.
@@ -556,4 +557,29 @@ async fn a_part_the_outbox_refuses_stops_the_stream_before_its_call(backend: Bac
         !rows[1].streamed,
         "sent as a message of its own, not on the stream"
     );
+}
+
+/// Telegram's permanent message of a streamed reply is posted, but its answer is lost: its
+/// parts may be shown, and `sendMessage` cannot dedupe a repeat, so neither the stream, nor the
+/// boundary's re-send, nor a later `resend` posts it again; the outbox has them `uncertain`.
+async fn a_telegram_message_whose_answer_was_lost_is_uncertain_and_never_posted_twice(
+    backend: Backend,
+) {
+    let case = Case::new(backend, Api::Telegram).await;
+    case.api
+        .script_method("sendMessage", [ChatStep::lost_response()]);
+    let durable = case.store.channel(telegram(&case.api), Surface::Telegram);
+    let receipt = stream_blocks(&case, &durable).await;
+    let resend = case.store.resend(&durable, &case.lease).await.unwrap();
+
+    assert_eq!(
+        case.api.calls_to("sendMessage"),
+        1,
+        "posted once, never repeated"
+    );
+    assert_eq!(case.api.texts(), [BLOCKS.join("\n\n")]);
+    assert!(receipt.blocks().is_empty(), "nothing re-sent as messages");
+    assert_eq!(resend.sent, 0);
+    let states: Vec<PartState> = case.rows().await.iter().map(|r| r.state).collect();
+    assert_eq!(states, [PartState::Uncertain; 4]);
 }

@@ -491,8 +491,11 @@ async fn finish_live<C: Channel + ?Sized>(
         }
         Err(error) => {
             out.surface = Some(error.receipt().clone());
+            // Parts whose call got no answer may be on the surface: never sent again here (at
+            // most once; a durable outbox has them `uncertain`).
             tracing::warn!(
                 target: "mesh_egress::boundary",
+                uncertain = error.uncertain().len(),
                 unconfirmed = error.unconfirmed().len(),
                 "the surface's stream failed; sending the unconfirmed rest as messages"
             );

@@ -59,6 +59,7 @@ pub(super) struct Sql {
     pub(super) stream_sending: String,
     pub(super) stream_confirmed: String,
     pub(super) stream_hand_back: String,
+    pub(super) stream_uncertain: String,
     pub(super) insert_ledger: String,
     pub(super) ledger_rows: String,
     pub(super) prune_parts: String,
@@ -187,6 +188,13 @@ const STREAM_HAND_BACK: &str = "UPDATE mesh_outbox_parts \
      WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
        AND {commit_fence}";
 
+// The stream stopped on a call that got no answer, on a surface where repeating it could post
+// twice: the part may be shown, so it is never sent again.
+const STREAM_UNCERTAIN: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'uncertain', maybe_delivered = 1, last_error = $3, updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
+       AND {commit_fence}";
+
 const INSERT_LEDGER: &str = "INSERT INTO mesh_ledger \
      (conversation, agent, run, kind, entry, created_ms) VALUES ($1, $2, $3, $4, $5, {now})";
 
@@ -233,6 +241,7 @@ impl Sql {
             stream_sending: f(STREAM_SENDING),
             stream_confirmed: f(STREAM_CONFIRMED),
             stream_hand_back: f(STREAM_HAND_BACK),
+            stream_uncertain: f(STREAM_UNCERTAIN),
             insert_ledger: f(INSERT_LEDGER),
             ledger_rows: f(LEDGER_ROWS),
             prune_parts: f(PRUNE_PARTS),

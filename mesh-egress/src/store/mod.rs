@@ -117,7 +117,10 @@
 //! - **when the stream stops** short (a refusal for good), the parts it marked and did not
 //!   confirm go back to `pending` (`streamed` unset), so the boundary's re-send through
 //!   [`Channel::send`](crate::channel::Channel::send) claims, sends and records each exactly
-//!   once, as a message of its own, from the confirmed offset.
+//!   once, as a message of its own, from the confirmed offset. The exception: parts whose call
+//!   got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`) may be
+//!   shown, so they become `uncertain` (reported on the ledger) and are never sent again,
+//!   in process or after a restart ([`StreamError::uncertain`](crate::channel::stream::StreamError::uncertain)).
 //!
 //! After a crash a streamed part can be found `sending`: its call may have shown it inside a
 //! growing message, and appends and edits carry neither Slack's metadata nor Discord's nonce,

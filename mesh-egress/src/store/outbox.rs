@@ -113,6 +113,11 @@ impl<C: Channel> Durable<C> {
         self
     }
 
+    /// The ledger `uncertain` parts are reported on, if one is attached.
+    pub(super) fn ledger(&self) -> Option<&Ledger> {
+        self.ledger.as_ref()
+    }
+
     /// The wrapped channel.
     pub fn inner(&self) -> &C {
         &self.inner

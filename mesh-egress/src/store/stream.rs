@@ -7,13 +7,14 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::outbox::Durable;
-use super::{Store, StoreError, UnknownOutcome, on_pool};
+use super::{Store, StoreError, Surface, UnknownOutcome, on_pool};
 use crate::channel::Channel;
 use crate::channel::stream::{
     ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver, StreamOpenError,
     StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
+use crate::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use crate::outbound::{CommittedPart, DeliveryId};
 use crate::ownership::{Fence, Ownership};
 
@@ -63,8 +64,14 @@ impl RecentCommits {
 struct Journal {
     store: Store,
     conversation: String,
+    attribution: Attribution,
+    surface: Surface,
+    ledger: Option<Ledger>,
     state: Mutex<Marks>,
 }
+
+/// Why a streamed part is `uncertain`, for operators reading the row.
+const UNANSWERED: &str = "its stream call got no answer, and the surface cannot dedupe a repeat: maybe shown, not sent again";
 
 #[derive(Default)]
 struct Marks {
@@ -87,6 +94,45 @@ impl Journal {
             .execute_each(&self.store.inner.sql.stream_sending, &rows, false, true)
             .await?;
         Ok(changed == Some(rows.len() as u64))
+    }
+
+    /// Marks `parts` `uncertain`: their call got no answer on a surface where repeating it
+    /// could post twice, so they may be shown and are never sent again (the stream's session
+    /// does not re-send them either). Reported on the channel's ledger like any other.
+    async fn mark_uncertain(&self, parts: &[PartRef]) {
+        let rows: Vec<Row<'_>> = parts
+            .iter()
+            .map(|p| Row::new(p, Some(UNANSWERED)))
+            .collect();
+        let sql = &self.store.inner.sql.stream_uncertain;
+        match self.store.execute_each(sql, &rows, true, false).await {
+            Ok(_) => {
+                let mut marks = self.marks();
+                for part in parts {
+                    marks.sending.remove(part);
+                }
+                drop(marks);
+                for part in parts {
+                    let delivery = part.delivery_id().to_string();
+                    tracing::warn!(target: "mesh_egress::store", conversation = %self.conversation, %delivery, index = part.index(), "streamed part uncertain: its call got no answer; not sent again");
+                    if let Some(ledger) = &self.ledger {
+                        ledger.record(
+                            &self.attribution,
+                            LedgerRecord::Outbox(OutboxRecord::Uncertain {
+                                delivery,
+                                part: part.index(),
+                                surface: self.surface.as_str().to_owned(),
+                                after_restart: false,
+                            }),
+                        );
+                    }
+                }
+            }
+            // Left `sending`: a restart settles them by the knob.
+            Err(error) => {
+                tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not mark streamed parts uncertain")
+            }
+        }
     }
 
     /// Stops the stream before its call: the parts' ownership is revoked, so the driver's
@@ -163,6 +209,9 @@ impl StreamObserver for Journal {
                     marks.sending.remove(part);
                 }
                 marks.confirming_calls += 1;
+            }
+            if progress.stopped() && !progress.uncertain().is_empty() {
+                self.mark_uncertain(progress.uncertain()).await;
             }
             if progress.stopped() {
                 let handed_back: Vec<PartRef> = self.marks().sending.drain().collect();
@@ -291,6 +340,9 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
         stream.observe(Arc::new(Journal {
             store: self.store().clone(),
             conversation: attribution.conversation().to_owned(),
+            attribution: attribution.clone(),
+            surface: self.surface(),
+            ledger: self.ledger().cloned(),
             state: Mutex::new(Marks::default()),
         }));
         Ok(stream)

@@ -21,6 +21,9 @@ pub(crate) enum Outcome {
     },
     /// A failure that sending again may fix (5xx, a transient API error).
     Retry(ChannelErrorKind),
+    /// No answer to a try that may have reached the surface, where repeating it could post
+    /// twice (Telegram): not repeated here, and reported as an unknown outcome.
+    Unknown(ChannelErrorKind),
     /// A failure not retried here; `retryable` says whether delivering again later could work.
     Fail {
         kind: ChannelErrorKind,

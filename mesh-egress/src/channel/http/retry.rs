@@ -204,6 +204,11 @@ impl Transport {
                     tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "send failed; retrying");
                     (kind, policy.backoff_for(tries), None)
                 }
+                Outcome::Unknown(kind) => {
+                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "no answer, and a repeat could post twice; the part's outcome is unknown");
+                    let error = ChannelError::new(self.surface, tries, kind);
+                    return Err(SendError::new(part, error).with_retryable(true));
+                }
                 Outcome::Fail { kind, retryable } => {
                     tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "part refused");
                     let error = ChannelError::new(self.surface, tries, kind);
@@ -279,12 +284,9 @@ impl Transport {
     /// message arrived three times). There the part comes back at once, retryable and
     /// without a wait: the outcome unknown, for the caller (or the durable outbox's
     /// `UnknownOutcome` knob) to decide.
-    fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
+    pub(crate) fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
         if maybe_reached && self.surface == Surface::Telegram {
-            Outcome::Fail {
-                kind,
-                retryable: true,
-            }
+            Outcome::Unknown(kind)
         } else {
             Outcome::Retry(kind)
         }

@@ -198,6 +198,13 @@ impl Caller {
                     // The pause is the wait: it is waited out (or found too long) above.
                     (failure, Duration::ZERO, false)
                 }
+                Outcome::Unknown(failure) => {
+                    return Err(CallFailure {
+                        kind: failure,
+                        tries,
+                        unknown: true,
+                    });
+                }
                 Outcome::Retry(failure) if repeat == Repeat::No => {
                     return Err(CallFailure {
                         kind: failure,
@@ -247,7 +254,10 @@ impl Caller {
                     retryable: false,
                 };
             }
-            Err(error) => return Outcome::Retry(transport_failure(describe(&error))),
+            Err(error) => {
+                let reached = !error.is_connect();
+                return transport.unanswered(transport_failure(describe(&error)), reached);
+            }
         };
         let status = response.status();
         let headers = response.headers().clone();
@@ -258,7 +268,10 @@ impl Caller {
         match read_capped(response, limit).await {
             Ok(body) => classify(status, &headers, &body, &transport.token),
             Err(BodyError::TooLarge) => too_large(status, &headers, limit),
-            Err(BodyError::Transport(error)) => Outcome::Retry(transport_failure(describe(&error))),
+            // The surface answered, so it had the request: the outcome is unknown.
+            Err(BodyError::Transport(error)) => {
+                transport.unanswered(transport_failure(describe(&error)), true)
+            }
         }
     }
 }

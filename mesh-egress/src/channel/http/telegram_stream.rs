@@ -152,11 +152,18 @@ impl TelegramDriver {
                 authorization: None,
                 body: self.body(&text),
             };
+            // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
+            // it is not repeated, and its parts are reported uncertain, never sent again.
             let id = self
                 .caller
                 .call(CallKind::Final, &call)
                 .await
-                .map_err(|f| f.into_driver_error(Surface::Telegram))?;
+                .map_err(|failure| {
+                    let uncertain = if failure.unknown { count } else { 0 };
+                    failure
+                        .into_driver_error(Surface::Telegram)
+                        .with_uncertain(uncertain)
+                })?;
             self.messages.push(StreamedMessage::new(id, text));
             self.confirmed += count;
             // The next message gets a draft of its own.

@@ -18,7 +18,9 @@
 //! [`finish`](ReplyStream::finish) sends the rest and returns the [`StreamReceipt`]: the text
 //! each surface message holds, *as the surface confirmed it*. On failure the [`StreamError`]
 //! carries that receipt and hands back every part not confirmed, so the reply resumes from the
-//! confirmed offset, never from what was merely sent.
+//! confirmed offset, never from what was merely sent. Parts whose call got no answer on a
+//! surface that cannot dedupe a repeat (Telegram's `sendMessage`) come back apart, as
+//! [`uncertain`](StreamError::uncertain): they may be shown, and are not sent again.
 //!
 //! ```
 //! use mesh_egress::channel::stream::StreamingChannel;

@@ -86,6 +86,7 @@ pub struct StreamProgress<'a> {
     pub(crate) confirmed: &'a [(PartRef, Option<&'a str>)],
     pub(crate) newly_confirmed: usize,
     pub(crate) stopped: bool,
+    pub(crate) uncertain: &'a [PartRef],
 }
 
 impl StreamProgress<'_> {
@@ -115,6 +116,13 @@ impl StreamProgress<'_> {
     /// parts not confirmed come back to the caller of [`finish`](super::ReplyStream::finish).
     pub fn stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// When it stopped: the parts that were in a call whose outcome is unknown (no answer, on
+    /// a surface where repeating it could post twice). They may be on the surface; the session
+    /// never sends them again ([`StreamError::uncertain`](super::StreamError::uncertain)).
+    pub fn uncertain(&self) -> &[PartRef] {
+        self.uncertain
     }
 }
 

@@ -141,11 +141,13 @@ pub enum StreamOpenError {
 
 /// A stream that stopped before every part was confirmed.
 ///
-/// It carries what the surface had confirmed ([`receipt`](Self::receipt)) and every part it
-/// had not ([`into_unconfirmed`](Self::into_unconfirmed)), in order: appending those to a new
-/// stream resumes the reply from the confirmed offset.
+/// It carries what the surface had confirmed ([`receipt`](Self::receipt)), the parts of a
+/// call whose outcome is unknown ([`uncertain`](Self::uncertain)), and every part after them
+/// ([`into_unconfirmed`](Self::into_unconfirmed)), in order: appending those to a new stream
+/// resumes the reply from the confirmed offset.
 pub struct StreamError {
     receipt: StreamReceipt,
+    uncertain: Vec<CommittedPart>,
     unconfirmed: Vec<CommittedPart>,
     source: Box<dyn StdError + Send + Sync>,
 }
@@ -158,9 +160,15 @@ impl StreamError {
     ) -> Self {
         Self {
             receipt,
+            uncertain: Vec::new(),
             unconfirmed,
             source,
         }
+    }
+
+    pub(crate) fn with_uncertain(mut self, uncertain: Vec<CommittedPart>) -> Self {
+        self.uncertain = uncertain;
+        self
     }
 
     pub(crate) fn push_unconfirmed(&mut self, parts: impl IntoIterator<Item = CommittedPart>) {
@@ -172,7 +180,17 @@ impl StreamError {
         &self.receipt
     }
 
-    /// The parts not confirmed, in order.
+    /// The parts that were in the call whose outcome is unknown (it got no answer, on a
+    /// surface where repeating it could post twice: Telegram's `sendMessage`). They come before
+    /// [`unconfirmed`](Self::unconfirmed) and may already be on the surface: sending them
+    /// again may show them twice, so [`boundary::stream_live`](crate::boundary::stream_live)
+    /// does not (at most once), and the durable outbox marks them `uncertain`.
+    pub fn uncertain(&self) -> &[CommittedPart] {
+        &self.uncertain
+    }
+
+    /// The parts not confirmed (after the [uncertain](Self::uncertain) ones), in order: none
+    /// of them was shown.
     pub fn unconfirmed(&self) -> &[CommittedPart] {
         &self.unconfirmed
     }
@@ -187,6 +205,7 @@ impl fmt::Debug for StreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StreamError")
             .field("receipt", &self.receipt)
+            .field("uncertain", &self.uncertain.len())
             .field("unconfirmed", &self.unconfirmed.len())
             .field("source", &self.source)
             .finish()

@@ -89,6 +89,11 @@ impl Parts {
         }
     }
 
+    /// The keys of parts `from..to`.
+    fn keys(&self, from: usize, to: usize) -> &[PartRef] {
+        self.keys.get(from..to.min(self.keys.len())).unwrap_or(&[])
+    }
+
     /// The parts from `from` on that are still held, in order.
     fn unconfirmed(&mut self, from: usize) -> Vec<CommittedPart> {
         self.parts
@@ -124,11 +129,24 @@ pub(crate) fn pack(texts: &[String], fits: impl Fn(&str) -> bool) -> Vec<(usize,
 #[derive(Debug)]
 pub(crate) struct DriverError {
     source: Box<dyn StdError + Send + Sync>,
+    /// How many parts after the confirmed ones were in a call whose outcome is unknown (no
+    /// answer, on a surface where repeating it could post twice).
+    uncertain: usize,
 }
 
 impl DriverError {
     pub(crate) fn new(source: Box<dyn StdError + Send + Sync>) -> Self {
-        Self { source }
+        Self {
+            source,
+            uncertain: 0,
+        }
+    }
+
+    /// The next `parts` parts were in the failed call, which may have shown them: they are
+    /// reported [uncertain](super::StreamError::uncertain), never sent again by the session.
+    pub(crate) fn with_uncertain(mut self, parts: usize) -> Self {
+        self.uncertain = parts;
+        self
     }
 }
 
@@ -348,7 +366,7 @@ async fn run<D: Driver>(
             let before = driver.confirmed();
             before_call(&shared, &parts, before).await;
             let result = driver.flush(&mut parts, done).await;
-            after_call(&shared, &mut seen, &driver, &parts, before, result.is_err()).await;
+            after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
             (result, done)
         } else {
             let deadline = driver.deadline();
@@ -359,18 +377,17 @@ async fn run<D: Driver>(
             let before = driver.confirmed();
             before_call(&shared, &parts, before).await;
             let result = driver.refresh(&mut parts).await;
-            after_call(&shared, &mut seen, &driver, &parts, before, result.is_err()).await;
+            after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
             (result, false)
         };
         if let Err(error) = result {
             tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
             driver.close().await;
             let confirmed = driver.confirmed();
-            return Err(StreamError::new(
-                driver.receipt(mode),
-                parts.unconfirmed(confirmed),
-                error.source,
-            ));
+            let mut unconfirmed = parts.unconfirmed(confirmed);
+            let rest = unconfirmed.split_off(error.uncertain.min(unconfirmed.len()));
+            return Err(StreamError::new(driver.receipt(mode), rest, error.source)
+                .with_uncertain(unconfirmed));
         }
         if done {
             driver.close().await;
@@ -408,8 +425,9 @@ async fn after_call<D: Driver>(
     driver: &D,
     parts: &Parts,
     before: usize,
-    stopped: bool,
+    result: &Result<(), DriverError>,
 ) {
+    let stopped = result.is_err();
     let observers = shared.observers();
     if observers.is_empty() {
         return;
@@ -423,12 +441,20 @@ async fn after_call<D: Driver>(
     }
     let holders = holders(&parts.texts, confirmed, messages);
     let confirmed: Vec<(PartRef, Option<&str>)> = parts.keys.iter().copied().zip(holders).collect();
+    let uncertain = match result {
+        Err(error) => parts.keys(
+            confirmed.len(),
+            confirmed.len().saturating_add(error.uncertain),
+        ),
+        Ok(()) => &[],
+    };
     let progress = StreamProgress {
         updates: &updates,
         messages,
         confirmed: &confirmed,
         newly_confirmed,
         stopped,
+        uncertain,
     };
     for observer in &observers {
         observer.after_call(&progress).await;
