@@ -68,7 +68,6 @@ pub use discord::DiscordChannel;
 pub use mentions::AllowedMentions;
 pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
 pub use slack::SlackChannel;
-pub use slack_stream::SlackFormat;
 pub use telegram::TelegramChannel;
 
 /// Which chat surface a connector talks to.
@@ -91,6 +90,14 @@ impl Surface {
             Self::Discord => "Discord",
             Self::Telegram => "Telegram",
         }
+    }
+
+    /// Whether a send that got no answer may be tried again within the send loop without
+    /// posting twice: Discord dedupes by nonce and Slack's connector looks the part up first;
+    /// Telegram's `sendMessage` has neither, and a timed-out send is often delivered anyway
+    /// (python-telegram-bot#1045, where one retried message arrived three times).
+    pub(crate) fn repeats_unanswered_safely(self) -> bool {
+        !matches!(self, Self::Telegram)
     }
 }
 

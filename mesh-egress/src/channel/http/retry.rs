@@ -277,15 +277,12 @@ impl Transport {
     }
 
     /// A try that got no answer. One that never reached the surface (no connection) is tried
-    /// again. One that may have reached it is tried again only where a repeat cannot post
-    /// twice: Discord dedupes by nonce and Slack looks the part up first
-    /// (`SlackChannel::send_reconciled`), but Telegram's `sendMessage` has no idempotency, and
-    /// a timed-out send is often delivered anyway (python-telegram-bot#1045, where one retried
-    /// message arrived three times). There the part comes back at once, retryable and
-    /// without a wait: the outcome unknown, for the caller (or the durable outbox's
-    /// `UnknownOutcome` knob) to decide.
+    /// again; one that may have reached it only where the surface
+    /// [repeats it safely](Surface::repeats_unanswered_safely). Elsewhere the part comes back
+    /// at once, retryable and without a wait: the outcome unknown, for the caller (or the
+    /// durable outbox's `UnknownOutcome` knob) to decide.
     pub(crate) fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
-        if maybe_reached && self.surface == Surface::Telegram {
+        if maybe_reached && !self.surface.repeats_unanswered_safely() {
             Outcome::Unknown(kind)
         } else {
             Outcome::Retry(kind)

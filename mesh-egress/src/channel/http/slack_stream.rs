@@ -14,11 +14,11 @@ use super::answer::{Outcome, unexpected_body};
 use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::stream_builders;
 use super::{SlackChannel, Surface, Token};
+use crate::channel::Render;
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
     StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
-use crate::channel::{PlainText, Render, SlackMrkdwn};
 use crate::egress::Attribution;
 
 /// What Slack answers an append to a stream it has closed (slackapi/python-slack-sdk#1859,
@@ -40,31 +40,6 @@ const UNAVAILABLE: &[&str] = &[
 /// The cap on a `chat.stopStream` answer read for the message's text: the stopped message
 /// comes back whole (text and blocks), far more than a send's answer.
 const STOPPED_MAX_BYTES: usize = 1024 * 1024;
-
-/// A renderer whose parts a [`SlackChannel`] can stream or post: standard Markdown goes in
-/// `markdown_text` (and can use native streams), mrkdwn and plain text in `text` (blocks).
-pub trait SlackFormat: Render {
-    /// Whether the parts are standard Markdown (`markdown_text`) rather than mrkdwn (`text`).
-    fn is_markdown(&self) -> bool;
-}
-
-impl SlackFormat for SlackMarkdown {
-    fn is_markdown(&self) -> bool {
-        true
-    }
-}
-
-impl SlackFormat for SlackMrkdwn {
-    fn is_markdown(&self) -> bool {
-        false
-    }
-}
-
-impl SlackFormat for PlainText {
-    fn is_markdown(&self) -> bool {
-        false
-    }
-}
 
 impl<R: Render> SlackChannel<R> {
     stream_builders!();
@@ -91,7 +66,8 @@ impl<R: Render> SlackChannel<R> {
 /// Streams with Slack's native streams when the renderer writes standard Markdown
 /// ([`SlackMarkdown`]) and the channel posts in a thread ([`in_thread`](SlackChannel::in_thread));
 /// otherwise each block goes as a `chat.postMessage` ([`StreamMode::Blocks`]). The default mode
-/// is [`StreamMode::Stream`] for a Markdown renderer, [`StreamMode::Blocks`] for mrkdwn.
+/// is [`StreamMode::Stream`] for a renderer that writes standard Markdown
+/// ([`Render::is_standard_markdown`]), [`StreamMode::Blocks`] for mrkdwn or plain text.
 ///
 /// A stream starts with the first block (`chat.startStream` with `markdown_text`, the
 /// thread's `thread_ts` and the [recipient](SlackChannel::with_stream_recipient)), grows by
@@ -115,18 +91,20 @@ impl<R: Render> SlackChannel<R> {
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
 /// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
 /// the call at once, rate limited.
-impl<R: SlackFormat> StreamingChannel for SlackChannel<R> {
+impl<R: Render> StreamingChannel for SlackChannel<R> {
     fn stream_mode(&self) -> StreamMode {
-        self.stream.mode.unwrap_or(if self.renderer.is_markdown() {
-            StreamMode::Stream
-        } else {
-            StreamMode::Blocks
-        })
+        self.stream
+            .mode
+            .unwrap_or(if self.renderer.is_standard_markdown() {
+                StreamMode::Stream
+            } else {
+                StreamMode::Blocks
+            })
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let asked = self.stream_mode();
-        let markdown = self.renderer.is_markdown();
+        let markdown = self.renderer.is_standard_markdown();
         let native = markdown && self.thread_ts.is_some();
         let (mode, fell_back) = match asked {
             StreamMode::Stream if !native => (StreamMode::Blocks, true),
