@@ -108,10 +108,12 @@ impl DiscordDriver {
     /// Posts `text` as a new message whose first part is `first`.
     async fn post(&mut self, parts: &Parts, first: usize, text: String) -> Result<(), DriverError> {
         let mut body = json!({ "content": text, "allowed_mentions": self.mentions });
-        if let Some(nonce) = parts
+        let nonce = parts
             .idempotency_key(first)
-            .filter(|n| n.len() <= NONCE_LIMIT)
-        {
+            .filter(|n| n.len() <= NONCE_LIMIT);
+        // A create carrying an enforced nonce is deduped by Discord: safe to send again.
+        let repeat_safe = nonce.is_some();
+        if let Some(nonce) = nonce {
             body["nonce"] = Value::from(nonce);
             body["enforce_nonce"] = Value::from(true);
         }
@@ -120,6 +122,7 @@ impl DiscordDriver {
             url: self.url.clone(),
             authorization: Some(self.authorization.clone()),
             body,
+            repeat_safe,
         };
         let id = self
             .caller
@@ -140,6 +143,8 @@ impl DiscordDriver {
             url: format!("{}/{}", self.url, message.id()),
             authorization: Some(self.authorization.clone()),
             body: json!({ "content": text, "allowed_mentions": self.mentions }),
+            // An edit carries the whole text: applying it twice shows it once.
+            repeat_safe: true,
         };
         let kind = if done {
             CallKind::Final

@@ -163,12 +163,15 @@ struct SlackDriver {
 }
 
 impl SlackDriver {
+    /// A call of `method`. Posts, starts and appends add text and carry nothing Slack could
+    /// dedupe them by, so none is sent again after no answer; a stop adds none.
     fn call(&self, method: &str, body: Value) -> StreamCall {
         StreamCall {
             method: Method::POST,
             url: format!("{}/{method}", self.base_url),
             authorization: Some(self.authorization.clone()),
             body,
+            repeat_safe: method == "chat.stopStream",
         }
     }
 
@@ -206,7 +209,7 @@ impl SlackDriver {
                 .caller
                 .call(CallKind::Final, &call)
                 .await
-                .map_err(Self::fail)?;
+                .map_err(|failure| failure.into_driver_error_for(Surface::Slack, count))?;
             self.messages.push(StreamedMessage::new(ts, text));
             self.confirmed += count;
         }
@@ -326,7 +329,9 @@ impl SlackDriver {
                             let groups = self.queued(parts);
                             return self.post(groups).await;
                         }
-                        Err(failure) => return Err(Self::fail(failure)),
+                        Err(failure) => {
+                            return Err(failure.into_driver_error_for(Surface::Slack, count));
+                        }
                     }
                 };
                 let call = self.call(

@@ -23,6 +23,10 @@ pub(crate) struct StreamCall {
     pub(crate) url: String,
     pub(crate) authorization: Option<String>,
     pub(crate) body: Value,
+    /// Whether sending it again after no answer cannot show anything twice (an edit or draft
+    /// carrying the whole text, a create deduped by nonce, a stop). A call that is not (a post,
+    /// a stream's start) gets no second try after no answer: its outcome is unknown.
+    pub(crate) repeat_safe: bool,
 }
 
 /// Reads a surface's rate-limit headers into the budget (Discord's `X-RateLimit-*`).
@@ -69,6 +73,13 @@ impl CallFailure {
 
     pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {
         DriverError::new(Box::new(ChannelError::new(surface, self.tries, self.kind)))
+    }
+
+    /// The driver's error for a failed call that carried the next `parts` parts: when its
+    /// outcome is unknown they may be shown, so they are reported uncertain, never re-sent.
+    pub(crate) fn into_driver_error_for(self, surface: Surface, parts: usize) -> DriverError {
+        let uncertain = if self.unknown { parts } else { 0 };
+        self.into_driver_error(surface).with_uncertain(uncertain)
     }
 }
 
@@ -256,7 +267,7 @@ impl Caller {
             }
             Err(error) => {
                 let reached = !error.is_connect();
-                return transport.unanswered(transport_failure(describe(&error)), reached);
+                return unanswered(call, transport_failure(describe(&error)), reached);
             }
         };
         let status = response.status();
@@ -270,9 +281,19 @@ impl Caller {
             Err(BodyError::TooLarge) => too_large(status, &headers, limit),
             // The surface answered, so it had the request: the outcome is unknown.
             Err(BodyError::Transport(error)) => {
-                transport.unanswered(transport_failure(describe(&error)), true)
+                unanswered(call, transport_failure(describe(&error)), true)
             }
         }
+    }
+}
+
+/// A call that got no answer: tried again unless it may have reached the surface and is not
+/// [`repeat_safe`](StreamCall::repeat_safe).
+fn unanswered(call: &StreamCall, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
+    if maybe_reached && !call.repeat_safe {
+        Outcome::Unknown(kind)
+    } else {
+        Outcome::Retry(kind)
     }
 }
 
@@ -337,6 +358,7 @@ mod tests {
             url: "not a url".to_owned(),
             authorization: None,
             body: Value::Null,
+            repeat_safe: true,
         }
     }
 

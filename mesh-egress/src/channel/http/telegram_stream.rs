@@ -151,19 +151,15 @@ impl TelegramDriver {
                 url: format!("{}/sendMessage", self.api),
                 authorization: None,
                 body: self.body(&text),
+                // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
+                // it is not repeated, and its parts are reported uncertain, never sent again.
+                repeat_safe: false,
             };
-            // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
-            // it is not repeated, and its parts are reported uncertain, never sent again.
             let id = self
                 .caller
                 .call(CallKind::Final, &call)
                 .await
-                .map_err(|failure| {
-                    let uncertain = if failure.unknown { count } else { 0 };
-                    failure
-                        .into_driver_error(Surface::Telegram)
-                        .with_uncertain(uncertain)
-                })?;
+                .map_err(|failure| failure.into_driver_error_for(Surface::Telegram, count))?;
             self.messages.push(StreamedMessage::new(id, text));
             self.confirmed += count;
             // The next message gets a draft of its own.
@@ -181,6 +177,8 @@ impl TelegramDriver {
             url: format!("{}/sendMessageDraft", self.api),
             authorization: None,
             body,
+            // A draft carries the whole text: shown twice, it shows once.
+            repeat_safe: true,
         };
         self.previews += 1;
         self.caller
