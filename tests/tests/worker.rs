@@ -24,6 +24,7 @@ both_backends!(
     a_worker_whose_claim_and_lease_ran_out_cannot_commit_after_a_takeover,
     a_shutdown_mid_wait_gives_the_claim_back_at_once,
     a_follow_up_waits_for_the_conversations_open_parts_and_goes_after_them,
+    a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to,
 );
 
 const HANDLER: &str = "answer";
@@ -341,4 +342,40 @@ async fn two_workers_on_postgres_keep_each_of_fifty_promises_exactly_once() {
         );
     }
     assert!(store.pending_work().await.unwrap().is_idle());
+}
+
+async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    // An earlier message the surface answered "not now" to: pending, to be tried later.
+    let lease = store
+        .acquire("c7", "first", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let earlier = message("c7", "the earlier message").with_ownership(lease.ownership());
+    let refused = store.channel(Scripted::new(100, &[Step::RetryAfter]), Surface::Plain);
+    assert!(refused.deliver(earlier).await.is_err());
+    store.release(lease).await.unwrap();
+    let _ = keep(&store, "c7", "r7", now_plan(3)).await;
+
+    // The worker's surface still says "not now" (to the pass's own resend, then to the one
+    // before the follow-up): the resend stops at the earlier part, and the follow-up must
+    // wait behind it, untried.
+    let channel = Scripted::new(100, &[Step::RetryAfter, Step::RetryAfter]);
+    let worker = Worker::new(store.channel(channel.clone(), Surface::Plain), "w1")
+        .with_lease_ttl(Duration::from_secs(30))
+        .with_poll_interval(Duration::from_millis(20))
+        .register(HANDLER, answer);
+    let first = worker.pass(&Cancellation::new()).await.unwrap();
+    assert_eq!(first.fulfilled, 0, "{first:?}");
+    assert!(channel.sent().is_empty(), "{:?}", channel.sent());
+    assert_eq!(status(&store, "c7").await, [CommitmentStatus::Pending]);
+
+    // Then the surface takes it: the earlier message first, the follow-up after it.
+    let rest = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(rest.fulfilled, 1, "{rest:?}");
+    assert_eq!(channel.sent(), ["the earlier message", "answer for r7"]);
 }

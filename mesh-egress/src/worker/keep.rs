@@ -85,6 +85,12 @@ impl<C: Channel> Worker<C> {
         let store = self.store();
         // The conversation's earlier parts go first, so the follow-up never overtakes them.
         match store.resend(&self.channel, lease).await {
+            // An earlier part must be tried later: the follow-up waits behind it, untried
+            // (due again at once, uncounted; the pass stops and waits, as for a held lease).
+            Ok(report) if report.stopped => {
+                store.release_claim(claim, Duration::ZERO).await?;
+                return Ok(Kept::Released);
+            }
             Ok(_) => {}
             Err(StoreError::LeaseLost { .. }) => return Ok(Kept::Lost),
             Err(error) => return Err(error),
