@@ -20,7 +20,9 @@
 //! into one [`ReplyStream`], which shows them as one growing message where the surface can
 //! (Slack's native streams, Telegram drafts, Discord edits; see [`crate::channel::stream`]).
 //! What the surface confirmed is on [`StreamReceipt::surface`]; parts it did not confirm are
-//! sent again as messages of their own, from the confirmed offset, before Layer C's line.
+//! sent again as messages of their own, from the confirmed offset, before Layer C's line,
+//! except the [uncertain](crate::channel::stream::StreamError::uncertain) ones (a call that got
+//! no answer where a repeat could show them twice): those are not sent again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -289,7 +291,9 @@ where
 ///
 /// What the surface confirmed is [`StreamReceipt::surface`]. Parts it did not confirm (its
 /// stream failed for good) are sent again as messages of their own, in order, before anything
-/// else; a part is counted delivered once it is committed into the stream.
+/// else, except [uncertain](crate::channel::stream::StreamError::uncertain) ones, which may be
+/// shown already and are not sent again; a part is counted delivered once it is committed into
+/// the stream.
 pub async fn stream_live<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,

@@ -49,7 +49,9 @@
 //! | `pending` (maybe delivered) | `sent` / `pending` / `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more: a lookup decides (found / absent / cannot tell) |
 //! | `pending` | `sending` (streamed) | a surface's stream is about to make the call that may show it ([streamed parts](#streamed-parts)), fenced on the lease it was committed under |
 //! | `sending` (streamed) | `sent` | the stream confirmed it; the id of the message that holds it is recorded (one growing message holds several parts) |
+//! | `pending` / `sending` (streamed) | `sent` | the stream confirmed it (even if its `sending` mark was not written: what the surface confirmed is the truth) |
 //! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back: re-sent at once as a message of its own, from the confirmed offset |
+//! | `sending` (streamed) | `uncertain` | the stream stopped on a call that got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`, a Slack post or start): maybe shown, never sent again |
 //! | `sending` (streamed) | `uncertain` / `pending` | found so by [`Store::resend`] (its sender died mid-stream): the unknown-outcome knob alone, never a lookup or a nonce |
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
@@ -139,7 +141,9 @@
 //! none is sent yet), `between_parts` (a part is sent and marked, the next is not claimed),
 //! `after_send_before_mark` (the surface accepted a part, the outbox has not marked it),
 //! `between_stream_calls` (a surface's stream confirmed earlier parts and they are `sent`; the
-//! next call's parts are marked `sending` and that call has not gone).
+//! next call's parts are marked `sending` and that call has not gone), and in the worker
+//! `follow_up_claimed` (a due promise is claimed, nothing delivered) and `follow_up_committed`
+//! (the follow-up and the commitment's end are committed, nothing sent).
 //!
 //! # Leases and time
 //!

@@ -86,15 +86,14 @@ impl<C: Channel> Durable<C> {
         part: usize,
         after_restart: bool,
     ) {
-        if let (Some(ledger), Some(attribution)) = (&self.ledger, attribution) {
-            ledger.record(
+        if let Some(attribution) = attribution {
+            report_uncertain(
+                self.ledger.as_ref(),
+                self.surface,
                 attribution,
-                LedgerRecord::Outbox(OutboxRecord::Uncertain {
-                    delivery: delivery.to_owned(),
-                    part,
-                    surface: self.surface.as_str().to_owned(),
-                    after_restart,
-                }),
+                delivery,
+                part,
+                after_restart,
             );
         }
     }
@@ -425,6 +424,29 @@ impl<C: Channel> Durable<C> {
             };
             query.execute(pool).await.map(drop)
         })
+    }
+}
+
+/// Puts an `uncertain` part on `ledger`, if there is one: delivery id, part, surface, never
+/// its text (an [`OutboxRecord::Uncertain`]).
+pub(super) fn report_uncertain(
+    ledger: Option<&Ledger>,
+    surface: Surface,
+    attribution: &Attribution,
+    delivery: &str,
+    part: usize,
+    after_restart: bool,
+) {
+    if let Some(ledger) = ledger {
+        ledger.record(
+            attribution,
+            LedgerRecord::Outbox(OutboxRecord::Uncertain {
+                delivery: delivery.to_owned(),
+                part,
+                surface: surface.as_str().to_owned(),
+                after_restart,
+            }),
+        );
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::outbox::Durable;
+use super::outbox::{Durable, report_uncertain};
 use super::{Store, StoreError, Surface, UnknownOutcome, on_pool};
 use crate::channel::Channel;
 use crate::channel::stream::{
@@ -14,7 +14,7 @@ use crate::channel::stream::{
     StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
-use crate::ledger::{Ledger, LedgerRecord, OutboxRecord};
+use crate::ledger::Ledger;
 use crate::outbound::{CommittedPart, DeliveryId};
 use crate::ownership::{Fence, Ownership};
 
@@ -63,7 +63,6 @@ impl RecentCommits {
 /// `sending → pending` for what the stream handed back when it stopped.
 struct Journal {
     store: Store,
-    conversation: String,
     attribution: Attribution,
     surface: Surface,
     ledger: Option<Ledger>,
@@ -82,6 +81,10 @@ struct Marks {
 }
 
 impl Journal {
+    fn conversation(&self) -> &str {
+        self.attribution.conversation()
+    }
+
     fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -114,18 +117,15 @@ impl Journal {
                 drop(marks);
                 for part in parts {
                     let delivery = part.delivery_id().to_string();
-                    tracing::warn!(target: "mesh_egress::store", conversation = %self.conversation, %delivery, index = part.index(), "streamed part uncertain: its call got no answer; not sent again");
-                    if let Some(ledger) = &self.ledger {
-                        ledger.record(
-                            &self.attribution,
-                            LedgerRecord::Outbox(OutboxRecord::Uncertain {
-                                delivery,
-                                part: part.index(),
-                                surface: self.surface.as_str().to_owned(),
-                                after_restart: false,
-                            }),
-                        );
-                    }
+                    tracing::warn!(target: "mesh_egress::store", conversation = %self.conversation(), %delivery, index = part.index(), "streamed part uncertain: its call got no answer; not sent again");
+                    report_uncertain(
+                        self.ledger.as_ref(),
+                        self.surface,
+                        &self.attribution,
+                        &delivery,
+                        part.index(),
+                        false,
+                    );
                 }
             }
             // Left `sending`: a restart settles them by the knob.
@@ -139,7 +139,7 @@ impl Journal {
     /// ownership check fails and nothing more of the reply goes (what was not confirmed comes
     /// back to the caller, still `pending` in the outbox).
     fn refuse(&self, parts: &[PartRef], why: &str) {
-        let conversation = self.conversation.as_str();
+        let conversation = self.conversation();
         let deliveries = parts.iter().map(PartRef::delivery_id);
         if self.store.inner.commits.revoke(deliveries) {
             tracing::warn!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
@@ -225,7 +225,7 @@ impl StreamObserver for Journal {
                 let sql = &self.store.inner.sql.stream_hand_back;
                 match self.store.execute_each(sql, &rows, true, false).await {
                     Ok(changed) => {
-                        tracing::info!(target: "mesh_egress::store", conversation = %self.conversation, handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
+                        tracing::info!(target: "mesh_egress::store", conversation = %self.conversation(), handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
                     }
                     // Left `sending`: the in-process re-send cannot claim them and stops; a
                     // restart settles them by the knob.
@@ -339,7 +339,6 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
         let mut stream = self.inner().open_stream(attribution)?;
         stream.observe(Arc::new(Journal {
             store: self.store().clone(),
-            conversation: attribution.conversation().to_owned(),
             attribution: attribution.clone(),
             surface: self.surface(),
             ledger: self.ledger().cloned(),

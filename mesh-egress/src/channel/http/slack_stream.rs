@@ -65,7 +65,8 @@ impl<R: Render> SlackChannel<R> {
 
 /// Streams with Slack's native streams when the renderer writes standard Markdown
 /// ([`SlackMarkdown`]) and the channel posts in a thread ([`in_thread`](SlackChannel::in_thread));
-/// otherwise each block goes as a `chat.postMessage` ([`StreamMode::Blocks`]). The default mode
+/// otherwise each block goes as a `chat.postMessage` ([`StreamMode::Blocks`]; blocks that
+/// queued behind the budget go together). The default mode
 /// is [`StreamMode::Stream`] for a renderer that writes standard Markdown
 /// ([`Render::is_standard_markdown`]), [`StreamMode::Blocks`] for mrkdwn or plain text.
 ///
@@ -77,7 +78,9 @@ impl<R: Render> SlackChannel<R> {
 /// one, and when Slack closed it anyway (an append answered `message_not_in_streaming_state`)
 /// it starts a fresh one with the text that append carried: each block is confirmed by exactly
 /// one successful call, so nothing is lost or doubled. When `chat.startStream` is refused for
-/// want of a scope or a thread, the reply falls back to one `chat.postMessage` per block.
+/// want of a scope or a thread, the reply falls back to `chat.postMessage`s of whole blocks.
+/// A post or start that gets no answer is not repeated (Slack cannot dedupe it): its parts
+/// come back uncertain.
 ///
 /// `chat.appendStream` has no idempotency: sent twice, the text shows twice. So an append whose
 /// outcome is unknown (no answer, a 5xx, `internal_error`) is never sent again into the same
