@@ -87,12 +87,6 @@ impl Transport {
         }
     }
 
-    /// The same bot on another route (channel, chat): shares the client, token, policy and the
-    /// bot-wide pause (the route's own pause is its conversation's budget).
-    pub(crate) fn sibling(&self) -> Self {
-        self.clone()
-    }
-
     /// How long from now until the bot-wide pause (Discord's global limit) ends.
     pub(crate) fn bot_pause_left(&self) -> Duration {
         self.bot_paused.left()
@@ -491,7 +485,7 @@ mod tests {
     async fn a_global_limit_holds_back_sibling_routes_and_a_route_limit_does_not() {
         let t = transport(SendPolicy::new().max_tries(1));
         let (here, there) = (spaced(), spaced());
-        let other_route = t.sibling();
+        let other_route = t.clone();
         let mut parts = committed(4).await.into_iter();
         let global = Outcome::RateLimited {
             wait: Some(Duration::from_secs(2)),

@@ -14,7 +14,7 @@ use super::retry::{Request, Transport};
 use super::stream_settings::StreamSettings;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::channel::{Channel, PartLookup, PartReceipt, Render, SendError, SlackMrkdwn};
-use crate::outbound::CommittedPart;
+use crate::outbound::{CommittedPart, DeliveryId};
 
 /// The metadata `event_type` every part carries, and a lookup matches.
 const EVENT_TYPE: &str = "mesh_egress_part";
@@ -127,7 +127,9 @@ impl<R: Render> SlackChannel<R> {
     {
         Self {
             renderer: self.renderer.clone(),
-            transport: self.transport.sibling(),
+            // Clones share the client, token, policy and the bot-wide pause; the route's own
+            // pause is its conversation's budget.
+            transport: self.transport.clone(),
             base_url: self.base_url.clone(),
             stream: self.stream.sibling(),
             channel: channel.into(),
@@ -205,7 +207,7 @@ impl<R: Render> Channel for SlackChannel<R> {
         part: &CommittedPart,
         since: SystemTime,
     ) -> impl Future<Output = PartLookup> + Send {
-        self.find(part.delivery_id().to_string(), part.index(), since)
+        self.find(part.delivery_id(), part.index(), since)
     }
 }
 
@@ -217,12 +219,13 @@ impl<R: Render> SlackChannel<R> {
         request: Request,
     ) -> Result<PartReceipt, SendError> {
         let started = SystemTime::now();
-        let delivery = part.delivery_id().to_string();
+        // Copied, not formatted: only a lookup after a try of unknown outcome needs its text.
+        let delivery = part.delivery_id();
         let index = part.index();
         // The failure of the last try whose outcome is unknown, until a lookup settles it.
         let unsettled: Mutex<Option<ChannelErrorKind>> = Mutex::new(None);
         let unsettled = &unsettled;
-        let (delivery, request) = (&delivery, &request);
+        let request = &request;
         self.transport
             .retry(&self.stream.budget, part, || async move {
                 let last = unsettled
@@ -230,7 +233,7 @@ impl<R: Render> SlackChannel<R> {
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
                 if let Some(kind) = last {
-                    match self.find(delivery.clone(), index, started).await {
+                    match self.find(delivery, index, started).await {
                         PartLookup::Found(receipt) => {
                             tracing::info!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, "an earlier try had posted the part; not sent again");
                             return Outcome::Sent(receipt.id().to_owned());
@@ -256,7 +259,8 @@ impl<R: Render> SlackChannel<R> {
 
     /// Looks for the message carrying part `index` of `delivery`, posted no earlier than a
     /// minute before `since`.
-    async fn find(&self, delivery: String, index: usize, since: SystemTime) -> PartLookup {
+    async fn find(&self, delivery: DeliveryId, index: usize, since: SystemTime) -> PartLookup {
+        let delivery = delivery.to_string();
         let (method, mut query) = match &self.thread_ts {
             Some(ts) => ("conversations.replies", vec![("ts", ts.clone())]),
             None => ("conversations.history", Vec::new()),

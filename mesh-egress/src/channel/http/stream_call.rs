@@ -261,13 +261,13 @@ impl Caller {
             Ok(response) => response,
             Err(error) if error.is_builder() => {
                 return Outcome::Fail {
-                    kind: transport_failure("the request could not be built"),
+                    kind: transport.transport_failure(error),
                     retryable: false,
                 };
             }
             Err(error) => {
                 let reached = !error.is_connect();
-                return unanswered(call, transport_failure(describe(&error)), reached);
+                return unanswered(call, transport.transport_failure(error), reached);
             }
         };
         let status = response.status();
@@ -281,7 +281,7 @@ impl Caller {
             Err(BodyError::TooLarge) => too_large(status, &headers, limit),
             // The surface answered, so it had the request: the outcome is unknown.
             Err(BodyError::Transport(error)) => {
-                unanswered(call, transport_failure(describe(&error)), true)
+                unanswered(call, transport.transport_failure(error), true)
             }
         }
     }
@@ -294,23 +294,6 @@ fn unanswered(call: &StreamCall, kind: ChannelErrorKind, maybe_reached: bool) ->
         Outcome::Unknown(kind)
     } else {
         Outcome::Retry(kind)
-    }
-}
-
-/// What failed, without the request URL (a Telegram token lives in its path).
-fn describe(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "connection failed"
-    }
-}
-
-fn transport_failure(detail: &str) -> ChannelErrorKind {
-    ChannelErrorKind::Transport {
-        detail: detail.to_owned(),
     }
 }
 

@@ -100,7 +100,9 @@ impl<R: Render> TelegramChannel<R> {
             chat,
             topic: None,
             renderer: self.renderer.clone(),
-            transport: self.transport.sibling(),
+            // Clones share the client, token, policy and the bot-wide pause; the route's own
+            // pause is its conversation's budget.
+            transport: self.transport.clone(),
             base_url: self.base_url.clone(),
         }
     }

@@ -157,13 +157,7 @@ impl RateBudget {
     /// Waits until a call of `kind` may go without spending the slot (so a caller can gather
     /// what arrived meanwhile before it calls).
     pub async fn ready(&self, kind: CallKind) {
-        loop {
-            let at = self.next_slot(kind);
-            if at <= Instant::now() {
-                return;
-            }
-            tokio::time::sleep_until(at).await;
-        }
+        self.ready_within(kind, Duration::MAX).await;
     }
 
     /// Waits for a slot for a call of `kind` and spends it; returns how long it waited.
