@@ -348,10 +348,9 @@ impl<C: Channel> Durable<C> {
         }
     }
 
-    /// Claims a part for a send (`pending → sending`, fenced); the rows it changed. A part a
-    /// surface's stream marked `sending` and handed back without confirming it (the stream
-    /// ended short without saying it stopped) is made `pending` first: holding the part proves
-    /// the stream let it go, and what was not confirmed goes again from the confirmed offset.
+    /// Claims a part for a send (`pending → sending`, fenced); the rows it changed. (A part a
+    /// surface's stream handed back is `pending` again already: the session tells its
+    /// observers whenever it stops short, and the journal hands the part back.)
     async fn claim(
         &self,
         delivery: &str,
@@ -361,29 +360,14 @@ impl<C: Channel> Durable<C> {
     ) -> Result<u64, sqlx::Error> {
         let sql = &self.store.inner.sql;
         on_pool!(&self.store.inner.pool, pool => {
-            let claim = || {
-                sqlx::query(&sql.claim)
-                    .bind(delivery)
-                    .bind(index)
-                    .bind(holder)
-                    .bind(token)
-                    .execute(pool)
-            };
-            let claimed = claim().await?.rows_affected();
-            if claimed != 0 {
-                return Ok(claimed);
-            }
-            let handed_back = sqlx::query(&sql.stream_hand_back)
+            Ok(sqlx::query(&sql.claim)
                 .bind(delivery)
                 .bind(index)
-                .bind(super::stream::HANDED_BACK)
+                .bind(holder)
+                .bind(token)
                 .execute(pool)
                 .await?
-                .rows_affected();
-            if handed_back == 0 {
-                return Ok(0);
-            }
-            Ok(claim().await?.rows_affected())
+                .rows_affected())
         })
     }
 

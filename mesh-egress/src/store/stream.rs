@@ -19,7 +19,7 @@ use crate::outbound::{CommittedPart, DeliveryId};
 use crate::ownership::{Fence, Ownership};
 
 /// Why a handed-back part is pending again, for operators reading the row.
-pub(super) const HANDED_BACK: &str =
+const HANDED_BACK: &str =
     "the surface's stream did not confirm it; sent again as a message of its own";
 
 /// How many commits a store remembers the ownership of: far more than one reply's blocks, so

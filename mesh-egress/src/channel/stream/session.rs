@@ -394,7 +394,10 @@ async fn run<D: Driver>(
             let confirmed = driver.confirmed();
             if confirmed < parts.len() {
                 // A driver must confirm everything at the end or fail: never report a reply
-                // complete that is not.
+                // complete that is not. The observers hear that it stopped (the durable outbox
+                // hands the parts back for the re-send).
+                let stopped = Err(DriverError::new(Box::new(Unconfirmed)));
+                after_call(&shared, &mut seen, &driver, &parts, confirmed, &stopped).await;
                 return Err(StreamError::new(
                     driver.receipt(mode),
                     parts.unconfirmed(confirmed),
