@@ -535,11 +535,12 @@ async fn a_part_the_outbox_refuses_stops_the_stream_before_its_call(backend: Bac
     let finished = tokio::time::timeout(BOUND, stream.finish())
         .await
         .expect("the stream ends in time");
-    assert!(finished.is_err(), "the stream stopped: {finished:?}");
+    let stopped = finished.expect_err("the stream stopped");
     assert!(
-        !ownership.is_held(),
-        "the journal revoked the reply's ownership"
+        stopped.is_refused(),
+        "the outbox refused the call: {stopped:?}"
     );
+    assert_eq!(stopped.unconfirmed().len(), 1, "the refused part came back");
     assert_eq!(
         case.api.calls_to("editMessage"),
         0,

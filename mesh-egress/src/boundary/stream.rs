@@ -493,6 +493,12 @@ async fn finish_live<C: Channel + ?Sized>(
             out.surface = Some(receipt);
             Ok(false)
         }
+        // The outbox refused the next call: the conversation is someone else's now (or the
+        // store cannot record sends), so nothing more goes.
+        Err(error) if error.is_refused() => {
+            out.surface = Some(error.receipt().clone());
+            Ok(true)
+        }
         Err(error) => {
             out.surface = Some(error.receipt().clone());
             // Parts whose call got no answer may be on the surface: never sent again here (at

@@ -106,12 +106,11 @@
 //! - **before each call** that may show parts, the journal marks the ones not marked yet
 //!   `sending` and `streamed`, in one transaction, each fenced on the lease it was committed
 //!   under. If any is refused (its lease moved on, it is not pending in this outbox, or the
-//!   database failed), none is marked and the journal revokes the
-//!   [`Ownership`](crate::Ownership) the parts were committed under (the store remembers it
-//!   for its last 1,024 commits; every clone sees the revocation): the surface drivers check every
-//!   part's ownership before each call, so that call and the rest of the reply never go, and
-//!   the boundary ends the turn as ownership lost, its parts still `pending` for whoever holds
-//!   the conversation next.
+//!   database failed), none is marked and the journal refuses the call
+//!   ([`CallRefused`](crate::channel::stream::CallRefused)): that call and the rest of the
+//!   reply never go, and the boundary ends the turn as ownership lost, its parts still
+//!   `pending` for whoever holds the conversation next. The conversation's lease itself is
+//!   left alone.
 //! - **after each call**, the parts the surface confirmed are marked `sent`, with the id of the
 //!   message that holds them (several parts share one id: one growing message). What the
 //!   surface confirmed is the truth: a confirmed part is recorded even if its `sending` mark
@@ -200,8 +199,6 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
-    /// The ownership of the latest commits, for streams' journals (see `stream`).
-    commits: stream::RecentCommits,
 }
 
 impl Store {
@@ -211,11 +208,7 @@ impl Store {
         let (pool, sql) = backend::open(url).await?;
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner {
-                pool,
-                sql,
-                commits: stream::RecentCommits::default(),
-            }),
+            inner: Arc::new(Inner { pool, sql }),
         })
     }
 

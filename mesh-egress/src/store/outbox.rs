@@ -218,13 +218,6 @@ impl<C: Channel> Durable<C> {
             }
             tx.commit().await.map_err(store_error)?;
         });
-        if let Some(ownership) = record.ownership {
-            // A stream's journal stops a call with it when the outbox refuses the part.
-            self.store
-                .inner
-                .commits
-                .committed(record.delivery, ownership);
-        }
         tracing::debug!(target: "mesh_egress::store", conversation, %delivery, parts = total, "committed to the outbox");
         crate::failpoint::hit("after_commit").await;
         Ok(())

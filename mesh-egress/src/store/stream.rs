@@ -3,60 +3,24 @@
 //! [streamed parts](super#streamed-parts) rules), and how [`Store::resend`] settles a streamed
 //! part its sender left behind.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::outbox::{Durable, report_uncertain};
 use super::{Store, StoreError, Surface, UnknownOutcome, on_pool};
 use crate::channel::Channel;
 use crate::channel::stream::{
-    ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver, StreamOpenError,
-    StreamProgress, StreamingChannel,
+    CallRefused, CallVerdict, ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver,
+    StreamOpenError, StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
 use crate::ledger::Ledger;
-use crate::outbound::{CommittedPart, DeliveryId};
-use crate::ownership::{Fence, Ownership};
+use crate::outbound::CommittedPart;
+use crate::ownership::Fence;
 
 /// Why a handed-back part is pending again, for operators reading the row.
 const HANDED_BACK: &str =
     "the surface's stream did not confirm it; sent again as a message of its own";
-
-/// How many commits a store remembers the ownership of: far more than one reply's blocks, so
-/// a stream opened after its blocks were committed still finds them.
-const REMEMBERED_COMMITS: usize = 1024;
-
-/// The ownership the last [`REMEMBERED_COMMITS`] messages were committed under, so a stream's
-/// journal can stop a call: it revokes a refused part's ownership, and the stream's driver,
-/// which checks every part's ownership before each call, then makes no call.
-#[derive(Default)]
-pub(super) struct RecentCommits {
-    ring: Mutex<VecDeque<(DeliveryId, Ownership)>>,
-}
-
-impl RecentCommits {
-    /// A message was committed under `ownership` (one lock and a push).
-    pub(super) fn committed(&self, delivery: DeliveryId, ownership: &Ownership) {
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        if ring.len() >= REMEMBERED_COMMITS {
-            ring.pop_front();
-        }
-        ring.push_back((delivery, ownership.clone()));
-    }
-
-    /// Revokes the ownership each of `deliveries` was committed under; whether any was found.
-    fn revoke(&self, deliveries: impl Iterator<Item = DeliveryId>) -> bool {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut found = false;
-        for delivery in deliveries {
-            if let Some((_, ownership)) = ring.iter().rev().find(|(d, _)| *d == delivery) {
-                ownership.revoke();
-                found = true;
-            }
-        }
-        found
-    }
-}
 
 /// The stream's journal in the outbox: `pending → sending` before a call may show a part,
 /// `sending → sent` (with the message that holds it) once the surface confirmed it, and
@@ -135,24 +99,17 @@ impl Journal {
         }
     }
 
-    /// Stops the stream before its call: the parts' ownership is revoked, so the driver's
-    /// ownership check fails and nothing more of the reply goes (what was not confirmed comes
-    /// back to the caller, still `pending` in the outbox).
-    fn refuse(&self, parts: &[PartRef], why: &str) {
+    /// Refuses the call: the stream stops before it, and what was not confirmed comes back
+    /// to the caller, still `pending` in the outbox for whoever holds the conversation.
+    fn refuse(&self, parts: &[PartRef], why: &str) -> Result<(), CallRefused> {
         let conversation = self.conversation();
-        let deliveries = parts.iter().map(PartRef::delivery_id);
-        if self.store.inner.commits.revoke(deliveries) {
-            tracing::warn!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
-        } else {
-            // Not committed through this store lately: nothing here can stop the call, so say
-            // loudly that its parts are not recorded.
-            tracing::error!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "the outbox refused streamed parts it cannot stop: they were not committed through this store");
-        }
+        tracing::warn!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
+        Err(CallRefused::new(why))
     }
 }
 
 impl StreamObserver for Journal {
-    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> ObserverFuture<'a> {
+    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> CallVerdict<'a> {
         Box::pin(async move {
             let fresh: Vec<PartRef> = {
                 let marks = self.marks();
@@ -163,7 +120,7 @@ impl StreamObserver for Journal {
                     .collect()
             };
             if fresh.is_empty() {
-                return;
+                return Ok(());
             }
             match self.mark_sending(&fresh).await {
                 Ok(true) => {
@@ -177,6 +134,7 @@ impl StreamObserver for Journal {
                         // marked `sending`, and the next call has not gone yet.
                         crate::failpoint::hit("between_stream_calls").await;
                     }
+                    Ok(())
                 }
                 Ok(false) => self.refuse(
                     &fresh,
@@ -184,7 +142,7 @@ impl StreamObserver for Journal {
                 ),
                 Err(error) => {
                     tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not mark streamed parts sending");
-                    self.refuse(&fresh, "the outbox could not record the call");
+                    self.refuse(&fresh, "the outbox could not record the call")
                 }
             }
         })

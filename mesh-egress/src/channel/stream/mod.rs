@@ -54,7 +54,10 @@ mod session;
 mod slack_markdown;
 
 pub use budget::{BudgetConfig, CallKind, RateBudget};
-pub use observe::{MessageUpdate, ObserverFuture, PartRef, StreamObserver, StreamProgress};
+pub use observe::{
+    CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, StreamObserver,
+    StreamProgress,
+};
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
 #[cfg(feature = "http")]

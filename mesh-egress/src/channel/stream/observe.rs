@@ -14,6 +14,27 @@ use crate::outbound::DeliveryId;
 /// What an observer's hooks return: awaited by the stream's worker before it goes on.
 pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
+/// What [`StreamObserver::before_call`] returns: `Err` stops the stream before the call.
+pub type CallVerdict<'a> = Pin<Box<dyn Future<Output = Result<(), CallRefused>> + Send + 'a>>;
+
+/// An observer refused the stream's next call (the durable outbox could not record it): the
+/// call does not go, and the stream stops with every part not confirmed
+/// ([`StreamError::is_refused`](super::StreamError::is_refused)).
+#[derive(Debug, thiserror::Error)]
+#[error("the stream's next call was refused: {reason}")]
+pub struct CallRefused {
+    reason: String,
+}
+
+impl CallRefused {
+    /// A refusal, and why (for logs; never shown to a person).
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
+
 /// One part of the reply, as the outbox keys it: its message's delivery id and its index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PartRef {
@@ -160,10 +181,11 @@ impl StreamProgress<'_> {
 ///
 /// [`StreamPlan`]: crate::boundary::StreamPlan
 pub trait StreamObserver: Send + Sync + 'static {
-    /// Before a call that may show `parts` (every part not confirmed yet).
-    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> ObserverFuture<'a> {
+    /// Before a call that may show `parts` (every part not confirmed yet); `Err` stops the
+    /// stream instead of making the call.
+    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> CallVerdict<'a> {
         let _ = parts;
-        Box::pin(std::future::ready(()))
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// After a call, or the calls of one flush: what the surface now shows.

@@ -147,6 +147,7 @@ pub enum StreamOpenError {
 /// resumes the reply from the confirmed offset.
 pub struct StreamError {
     receipt: StreamReceipt,
+    refused: bool,
     uncertain: Vec<CommittedPart>,
     unconfirmed: Vec<CommittedPart>,
     source: Box<dyn StdError + Send + Sync>,
@@ -160,10 +161,23 @@ impl StreamError {
     ) -> Self {
         Self {
             receipt,
+            refused: false,
             uncertain: Vec::new(),
             unconfirmed,
             source,
         }
+    }
+
+    pub(crate) fn refused(mut self) -> Self {
+        self.refused = true;
+        self
+    }
+
+    /// Whether an observer refused the next call ([`CallRefused`](super::CallRefused): the
+    /// durable outbox could not record it, e.g. another worker holds the conversation now).
+    /// Then nothing more of the reply should go: not even the unconfirmed parts as messages.
+    pub fn is_refused(&self) -> bool {
+        self.refused
     }
 
     pub(crate) fn with_uncertain(mut self, uncertain: Vec<CommittedPart>) -> Self {

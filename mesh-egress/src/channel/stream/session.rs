@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::observe::{PartRef, Seen, StreamObserver, StreamProgress, holders};
+use super::observe::{CallRefused, PartRef, Seen, StreamObserver, StreamProgress, holders};
 use super::{
     BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt, StreamedMessage,
 };
@@ -364,7 +364,9 @@ async fn run<D: Driver>(
                 inbox.done
             };
             let before = driver.confirmed();
-            before_call(&shared, &parts, before).await;
+            if let Err(refused) = before_call(&shared, &parts, before).await {
+                return Err(refuse(driver, mode, &mut parts, refused).await);
+            }
             let result = driver.flush(&mut parts, done).await;
             after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
             (result, done)
@@ -375,7 +377,9 @@ async fn run<D: Driver>(
                 () = sleep_until(deadline) => {}
             }
             let before = driver.confirmed();
-            before_call(&shared, &parts, before).await;
+            if let Err(refused) = before_call(&shared, &parts, before).await {
+                return Err(refuse(driver, mode, &mut parts, refused).await);
+            }
             let result = driver.refresh(&mut parts).await;
             after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
             (result, false)
@@ -409,16 +413,36 @@ async fn run<D: Driver>(
     }
 }
 
+/// An observer refused the next call: the stream stops before it, nothing after the
+/// confirmed parts goes.
+async fn refuse<D: Driver>(
+    mut driver: D,
+    mode: StreamMode,
+    parts: &mut Parts,
+    refused: CallRefused,
+) -> StreamError {
+    tracing::warn!(target: "mesh_egress::channel", error = %refused, confirmed = driver.confirmed(), "reply stream stopped before its call");
+    driver.close().await;
+    let confirmed = driver.confirmed();
+    StreamError::new(
+        driver.receipt(mode),
+        parts.unconfirmed(confirmed),
+        Box::new(refused),
+    )
+    .refused()
+}
+
 /// Tells the observers which parts the next call may show (all not confirmed yet).
-async fn before_call(shared: &Shared, parts: &Parts, confirmed: usize) {
+async fn before_call(shared: &Shared, parts: &Parts, confirmed: usize) -> Result<(), CallRefused> {
     let observers = shared.observers();
     let pending = parts.keys.get(confirmed..).unwrap_or(&[]);
     if observers.is_empty() || pending.is_empty() {
-        return;
+        return Ok(());
     }
     for observer in &observers {
-        observer.before_call(pending).await;
+        observer.before_call(pending).await?;
     }
+    Ok(())
 }
 
 /// Tells the observers what the surface shows now, when anything changed (or it stopped).
