@@ -63,6 +63,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod address;
 pub mod block;
 pub mod boundary;
 pub mod channel;
@@ -110,6 +111,7 @@ pub mod __private;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+pub use address::{Address, Surface};
 pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,

@@ -17,6 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Leaf values: they import nothing of ours but other leaf values.
     ("egress", &["ownership"]),
     ("ownership", &[]),
+    ("address", &[]),
     ("reply", &["egress", "id"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -28,13 +29,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // A streamed block, `Unchecked -> Checked`: a leaf value the gate checks and channels send.
     ("block", &["egress", "ownership"]),
     // The record of what happened, and the context of one turn.
-    ("ledger", &["egress", "reply", "render"]),
-    ("turn", &["egress", "ownership", "ledger"]),
+    ("ledger", &["egress", "reply", "render", "address"]),
+    ("turn", &["egress", "ownership", "ledger", "address"]),
     // Layer B: the typestate, then the channels.
-    ("outbound", &["egress", "ownership", "render", "id"]),
+    (
+        "outbound",
+        &["egress", "ownership", "render", "id", "address"],
+    ),
     (
         "channel",
         &[
+            "address",
             "outbound",
             "egress",
             "reply",
@@ -67,6 +72,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "store",
         &[
+            "address",
             "outbound",
             "channel",
             "egress",
@@ -85,6 +91,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "boundary",
         &[
+            "address",
             "channel",
             "degrade",
             "egress",
@@ -107,6 +114,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "worker",
         &[
+            "address",
             "boundary",
             "store",
             "channel",
@@ -129,6 +137,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "testing",
         &[
+            "address",
             "channel",
             "degrade",
             "egress",
