@@ -165,6 +165,7 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod readdress;
 mod resend;
 mod retention;
 mod stream;
@@ -176,6 +177,8 @@ use std::time::Duration;
 
 use sqlx::Row;
 
+use crate::address::{Address, AddressError};
+
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,
@@ -184,6 +187,7 @@ pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, UnknownOutcome};
+pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
 
@@ -212,9 +216,11 @@ impl Store {
         })
     }
 
-    /// Wraps `channel` so its commits and sends go through this store's outbox.
-    pub fn channel<C: crate::channel::Channel>(&self, channel: C, surface: Surface) -> Durable<C> {
-        Durable::new(self.clone(), channel, surface)
+    /// Wraps `channel` so its commits and sends go through this store's outbox. Every part
+    /// is stored with the channel's [`address`](crate::channel::Channel::address), which also
+    /// decides the [duplicate rules](self#duplicates-per-surface) its sends follow.
+    pub fn channel<C: crate::channel::Channel>(&self, channel: C) -> Durable<C> {
+        Durable::new(self.clone(), channel)
     }
 
     /// Every part recorded for `conversation`, in commit order: what operators and tests read.
@@ -233,6 +239,7 @@ impl Store {
                         index: to_usize(row.try_get("part_index").map_err(StoreError::database)?)?,
                         total: to_usize(row.try_get("total").map_err(StoreError::database)?)?,
                         surface: row.try_get("surface").map_err(StoreError::database)?,
+                        address: read_address(conversation, row.try_get::<Option<String>, _>("address").map_err(StoreError::database)?.as_deref())?,
                         text: row.try_get("body").map_err(StoreError::database)?,
                         state: PartState::parse(&row.try_get::<String, _>("state").map_err(StoreError::database)?)?,
                         platform_id: row.try_get("platform_id").map_err(StoreError::database)?,
@@ -271,46 +278,38 @@ impl Pool {
     }
 }
 
+/// An address as the store writes it: validated, then its JSON text.
+pub(crate) fn address_text(conversation: &str, address: &Address) -> Result<String, StoreError> {
+    let bad = |error| StoreError::BadAddress {
+        conversation: conversation.to_owned(),
+        error,
+    };
+    address.validate().map_err(bad)?;
+    serde_json::to_string(address).map_err(|e| bad(AddressError::Malformed(e.to_string())))
+}
+
+/// An address as the store reads it back: `None` for a row from before migration 0004, a
+/// typed error for text that is not a valid address.
+pub(crate) fn read_address(
+    conversation: &str,
+    text: Option<&str>,
+) -> Result<Option<Address>, StoreError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let bad = |error| StoreError::BadAddress {
+        conversation: conversation.to_owned(),
+        error,
+    };
+    // Bounded: a reader's message can quote what it read.
+    let address: Address = serde_json::from_str(text)
+        .map_err(|e| bad(AddressError::Malformed(outbox::bounded(e.to_string()))))?;
+    address.validate().map_err(bad)?;
+    Ok(Some(address))
+}
+
 fn to_usize(value: i64) -> Result<usize, StoreError> {
     usize::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative part index {value}")))
-}
-
-/// The chat surface a durable channel delivers to: it decides what a re-send may do (see the
-/// [module docs](self#duplicates-per-surface)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Surface {
-    /// Discord: `nonce` + `enforce_nonce` dedupes a re-send inside Discord's window.
-    Discord,
-    /// Slack: no server-side dedupe.
-    Slack,
-    /// Telegram: no dedupe.
-    Telegram,
-    /// Stdout, a recorder, any channel without dedupe.
-    Plain,
-}
-
-impl Surface {
-    /// The name stored in the outbox.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Discord => "discord",
-            Self::Slack => "slack",
-            Self::Telegram => "telegram",
-            Self::Plain => "plain",
-        }
-    }
-
-    /// Whether the surface drops a repeated send of the same part by itself.
-    pub fn dedupes(self) -> bool {
-        matches!(self, Self::Discord)
-    }
-}
-
-impl fmt::Display for Surface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Where a part is in its life (see the [state table](self#part-states)).
@@ -365,6 +364,10 @@ pub struct StoredPart {
     pub total: usize,
     /// The surface it was committed for.
     pub surface: String,
+    /// Where it goes: the address of the channel it was committed through. `None` for a row
+    /// from before migration 0004, which is never sent to a guessed destination (see
+    /// [rows without an address](self#rows-without-an-address)).
+    pub address: Option<Address>,
     /// The exact payload.
     pub text: String,
     /// Where it is.
@@ -437,6 +440,16 @@ pub enum StoreError {
     /// A row the store wrote cannot be read back.
     #[error("the store holds a row it cannot read: {0}")]
     Corrupt(String),
+    /// An address the store was given, or holds, is not a valid one (checked by
+    /// [`Address::validate`]): a part or commitment is never written or read with it.
+    #[error("conversation {conversation:?} has an address the store cannot use")]
+    BadAddress {
+        /// The conversation.
+        conversation: String,
+        /// What is wrong with it.
+        #[source]
+        error: AddressError,
+    },
     /// Something that runs in the background (the durable ledger's writer) was asked for
     /// outside a Tokio runtime.
     #[error("the store needs a Tokio runtime for this (call it from async code)")]
