@@ -92,13 +92,13 @@ use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
-use mesh_egress::{Attribution, Turn};
+use mesh_egress::{Address, Attribution, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
                      [--deliver slack|discord|telegram] [--store URL] [--stream] \
-                     [--stream-mode stream|blocks|final] PROMPT";
+                     [--stream-mode stream|blocks|final] [--conversation ID] PROMPT";
 
 /// The parsed command line.
 #[derive(Debug)]
@@ -117,6 +117,8 @@ struct Args {
     stream: bool,
     /// `--stream-mode` (or `MESH_STREAM_MODE`): how the surface shows the stream.
     stream_mode: Option<StreamMode>,
+    /// `--conversation ID` (default `cli`): the conversation the turn belongs to.
+    conversation: String,
 }
 
 /// What the command line asked for: a turn, or the usage text.
@@ -134,6 +136,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut system_prompt_file = None;
     let mut store = None;
     let mut stream_mode = None;
+    let mut conversation = None;
     let mut positionals: Vec<&str> = Vec::new();
     let mut rest = argv.iter();
     let mut flags_done = false;
@@ -175,6 +178,9 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             }
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
             "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
+            "--conversation" => {
+                conversation = Some(conversation_flag(value(flag, inline, &mut rest)?)?)
+            }
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
             "--stream" if inline.is_none() => stream = true,
@@ -219,7 +225,16 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         store,
         stream,
         stream_mode,
+        conversation: conversation.unwrap_or_else(|| "cli".to_owned()),
     }))
+}
+
+/// `--conversation ID`: any id but a blank one.
+fn conversation_flag(id: &str) -> Result<String, String> {
+    if id.trim().is_empty() {
+        return Err("--conversation needs a non-empty ID".into());
+    }
+    Ok(id.to_owned())
 }
 
 fn stream_mode_flag(name: &str) -> Result<StreamMode, String> {
@@ -246,6 +261,11 @@ async fn main() -> ExitCode {
         Ok(delivery) => delivery,
         Err(message) => return usage_error(&message),
     };
+    // Where the parts go: the surface's chat from its variables, or stdout.
+    let address = match args.deliver.map(cli::destination_from_env).transpose() {
+        Ok(address) => address.unwrap_or(Address::Plain),
+        Err(message) => return usage_error(&message),
+    };
     let store_url = cli::store_url(args.store.clone());
     init_logs();
 
@@ -262,7 +282,7 @@ async fn main() -> ExitCode {
     };
     // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
     // it stops recovery as well as delivery.
-    let persistent = match turn_store::Persistent::start(store_url, "cli").await {
+    let persistent = match turn_store::Persistent::start(store_url, &args.conversation).await {
         Ok(persistent) => persistent,
         Err(code) => return code,
     };
@@ -278,9 +298,10 @@ async fn main() -> ExitCode {
         .map_or(0, |d| d.as_millis());
     let mut turn = Turn::new(Attribution::new(
         "turn-example",
-        "cli",
+        args.conversation.as_str(),
         format!("run-{run}"),
-    ));
+    ))
+    .with_address(address.clone());
     if let Some(persistent) = &persistent {
         turn = turn.with_ownership(persistent.ownership());
     }
@@ -315,7 +336,6 @@ async fn main() -> ExitCode {
             let run = turn_store::StreamedDelivery {
                 streamed,
                 policy: &policy,
-                surface: Surface::stored(args.deliver),
                 task: cli::follow_up_task(
                     args.mode,
                     &args.prompt,
@@ -335,7 +355,14 @@ async fn main() -> ExitCode {
                 return persistent.stream(run, channel).await;
             };
             let printer = turn_live::LivePrinter::new(args.json, started);
-            return match delivery.with_stream_mode(args.stream_mode).connector() {
+            let connector = match delivery
+                .with_stream_mode(args.stream_mode)
+                .connector(&address)
+            {
+                Ok(connector) => connector,
+                Err(error) => return usage_error(&error.to_string()),
+            };
+            return match connector {
                 cli::Connector::Slack(slack) => {
                     let slack = slack.with_renderer(SlackMarkdown::new());
                     let live = turn_live::Live::new(slack, printer);
@@ -361,7 +388,14 @@ async fn main() -> ExitCode {
         // Onto the surface's own stream: a Slack stream in the thread, Telegram drafts, Discord
         // edits (or blocks, or the final reply, as `--stream-mode` says).
         let printer = turn_live::LivePrinter::new(args.json, started);
-        return match delivery.with_stream_mode(args.stream_mode).connector() {
+        let connector = match delivery
+            .with_stream_mode(args.stream_mode)
+            .connector(&address)
+        {
+            Ok(connector) => connector,
+            Err(error) => return usage_error(&error.to_string()),
+        };
+        return match connector {
             cli::Connector::Slack(slack) => {
                 // Slack's streams take standard Markdown (`markdown_text`).
                 let live = turn_live::Live::new(slack.with_renderer(SlackMarkdown::new()), printer);
@@ -383,8 +417,9 @@ async fn main() -> ExitCode {
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
 
     let target = args.deliver.unwrap_or(Surface::Plain);
-    let channel = match delivery {
-        Some(delivery) => delivery.channel(args.json),
+    let channel = match delivery.map(|delivery| delivery.channel(&address, args.json)) {
+        Some(Ok(channel)) => channel,
+        Some(Err(error)) => return usage_error(&error.to_string()),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
     if let Some(persistent) = persistent {
@@ -401,7 +436,6 @@ async fn main() -> ExitCode {
                 mode: args.mode,
                 policy: &policy,
                 channel,
-                surface: Surface::stored(args.deliver),
                 target,
                 reply,
                 task,

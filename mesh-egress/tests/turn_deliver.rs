@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use example_binary::example_binary;
 
-use mesh_egress::channel::http::Surface;
+use mesh_egress::Surface;
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse};
 use serde_json::{Value, json};
 

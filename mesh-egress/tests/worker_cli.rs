@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use example_binary::example_binary;
-use mesh_egress::channel::http::Surface as Api;
+use mesh_egress::Surface as Api;
 use mesh_egress::store::{CommitmentStatus, PartState, Store};
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse};
 use serde_json::{Value, json};

@@ -148,9 +148,7 @@ impl FakeResponse {
                 400,
                 json!({ "ok": false, "error_code": 400, "description": detail }).to_string(),
             ),
-            Some(Api::Slack) => {
-                Self::raw(200, json!({ "ok": false, "error": detail }).to_string())
-            }
+            Some(Api::Slack) => Self::raw(200, json!({ "ok": false, "error": detail }).to_string()),
             None => Self::raw(400, json!({ "error": detail }).to_string()),
         }
     }

@@ -19,7 +19,7 @@ use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, 
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
-use mesh_egress::store::{Durable, Lease, Store, Surface, UnknownOutcome};
+use mesh_egress::store::{Durable, Lease, Store, UnknownOutcome};
 use mesh_egress::{AgentMessage, Attribution, Outbound};
 
 /// The bot token every fake accepts.
@@ -47,7 +47,7 @@ fn connector(
     url: String,
     tries: u32,
     timeout_ms: u64,
-) -> Result<(BoxedChannel, Surface), String> {
+) -> Result<BoxedChannel, String> {
     let policy = SendPolicy::new()
         .max_tries(tries)
         .backoff(Duration::from_millis(1))
@@ -55,32 +55,23 @@ fn connector(
         .request_timeout(Duration::from_millis(timeout_ms));
     let renderer = PlainText::new().with_limit(10);
     Ok(match surface {
-        "slack" => (
-            BoxedChannel::new(
-                SlackChannel::new(TOKEN, "C1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Slack,
+        "slack" => BoxedChannel::new(
+            SlackChannel::new(TOKEN, "C1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy),
         ),
-        "discord" => (
-            BoxedChannel::new(
-                DiscordChannel::new(TOKEN, "1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Discord,
+        "discord" => BoxedChannel::new(
+            DiscordChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy),
         ),
-        "telegram" => (
-            BoxedChannel::new(
-                TelegramChannel::new(TOKEN, "1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Telegram,
+        "telegram" => BoxedChannel::new(
+            TelegramChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy),
         ),
         other => return Err(format!("unknown surface {other:?}")),
     })
@@ -88,7 +79,7 @@ fn connector(
 
 async fn run(mode: &str) -> Result<serde_json::Value, String> {
     let url = env("MESH_STORE_URL")?;
-    let (channel, surface) = connector(
+    let channel = connector(
         &env("CHILD_SURFACE")?,
         env("CHILD_API_URL")?,
         std::env::var("CHILD_TRIES")
@@ -116,25 +107,20 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
                     .with_stream_recipient("U0123456789", "T0123456789")
                     .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
                     .base_url(api);
-                stream(&store.channel(slack, Surface::Slack), &lease, &conversation).await?
+                stream(&store.channel(slack), &lease, &conversation).await?
             }
             "discord" => {
                 let discord = DiscordChannel::new(TOKEN, "1")
                     .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
                     .base_url(api);
-                stream(
-                    &store.channel(discord, Surface::Discord),
-                    &lease,
-                    &conversation,
-                )
-                .await?
+                stream(&store.channel(discord), &lease, &conversation).await?
             }
             other => return Err(format!("no stream for surface {other:?}")),
         };
         store.close().await;
         return Ok(answer);
     }
-    let mut channel = store.channel(channel, surface);
+    let mut channel = store.channel(channel);
     if std::env::var("CHILD_UNKNOWN").ok().as_deref() == Some("send_again") {
         channel = channel.with_unknown_outcome(UnknownOutcome::SendAgain);
     }

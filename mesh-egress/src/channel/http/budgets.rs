@@ -43,7 +43,11 @@ impl Budgets {
     }
 
     /// The budget of `chat`, made with `config` when none is remembered.
-    pub(crate) fn get_or_make(&self, chat: &str, config: impl FnOnce() -> BudgetConfig) -> RateBudget {
+    pub(crate) fn get_or_make(
+        &self,
+        chat: &str,
+        config: impl FnOnce() -> BudgetConfig,
+    ) -> RateBudget {
         let mut lru = self.lock();
         if let Some(budget) = lru.touch(chat) {
             return budget;

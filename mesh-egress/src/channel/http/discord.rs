@@ -182,9 +182,9 @@ impl DiscordChannel {
 
 impl<R: Render> DiscordChannel<R> {
     fn open(client: DiscordClient<R>, address: DiscordAddress) -> Self {
-        let budget = client
-            .budgets
-            .get_or_make(address.channel(), || client.stream.budget_or(discord_budget));
+        let budget = client.budgets.get_or_make(address.channel(), || {
+            client.stream.budget_or(discord_budget)
+        });
         Self {
             client,
             address,

@@ -334,7 +334,7 @@ mod tests {
 
     use super::*;
     use crate::channel::PlainText;
-    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::http::stream_settings::telegram_budget;
     use crate::channel::stream::BudgetConfig;
     use crate::egress::{AgentMessage, Attribution};
     use crate::outbound::Outbound;
@@ -557,7 +557,7 @@ mod tests {
     /// The Telegram group default (20 calls a minute) with every slot of the window spent at
     /// the start.
     async fn full_telegram_window() -> RateBudget {
-        let budget = StreamSettings::telegram(false).budget;
+        let budget = RateBudget::new(telegram_budget(false));
         for _ in 0..20 {
             let spent = budget
                 .acquire_unspaced_within(CallKind::Final, Duration::ZERO)

@@ -107,7 +107,9 @@ macro_rules! channel_stream_builders {
         pub fn with_stream_budget(mut self, config: $crate::channel::stream::BudgetConfig) -> Self {
             self.client.stream.budget = Some(config);
             self.budget = $crate::channel::stream::RateBudget::new(config);
-            self.client.budgets.replace(self.budget_key(), self.budget.clone());
+            self.client
+                .budgets
+                .replace(self.budget_key(), self.budget.clone());
             self
         }
 

@@ -71,11 +71,14 @@ impl<R: Render> TelegramChannel<R> {
 /// a burst of `editMessageText` calls inside the same flood window.
 impl<R: Render> StreamingChannel for TelegramChannel<R> {
     fn stream_mode(&self) -> StreamMode {
-        self.client.stream.mode.unwrap_or(if self.is_private_chat() {
-            StreamMode::Stream
-        } else {
-            StreamMode::Blocks
-        })
+        self.client
+            .stream
+            .mode
+            .unwrap_or(if self.is_private_chat() {
+                StreamMode::Stream
+            } else {
+                StreamMode::Blocks
+            })
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
