@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run -q -p mesh-egress --example turn -- \
 //!     [--mode interactive|proactive] [--channel plain|slack|discord|telegram] [--gate on|off] \
-//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] PROMPT
+//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] \
+//!     [--conversation ID] PROMPT
 //! ```
 //!
 //! Environment: `MESH_MODEL_BASE_URL` (e.g. `http://127.0.0.1:8080/v1`), `MESH_MODEL`
@@ -25,10 +26,17 @@
 //! `--deliver slack|discord|telegram` sends the parts through that surface's real connector
 //! (and implies the matching `--channel`; a different `--channel` is a usage error), then
 //! prints each part that went, with `--json` as `{"part": N, "text": "...", "id": "..."}` (`id`
-//! is the platform's message id). Credentials and target: `SLACK_BOT_TOKEN` +
-//! `MESH_SLACK_CHANNEL`, `DISCORD_BOT_TOKEN` + `MESH_DISCORD_CHANNEL`, `TELEGRAM_BOT_TOKEN` +
-//! `MESH_TELEGRAM_CHAT`; the public API unless `MESH_SLACK_API_URL` / `MESH_DISCORD_API_URL` /
-//! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake).
+//! is the platform's message id). Credentials: `SLACK_BOT_TOKEN`, `DISCORD_BOT_TOKEN`,
+//! `TELEGRAM_BOT_TOKEN`; the public API unless `MESH_SLACK_API_URL` / `MESH_DISCORD_API_URL` /
+//! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake). The conversation's
+//! destination comes from the surface's variables: `MESH_SLACK_CHANNEL` (and
+//! `MESH_SLACK_THREAD_TS`, `MESH_SLACK_RECIPIENT_USER` + `MESH_SLACK_RECIPIENT_TEAM`),
+//! `MESH_DISCORD_CHANNEL`, `MESH_TELEGRAM_CHAT` (and `MESH_TELEGRAM_TOPIC`, a forum topic);
+//! without `--deliver` it is stdout's.
+//!
+//! `--conversation ID` (default `cli`) names the conversation the turn belongs to: its lease,
+//! its outbox rows and its promise are that conversation's, stored with its destination, so a
+//! `worker` keeps each conversation's promise in its own chat.
 //! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
 //! follow-ups run first and print the real answer (or a handoff) when they end.
 //!

@@ -120,6 +120,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "channel",
             "degrade",
             "egress",
+            "ledger",
             "outbound",
             "ownership",
             "reply",

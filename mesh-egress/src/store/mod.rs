@@ -6,8 +6,8 @@
 //! share it); `postgres://…` connects and migrates a database for many workers on many hosts.
 //! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`](crate::channel::Channel) in a
 //! [`Durable`] one: committing a message writes all its parts in one transaction together with
-//! the lease check, and each send is recorded. [`Store::resend`] sends what a crashed or
-//! replaced worker left, in order. [`Store::durable_ledger`] writes the run ledger to the same
+//! the lease check and the channel's [`Address`] (see [addresses](#addresses)), and each send
+//! is recorded. [`Store::resend`] sends what a crashed or replaced worker left, in order. [`Store::durable_ledger`] writes the run ledger to the same
 //! database ([`Store::ledger_entries`] reads it per conversation and run), and
 //! [`Store::prune`] deletes what ended long enough ago.
 //!
@@ -19,11 +19,11 @@
 //! use std::time::Duration;
 //! use mesh_egress::{AgentMessage, Attribution};
 //! use mesh_egress::channel::{Deliver, Recorder};
-//! use mesh_egress::store::{Store, Surface};
+//! use mesh_egress::store::Store;
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
 //! let lease = store.acquire("c1", "worker-a", Duration::from_secs(30)).await?;
-//! let channel = store.channel(Recorder::new(), Surface::Plain);
+//! let channel = store.channel(Recorder::new());
 //! let message = AgentMessage::new("Deployed.", Attribution::new("ops", "c1", "r1"))
 //!     .with_ownership(lease.ownership());
 //! channel.deliver(message).await?;
@@ -53,6 +53,8 @@
 //! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back: re-sent at once as a message of its own, from the confirmed offset |
 //! | `sending` (streamed) | `uncertain` | the stream stopped on a call that got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`, a Slack post or start): maybe shown, never sent again |
 //! | `sending` (streamed) | `uncertain` / `pending` | found so by [`Store::resend`] (its sender died mid-stream): the unknown-outcome knob alone, never a lookup or a nonce |
+//! | `pending` / `sending` (no address) | `failed` | a [`Worker`](crate::worker::Worker) found it stored without a readable address ([rows without an address](#rows-without-an-address)): never sent to a guessed destination |
+//! | `failed` (for want of an address) | `pending` | [`Store::readdress`]: the operator gave its conversation the address |
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
@@ -61,10 +63,60 @@
 //! [`OutboxRecord::Uncertain`](crate::ledger::OutboxRecord) row: delivery id, part, surface,
 //! never its text); the later parts of its conversation go on.
 //!
+//! # Addresses
+//!
+//! Every part is stored with the [`Address`] of the channel it was committed through
+//! ([`Channel::address`](crate::channel::Channel::address): where the part really goes), as
+//! JSON in the `address` column; an address that fails [`Address::validate`] is refused at
+//! commit ([`StoreError::BadAddress`]) rather than written where no reader could trust it.
+//! [`Store::resend`] sends the parts stored for its channel's address only, so a resend
+//! through a channel to one chat can never post another chat's parts. A promise
+//! ([`Store::keep_commitment`]) is stored with the address of the channel its holding line goes
+//! through ([`Durable::keep_commitment`] does that), so its follow-up reaches the chat that
+//! read the promise and no other. What reads a row back checks its address again
+//! ([`StoredPart::address`], [`Claim::address`]); text that is not a valid address is a
+//! [`StoreError::BadAddress`], never a panic. The surface, and so the duplicate rules below,
+//! come from the address: no caller states them.
+//!
+//! A [`Worker`](crate::worker::Worker) holds a [`SurfaceClient`](crate::channel::SurfaceClient)
+//! per surface and makes the channel for each stored address from it, so one worker serves
+//! every conversation of every surface it has a client for.
+//!
+//! # Rows without an address
+//!
+//! Rows written before migration 0004 have no address (the column is NULL), and a row whose
+//! address cannot be read has none a sender could trust. They are never sent to a guessed
+//! destination. The first worker that serves their surface marks such parts `failed` (under
+//! the conversation's lease) and ends such commitments `cancelled` with nothing sent, each
+//! marked as ended for want of an address; each gets a ledger row
+//! ([`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord) or `UnaddressedCommitment`:
+//! delivery id, part or commitment id, surface; never the text) on the worker's ledger
+//! ([`Worker::with_ledger`](crate::worker::Worker::with_ledger)), and one `warn` on target
+//! `mesh_egress::store` names the conversation (once per conversation per pass).
+//!
+//! To send them after all, an operator gives the conversation its address:
+//!
+//! ```no_run
+//! # use mesh_egress::store::Store;
+//! use mesh_egress::address::SlackAddress;
+//! # async fn f(store: Store) -> Result<(), mesh_egress::store::StoreError> {
+//! let fixed = store.readdress("conv-1", &SlackAddress::new("C0123456789").into()).await?;
+//! # let _ = fixed; Ok(()) }
+//! ```
+//!
+//! [`Store::readdress`] sets the address on the conversation's rows that have none, puts the
+//! parts a worker failed for want of one back to `pending` and the commitments it ended back
+//! to `pending` (due at once); the next pass of a worker with a client for that surface sends
+//! them, in order, by the usual rules. Rows that have an address, and rows that failed or
+//! ended for another reason, are never touched. To find the conversations concerned, read
+//! the ledger's `unaddressed` rows ([`Store::ledger_entries`]) or the `warn` events. Running
+//! `readdress` before any worker of the new release has started sends nothing twice: it only
+//! gives the still-open rows their address.
+//!
 //! # Duplicates, per surface
 //!
 //! A send whose outcome is unknown may have reached the surface. Whether it is sent again
-//! depends on what the surface can deduplicate ([`Surface`]):
+//! depends on what the surface of the part's address can deduplicate ([`Surface`]):
 //!
 //! - **Discord** sends the part's idempotency key as `nonce` with `enforce_nonce`, and Discord
 //!   drops a repeated nonce within a few minutes
@@ -178,6 +230,8 @@ use std::time::Duration;
 use sqlx::Row;
 
 use crate::address::{Address, AddressError};
+#[cfg(doc)]
+use crate::address::Surface;
 
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,

@@ -3,7 +3,7 @@
 //!
 //! A worker holds [`SurfaceClient`]s, one per surface it serves (a `SlackClient` per bot
 //! token, say, and a `DiscordClient`), not channels: every part and commitment in the store
-//! carries the [`Address`](crate::Address) of its conversation, and the worker makes the
+//! carries the [`Address`] of its conversation, and the worker makes the
 //! channel for that address from the client of its surface. One worker so serves every
 //! conversation of every surface it has a client for, each in its own chat. Each pass it
 //!
