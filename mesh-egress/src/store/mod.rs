@@ -229,9 +229,9 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use crate::address::{Address, AddressError};
 #[cfg(doc)]
 use crate::address::Surface;
+use crate::address::{Address, AddressError};
 
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,

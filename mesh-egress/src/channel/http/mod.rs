@@ -279,7 +279,123 @@ pub(crate) fn trim_base(url: impl Into<String>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Token;
+    use std::time::Duration;
+
+    use super::{DiscordClient, SlackChannel, SlackClient, TelegramClient, Token};
+    use crate::address::{Address, DiscordAddress, SlackAddress, TelegramAddress};
+    use crate::channel::stream::BudgetConfig;
+    use crate::channel::{Channel, SurfaceClient};
+
+    #[test]
+    fn channels_a_client_makes_for_one_chat_share_its_budget_and_other_chats_do_not() {
+        let slack = SlackClient::new("xoxb-t");
+        let one = slack.channel(SlackAddress::new("C1"));
+        let again = slack.channel(SlackAddress::new("C1"));
+        let thread = slack.channel(SlackAddress::new("C1").in_thread("1.2"));
+        let other = slack.channel(SlackAddress::new("C2"));
+        assert!(one.stream_budget().shares_with(again.stream_budget()));
+        assert!(
+            one.stream_budget().shares_with(thread.stream_budget()),
+            "Slack's limit is per channel"
+        );
+        assert!(!one.stream_budget().shares_with(other.stream_budget()));
+        // The shorthand's siblings and the boxed channels of a stored address share it too.
+        assert!(
+            one.for_channel("C2")
+                .stream_budget()
+                .shares_with(other.stream_budget())
+        );
+        let shorthand = SlackChannel::new("xoxb-t", "C1");
+        assert!(
+            !shorthand.stream_budget().shares_with(one.stream_budget()),
+            "another client"
+        );
+
+        let discord = DiscordClient::new("t");
+        let a = discord.channel(DiscordAddress::new("1"));
+        assert!(
+            a.stream_budget()
+                .shares_with(discord.channel(DiscordAddress::new("1")).stream_budget())
+        );
+        assert!(
+            !a.stream_budget()
+                .shares_with(discord.channel(DiscordAddress::new("2")).stream_budget())
+        );
+    }
+
+    #[test]
+    fn a_telegram_chat_gets_its_kind_of_budget_and_its_topics_share_it() {
+        let telegram = TelegramClient::new("1:t");
+        let group = telegram.channel(TelegramAddress::new("-1001"));
+        let topic = telegram.channel(TelegramAddress::new("-1001").in_topic(7));
+        assert!(group.stream_budget().shares_with(topic.stream_budget()));
+        let private = telegram.channel(TelegramAddress::new("42"));
+        assert_eq!(
+            private.stream_budget().config(),
+            BudgetConfig::new(Duration::from_secs(1))
+        );
+        assert_ne!(
+            group.stream_budget().config(),
+            private.stream_budget().config()
+        );
+        assert_eq!(
+            topic.address(),
+            Address::from(TelegramAddress::new("-1001").in_topic(7))
+        );
+    }
+
+    #[test]
+    fn a_channel_that_sets_its_own_budget_is_the_one_later_channels_to_its_chat_share() {
+        let slack = SlackClient::new("xoxb-t");
+        let custom = slack
+            .channel(SlackAddress::new("C1"))
+            .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)));
+        let later = slack.channel(SlackAddress::new("C1"));
+        assert!(custom.stream_budget().shares_with(later.stream_budget()));
+    }
+
+    #[test]
+    fn a_client_bounds_the_chats_it_remembers() {
+        let slack = SlackClient::new("xoxb-t").with_budget_capacity(2);
+        let first = slack.channel(SlackAddress::new("C1"));
+        slack.channel(SlackAddress::new("C2"));
+        slack.channel(SlackAddress::new("C3"));
+        // C1 was forgotten: a channel made now starts a fresh budget.
+        let again = slack.channel(SlackAddress::new("C1"));
+        assert!(!first.stream_budget().shares_with(again.stream_budget()));
+        // C3 is still remembered.
+        let c3 = slack.channel(SlackAddress::new("C3"));
+        assert!(
+            c3.stream_budget()
+                .shares_with(slack.channel(SlackAddress::new("C3")).stream_budget())
+        );
+    }
+
+    #[test]
+    fn a_channel_error_names_the_surface_by_its_proper_name() {
+        let error = super::ChannelError::new(
+            crate::Surface::Slack,
+            2,
+            super::ChannelErrorKind::Server { status: 503 },
+        );
+        assert_eq!(
+            error.to_string(),
+            "Slack did not accept the part after 2 tries: server error (HTTP 503)"
+        );
+        assert_eq!(error.surface(), crate::Surface::Slack);
+    }
+
+    #[test]
+    fn a_client_serves_its_own_surface_only_and_says_so_by_its_proper_name() {
+        let telegram = TelegramClient::new("1:secret");
+        let slack = Address::from(SlackAddress::new("C1"));
+        let refused = telegram.channel_for(&slack).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "a Telegram client cannot send to slack:C1"
+        );
+        assert!(!format!("{telegram:?}").contains("secret"));
+    }
 
     #[test]
     fn a_token_is_redacted_from_debug_and_scrubbed_text() {
