@@ -70,6 +70,10 @@ impl<C: StreamingChannel> Channel for Timed<C> {
         self.inner.renderer()
     }
 
+    fn address(&self) -> mesh_egress::Address {
+        self.inner.address()
+    }
+
     fn commit(
         &self,
         record: &CommitRecord<'_>,

@@ -157,9 +157,10 @@ impl Drop for TempDir {
     }
 }
 
-fn place(backend: &str) -> (String, Option<TempDir>) {
+fn place(backend: &str, name: &str) -> (String, Option<TempDir>) {
     if backend == "sqlite" {
-        let dir = std::env::temp_dir().join(format!("mesh-migration-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("mesh-migration-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite:{}", dir.join("store.db").display());
@@ -174,7 +175,7 @@ async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressE
 }
 
 async fn rows_without_an_address_are_never_sent_to_a_guessed_destination(backend: &str) {
-    let (url, _dir) = place(backend);
+    let (url, _dir) = place(backend, "none");
     previous_release_database(backend, &url).await;
     // This release opens it: migration 0004 adds the address columns, NULL for these rows.
     let store = Store::open(&url).await.unwrap();
@@ -319,4 +320,77 @@ async fn sqlite_rows_migrated_from_0003_without_an_address_are_failed_reported_a
 #[tokio::test(flavor = "current_thread")]
 async fn pg_rows_migrated_from_0003_without_an_address_are_failed_reported_and_never_sent() {
     rows_without_an_address_are_never_sent_to_a_guessed_destination("postgres").await;
+}
+
+/// A row whose stored address is not a valid one (written by hand, or by a buggy tool): reading
+/// it is a typed error, and a worker treats it as one without an address, never guessing.
+async fn an_unreadable_address_is_a_typed_error_and_never_sent(backend: &str) {
+    let (url, _dir) = place(backend, "unreadable");
+    previous_release_database(backend, &url).await;
+    let store = Store::open(&url).await.unwrap();
+    // This release's schema, a destination no Slack id can be.
+    let forged = r#"{"surface":"slack","channel":"C0 1; DROP"}"#;
+    macro_rules! forge {
+        ($pool:expr) => {{
+            let pool = $pool;
+            sqlx::query("UPDATE mesh_outbox_parts SET address = $1 WHERE conversation = 'legacy'")
+                .bind(forged)
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        }};
+    }
+    if backend == "sqlite" {
+        forge!(sqlx::SqlitePool::connect(&url).await.unwrap());
+    } else {
+        forge!(sqlx::PgPool::connect(&url).await.unwrap());
+    }
+    let read = store.parts(CONVERSATION).await;
+    assert!(
+        matches!(&read, Err(mesh_egress::store::StoreError::BadAddress { conversation, .. }) if conversation == CONVERSATION),
+        "{read:?}"
+    );
+
+    let api = FakeApi::start(Surface::Slack, TOKEN).await.unwrap();
+    let client = SlackClient::new(TOKEN)
+        .with_renderer(PlainText::new())
+        .base_url(api.base_url())
+        .policy(SendPolicy::new().max_tries(1));
+    let worker = Worker::new(store.clone(), "worker")
+        .with_client(client)
+        .with_poll_interval(Duration::from_millis(20))
+        .register("answer", answer);
+    let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert_eq!(report.parts_unaddressed, 2, "{report:?}");
+    assert!(
+        api.calls().is_empty(),
+        "nothing was sent: {:?}",
+        api.calls()
+    );
+
+    // The operator's fix applies to them too.
+    let to = Address::from(SlackAddress::new("C0LEGACY1"));
+    let fixed = store.readdress(CONVERSATION, &to).await.unwrap();
+    assert_eq!(fixed.parts, 2);
+    let parts = store.parts(CONVERSATION).await.unwrap();
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.state == PartState::Pending && p.address.as_ref() == Some(&to))
+    );
+    store.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sqlite_an_unreadable_stored_address_is_a_typed_error_and_never_sent() {
+    an_unreadable_address_is_a_typed_error_and_never_sent("sqlite").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pg_an_unreadable_stored_address_is_a_typed_error_and_never_sent() {
+    an_unreadable_address_is_a_typed_error_and_never_sent("postgres").await;
 }

@@ -357,7 +357,9 @@ impl Worker {
 
     /// Passes until nothing is pending or due on the surfaces the worker has a client for
     /// (due-later commitments do not count; one whose claim expired does), or until
-    /// `shutdown` fires. Work on other surfaces is left to their workers.
+    /// `shutdown` fires. Work on other surfaces is left to their workers; parts a client of
+    /// this worker refuses to serve ([`UnservedAddress`], which the HTTP clients never do for
+    /// their own surface) keep it waiting, as work another holder has does.
     pub async fn run_once(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut total = WorkerReport::default();
         loop {
