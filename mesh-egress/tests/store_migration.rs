@@ -10,7 +10,6 @@
 #[allow(dead_code, unreachable_pub)]
 mod postgres;
 #[path = "../../tests/tests/support/mod.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod support;
 
 use std::borrow::Cow;
