@@ -28,6 +28,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+#[cfg(feature = "ingress")]
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -324,6 +326,34 @@ impl<C> fmt::Debug for FastModel<C> {
         f.debug_struct("FastModel")
             .field("max_tokens", &self.max_tokens)
             .finish_non_exhaustive()
+    }
+}
+
+/// The boxed future of a [`DynFastModel`] question.
+#[cfg(feature = "ingress")]
+pub(crate) type AskFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<String, EgressError>> + Send + 'a>>;
+
+/// The dyn-compatible face of [`FastModel`], so a holder needs no connector type parameter.
+#[cfg(feature = "ingress")]
+pub(crate) trait DynFastModel: Send + Sync {
+    fn ask_boxed<'a>(
+        &'a self,
+        turn: &'a Turn,
+        instruction: &'a str,
+        prompt: String,
+    ) -> AskFuture<'a>;
+}
+
+#[cfg(feature = "ingress")]
+impl<C: ModelConnector + 'static> DynFastModel for FastModel<C> {
+    fn ask_boxed<'a>(
+        &'a self,
+        turn: &'a Turn,
+        instruction: &'a str,
+        prompt: String,
+    ) -> AskFuture<'a> {
+        Box::pin(self.ask(turn, instruction, prompt))
     }
 }
 
