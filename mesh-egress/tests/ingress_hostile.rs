@@ -49,11 +49,7 @@ fn parse(surface: Surface, event: &[u8]) -> Result<(), InboundError> {
 #[test]
 fn a_one_megabyte_event_is_refused_before_it_is_read() {
     let big = "x".repeat(1024 * 1024);
-    let events = [
-        slack(&big),
-        discord(&big),
-        telegram(&big, json!([])),
-    ];
+    let events = [slack(&big), discord(&big), telegram(&big, json!([]))];
     for (surface, event) in SURFACES.into_iter().zip(events) {
         let bytes = serde_json::to_vec(&event).expect("json");
         assert!(bytes.len() > MAX_EVENT_BYTES);
@@ -193,7 +189,10 @@ fn absurd_numbers_and_ids_are_typed_errors() {
         ),
         (
             Surface::Telegram,
-            telegram("hi", json!([{"type": "mention", "offset": 18_446_744_073_709_551_615u64, "length": 3}])),
+            telegram(
+                "hi",
+                json!([{"type": "mention", "offset": 18_446_744_073_709_551_615u64, "length": 3}]),
+            ),
         ),
     ];
     for (surface, event) in cases {
@@ -209,6 +208,20 @@ fn absurd_numbers_and_ids_are_typed_errors() {
             "{surface}: {error:?}"
         );
     }
+}
+
+#[test]
+fn a_parse_error_never_quotes_the_event() {
+    let event = telegram(
+        "hi",
+        json!([{"type": "mention", "offset": "my secret plan", "length": 3}]),
+    );
+    let bytes = serde_json::to_vec(&event).expect("json");
+    let error = parse(Surface::Telegram, &bytes).expect_err("refused");
+    assert!(matches!(error, InboundError::Malformed { .. }), "{error:?}");
+    let shown = format!("{error} {error:?}");
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(shown.contains("line 1 column"), "{shown}");
 }
 
 #[test]

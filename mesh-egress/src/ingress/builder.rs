@@ -24,9 +24,6 @@ pub const DEFAULT_BOT_TURN_CAP: u32 = 3;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngressConfigError {
-    /// The bot needs a name (what people call it by).
-    #[error("the bot's name must not be empty")]
-    EmptyName,
     /// The judge's time bound must be positive.
     #[error("the judge time bound must be positive")]
     JudgeTimeout,
@@ -60,7 +57,7 @@ pub enum IngressConfigError {
 ///     .build()
 ///     .expect("valid configuration");
 /// # let _ = ingress;
-/// assert!(Ingress::builder(Identity::new(" ")).build().is_err());
+/// assert!(Ingress::builder(Identity::new("Atlas")).judge_timeout(Duration::ZERO).build().is_err());
 /// ```
 pub struct IngressBuilder {
     identity: Identity,
@@ -159,7 +156,8 @@ impl IngressBuilder {
     }
 
     /// The agent id decisions are attributed to and the budget is charged to (default the
-    /// bot's name; give the gate's agent id to share its budget).
+    /// bot's name, or `ingress` for a bot without one; give the gate's agent id to share its
+    /// budget).
     pub fn agent(mut self, agent: impl Into<String>) -> Self {
         self.agent = Some(agent.into());
         self
@@ -167,9 +165,6 @@ impl IngressBuilder {
 
     /// Compiles the matchers once.
     pub fn build(self) -> Result<Ingress, IngressConfigError> {
-        if self.identity.name().is_empty() {
-            return Err(IngressConfigError::EmptyName);
-        }
         if self.judge_timeout.is_zero() {
             return Err(IngressConfigError::JudgeTimeout);
         }
@@ -179,9 +174,10 @@ impl IngressBuilder {
         let names = Names::new(self.identity.names()).map_err(IngressConfigError::Compile)?;
         let gauge = Gauge::new().map_err(IngressConfigError::Compile)?;
         let room = Rules::compile_room().map_err(IngressConfigError::Compile)?;
-        let agent = self
-            .agent
-            .unwrap_or_else(|| self.identity.name().to_owned());
+        let agent = self.agent.unwrap_or_else(|| match self.identity.name() {
+            "" => "ingress".to_owned(),
+            name => name.to_owned(),
+        });
         let judge = self.judge.map(|fast| IngressJudge {
             fast,
             timeout: self.judge_timeout,

@@ -70,7 +70,8 @@ struct DiscordReference {
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Discord, reason);
-    let doc: DiscordObject = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let doc: DiscordObject =
+        serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Discord, &e))?;
     let (update, message) = if doc.op.is_some() || doc.t.is_some() {
         if doc.op != Some(0) {
             let op = doc

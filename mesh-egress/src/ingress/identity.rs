@@ -30,7 +30,8 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// We are called `name` (what people write to address us).
+    /// We are called `name` (what people write to address us; empty for a bot that only
+    /// answers mentions, replies, commands and DMs).
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into().trim().to_owned(),

@@ -94,6 +94,22 @@ impl InboundError {
         }
     }
 
+    /// serde's error without its message, which may quote the event's text: what kind of
+    /// problem, and where.
+    pub(crate) fn json(surface: Surface, error: &serde_json::Error) -> Self {
+        use serde_json::error::Category;
+        let what = match error.classify() {
+            Category::Io => "unreadable",
+            Category::Syntax => "not JSON",
+            Category::Data => "not the documented shape",
+            Category::Eof => "truncated JSON",
+        };
+        Self::malformed(
+            surface,
+            format!("{what} at line {} column {}", error.line(), error.column()),
+        )
+    }
+
     pub(crate) fn not_a_message(surface: Surface, kind: impl Into<String>) -> Self {
         let mut kind: String = kind.into();
         // The kind comes from the event; keep it short and printable for logs.

@@ -58,7 +58,8 @@ const WRITTEN: &[&str] = &[
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Slack, reason);
-    let doc: SlackObject = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let doc: SlackObject =
+        serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Slack, &e))?;
     let (event_id, event) = match doc.kind.as_deref() {
         Some("event_callback") => {
             let event = doc

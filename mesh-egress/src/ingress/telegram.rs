@@ -83,7 +83,8 @@ struct TgEntity {
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Telegram, reason);
-    let update: Update = serde_json::from_str(text).map_err(|e| bad(&e.to_string()))?;
+    let update: Update =
+        serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Telegram, &e))?;
     let (edited, message) = match update {
         Update {
             message: Some(m), ..
