@@ -102,6 +102,11 @@ impl Ledger {
             .record(LedgerEntry::new(attribution.clone(), record));
     }
 
+    /// Appends a row attributed to `attribution`, which it takes (no copy made).
+    pub(crate) fn record_owned(&self, attribution: Attribution, record: LedgerRecord) {
+        self.store.record(LedgerEntry::new(attribution, record));
+    }
+
     /// Every row so far, oldest first.
     pub fn entries(&self) -> Vec<LedgerEntry> {
         self.store.entries()

@@ -138,21 +138,20 @@ pub fn check_document(bytes: &[u8]) -> Result<&str, InboundError> {
     }
     let text = std::str::from_utf8(bytes).map_err(|_| InboundError::InvalidUtf8)?;
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    let mut at = 0usize;
+    while let Some(&b) = bytes.get(at) {
         match b {
-            b'"' => in_string = true,
+            b'"' => {
+                // Skip the string, escapes included, to its closing quote.
+                at += 1;
+                while let Some(&c) = bytes.get(at) {
+                    match c {
+                        b'\\' => at += 2,
+                        b'"' => break,
+                        _ => at += 1,
+                    }
+                }
+            }
             b'{' | b'[' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
@@ -162,6 +161,7 @@ pub fn check_document(bytes: &[u8]) -> Result<&str, InboundError> {
             b'}' | b']' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        at += 1;
     }
     Ok(text)
 }
@@ -463,7 +463,12 @@ impl Parts {
 
 /// How many `http(s)://` links a text holds (a signal of a question that needs reading).
 pub(crate) fn count_links(text: &str) -> usize {
-    text.matches("http://").count() + text.matches("https://").count()
+    text.match_indices("http")
+        .filter(|(at, _)| {
+            let rest = &text[at + 4..];
+            rest.starts_with("://") || rest.starts_with("s://")
+        })
+        .count()
 }
 
 /// The mentions of one message as they are read: each distinct one kept once, every one

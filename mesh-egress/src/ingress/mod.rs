@@ -185,7 +185,7 @@ impl Ingress {
             let keys = state.keys(inbound);
             match inner.rules.first_pass(&mut state, &keys, inbound) {
                 Pass::Settled(decided) => {
-                    settle(&mut state, &keys, inbound, &decided);
+                    settle(&mut state, &keys, inbound, &decided, inner.judge.is_some());
                     drop(state);
                     self.record(inbound, &decided);
                     return decided;
@@ -196,7 +196,7 @@ impl Ingress {
         let decided = self.judge_ambiguous(inbound, &keys, pass).await;
         {
             let mut state = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
-            settle(&mut state, &keys, inbound, &decided);
+            settle(&mut state, &keys, inbound, &decided, inner.judge.is_some());
         }
         self.record(inbound, &decided);
         decided
@@ -249,13 +249,6 @@ impl Ingress {
 
     fn record(&self, inbound: &Inbound, decided: &Engagement) {
         let attribution = self.attribution(inbound);
-        self.inner.ledger.record(
-            &attribution,
-            LedgerRecord::Ingress(IngressRecord {
-                surface: inbound.surface(),
-                engagement: *decided,
-            }),
-        );
         let complexity = decided
             .decision()
             .complexity()
@@ -291,5 +284,12 @@ impl Ingress {
                 "ingress decision"
             );
         }
+        self.inner.ledger.record_owned(
+            attribution,
+            LedgerRecord::Ingress(IngressRecord {
+                surface: inbound.surface(),
+                engagement: *decided,
+            }),
+        );
     }
 }

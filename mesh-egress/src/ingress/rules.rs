@@ -98,7 +98,7 @@ impl Rules {
         if inbound.is_edit() {
             return settled(Decision::Ignore, Reason::Edit, high);
         }
-        if state.seen_before(inbound.surface().as_str(), inbound.deliveries()) {
+        if state.seen_before(inbound.surface(), inbound.deliveries()) {
             return settled(Decision::Ignore, Reason::Duplicate, high);
         }
         let conversation = state
@@ -186,8 +186,15 @@ impl Rules {
 
 /// Remembers what the decision on `inbound` means for the next messages: a thread and
 /// conversation we now answer in (or spoke in), the run of bot-to-bot turns, a follow-up
-/// counted against the thread's window, and the message itself in the conversation's history.
-pub(crate) fn settle(state: &mut State, keys: &Keys, inbound: &Inbound, decided: &Engagement) {
+/// counted against the thread's window, and, when a judge will read it (`history`), the
+/// message itself in the conversation's history: without a judge no text is kept.
+pub(crate) fn settle(
+    state: &mut State,
+    keys: &Keys,
+    inbound: &Inbound,
+    decided: &Engagement,
+    history: bool,
+) {
     if matches!(decided.reason(), Reason::Duplicate | Reason::Edit) {
         return;
     }
@@ -234,7 +241,9 @@ pub(crate) fn settle(state: &mut State, keys: &Keys, inbound: &Inbound, decided:
         });
         memory.since = memory.since.saturating_add(1);
     }
-    state.remember(keys, inbound);
+    if history {
+        state.remember(keys, inbound);
+    }
 }
 
 /// Whether `text` reads as a question or request: a `?`, or an opening word that asks.

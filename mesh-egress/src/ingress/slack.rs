@@ -114,10 +114,11 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
         Some(kind) => kind == "im",
         None => channel.starts_with('D'),
     };
-    let mut address = SlackAddress::parse(channel.as_str())?;
+    let mut address = SlackAddress::new(channel.as_str());
     if let Some(root) = &thread {
         address = address.in_thread(root.as_str());
     }
+    // One check of every field (the channel's and the thread's characters and lengths).
     let address = Address::from(address);
     address.validate()?;
 

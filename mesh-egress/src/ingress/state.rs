@@ -9,9 +9,9 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasher, Hash};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 
-use crate::address::Address;
+use crate::address::{Address, Surface};
 use crate::ingress::inbound::{DeliveryId, Inbound};
 
 /// How many delivery ids are remembered (a retry or a second event type arrives within
@@ -26,6 +26,39 @@ pub(crate) const HISTORY_LINES: usize = 6;
 
 /// How much of each remembered message the judge sees, in bytes.
 pub(crate) const HISTORY_TEXT: usize = 280;
+
+/// The maps' own hasher: their keys are already keyed SipHash outputs (uniform, and not
+/// choosable by whoever writes a message), so hashing them again would only cost time.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; fold anything else in rather than panic.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+}
+
+type Keyed = BuildHasherDefault<KeyHasher>;
+
+/// What a key is of, hashed in with the ids so the kinds never collide.
+#[derive(Clone, Copy, Hash)]
+enum Kind {
+    Conversation,
+    Thread,
+    Author,
+    Delivery,
+}
 
 /// Who wrote a remembered message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,17 +136,16 @@ impl State {
 
     /// The keys of `inbound`.
     pub(crate) fn keys(&self, inbound: &Inbound) -> Keys {
-        let surface = inbound.surface().as_str();
-        let conversation_id = match inbound.address() {
+        let surface = inbound.surface();
+        let conversation = match inbound.address() {
             // A Slack thread is a thread of its channel's conversation.
-            Address::Slack(slack) => slack.channel().to_owned(),
-            other => other.to_string(),
+            Address::Slack(slack) => self.key((Kind::Conversation, surface, slack.channel())),
+            other => self.key((Kind::Conversation, other)),
         };
-        let conversation = self.key((surface, "conversation", &conversation_id));
-        let thread_key = |thread: &str| self.key((surface, "thread", &conversation_id, thread));
+        let thread_key = |thread: &str| self.key((Kind::Thread, conversation, thread));
         let thread = inbound.thread().map(thread_key);
-        let answer_thread = match inbound.surface() {
-            crate::address::Surface::Discord => thread,
+        let answer_thread = match surface {
+            Surface::Discord => thread,
             _ => Some(thread.unwrap_or_else(|| thread_key(inbound.message_id()))),
         };
         Keys {
@@ -121,15 +153,15 @@ impl State {
             thread,
             answer_thread,
             context: thread.unwrap_or(conversation),
-            author: self.key((surface, "author", inbound.author().id())),
+            author: self.key((Kind::Author, surface, inbound.author().id())),
         }
     }
 
     /// Whether any of `deliveries` was seen before; remembers them all either way.
-    pub(crate) fn seen_before(&mut self, surface: &str, deliveries: &[DeliveryId]) -> bool {
+    pub(crate) fn seen_before(&mut self, surface: Surface, deliveries: &[DeliveryId]) -> bool {
         let mut seen = false;
         for delivery in deliveries {
-            let key = self.key((surface, delivery));
+            let key = self.key((Kind::Delivery, surface, delivery));
             seen |= !self.seen.insert(key);
         }
         seen
@@ -163,7 +195,7 @@ impl State {
 #[derive(Debug)]
 struct Fifo {
     capacity: usize,
-    members: HashSet<u64>,
+    members: HashSet<u64, Keyed>,
     order: VecDeque<u64>,
 }
 
@@ -171,7 +203,7 @@ impl Fifo {
     fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            members: HashSet::new(),
+            members: HashSet::default(),
             order: VecDeque::new(),
         }
     }
@@ -200,7 +232,7 @@ impl Fifo {
 pub(crate) struct Lru<V> {
     capacity: usize,
     stamp: u64,
-    entries: HashMap<u64, (V, u64)>,
+    entries: HashMap<u64, (V, u64), Keyed>,
     order: VecDeque<(u64, u64)>,
 }
 
@@ -209,7 +241,7 @@ impl<V> Lru<V> {
         Self {
             capacity,
             stamp: 0,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             order: VecDeque::new(),
         }
     }

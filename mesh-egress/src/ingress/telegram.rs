@@ -160,10 +160,11 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
                 .is_some_and(|f| us.is_telegram(f.id, f.username.as_deref())),
             author: replied.from.map(|f| f.id.to_string()),
         });
-    let mut address = TelegramAddress::parse(message.chat.id.to_string())?;
+    let mut address = TelegramAddress::new(message.chat.id.to_string());
     if let Some(topic) = topic {
         address = address.in_topic(topic);
     }
+    // One check of every field (the chat id and the topic).
     let address = Address::from(address);
     address.validate()?;
     let seconds = message.edit_date.filter(|_| edited).unwrap_or(message.date);
