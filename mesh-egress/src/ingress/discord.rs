@@ -15,6 +15,8 @@
 //! - Time is the message id's: a snowflake holds its creation time in milliseconds since
 //!   2015-01-01 in its top 42 bits.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -34,10 +36,12 @@ const WRITTEN: &[u8] = &[0, 19, 20, 21, 23];
 
 /// A dispatch's fields and a message's in one shape: the document may be either.
 #[derive(Deserialize)]
-struct DiscordObject {
+struct DiscordObject<'a> {
     op: Option<u8>,
-    t: Option<String>,
-    d: Option<Box<DiscordObject>>,
+    #[serde(borrow)]
+    t: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    d: Option<Box<DiscordObject<'a>>>,
     id: Option<String>,
     channel_id: Option<String>,
     guild_id: Option<String>,
@@ -50,7 +54,8 @@ struct DiscordObject {
     mentions: Option<Vec<DiscordUser>>,
     mention_roles: Option<Vec<String>>,
     mention_everyone: Option<bool>,
-    referenced_message: Option<Box<DiscordObject>>,
+    #[serde(borrow)]
+    referenced_message: Option<Box<DiscordObject<'a>>>,
     message_reference: Option<DiscordReference>,
     attachments: Option<Vec<IgnoredAny>>,
     position: Option<IgnoredAny>,
@@ -70,7 +75,7 @@ struct DiscordReference {
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Discord, reason);
-    let doc: DiscordObject =
+    let doc: DiscordObject<'_> =
         serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Discord, &e))?;
     let (update, message) = if doc.op.is_some() || doc.t.is_some() {
         if doc.op != Some(0) {

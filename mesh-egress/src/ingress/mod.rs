@@ -24,8 +24,8 @@
 //! 4. **Observable.** Every decision is a [`LedgerRecord::Ingress`] row (rule, confidence, the
 //!    judge's answer; never the text) and a `tracing` event at target `mesh_egress::ingress`.
 //!
-//! State (deliveries seen, threads answered in, bot-to-bot turns, the last few messages per
-//! conversation for the judge) is bounded and kept across events; time comes from the events'
+//! State (deliveries seen, threads answered in, bot-to-bot turns, and, only when a judge is
+//! configured, the last few messages per conversation for its prompt) is bounded and kept across events; time comes from the events'
 //! own timestamps, so replaying a log decides the same way.
 //!
 //! | order | rule | decision |

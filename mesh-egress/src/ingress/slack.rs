@@ -14,6 +14,8 @@
 //!   same `channel`/`ts` and `client_msg_id` but different `event_id`s (agno-agi/agno#10183,
 //!   openclaw/openclaw#34834); a retry repeats the `event_id`.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -25,16 +27,21 @@ use crate::ingress::inbound::{
 
 /// The fields of an envelope and of a message event in one shape: the document may be either,
 /// and the envelope's `event` and an edit's `message` are the same shape again.
+/// Type names are borrowed from the document (never escaped in practice; `Cow` copes).
 #[derive(Deserialize)]
-struct SlackObject {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    subtype: Option<String>,
-    event: Option<Box<SlackObject>>,
+struct SlackObject<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    event: Option<Box<SlackObject<'a>>>,
     event_id: Option<String>,
-    message: Option<Box<SlackObject>>,
+    #[serde(borrow)]
+    message: Option<Box<SlackObject<'a>>>,
     channel: Option<String>,
-    channel_type: Option<String>,
+    #[serde(borrow)]
+    channel_type: Option<Cow<'a, str>>,
     user: Option<String>,
     bot_id: Option<String>,
     username: Option<String>,
@@ -58,7 +65,7 @@ const WRITTEN: &[&str] = &[
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Slack, reason);
-    let doc: SlackObject =
+    let doc: SlackObject<'_> =
         serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Slack, &e))?;
     let (event_id, event) = match doc.kind.as_deref() {
         Some("event_callback") => {

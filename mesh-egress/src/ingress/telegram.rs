@@ -14,6 +14,8 @@
 //!   mention it in groups, so ambient traffic never reaches it: the rules below still hold, they
 //!   just never see most group messages. Telegram never delivers a bot's own messages back.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -24,29 +26,41 @@ use crate::ingress::inbound::{
     Parts, ReplyTo, count_links,
 };
 
+// The messages are boxed so the update stays small on the stack (one of four is present), and
+// type names are borrowed from the document (they are never escaped in practice; `Cow` copes
+// when they are).
 #[derive(Deserialize)]
-struct Update {
+struct Update<'a> {
     update_id: Option<i64>,
-    message: Option<TgMessage>,
-    edited_message: Option<TgMessage>,
-    channel_post: Option<TgMessage>,
-    edited_channel_post: Option<TgMessage>,
+    #[serde(borrow)]
+    message: Option<Box<TgMessage<'a>>>,
+    #[serde(borrow)]
+    edited_message: Option<Box<TgMessage<'a>>>,
+    #[serde(borrow)]
+    channel_post: Option<Box<TgMessage<'a>>>,
+    #[serde(borrow)]
+    edited_channel_post: Option<Box<TgMessage<'a>>>,
 }
 
 #[derive(Deserialize)]
-struct TgMessage {
+struct TgMessage<'a> {
     message_id: i64,
     message_thread_id: Option<i64>,
     from: Option<TgUser>,
-    sender_chat: Option<TgChat>,
-    chat: TgChat,
+    #[serde(borrow)]
+    sender_chat: Option<TgChat<'a>>,
+    #[serde(borrow)]
+    chat: TgChat<'a>,
     date: i64,
     edit_date: Option<i64>,
     text: Option<String>,
     caption: Option<String>,
-    entities: Option<Vec<TgEntity>>,
-    caption_entities: Option<Vec<TgEntity>>,
-    reply_to_message: Option<Box<TgMessage>>,
+    #[serde(borrow)]
+    entities: Option<Vec<TgEntity<'a>>>,
+    #[serde(borrow)]
+    caption_entities: Option<Vec<TgEntity<'a>>>,
+    #[serde(borrow)]
+    reply_to_message: Option<Box<TgMessage<'a>>>,
     is_topic_message: Option<bool>,
     forum_topic_created: Option<IgnoredAny>,
     photo: Option<IgnoredAny>,
@@ -66,16 +80,16 @@ struct TgUser {
 }
 
 #[derive(Deserialize)]
-struct TgChat {
+struct TgChat<'a> {
     id: i64,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
-struct TgEntity {
-    #[serde(rename = "type")]
-    kind: String,
+struct TgEntity<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     offset: u64,
     length: u64,
     user: Option<TgUser>,
@@ -83,7 +97,7 @@ struct TgEntity {
 
 pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> {
     let bad = |reason: &str| InboundError::malformed(Surface::Telegram, reason);
-    let update: Update =
+    let update: Update<'_> =
         serde_json::from_str(text).map_err(|e| InboundError::json(Surface::Telegram, &e))?;
     let (edited, message) = match update {
         Update {
@@ -215,11 +229,11 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
 /// offsets in one forward walk over the text.
 fn read_entities(
     text: &str,
-    entities: &[TgEntity],
+    entities: &[TgEntity<'_>],
 ) -> Result<(Vec<Mention>, Option<Command>), InboundError> {
-    let mut marked: Vec<&TgEntity> = entities
+    let mut marked: Vec<&TgEntity<'_>> = entities
         .iter()
-        .filter(|e| matches!(e.kind.as_str(), "mention" | "text_mention" | "bot_command"))
+        .filter(|e| matches!(&*e.kind, "mention" | "text_mention" | "bot_command"))
         .collect();
     if marked.len() > MAX_MENTIONS + 1 {
         return Err(InboundError::TooManyMentions {
@@ -234,7 +248,7 @@ fn read_entities(
         let slice = walk.slice(entity.offset, entity.length).ok_or_else(|| {
             InboundError::malformed(Surface::Telegram, "an entity outside the text")
         })?;
-        match entity.kind.as_str() {
+        match &*entity.kind {
             "mention" => {
                 let name = slice.strip_prefix('@').unwrap_or(slice);
                 if !name.is_empty() {
@@ -313,9 +327,9 @@ impl<'a> Utf16Walk<'a> {
 mod tests {
     use super::*;
 
-    fn entity(kind: &str, offset: u64, length: u64) -> TgEntity {
+    fn entity(kind: &str, offset: u64, length: u64) -> TgEntity<'_> {
         TgEntity {
-            kind: kind.into(),
+            kind: Cow::Borrowed(kind),
             offset,
             length,
             user: None,
