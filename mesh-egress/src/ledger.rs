@@ -103,6 +103,7 @@ impl Ledger {
     }
 
     /// Appends a row attributed to `attribution`, which it takes (no copy made).
+    #[cfg(feature = "ingress")]
     pub(crate) fn record_owned(&self, attribution: Attribution, record: LedgerRecord) {
         self.store.record(LedgerEntry::new(attribution, record));
     }
