@@ -109,8 +109,10 @@ pub enum Reason {
     Dm,
     /// A native mention of us.
     Mention,
-    /// A reply to one of our messages.
-    Reply,
+    /// A reply to one of our messages (`reply`; the variant is not called `Reply` so that
+    /// compiler messages keep naming the crate's `Reply` without a path).
+    #[serde(rename = "reply")]
+    ReplyToUs,
     /// A command for us (Telegram `/command` or `/command@us`).
     Command,
     /// Our name or an alias, addressing us (at the start, or after a comma at the end).
@@ -136,7 +138,7 @@ impl Reason {
         Self::Bot,
         Self::Dm,
         Self::Mention,
-        Self::Reply,
+        Self::ReplyToUs,
         Self::Command,
         Self::Name,
         Self::OtherMention,
@@ -156,7 +158,7 @@ impl Reason {
             Self::Bot => "bot",
             Self::Dm => "dm",
             Self::Mention => "mention",
-            Self::Reply => "reply",
+            Self::ReplyToUs => "reply",
             Self::Command => "command",
             Self::Name => "name",
             Self::OtherMention => "other_mention",
@@ -172,7 +174,7 @@ impl Reason {
     pub fn is_direct(self) -> bool {
         matches!(
             self,
-            Self::Dm | Self::Mention | Self::Reply | Self::Command | Self::Name
+            Self::Dm | Self::Mention | Self::ReplyToUs | Self::Command | Self::Name
         )
     }
 }

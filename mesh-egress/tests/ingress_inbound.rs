@@ -226,7 +226,7 @@ async fn a_thread_our_message_started_is_ours_and_a_reply_to_it_is_a_reply() {
     let reply = slack("U0ERIN", "which ones?", 60, Some(("1741078800.000100", US)));
     assert_eq!(
         decide(&ingress, Surface::Slack, &reply).await.1,
-        Reason::Reply
+        Reason::ReplyToUs
     );
 }
 

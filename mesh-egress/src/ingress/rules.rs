@@ -125,7 +125,7 @@ impl Rules {
             return engage(Reason::Mention, high);
         }
         if inbound.reply_to().is_some_and(|r| r.is_us()) {
-            return engage(Reason::Reply, high);
+            return engage(Reason::ReplyToUs, high);
         }
         let command_for = inbound.command().map(|c| match c.bot() {
             None => true,
