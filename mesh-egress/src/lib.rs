@@ -69,6 +69,7 @@ pub mod boundary;
 pub mod channel;
 pub mod degrade;
 mod egress;
+pub mod engagement;
 #[allow(
     dead_code,
     reason = "the store and the worker call it; absent without them"
@@ -78,6 +79,9 @@ mod failpoint;
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
 mod id;
+#[cfg(feature = "ingress")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ingress")))]
+pub mod ingress;
 pub mod ledger;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]

@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("egress", &["ownership"]),
     ("ownership", &[]),
     ("address", &[]),
+    ("engagement", &[]),
     ("reply", &["egress", "id"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -29,7 +30,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // A streamed block, `Unchecked -> Checked`: a leaf value the gate checks and channels send.
     ("block", &["egress", "ownership"]),
     // The record of what happened, and the context of one turn.
-    ("ledger", &["egress", "reply", "render", "address"]),
+    (
+        "ledger",
+        &["egress", "reply", "render", "address", "engagement"],
+    ),
     ("turn", &["egress", "ownership", "ledger", "address"]),
     // Layer B: the typestate, then the channels.
     (
@@ -67,6 +71,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "block",
         ],
+    ),
+    // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's
+    // fast-model plumbing (`model::fast`), which it shares with the gate, never the gate itself.
+    (
+        "ingress",
+        &["address", "egress", "engagement", "ledger", "model", "turn"],
     ),
     // The durable store sits on the commit boundary: channels and the typestate, never Layer C.
     (

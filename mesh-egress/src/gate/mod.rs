@@ -97,20 +97,25 @@ pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
-pub use judge::{Judge, JudgeBudget, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
+pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
+// The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
+// importable from here.
+pub use crate::model::fast::{JudgeBudget, SharedBudget};
 
 use crate::egress::AgentMessage;
 use crate::egress::EgressError;
 use crate::ledger::{GateRecord, LedgerRecord};
+use crate::model::fast::{Bounded, bounded_call};
 use crate::turn::Turn;
 use decide::{Decision, decide, decide_rest, needs_judge};
 use heuristics::Heuristics;
-use judge::{BudgetLedger, DynJudge};
+use judge::DynJudge;
 use sanitise::{redact_credentials, strip};
 
-/// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality.
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_millis(800);
+/// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality
+/// (the one bound every fast-model judge shares).
+pub const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
 
 /// A good starting threshold for [`QualityGateBuilder::system_prompt`].
 pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;
@@ -128,8 +133,7 @@ struct GateInner {
     heuristics: Heuristics,
     judge: Option<Box<dyn DynJudge>>,
     judge_timeout: Duration,
-    budget: JudgeBudget,
-    spent: BudgetLedger,
+    budget: SharedBudget,
 }
 
 impl fmt::Debug for QualityGate {
@@ -139,7 +143,7 @@ impl fmt::Debug for QualityGate {
         if let Some(inner) = &self.inner {
             d.field("judge", &inner.judge.is_some())
                 .field("judge_timeout", &inner.judge_timeout)
-                .field("budget", &inner.budget);
+                .field("budget", &inner.budget.budget());
         }
         d.finish()
     }
@@ -283,28 +287,17 @@ impl GateInner {
         let Some(judge) = &self.judge else {
             return JudgeOutcome::NoJudge;
         };
-        if turn.is_stopped() {
-            return JudgeOutcome::TurnStopped;
-        }
-        if !self
-            .spent
-            .try_charge(self.budget, turn.attribution().agent())
-        {
-            return JudgeOutcome::BudgetExhausted;
-        }
         let candidate = redact_credentials(text, findings);
         let request =
             JudgeRequest::new(&candidate, findings, input.user_message, turn.attribution());
-        let call = tokio::time::timeout(self.judge_timeout, judge.judge_boxed(turn, &request));
-        tokio::select! {
-            biased;
-            _ = turn.stopped() => JudgeOutcome::TurnStopped,
-            answer = call => match answer {
-                Err(_) => JudgeOutcome::Timeout,
-                Ok(Ok(JudgeVerdict::Allow)) => JudgeOutcome::Allow,
-                Ok(Ok(JudgeVerdict::Block)) => JudgeOutcome::Block,
-                Ok(Err(e)) => JudgeOutcome::Error(e.kind()),
-            },
+        let call = || judge.judge_boxed(turn, &request);
+        match bounded_call(turn, &self.budget, self.judge_timeout, call).await {
+            Bounded::Answered(Ok(JudgeVerdict::Allow)) => JudgeOutcome::Allow,
+            Bounded::Answered(Ok(JudgeVerdict::Block)) => JudgeOutcome::Block,
+            Bounded::Answered(Err(e)) => JudgeOutcome::Error(e.kind()),
+            Bounded::Timeout => JudgeOutcome::Timeout,
+            Bounded::BudgetExhausted => JudgeOutcome::BudgetExhausted,
+            Bounded::TurnStopped => JudgeOutcome::TurnStopped,
         }
     }
 

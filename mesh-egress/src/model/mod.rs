@@ -33,6 +33,7 @@ mod backoff;
 mod classify;
 mod config;
 mod error;
+pub mod fast;
 mod limits;
 mod message;
 #[cfg(feature = "http")]
