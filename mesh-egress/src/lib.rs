@@ -67,6 +67,8 @@ pub mod address;
 pub mod block;
 pub mod boundary;
 pub mod channel;
+#[cfg(feature = "model")]
+mod code_region;
 pub mod degrade;
 mod egress;
 #[allow(

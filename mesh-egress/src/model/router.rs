@@ -17,7 +17,8 @@ use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
 use super::route::{FallbackReason, Route};
-use super::wire::{ChatRequest, Completion, usable};
+use super::tool_text::settle;
+use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
@@ -163,7 +164,7 @@ impl<C: ModelConnector> Router<C> {
             self.connector.complete(&self.routes[0].model, request)
         ));
         let first = poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
-        let first = match first.map(usable) {
+        let first = match first.map(|result| settle(result, request)) {
             Poll::Ready(Ok(completion)) => {
                 self.record_first_answer(turn, start);
                 return Ok(completion);
@@ -297,7 +298,9 @@ impl<C: ModelConnector> Router<C> {
                 }
             };
             let outcome = match result {
-                Ok(result) => match usable(result) {
+                // Empty, or a tool decision that cannot be used (a text-protocol call with no
+                // tools offered): a failed attempt like any other.
+                Ok(result) => match settle(result, request) {
                     Ok(completion) => Outcome::Answered(completion),
                     Err(error) => Outcome::Failed(error),
                 },

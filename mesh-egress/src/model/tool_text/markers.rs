@@ -1,0 +1,591 @@
+//! The text protocols Layer A recognises, the markers that open each, and the one cheap check
+//! of a completion's text ([`find`]): a look at its first byte, and one Aho-Corasick pass over
+//! it for the markers, the automaton built once per process. Everything past that (where a
+//! call ends, whether it sits in code, what it says) runs only on a text that holds a marker.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use crate::code_region::code_regions;
+
+/// A text protocol in which a model family writes its tool decision into the message text,
+/// as it does when it is served without that family's tool parser (the raw output reaches
+/// `content` instead of `tool_calls`). See the [module docs](super) for the source of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TextToolFormat {
+    /// Hermes 2 Pro / Hermes 3 and Qwen 2.5 / Qwen 3: `<tool_call>{"name": …, "arguments":
+    /// …}</tool_call>`; also Qwen3-Coder's `<tool_call><function=…><parameter=…>` body and
+    /// GLM-4.5's `<tool_call>name<arg_key>…</arg_key><arg_value>…</arg_value>` body.
+    Hermes,
+    /// Llama 3.1–3.3: `<|python_tag|>` before a built-in call (`brave_search.call(query=…)`), a
+    /// JSON call, or code.
+    LlamaPythonTag,
+    /// Llama 3.1 custom tools and Functionary v3.1: `<function=name>{…}</function>`.
+    FunctionTag,
+    /// Mistral: `[TOOL_CALLS] [{"name": …, "arguments": …}]` (tokenizer v3) or
+    /// `[TOOL_CALLS]name[ARGS]{…}` (v11 and later).
+    Mistral,
+    /// DeepSeek V3 / R1 / V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>…<｜tool▁sep｜>…`.
+    DeepSeek,
+    /// Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
+    /// <|tool_call_argument_begin|>{…}<|tool_call_end|>`.
+    KimiK2,
+    /// IBM Granite 3.0: `<|tool_call|>[{"name": …, "arguments": …}]`.
+    Granite,
+    /// Gemma 4: `<|tool_call>call:name{key:<|"|>value<|"|>}<tool_call|>`.
+    Gemma4,
+    /// LFM2: `<|tool_call_start|>[name(key="value")]<|tool_call_end|>`.
+    Lfm2,
+    /// FireFunction v2 and Phi-4-mini: `functools[{"name": …, "arguments": …}]`.
+    Functools,
+    /// Functionary v3.2: `>>>name` then the JSON arguments on the next line.
+    Functionary,
+    /// Gemma (prompted): a fenced `` ```tool_code `` block holding a Python call.
+    ToolCode,
+    /// gpt-oss (harmony): `<|channel|>commentary to=functions.name <|constrain|>json
+    /// <|message|>{…}<|call|>`.
+    Harmony,
+    /// Llama 3.2 and Gemma 3 (prompted): the whole reply is a Python call list
+    /// `[name(key=value), …]`.
+    PythonicList,
+    /// The whole reply is a bare function-call JSON object (or a list of them): Llama 3.x's
+    /// `{"name": …, "parameters": …}`, `{"type": "function", "name": …}`, the OpenAI
+    /// `{"type": "function", "function": {…}}` shape.
+    BareJson,
+}
+
+impl TextToolFormat {
+    /// A stable snake_case label, for logs and the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hermes => "hermes",
+            Self::LlamaPythonTag => "llama_python_tag",
+            Self::FunctionTag => "function_tag",
+            Self::Mistral => "mistral",
+            Self::DeepSeek => "deepseek",
+            Self::KimiK2 => "kimi_k2",
+            Self::Granite => "granite",
+            Self::Gemma4 => "gemma4",
+            Self::Lfm2 => "lfm2",
+            Self::Functools => "functools",
+            Self::Functionary => "functionary",
+            Self::ToolCode => "tool_code",
+            Self::Harmony => "harmony",
+            Self::PythonicList => "pythonic_list",
+            Self::BareJson => "bare_json",
+        }
+    }
+}
+
+impl std::fmt::Display for TextToolFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a marker counts as the model's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// A special token of the family's vocabulary: anywhere outside code.
+    Token,
+    /// A tag that also reads as prose (`<tool_call>`): anywhere outside code, when what follows
+    /// opens a call of the format.
+    Tag,
+    /// First on its line (up to three spaces before it), outside code.
+    LineStart,
+    /// The first text of the reply.
+    Start,
+}
+
+/// One literal that opens a text tool call.
+struct Marker {
+    literal: &'static str,
+    format: TextToolFormat,
+    place: Place,
+}
+
+const fn marker(literal: &'static str, format: TextToolFormat, place: Place) -> Marker {
+    Marker {
+        literal,
+        format,
+        place,
+    }
+}
+
+use TextToolFormat as F;
+
+/// Every marker; one automaton holds them all. Sources are in the module docs.
+const MARKERS: &[Marker] = &[
+    marker("<tool_call>", F::Hermes, Place::Tag),
+    marker("<|python_tag|>", F::LlamaPythonTag, Place::Token),
+    marker("<function=", F::FunctionTag, Place::Tag),
+    marker("[TOOL_CALLS]", F::Mistral, Place::Token),
+    marker("<｜tool▁calls▁begin｜>", F::DeepSeek, Place::Token),
+    marker("<｜tool▁call▁begin｜>", F::DeepSeek, Place::Token),
+    marker("<|tool_calls_section_begin|>", F::KimiK2, Place::Token),
+    marker("<|tool_call_begin|>", F::KimiK2, Place::Token),
+    marker("<|tool_call|>", F::Granite, Place::Token),
+    marker("<|tool_call>", F::Gemma4, Place::Token),
+    marker("<|tool_call_start|>", F::Lfm2, Place::Token),
+    marker("functools[", F::Functools, Place::Start),
+    marker(">>>", F::Functionary, Place::LineStart),
+    marker("```tool_code", F::ToolCode, Place::LineStart),
+    marker("to=functions.", F::Harmony, Place::Tag),
+];
+
+/// The literals, in table order (the gate looks for the same ones).
+pub(crate) fn literals() -> impl Iterator<Item = &'static str> {
+    MARKERS.iter().map(|m| m.literal)
+}
+
+/// The markers' automaton, built on first use. `None` only if the builder refused the table,
+/// which is a constant far below its limits (a unit test pins that it builds).
+fn automaton() -> Option<&'static AhoCorasick> {
+    static AUTOMATON: OnceLock<Option<AhoCorasick>> = OnceLock::new();
+    AUTOMATON
+        .get_or_init(|| {
+            // Leftmost-longest, so `<|tool_call|>` is never read as `<|tool_call` plus noise;
+            // exact case: these are tokens of a vocabulary, not words.
+            AhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(MARKERS.iter().map(|m| m.literal))
+                .ok()
+        })
+        .as_ref()
+}
+
+/// A text tool call found in a completion's text: its format and where its markup starts (the
+/// text before it is what the model said first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) format: TextToolFormat,
+    pub(crate) start: usize,
+}
+
+/// Whether what follows a marker opens a call of its format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opens {
+    Yes,
+    No,
+    /// The text ends before it can tell (a stream's head still arriving).
+    NeedMore,
+}
+
+/// The healthy-path check: the text tool call `text` holds, if any. Cost on a reply without one:
+/// a look at its first non-blank byte and one automaton pass.
+pub(crate) fn find(text: &str) -> Option<Found> {
+    let lead = text.len() - text.trim_start().len();
+    if let Some(format) = whole_reply(&text[lead..]) {
+        return Some(Found {
+            format,
+            start: lead,
+        });
+    }
+    let mut code: Option<Vec<Range<usize>>> = None;
+    for m in automaton()?.find_iter(text) {
+        let marker = &MARKERS[m.pattern().as_usize()];
+        if !placed(text, m.range(), marker)
+            || opens(marker.format, &text[m.end()..]) != Opens::Yes
+        {
+            continue;
+        }
+        let regions = code.get_or_insert_with(|| code_regions(text));
+        if in_code(text, regions, m.start(), marker.format) {
+            continue;
+        }
+        return Some(Found {
+            format: marker.format,
+            start: markup_start(text, m.start(), marker.format),
+        });
+    }
+    None
+}
+
+/// What a stream's head (`head`, everything so far) says, before any of it is shown: a text
+/// tool call starts here, it cannot be one, or it is too early to tell.
+pub(crate) fn head(head: &str) -> HeadRead {
+    let t = head.trim_start();
+    if t.is_empty() {
+        return HeadRead::Undecided;
+    }
+    for marker in MARKERS {
+        if marker.literal.starts_with(t) && marker.literal.len() > t.len() {
+            return HeadRead::Undecided;
+        }
+        if let Some(rest) = t.strip_prefix(marker.literal) {
+            return match opens(marker.format, rest) {
+                Opens::Yes => HeadRead::Markup(marker.format),
+                Opens::NeedMore => HeadRead::Undecided,
+                Opens::No => HeadRead::Text,
+            };
+        }
+    }
+    match t.as_bytes()[0] {
+        b'{' => json_head(t),
+        b'[' => pythonic_head(t),
+        _ => HeadRead::Text,
+    }
+}
+
+/// What a stream's head says (see [`head`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeadRead {
+    /// Too early to tell: hold it.
+    Undecided,
+    /// Markup of this format opens the reply.
+    Markup(TextToolFormat),
+    /// It may be a whole-reply call (a bare JSON object, a Python call list): hold it to the
+    /// end, within a cap.
+    WholeReply,
+    /// Ordinary text: show it.
+    Text,
+}
+
+/// `{` then a first key a function-call object starts with.
+fn json_head(t: &str) -> HeadRead {
+    let rest = t[1..].trim_start();
+    let Some(key) = rest.strip_prefix('"') else {
+        return if rest.is_empty() {
+            HeadRead::Undecided
+        } else {
+            HeadRead::Text
+        };
+    };
+    let Some(close) = key.find('"') else {
+        return if key.len() < 16 && key.bytes().all(|b| b.is_ascii_alphabetic()) {
+            HeadRead::Undecided
+        } else {
+            HeadRead::Text
+        };
+    };
+    match &key[..close] {
+        "name" | "type" | "function" | "id" => HeadRead::WholeReply,
+        _ => HeadRead::Text,
+    }
+}
+
+/// `[` then a (dotted) name and `(`.
+fn pythonic_head(t: &str) -> HeadRead {
+    let rest = t[1..].trim_start();
+    let name = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    match rest.as_bytes().get(name) {
+        None if name < 64 => HeadRead::Undecided,
+        Some(b'(') if name > 0 && !rest.as_bytes()[0].is_ascii_digit() => HeadRead::WholeReply,
+        _ => HeadRead::Text,
+    }
+}
+
+/// The formats that are the whole reply rather than markup inside it: a Python call list and
+/// a bare function-call JSON value. Only a text starting with `[` or `{` is looked at further.
+fn whole_reply(t: &str) -> Option<TextToolFormat> {
+    let t = t.trim_end();
+    match t.as_bytes().first()? {
+        b'[' if t.ends_with(')') || t.ends_with(']') => (pythonic_head(t) == HeadRead::WholeReply
+            && super::python::calls(t).is_ok())
+        .then_some(TextToolFormat::PythonicList),
+        b'{' | b'[' if t.ends_with('}') || t.ends_with(']') => {
+            let value: serde_json::Value = serde_json::from_str(t).ok()?;
+            super::parse::is_bare_call(&value).then_some(TextToolFormat::BareJson)
+        }
+        _ => None,
+    }
+}
+
+/// Whether the marker at `at` sits where its [`Place`] allows.
+fn placed(text: &str, at: Range<usize>, marker: &Marker) -> bool {
+    let before = &text[..at.start];
+    match marker.place {
+        Place::Token => true,
+        Place::Tag => {
+            // gpt-oss names the recipient in the commentary channel's header.
+            marker.format != TextToolFormat::Harmony
+                || before.trim_end().ends_with("commentary")
+        }
+        Place::Start => before.trim().is_empty(),
+        Place::LineStart => {
+            let line = before.rsplit('\n').next().unwrap_or(before);
+            line.len() <= 3 && line.bytes().all(|b| b == b' ')
+        }
+    }
+}
+
+/// Whether what follows a marker (`rest`) opens a call of `format`.
+pub(crate) fn opens(format: TextToolFormat, rest: &str) -> Opens {
+    match format {
+        TextToolFormat::Hermes => {
+            let r = rest.trim_start();
+            if r.is_empty() {
+                return Opens::NeedMore;
+            }
+            if r.starts_with('{') || r.starts_with("<function=") {
+                return Opens::Yes;
+            }
+            if "<function=".starts_with(r) {
+                return Opens::NeedMore;
+            }
+            // GLM-4.5: the function's name, then its `<arg_key>` pairs (or the close).
+            match ident(r) {
+                0 => Opens::No,
+                n => {
+                    let after = r[n..].trim_start();
+                    if after.is_empty() {
+                        Opens::NeedMore
+                    } else if after.starts_with("<arg_key>") || after.starts_with("</tool_call>")
+                    {
+                        Opens::Yes
+                    } else if "<arg_key>".starts_with(after) || "</tool_call>".starts_with(after)
+                    {
+                        Opens::NeedMore
+                    } else {
+                        Opens::No
+                    }
+                }
+            }
+        }
+        TextToolFormat::FunctionTag => {
+            // `<function=name>` then its JSON arguments (Llama 3.1) or `<parameter=` pairs
+            // (Qwen3-Coder): a name in angle brackets alone is prose about the tag.
+            let n = ident(rest);
+            match rest.as_bytes().get(n) {
+                None => Opens::NeedMore,
+                Some(b'>') if n > 0 => {
+                    let args = rest[n + 1..].trim_start();
+                    if args.starts_with('{') || args.starts_with("<parameter=") {
+                        Opens::Yes
+                    } else if args.is_empty() || "<parameter=".starts_with(args) {
+                        Opens::NeedMore
+                    } else {
+                        Opens::No
+                    }
+                }
+                _ => Opens::No,
+            }
+        }
+        TextToolFormat::Harmony => match (ident(rest), rest.len()) {
+            (0, 0) => Opens::NeedMore,
+            (0, _) => Opens::No,
+            _ => Opens::Yes,
+        },
+        TextToolFormat::Functionary => {
+            let n = ident(rest);
+            let Some(after) = rest.get(n..) else {
+                return Opens::No;
+            };
+            if after.is_empty() {
+                return Opens::NeedMore;
+            }
+            if n == 0 || &rest[..n] == "all" {
+                return Opens::No;
+            }
+            match after.strip_prefix('\n').map(str::trim_start) {
+                Some("") => Opens::NeedMore,
+                Some(args) if args.starts_with('{') => Opens::Yes,
+                _ => Opens::No,
+            }
+        }
+        _ => Opens::Yes,
+    }
+}
+
+/// The length of the identifier (`[A-Za-z_][A-Za-z0-9_.-]*`) `s` starts with.
+pub(crate) fn ident(s: &str) -> usize {
+    let b = s.as_bytes();
+    if !b.first().is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') {
+        return 0;
+    }
+    b.iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        .count()
+}
+
+/// Whether a marker at `at` is inside code: a fence or an inline span (the model is quoting
+/// the format). A `` ```tool_code `` fence is the call itself, not a quotation of it.
+fn in_code(text: &str, regions: &[Range<usize>], at: usize, format: TextToolFormat) -> bool {
+    regions.iter().any(|r| {
+        r.contains(&at) && !(format == TextToolFormat::ToolCode && r.start == line_start(text, at))
+    })
+}
+
+fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// Where the markup of a call found at `at` starts: gpt-oss's frame opens with its channel
+/// header before the recipient.
+fn markup_start(text: &str, at: usize, format: TextToolFormat) -> usize {
+    if format != TextToolFormat::Harmony {
+        return at;
+    }
+    let before = text[..at].trim_end();
+    let header = before.strip_suffix("commentary").unwrap_or(before);
+    let mut start = header.len();
+    for token in ["<|channel|>", "<|start|>assistant"] {
+        if let Some(s) = text[..start].strip_suffix(token) {
+            start = s.len();
+        }
+    }
+    start
+}
+
+/// Where the markup of a call of `format` that starts at `start` ends: after its closing token
+/// (and any calls that follow it at once), or at the end of the text when it has none.
+pub(crate) fn markup_end(text: &str, start: usize, format: TextToolFormat) -> usize {
+    let closer = match format {
+        TextToolFormat::Hermes => Some(("</tool_call>", Some("<tool_call>"))),
+        TextToolFormat::FunctionTag => Some(("</function>", Some("<function="))),
+        TextToolFormat::DeepSeek => Some(("<｜tool▁calls▁end｜>", None)),
+        TextToolFormat::KimiK2 => Some(("<|tool_calls_section_end|>", None)),
+        TextToolFormat::Gemma4 => Some(("<tool_call|>", Some("<|tool_call>"))),
+        TextToolFormat::Lfm2 => Some(("<|tool_call_end|>", Some("<|tool_call_start|>"))),
+        TextToolFormat::Harmony => Some(("<|call|>", None)),
+        TextToolFormat::ToolCode => {
+            // The fence's own close: the next line that is only backticks.
+            let body = text[start..].find('\n').map_or(text.len(), |i| start + i + 1);
+            let mut at = body;
+            for line in text[body..].split_inclusive('\n') {
+                at += line.len();
+                if line.trim().len() >= 3 && line.trim().bytes().all(|b| b == b'`') {
+                    return at;
+                }
+            }
+            return text.len();
+        }
+        _ => None,
+    };
+    let Some((close, again)) = closer else {
+        return text.len();
+    };
+    let mut end = start;
+    loop {
+        let Some(i) = text[end..].find(close) else {
+            return text.len();
+        };
+        end += i + close.len();
+        match again {
+            Some(open) if text[end..].trim_start().starts_with(open) => {}
+            _ => return end,
+        }
+    }
+}
+
+/// The markup a gate finding covers: from a marker at `at` (a literal of [`literals`]) to the
+/// end of its call, when the marker opens one there; `None` otherwise. Code is the gate's own
+/// business (it lowers what the user asked about), so it is not excluded here.
+pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
+    let marker = MARKERS.iter().find(|m| text[at..].starts_with(m.literal))?;
+    let end = at + marker.literal.len();
+    if !placed(text, at..end, marker) || opens(marker.format, &text[end..]) != Opens::Yes {
+        return None;
+    }
+    let start = markup_start(text, at, marker.format);
+    Some(start..markup_end(text, start, marker.format))
+}
+
+/// A bare function-call reply, as the gate sees it: the whole text, when it is one.
+pub(crate) fn whole_reply_call(text: &str) -> Option<Range<usize>> {
+    let lead = text.len() - text.trim_start().len();
+    whole_reply(&text[lead..]).map(|_| lead..lead + text.trim().len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(text: &str) -> Option<TextToolFormat> {
+        find(text).map(|f| f.format)
+    }
+
+    #[test]
+    fn the_marker_table_compiles() {
+        assert!(automaton().is_some());
+    }
+
+    #[test]
+    fn each_marker_is_found_where_it_opens_a_call() {
+        for (text, expected) in [
+            (
+                r#"<tool_call>{"name": "f", "arguments": {}}</tool_call>"#,
+                F::Hermes,
+            ),
+            (
+                "Checking.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+                F::Hermes,
+            ),
+            ("<|python_tag|>brave_search.call(query=\"x\")", F::LlamaPythonTag),
+            ("<function=f>{\"a\": 1}</function>", F::FunctionTag),
+            ("[TOOL_CALLS]f[ARGS]{}", F::Mistral),
+            ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f", F::DeepSeek),
+            ("<|tool_calls_section_begin|>", F::KimiK2),
+            ("<|tool_call|>[{\"name\": \"f\"}]", F::Granite),
+            ("<|tool_call>call:f{}<tool_call|>", F::Gemma4),
+            ("<|tool_call_start|>[f()]<|tool_call_end|>", F::Lfm2),
+            ("functools[{\"name\": \"f\"}]", F::Functools),
+            (">>>get_weather\n{\"city\": \"Paris\"}", F::Functionary),
+            ("```tool_code\nf(a=1)\n```", F::ToolCode),
+            (
+                "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}",
+                F::Harmony,
+            ),
+            ("[get_weather(city='Paris')]", F::PythonicList),
+            (
+                r#"{"type": "function", "name": "f", "parameters": {}}"#,
+                F::BareJson,
+            ),
+        ] {
+            assert_eq!(format(text), Some(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn prose_code_and_look_alikes_are_not_calls() {
+        for text in [
+            "The weather in Paris is 18°C.",
+            "Hermes wraps calls in a `<tool_call>` tag.",
+            "```\n<tool_call>{\"name\": \"f\"}</tool_call>\n```",
+            "The <tool_call> tag holds one JSON object.",
+            "Use <function=name> tags, see above.",
+            "> > > nested quote\n>>>all\nhello",
+            "[docs](https://example.com) explain it.",
+            "{\"city\": \"Paris\", \"temp\": 18}",
+            "{\"name\": \"Alice Smith\", \"parameters\": {}}",
+            "Prefix functools[ is mid-text",
+            "```python\n>>> print(1)\n```",
+        ] {
+            assert_eq!(format(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_stream_head_is_held_until_it_can_tell() {
+        assert_eq!(head("  "), HeadRead::Undecided);
+        assert_eq!(head("<tool_"), HeadRead::Undecided);
+        assert_eq!(head("<tool_call>"), HeadRead::Undecided);
+        assert_eq!(head("<tool_call>\n{\"na"), HeadRead::Markup(F::Hermes));
+        assert_eq!(head("<tool_call> is a tag"), HeadRead::Text);
+        assert_eq!(head("[TOOL"), HeadRead::Undecided);
+        assert_eq!(head("[TOOL_CALLS]"), HeadRead::Markup(F::Mistral));
+        assert_eq!(head("{\"na"), HeadRead::Undecided);
+        assert_eq!(head("{\"name\""), HeadRead::WholeReply);
+        assert_eq!(head("{\"city\""), HeadRead::Text);
+        assert_eq!(head("[get_weather("), HeadRead::WholeReply);
+        assert_eq!(head("[docs]("), HeadRead::Text);
+        assert_eq!(head("Sure, "), HeadRead::Text);
+    }
+
+    #[test]
+    fn the_markup_ends_after_its_last_closing_token() {
+        let text = "Let me check.\n<tool_call>{\"name\": \"a\"}</tool_call>\n<tool_call>{\"name\": \"b\"}</tool_call>\nDone?";
+        let found = find(text).expect("found");
+        let end = markup_end(text, found.start, found.format);
+        assert_eq!(&text[end..], "\nDone?");
+        assert_eq!(&text[..found.start], "Let me check.\n");
+        let fence = "```tool_code\nf(a=1)\n```\nafter";
+        assert_eq!(&fence[markup_end(fence, 0, F::ToolCode)..], "after");
+    }
+}
