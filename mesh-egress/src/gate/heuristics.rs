@@ -16,6 +16,7 @@ use crate::gate::rules::{
     APOLOGY_OPENERS, Check, DEFLECTIONS, TECHNICAL_WORDS, TRIGGERS, TagFamily,
 };
 use crate::gate::seams::Seams;
+use crate::gate::tool_markup;
 
 /// How far before a hit a confirming regex may start, and after it end (bytes).
 const WINDOW_BEFORE: usize = 200;
@@ -91,6 +92,15 @@ impl Heuristics {
                     regex: regex.clone(),
                 });
             }
+        }
+        for (literal, rule, check) in tool_markup::triggers() {
+            entries.push(Entry {
+                rule,
+                check,
+                word_start: literal.starts_with(|c: char| c.is_ascii_alphanumeric()),
+                literal: literal.to_owned(),
+                regex: None,
+            });
         }
         for canary in canaries {
             // The canary as written and as the projection reads it (the projection pass looks
@@ -239,6 +249,8 @@ impl Heuristics {
                     None
                 }
                 Check::Credential(shape) => credential(text, m.range(), &entry.literal, shape),
+                Check::ToolMarkup => tool_markup::markup(text, m.start()),
+                Check::ToolTrace => tool_markup::trace_line(text, m.start()),
             };
             if let Some(span) = span {
                 raw.push(Raw {
@@ -261,6 +273,12 @@ impl Heuristics {
         let trimmed = text.trim();
         if trimmed.len() <= SHORT_REPLY {
             self.short_reply(text, trimmed, user_message, raw);
+        }
+        if let Some(span) = tool_markup::whole_reply(text) {
+            raw.push(Raw {
+                finding: Finding::new(Rule::ToolCallMarkup, span, text),
+                key: None,
+            });
         }
         if let Some(prompt) = &self.prompt
             && let Some(span) = prompt.find(text)
