@@ -182,6 +182,26 @@ pub enum LedgerRecord {
     Render(RenderRecord),
     /// The durable outbox: a part it could not settle (see [`OutboxRecord`]).
     Outbox(OutboxRecord),
+    /// The boundary: the agent answered with one of its silence tokens (see [`SilenceRecord`]).
+    Silence(SilenceRecord),
+}
+
+/// What the boundary did with an agent's silence tokens (`mesh_egress::silence`): the reply was
+/// only a token, so nothing was sent, or tokens were cut from an answer before it was rendered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SilenceRecord {
+    /// The reply was only this token: the agent chose to say nothing, and nothing was sent.
+    Silent {
+        /// The token (an application-declared word, never model prose).
+        token: String,
+    },
+    /// Tokens were cut from an answer; the rest was sent.
+    Removed {
+        /// How many.
+        count: usize,
+    },
 }
 
 /// What the durable outbox reports to operators about one part (`mesh_egress::store`).

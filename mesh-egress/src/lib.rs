@@ -90,6 +90,7 @@ mod render;
 mod reply;
 pub mod retry;
 mod setting;
+pub mod silence;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod store;

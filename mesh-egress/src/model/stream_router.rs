@@ -22,7 +22,7 @@ use super::route::{FallbackReason, RecoveryError};
 use super::router::{Router, saturating_after};
 use super::stream::{ModelStream, ToolCallAssembler, ToolCallDelta};
 use super::stream_join::{JoinMode, Joined, Joiner};
-use super::tool_text::{HeadCheck, HeadStep, read_streamed};
+use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, StreamReport};
@@ -543,6 +543,12 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                                 Read::Text(text)
                             }
                         }
+                        // Markup the person's own message holds is quoted back: an answer.
+                        HeadStep::Call(_) if quoted_by_user(head.held(), recovery.request) => {
+                            let text = head.release();
+                            attempt.head = None;
+                            Read::Text(text)
+                        }
                         // With tools offered the call is read at the end; without, the attempt
                         // fails now, before anything was shown.
                         HeadStep::Call(format) if recovery.request.tools.is_empty() => {
@@ -569,6 +575,9 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                 if let Some(mut head) = attempt.head.take() {
                     return match head.finish() {
                         HeadStep::Show(rest) => Read::Clean(rest),
+                        HeadStep::Call(_) if quoted_by_user(head.held(), recovery.request) => {
+                            Read::Clean(head.release())
+                        }
                         HeadStep::Call(format) => {
                             match read_streamed(head.held(), format, recovery.request) {
                                 Ok((preface, calls)) => {

@@ -94,6 +94,14 @@ impl HeadCheck {
         }
     }
 
+    /// Shows everything held after all (a call the person's own message quoted).
+    pub(crate) fn release(&mut self) -> String {
+        match self.show() {
+            HeadStep::Show(text) => text,
+            _ => String::new(),
+        }
+    }
+
     /// Everything held (the whole reply, once a call was found).
     pub(crate) fn held(&self) -> &str {
         &self.held

@@ -89,10 +89,11 @@ impl std::fmt::Display for TextToolFormat {
 /// Where a marker counts as the model's decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
-    /// A special token of the family's vocabulary: anywhere outside code.
+    /// A special token of the family's vocabulary: anywhere outside code, when what follows
+    /// it opens a call (see [`opens`]).
     Token,
-    /// A tag that also reads as prose (`<tool_call>`): anywhere outside code, when what follows
-    /// opens a call of the format.
+    /// A tag that also reads as prose (`<tool_call>`): the same, and gpt-oss's recipient only in
+    /// a commentary channel's header.
     Tag,
     /// First on its line (up to three spaces before it), outside code.
     LineStart,
@@ -188,7 +189,7 @@ pub(crate) fn find(text: &str) -> Option<Found> {
     for m in automaton()?.find_iter(text) {
         let marker = &MARKERS[m.pattern().as_usize()];
         if !placed(text, m.range(), marker)
-            || opens(marker.format, &text[m.end()..]) != Opens::Yes
+            || opens(marker.literal, &text[m.end()..]) != Opens::Yes
         {
             continue;
         }
@@ -216,7 +217,7 @@ pub(crate) fn head(head: &str) -> HeadRead {
             return HeadRead::Undecided;
         }
         if let Some(rest) = t.strip_prefix(marker.literal) {
-            return match opens(marker.format, rest) {
+            return match opens(marker.literal, rest) {
                 Opens::Yes => HeadRead::Markup(marker.format),
                 Opens::NeedMore => HeadRead::Undecided,
                 Opens::No => HeadRead::Text,
@@ -315,64 +316,67 @@ fn placed(text: &str, at: Range<usize>, marker: &Marker) -> bool {
     }
 }
 
-/// Whether what follows a marker (`rest`) opens a call of `format`.
-pub(crate) fn opens(format: TextToolFormat, rest: &str) -> Opens {
-    match format {
-        TextToolFormat::Hermes => {
-            let r = rest.trim_start();
-            if r.is_empty() {
-                return Opens::NeedMore;
-            }
-            if r.starts_with('{') || r.starts_with("<function=") {
-                return Opens::Yes;
-            }
-            if "<function=".starts_with(r) {
-                return Opens::NeedMore;
+/// Whether what follows the marker `literal` (`rest`) opens a call: each marker is followed by
+/// its format's payload (a JSON value, a name and its separator), so a sentence that names the
+/// marker (`[TOOL_CALLS] is the token Mistral emits`) is prose, not a call.
+pub(crate) fn opens(literal: &str, rest: &str) -> Opens {
+    match literal {
+        "<tool_call>" => {
+            if let found @ (Opens::Yes | Opens::NeedMore) = starts_with_any(rest, &["{", "<function="]) {
+                return found;
             }
             // GLM-4.5: the function's name, then its `<arg_key>` pairs (or the close).
-            match ident(r) {
-                0 => Opens::No,
-                n => {
-                    let after = r[n..].trim_start();
-                    if after.is_empty() {
-                        Opens::NeedMore
-                    } else if after.starts_with("<arg_key>") || after.starts_with("</tool_call>")
-                    {
-                        Opens::Yes
-                    } else if "<arg_key>".starts_with(after) || "</tool_call>".starts_with(after)
-                    {
-                        Opens::NeedMore
-                    } else {
-                        Opens::No
-                    }
+            named_then(rest, &["<arg_key>", "</tool_call>", "\n<arg_key>", "\n</tool_call>"])
+        }
+        // `<function=name>` then its JSON arguments (Llama 3.1) or `<parameter=` pairs
+        // (Qwen3-Coder): a name in angle brackets alone is prose about the tag.
+        "<function=" => match named_then(rest, &[">"]) {
+            Opens::Yes => {
+                let args = &rest[ident(rest) + 1..];
+                starts_with_any(args, &["{", "<parameter="])
+            }
+            other => other,
+        },
+        // The token is followed at once by the call or the code interpreter's code; after a
+        // space it is a sentence naming the token, unless a call follows anyway.
+        "<|python_tag|>" => match rest.chars().next() {
+            None => Opens::NeedMore,
+            Some(c) if !c.is_whitespace() || c == '\n' => Opens::Yes,
+            Some(_) => match starts_with_any(rest, &["{", "["]) {
+                Opens::No => named_then(rest, &["("]),
+                other => other,
+            },
+        },
+        "[TOOL_CALLS]" => match starts_with_any(rest, &["[", "{"]) {
+            Opens::No => named_then(rest, &["[ARGS]", "[CALL_ID]"]),
+            other => other,
+        },
+        "<｜tool▁calls▁begin｜>" => starts_with_any(rest, &["<｜tool▁call▁begin｜>"]),
+        "<｜tool▁call▁begin｜>" => named_then(rest, &["<｜tool▁sep｜>"]),
+        "<|tool_calls_section_begin|>" => starts_with_any(rest, &["<|tool_call_begin|>"]),
+        "<|tool_call_begin|>" => named_then(rest, &[":", "<|tool_call_argument_begin|>"]),
+        "<|tool_call|>" => starts_with_any(rest, &["[", "{"]),
+        "<|tool_call>" => starts_with_any(rest, &["call:"]),
+        "<|tool_call_start|>" => starts_with_any(rest, &["["]),
+        "functools[" => starts_with_any(rest, &["{"]),
+        // The fence's info string ends its line; the block's first line is a call.
+        "```tool_code" => match rest.split_once('\n') {
+            None => {
+                if rest.trim().is_empty() {
+                    Opens::NeedMore
+                } else {
+                    Opens::No
                 }
             }
-        }
-        TextToolFormat::FunctionTag => {
-            // `<function=name>` then its JSON arguments (Llama 3.1) or `<parameter=` pairs
-            // (Qwen3-Coder): a name in angle brackets alone is prose about the tag.
-            let n = ident(rest);
-            match rest.as_bytes().get(n) {
-                None => Opens::NeedMore,
-                Some(b'>') if n > 0 => {
-                    let args = rest[n + 1..].trim_start();
-                    if args.starts_with('{') || args.starts_with("<parameter=") {
-                        Opens::Yes
-                    } else if args.is_empty() || "<parameter=".starts_with(args) {
-                        Opens::NeedMore
-                    } else {
-                        Opens::No
-                    }
-                }
-                _ => Opens::No,
-            }
-        }
-        TextToolFormat::Harmony => match (ident(rest), rest.len()) {
+            Some((info, _)) if !info.trim().is_empty() => Opens::No,
+            Some((_, body)) => named_then(body, &["("]),
+        },
+        "to=functions." => match (ident(rest), rest.len()) {
             (0, 0) => Opens::NeedMore,
             (0, _) => Opens::No,
             _ => Opens::Yes,
         },
-        TextToolFormat::Functionary => {
+        ">>>" => {
             let n = ident(rest);
             let Some(after) = rest.get(n..) else {
                 return Opens::No;
@@ -383,13 +387,46 @@ pub(crate) fn opens(format: TextToolFormat, rest: &str) -> Opens {
             if n == 0 || &rest[..n] == "all" {
                 return Opens::No;
             }
-            match after.strip_prefix('\n').map(str::trim_start) {
-                Some("") => Opens::NeedMore,
-                Some(args) if args.starts_with('{') => Opens::Yes,
-                _ => Opens::No,
+            match after.strip_prefix('\n') {
+                Some(args) => starts_with_any(args, &["{"]),
+                None => Opens::No,
             }
         }
-        _ => Opens::Yes,
+        _ => Opens::No,
+    }
+}
+
+/// `rest`, blanks skipped, starts with one of `prefixes` (yes), is still the start of one
+/// (need more), or neither.
+fn starts_with_any(rest: &str, prefixes: &[&str]) -> Opens {
+    let r = rest.trim_start();
+    if prefixes.iter().any(|p| r.starts_with(p)) {
+        Opens::Yes
+    } else if prefixes.iter().any(|p| p.starts_with(r)) {
+        Opens::NeedMore
+    } else {
+        Opens::No
+    }
+}
+
+/// `rest`, blanks skipped, is an identifier followed at once by one of `then`.
+fn named_then(rest: &str, then: &[&str]) -> Opens {
+    let r = rest.trim_start();
+    let n = ident(r);
+    if n == 0 {
+        return if r.is_empty() {
+            Opens::NeedMore
+        } else {
+            Opens::No
+        };
+    }
+    let after = &r[n..];
+    if then.iter().any(|p| after.starts_with(p)) {
+        Opens::Yes
+    } else if then.iter().any(|p| p.starts_with(after)) {
+        Opens::NeedMore
+    } else {
+        Opens::No
     }
 }
 
@@ -480,7 +517,7 @@ pub(crate) fn markup_end(text: &str, start: usize, format: TextToolFormat) -> us
 pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
     let marker = MARKERS.iter().find(|m| text[at..].starts_with(m.literal))?;
     let end = at + marker.literal.len();
-    if !placed(text, at..end, marker) || opens(marker.format, &text[end..]) != Opens::Yes {
+    if !placed(text, at..end, marker) || opens(marker.literal, &text[end..]) != Opens::Yes {
         return None;
     }
     let start = markup_start(text, at, marker.format);

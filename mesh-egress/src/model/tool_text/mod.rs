@@ -175,6 +175,9 @@ pub(crate) fn inspect(mut completion: Completion, request: &ChatRequest) -> Insp
         return Inspected::Usable(completion);
     };
     let format = found.format;
+    if quoted_by_user(text, request) {
+        return Inspected::Usable(completion);
+    }
     if request.tools.is_empty() {
         return Inspected::Failed(
             ModelError::malformed_tool_call()
@@ -220,6 +223,22 @@ pub(crate) fn unrepaired(correction: &Correction) -> ModelError {
     }
 }
 
+/// Whether the person's own message holds the markup `text` carries (they asked about it, or
+/// pasted it): the reply quoting it back is an answer, as the gate treats error text the user
+/// quoted. Only asked once a call was found.
+pub(crate) fn quoted_by_user(text: &str, request: &ChatRequest) -> bool {
+    let Some(user) = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == super::wire::Role::User)
+        .and_then(|m| m.content.as_deref())
+    else {
+        return false;
+    };
+    markers::literals().any(|literal| user.contains(literal) && text.contains(literal))
+}
+
 /// A stream's text tool call (`text` is the whole reply the head held), read with the request's
 /// tools: the text before it and the calls, or the failure of the attempt. A stream gets no
 /// repair (it would be a second streamed request inside the attempt): a call that cannot be
@@ -263,8 +282,10 @@ fn read(
             .unwrap_or_else(|| format!("call_{:016x}", fastrand::u64(..)));
         calls.push(ToolCall::function(id, call.name, call.arguments.to_string()));
     }
-    // Harmony's preface is its analysis channel (reasoning), never an answer.
+    // Harmony's preface is its analysis channel (reasoning), never an answer; Functionary's
+    // text opens with its `>>>all` recipient line.
     let preface = text[..found.start].trim_end();
+    let preface = preface.strip_prefix(">>>all").unwrap_or(preface).trim_start();
     let preface = (found.format != TextToolFormat::Harmony && !preface.trim().is_empty())
         .then(|| preface.to_owned());
     Ok((preface, calls))
