@@ -226,7 +226,12 @@ pub(crate) fn head(head: &str) -> HeadRead {
     }
     match t.as_bytes()[0] {
         b'{' => json_head(t),
-        b'[' => pythonic_head(t),
+        b'[' => match t[1..].trim_start() {
+            // A list of call objects, or a Python call list.
+            inner if inner.starts_with('{') => json_head(inner),
+            "" => HeadRead::Undecided,
+            _ => pythonic_head(t),
+        },
         _ => HeadRead::Text,
     }
 }
@@ -286,16 +291,20 @@ fn pythonic_head(t: &str) -> HeadRead {
 /// a bare function-call JSON value. Only a text starting with `[` or `{` is looked at further.
 fn whole_reply(t: &str) -> Option<TextToolFormat> {
     let t = t.trim_end();
-    match t.as_bytes().first()? {
-        b'[' if t.ends_with(')') || t.ends_with(']') => (pythonic_head(t) == HeadRead::WholeReply
-            && super::python::calls(t).is_ok())
-        .then_some(TextToolFormat::PythonicList),
-        b'{' | b'[' if t.ends_with('}') || t.ends_with(']') => {
-            let value: serde_json::Value = serde_json::from_str(t).ok()?;
-            super::parse::is_bare_call(&value).then_some(TextToolFormat::BareJson)
-        }
-        _ => None,
+    let first = *t.as_bytes().first()?;
+    if first == b'['
+        && (t.ends_with(')') || t.ends_with(']'))
+        && pythonic_head(t) == HeadRead::WholeReply
+        && super::python::calls(t).is_ok()
+    {
+        return Some(TextToolFormat::PythonicList);
     }
+    // A JSON value: an object, or a list of objects (`[{…}]`, never a Python list).
+    if matches!(first, b'{' | b'[') && (t.ends_with('}') || t.ends_with(']')) {
+        let value: serde_json::Value = serde_json::from_str(t).ok()?;
+        return super::parse::is_bare_call(&value).then_some(TextToolFormat::BareJson);
+    }
+    None
 }
 
 /// Whether the marker at `at` sits where its [`Place`] allows.
@@ -558,7 +567,10 @@ mod tests {
             ("<function=f>{\"a\": 1}</function>", F::FunctionTag),
             ("[TOOL_CALLS]f[ARGS]{}", F::Mistral),
             ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f", F::DeepSeek),
-            ("<|tool_calls_section_begin|>", F::KimiK2),
+            (
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+                F::KimiK2,
+            ),
             ("<|tool_call|>[{\"name\": \"f\"}]", F::Granite),
             ("<|tool_call>call:f{}<tool_call|>", F::Gemma4),
             ("<|tool_call_start|>[f()]<|tool_call_end|>", F::Lfm2),
@@ -606,12 +618,15 @@ mod tests {
         assert_eq!(head("<tool_call>\n{\"na"), HeadRead::Markup(F::Hermes));
         assert_eq!(head("<tool_call> is a tag"), HeadRead::Text);
         assert_eq!(head("[TOOL"), HeadRead::Undecided);
-        assert_eq!(head("[TOOL_CALLS]"), HeadRead::Markup(F::Mistral));
+        assert_eq!(head("[TOOL_CALLS]"), HeadRead::Undecided);
+        assert_eq!(head("[TOOL_CALLS] ["), HeadRead::Markup(F::Mistral));
+        assert_eq!(head("[TOOL_CALLS] is a token"), HeadRead::Text);
         assert_eq!(head("{\"na"), HeadRead::Undecided);
         assert_eq!(head("{\"name\""), HeadRead::WholeReply);
         assert_eq!(head("{\"city\""), HeadRead::Text);
         assert_eq!(head("[get_weather("), HeadRead::WholeReply);
         assert_eq!(head("[docs]("), HeadRead::Text);
+        assert_eq!(head("[{\"name\""), HeadRead::WholeReply);
         assert_eq!(head("Sure, "), HeadRead::Text);
     }
 
