@@ -53,7 +53,16 @@ pub(crate) fn asks_about(rule: Rule, user_lower: &str) -> bool {
             "chat template",
             "tool parser",
         ],
-        Rule::ToolTrace => &["tool trace", "tool progress", "action input", "react agent"],
+        Rule::ToolTrace => &[
+            "tool trace",
+            "tool progress",
+            "action input",
+            "react agent",
+            "react format",
+            "react prompt",
+            "react loop",
+            "react-style",
+        ],
         _ => return false,
     };
     let question = user_lower.contains('?')
