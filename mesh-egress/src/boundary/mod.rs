@@ -282,6 +282,40 @@ mod tests {
     }
 
     #[test]
+    fn a_silence_token_is_the_agents_choice_recorded_on_the_ledger_never_text() {
+        use crate::ledger::SilenceRecord;
+        use crate::silence::SilenceTokens;
+        let policy = DegradationPolicy::default()
+            .with_silence_tokens(SilenceTokens::new(["NO_REPLY"]).expect("a word"));
+        let turn = Turn::new(Attribution::new("a", "c", "r"));
+        let answer = |body: &str| Ok(turn.message(body));
+        let quiet = resolve_in(&turn, Mode::Interactive, &policy, answer("NO_REPLY"));
+        assert!(matches!(quiet, Reply::Silence));
+        let cut = resolve_in(&turn, Mode::Interactive, &policy, answer("Sent. NO_REPLY"));
+        let message = cut.message().expect("an answer");
+        assert_eq!(message.body().as_str(), "Sent.");
+        assert!(message.ownership().is_some(), "still the turn's");
+        let rows: Vec<SilenceRecord> = turn
+            .ledger()
+            .entries()
+            .into_iter()
+            .filter_map(|e| match e.into_record() {
+                LedgerRecord::Silence(record) => Some(record),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                SilenceRecord::Silent {
+                    token: "NO_REPLY".into()
+                },
+                SilenceRecord::Removed { count: 1 }
+            ]
+        );
+    }
+
+    #[test]
     fn every_message_of_a_turn_aware_reply_is_tied_to_the_turns_ownership() {
         let turn = Turn::new(Attribution::new("a", "c", "r"));
         let policy = DegradationPolicy::default();
