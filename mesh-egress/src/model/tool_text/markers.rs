@@ -132,9 +132,11 @@ const MARKERS: &[Marker] = &[
     marker("<|tool_call>", F::Gemma4, Place::Token),
     marker("<|tool_call_start|>", F::Lfm2, Place::Token),
     marker("functools[", F::Functools, Place::Start),
-    marker(">>>", F::Functionary, Place::LineStart),
+    // Functionary's reply opens with its recipient (`>>>all` for text, `>>>name` for a call).
+    marker(">>>", F::Functionary, Place::Start),
     marker("```tool_code", F::ToolCode, Place::LineStart),
-    marker("to=functions.", F::Harmony, Place::Tag),
+    // The commentary channel's header naming a function as its recipient.
+    marker("<|channel|>commentary to=functions.", F::Harmony, Place::Token),
 ];
 
 /// The literals, in table order (the gate looks for the same ones).
@@ -142,20 +144,41 @@ pub(crate) fn literals() -> impl Iterator<Item = &'static str> {
     MARKERS.iter().map(|m| m.literal)
 }
 
-/// The markers' automaton, built on first use. `None` only if the builder refused the table,
+/// The scanned markers, by their first byte: those that open with `<` (nearly all) and the rest
+/// (`[TOOL_CALLS]`, `` ```tool_code ``). One automaton over all of them spends its prefilter on
+/// several start bytes and runs about as slowly as three `str::contains` on clean prose; one
+/// per group lets each prefilter skip to its own rare byte (see `benches/tool_text.rs`). Markers
+/// that only count as the reply's first text (`functools[`, `>>>`) are checked there by
+/// [`find`] and never scanned for.
+fn groups() -> [Vec<&'static Marker>; 2] {
+    let scanned = || MARKERS.iter().filter(|m| m.place != Place::Start);
+    [
+        scanned().filter(|m| m.literal.starts_with('<')).collect(),
+        scanned().filter(|m| !m.literal.starts_with('<')).collect(),
+    ]
+}
+
+/// One automaton per group, built on first use. `None` only if the builder refused the table,
 /// which is a constant far below its limits (a unit test pins that it builds).
-fn automaton() -> Option<&'static AhoCorasick> {
-    static AUTOMATON: OnceLock<Option<AhoCorasick>> = OnceLock::new();
-    AUTOMATON
+fn automata() -> Option<&'static [(AhoCorasick, Vec<&'static Marker>)]> {
+    static AUTOMATA: OnceLock<Option<Vec<(AhoCorasick, Vec<&'static Marker>)>>> =
+        OnceLock::new();
+    AUTOMATA
         .get_or_init(|| {
-            // Leftmost-longest, so `<|tool_call|>` is never read as `<|tool_call` plus noise;
-            // exact case: these are tokens of a vocabulary, not words.
-            AhoCorasickBuilder::new()
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(MARKERS.iter().map(|m| m.literal))
-                .ok()
+            groups()
+                .into_iter()
+                .map(|group| {
+                    // Exact case: these are tokens of a vocabulary, not words. No literal is a
+                    // prefix of another, so the leftmost match is the only one.
+                    AhoCorasickBuilder::new()
+                        .match_kind(MatchKind::LeftmostFirst)
+                        .build(group.iter().map(|m| m.literal))
+                        .ok()
+                        .map(|ac| (ac, group))
+                })
+                .collect()
         })
-        .as_ref()
+        .as_deref()
 }
 
 /// A text tool call found in a completion's text: its format and where its markup starts (the
@@ -185,22 +208,63 @@ pub(crate) fn find(text: &str) -> Option<Found> {
             start: lead,
         });
     }
+    if let Some(found) = at_start(text, lead) {
+        return Some(found);
+    }
     let mut code: Option<Vec<Range<usize>>> = None;
-    for m in automaton()?.find_iter(text) {
-        let marker = &MARKERS[m.pattern().as_usize()];
-        if !placed(text, m.range(), marker)
-            || opens(marker.literal, &text[m.end()..]) != Opens::Yes
-        {
-            continue;
+    let mut first: Option<Found> = None;
+    for (automaton, markers) in automata()? {
+        for m in automaton.find_iter(text) {
+            if first.is_some_and(|f| f.start <= m.start()) {
+                break;
+            }
+            let marker = markers[m.pattern().as_usize()];
+            if !placed(text, m.range(), marker)
+                || opens(marker.literal, &text[m.end()..]) != Opens::Yes
+            {
+                continue;
+            }
+            let regions = code.get_or_insert_with(|| code_regions(text));
+            if in_code(text, regions, m.start(), marker.format) {
+                continue;
+            }
+            first = Some(Found {
+                format: marker.format,
+                start: markup_start(text, m.start(), marker.format),
+            });
+            break;
         }
-        let regions = code.get_or_insert_with(|| code_regions(text));
-        if in_code(text, regions, m.start(), marker.format) {
-            continue;
-        }
+    }
+    first
+}
+
+/// A call of a format that opens the reply (`functools[`, `>>>`): at `lead`, or, for
+/// Functionary's `>>>all` text, at the first recipient line after it that names a function.
+fn at_start(text: &str, lead: usize) -> Option<Found> {
+    let marker = MARKERS
+        .iter()
+        .filter(|m| m.place == Place::Start)
+        .find(|m| text[lead..].starts_with(m.literal))?;
+    let opens_at = |at: usize| opens(marker.literal, &text[at + marker.literal.len()..]);
+    if opens_at(lead) == Opens::Yes {
         return Some(Found {
             format: marker.format,
-            start: markup_start(text, m.start(), marker.format),
+            start: lead,
         });
+    }
+    if marker.format != TextToolFormat::Functionary {
+        return None;
+    }
+    let mut from = lead;
+    while let Some(i) = text[from..].find("\n>>>") {
+        let at = from + i + 1;
+        if opens_at(at) == Opens::Yes {
+            return Some(Found {
+                format: marker.format,
+                start: at,
+            });
+        }
+        from = at;
     }
     None
 }
@@ -312,11 +376,7 @@ fn placed(text: &str, at: Range<usize>, marker: &Marker) -> bool {
     let before = &text[..at.start];
     match marker.place {
         Place::Token => true,
-        Place::Tag => {
-            // gpt-oss names the recipient in the commentary channel's header.
-            marker.format != TextToolFormat::Harmony
-                || before.trim_end().ends_with("commentary")
-        }
+        Place::Tag => true,
         Place::Start => before.trim().is_empty(),
         Place::LineStart => {
             let line = before.rsplit('\n').next().unwrap_or(before);
@@ -380,7 +440,7 @@ pub(crate) fn opens(literal: &str, rest: &str) -> Opens {
             Some((info, _)) if !info.trim().is_empty() => Opens::No,
             Some((_, body)) => named_then(body, &["("]),
         },
-        "to=functions." => match (ident(rest), rest.len()) {
+        "<|channel|>commentary to=functions." => match (ident(rest), rest.len()) {
             (0, 0) => Opens::NeedMore,
             (0, _) => Opens::No,
             _ => Opens::Yes,
@@ -462,21 +522,13 @@ fn line_start(text: &str, at: usize) -> usize {
     text[..at].rfind('\n').map_or(0, |i| i + 1)
 }
 
-/// Where the markup of a call found at `at` starts: gpt-oss's frame opens with its channel
-/// header before the recipient.
+/// Where the markup of a call found at `at` starts: gpt-oss's frame opens with its turn's
+/// header before the channel.
 fn markup_start(text: &str, at: usize, format: TextToolFormat) -> usize {
-    if format != TextToolFormat::Harmony {
-        return at;
+    match text[..at].strip_suffix("<|start|>assistant") {
+        Some(before) if format == TextToolFormat::Harmony => before.len(),
+        _ => at,
     }
-    let before = text[..at].trim_end();
-    let header = before.strip_suffix("commentary").unwrap_or(before);
-    let mut start = header.len();
-    for token in ["<|channel|>", "<|start|>assistant"] {
-        if let Some(s) = text[..start].strip_suffix(token) {
-            start = s.len();
-        }
-    }
-    start
 }
 
 /// Where the markup of a call of `format` that starts at `start` ends: after its closing token
@@ -549,7 +601,7 @@ mod tests {
 
     #[test]
     fn the_marker_table_compiles() {
-        assert!(automaton().is_some());
+        assert!(automata().is_some_and(|a| a.iter().all(|(_, m)| !m.is_empty())));
     }
 
     #[test]
