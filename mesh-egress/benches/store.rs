@@ -13,9 +13,9 @@ use std::time::Duration;
 use std::time::SystemTime;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mesh_egress::channel::http::Surface as Api;
+use mesh_egress::Surface as Api;
 use mesh_egress::channel::{Channel, Deliver, PartLookup, PlainText, Recorder, SlackChannel};
-use mesh_egress::store::{Store, Surface};
+use mesh_egress::store::Store;
 use mesh_egress::testing::FakeApi;
 use mesh_egress::{AgentMessage, Attribution, Outbound, Ownership};
 
@@ -34,7 +34,7 @@ fn durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, label: &str, url: &s
     let lease = rt
         .block_on(store.acquire("c1", "bench", Duration::from_secs(3600)))
         .expect("lease");
-    let channel = store.channel(Recorder::new(), Surface::Plain);
+    let channel = store.channel(Recorder::new());
     c.bench_function(&format!("commit+send/{label} outbox, leased"), |b| {
         b.iter(|| {
             rt.block_on(channel.deliver(message(Some(lease.ownership()))))

@@ -14,8 +14,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mesh_egress::Surface;
 use mesh_egress::boundary::{StreamPlan, stream_live};
-use mesh_egress::channel::http::Surface;
 use mesh_egress::channel::stream::{
     ReplyStream, SlackMarkdown, StreamMode, StreamOpenError, StreamProgress, StreamingChannel,
 };
@@ -68,6 +68,10 @@ impl<C: StreamingChannel> Channel for Timed<C> {
 
     fn renderer(&self) -> &C::Renderer {
         self.inner.renderer()
+    }
+
+    fn address(&self) -> mesh_egress::Address {
+        self.inner.address()
     }
 
     fn commit(

@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mesh_egress::Address;
 use mesh_egress::channel::Recorder;
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
-use mesh_egress::store::{FollowUpPlan, FollowUpTask, Store, Surface};
+use mesh_egress::store::{FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
 use mesh_egress::{AgentMessage, Attribution, Cancellation, EgressError, Turn};
 
@@ -56,7 +57,7 @@ async fn seed(store: &Store) {
             panic!("expected a holding line");
         };
         store
-            .keep_commitment(&commitment, Surface::Plain, &task, plan)
+            .keep_commitment(&commitment, &Address::Plain, &task, plan)
             .await
             .expect("stored");
     }
@@ -67,13 +68,11 @@ async fn keep_all(store: &Store, workers: usize) -> Duration {
     let started = Instant::now();
     let handles: Vec<_> = (0..workers)
         .map(|n| {
-            let worker = Worker::new(
-                store.channel(Recorder::new(), Surface::Plain),
-                format!("w{n}"),
-            )
-            .with_lease_ttl(Duration::from_secs(30))
-            .with_poll_interval(Duration::from_millis(1))
-            .register("answer", answer);
+            let worker = Worker::new(store.clone(), format!("w{n}"))
+                .with_client(Recorder::new())
+                .with_lease_ttl(Duration::from_secs(30))
+                .with_poll_interval(Duration::from_millis(1))
+                .register("answer", answer);
             tokio::spawn(async move { worker.run_once(&Cancellation::new()).await })
         })
         .collect();

@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run -q -p mesh-egress --example turn -- \
 //!     [--mode interactive|proactive] [--channel plain|slack|discord|telegram] [--gate on|off] \
-//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] PROMPT
+//!     [--system-prompt FILE] [--json] [--follow-up] [--deliver slack|discord|telegram] \
+//!     [--conversation ID] PROMPT
 //! ```
 //!
 //! Environment: `MESH_MODEL_BASE_URL` (e.g. `http://127.0.0.1:8080/v1`), `MESH_MODEL`
@@ -27,10 +28,17 @@
 //! `--deliver slack|discord|telegram` sends the parts through that surface's real connector
 //! (and implies the matching `--channel`; a different `--channel` is a usage error), then
 //! prints each part that went, with `--json` as `{"part": N, "text": "...", "id": "..."}` (`id`
-//! is the platform's message id). Credentials and target: `SLACK_BOT_TOKEN` +
-//! `MESH_SLACK_CHANNEL`, `DISCORD_BOT_TOKEN` + `MESH_DISCORD_CHANNEL`, `TELEGRAM_BOT_TOKEN` +
-//! `MESH_TELEGRAM_CHAT`; the public API unless `MESH_SLACK_API_URL` / `MESH_DISCORD_API_URL` /
-//! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake).
+//! is the platform's message id). Credentials: `SLACK_BOT_TOKEN`, `DISCORD_BOT_TOKEN`,
+//! `TELEGRAM_BOT_TOKEN`; the public API unless `MESH_SLACK_API_URL` / `MESH_DISCORD_API_URL` /
+//! `MESH_TELEGRAM_API_URL` names another base (a proxy, a loopback fake). The conversation's
+//! destination comes from the surface's variables: `MESH_SLACK_CHANNEL` (and
+//! `MESH_SLACK_THREAD_TS`, `MESH_SLACK_RECIPIENT_USER` + `MESH_SLACK_RECIPIENT_TEAM`),
+//! `MESH_DISCORD_CHANNEL`, `MESH_TELEGRAM_CHAT` (and `MESH_TELEGRAM_TOPIC`, a forum topic);
+//! without `--deliver` it is stdout's.
+//!
+//! `--conversation ID` (default `cli`) names the conversation the turn belongs to: its lease,
+//! its outbox rows and its promise are that conversation's, stored with its destination, so a
+//! `worker` keeps each conversation's promise in its own chat.
 //! Without `--follow-up` a holding line is printed and the program exits; with it, the promised
 //! follow-ups run first and print the real answer (or a handoff) when they end.
 //!
@@ -95,13 +103,13 @@ use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, re
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::silence::{ENV_SILENCE_TOKENS, SilenceTokens};
-use mesh_egress::{Attribution, Turn};
+use mesh_egress::{Address, Attribution, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
                      [--system-prompt FILE] [--json] [--follow-up] \
                      [--deliver slack|discord|telegram] [--store URL] [--stream] \
-                     [--stream-mode stream|blocks|final] PROMPT";
+                     [--stream-mode stream|blocks|final] [--conversation ID] PROMPT";
 
 /// The parsed command line.
 #[derive(Debug)]
@@ -120,6 +128,8 @@ struct Args {
     stream: bool,
     /// `--stream-mode` (or `MESH_STREAM_MODE`): how the surface shows the stream.
     stream_mode: Option<StreamMode>,
+    /// `--conversation ID` (default `cli`): the conversation the turn belongs to.
+    conversation: String,
 }
 
 /// What the command line asked for: a turn, or the usage text.
@@ -137,6 +147,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut system_prompt_file = None;
     let mut store = None;
     let mut stream_mode = None;
+    let mut conversation = None;
     let mut positionals: Vec<&str> = Vec::new();
     let mut rest = argv.iter();
     let mut flags_done = false;
@@ -178,6 +189,9 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             }
             "--system-prompt" => system_prompt_file = Some(value(flag, inline, &mut rest)?),
             "--store" => store = Some(value(flag, inline, &mut rest)?.to_owned()),
+            "--conversation" => {
+                conversation = Some(conversation_flag(value(flag, inline, &mut rest)?)?)
+            }
             "--json" if inline.is_none() => json = true,
             "--follow-up" if inline.is_none() => follow_up = true,
             "--stream" if inline.is_none() => stream = true,
@@ -222,7 +236,16 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
         store,
         stream,
         stream_mode,
+        conversation: conversation.unwrap_or_else(|| "cli".to_owned()),
     }))
+}
+
+/// `--conversation ID`: any id but a blank one.
+fn conversation_flag(id: &str) -> Result<String, String> {
+    if id.trim().is_empty() {
+        return Err("--conversation needs a non-empty ID".into());
+    }
+    Ok(id.to_owned())
 }
 
 fn stream_mode_flag(name: &str) -> Result<StreamMode, String> {
@@ -249,6 +272,11 @@ async fn main() -> ExitCode {
         Ok(delivery) => delivery,
         Err(message) => return usage_error(&message),
     };
+    // Where the parts go: the surface's chat from its variables, or stdout.
+    let address = match args.deliver.map(cli::destination_from_env).transpose() {
+        Ok(address) => address.unwrap_or(Address::Plain),
+        Err(message) => return usage_error(&message),
+    };
     // The agent's control tokens: a reply that is only one is silence, one inside an answer is
     // cut before rendering.
     let silence = match SilenceTokens::from_env() {
@@ -271,7 +299,7 @@ async fn main() -> ExitCode {
     };
     // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
     // it stops recovery as well as delivery.
-    let persistent = match turn_store::Persistent::start(store_url, "cli").await {
+    let persistent = match turn_store::Persistent::start(store_url, &args.conversation).await {
         Ok(persistent) => persistent,
         Err(code) => return code,
     };
@@ -287,9 +315,10 @@ async fn main() -> ExitCode {
         .map_or(0, |d| d.as_millis());
     let mut turn = Turn::new(Attribution::new(
         "turn-example",
-        "cli",
+        args.conversation.as_str(),
         format!("run-{run}"),
-    ));
+    ))
+    .with_address(address.clone());
     if let Some(persistent) = &persistent {
         turn = turn.with_ownership(persistent.ownership());
     }
@@ -325,7 +354,6 @@ async fn main() -> ExitCode {
             let run = turn_store::StreamedDelivery {
                 streamed,
                 policy: &policy,
-                surface: Surface::stored(args.deliver),
                 task: cli::follow_up_task(
                     args.mode,
                     &args.prompt,
@@ -345,7 +373,14 @@ async fn main() -> ExitCode {
                 return persistent.stream(run, channel).await;
             };
             let printer = turn_live::LivePrinter::new(args.json, started);
-            return match delivery.with_stream_mode(args.stream_mode).connector() {
+            let connector = match delivery
+                .with_stream_mode(args.stream_mode)
+                .connector(&address)
+            {
+                Ok(connector) => connector,
+                Err(error) => return usage_error(&error.to_string()),
+            };
+            return match connector {
                 cli::Connector::Slack(slack) => {
                     let slack = slack.with_renderer(SlackMarkdown::new());
                     let live = turn_live::Live::new(slack, printer);
@@ -371,7 +406,14 @@ async fn main() -> ExitCode {
         // Onto the surface's own stream: a Slack stream in the thread, Telegram drafts, Discord
         // edits (or blocks, or the final reply, as `--stream-mode` says).
         let printer = turn_live::LivePrinter::new(args.json, started);
-        return match delivery.with_stream_mode(args.stream_mode).connector() {
+        let connector = match delivery
+            .with_stream_mode(args.stream_mode)
+            .connector(&address)
+        {
+            Ok(connector) => connector,
+            Err(error) => return usage_error(&error.to_string()),
+        };
+        return match connector {
             cli::Connector::Slack(slack) => {
                 // Slack's streams take standard Markdown (`markdown_text`).
                 let live = turn_live::Live::new(slack.with_renderer(SlackMarkdown::new()), printer);
@@ -393,8 +435,9 @@ async fn main() -> ExitCode {
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
 
     let target = args.deliver.unwrap_or(Surface::Plain);
-    let channel = match delivery {
-        Some(delivery) => delivery.channel(args.json),
+    let channel = match delivery.map(|delivery| delivery.channel(&address, args.json)) {
+        Some(Ok(channel)) => channel,
+        Some(Err(error)) => return usage_error(&error.to_string()),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
     if let Some(persistent) = persistent {
@@ -411,7 +454,6 @@ async fn main() -> ExitCode {
                 mode: args.mode,
                 policy: &policy,
                 channel,
-                surface: Surface::stored(args.deliver),
                 target,
                 reply,
                 task,

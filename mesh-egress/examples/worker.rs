@@ -5,16 +5,28 @@
 //!     [--channel plain|slack|discord|telegram] [--deliver slack|discord|telegram] [--json]
 //! ```
 //!
-//! `--store` is `sqlite:PATH` or `postgres://…` (default `MESH_STORE_URL`). Each pass sends
-//! the outbox parts still open for this worker's surface, then claims due commitments and
-//! keeps them: the registered handler re-asks the model the stored prompt (with the stored
-//! system prompt) with the same `MESH_MODEL_*` settings as `turn`, the gate runs again from the
-//! stored settings, and the follow-up goes through the outbox with the commitment ended in the
-//! same transaction. Stdout shows each delivered part exactly as `turn` prints it (`--json`:
-//! `{"part": N, "text": "..."}`, plus `"id"` under `--deliver`); stderr carries JSON logs.
+//! `--store` is `sqlite:PATH` or `postgres://…` (default `MESH_STORE_URL`). The worker serves
+//! every conversation of one surface: `--deliver slack|discord|telegram` through that
+//! surface's client, which needs only the bot token and API base (`SLACK_BOT_TOKEN` +
+//! `MESH_SLACK_API_URL`, `DISCORD_BOT_TOKEN` + `MESH_DISCORD_API_URL`, `TELEGRAM_BOT_TOKEN` +
+//! `MESH_TELEGRAM_API_URL`): each conversation's destination is the one stored with its parts
+//! and promises, so `MESH_SLACK_CHANNEL`, `MESH_DISCORD_CHANNEL` and `MESH_TELEGRAM_CHAT` are
+//! ignored if set. Without `--deliver` it serves the conversations `turn` printed to stdout
+//! (stored with the plain address), printing them in `--channel`'s format; parts and promises
+//! stored for a chat surface are left for a worker with that surface's client (one `warn`).
 //!
-//! `--once` exits 0 when nothing is pending or due for this surface (commitments due later do
-//! not keep it running; one whose claim expired does). Without it the worker runs until SIGTERM
+//! Each pass sends the outbox parts still open, each to its own conversation's destination,
+//! then claims due commitments and keeps them: the registered handler re-asks the model the
+//! stored prompt (with the stored system prompt) with the same `MESH_MODEL_*` settings as
+//! `turn`, the gate runs again from the stored settings, and the follow-up goes through the
+//! outbox, to the commitment's stored destination, with the commitment ended in the same
+//! transaction. Stdout shows each delivered part exactly as `turn` prints it (`--json`:
+//! `{"part": N, "text": "..."}`, plus `"id"` under `--deliver`); stderr carries JSON logs.
+//! Parts and promises stored before addresses were (migration 0004) are not sent to a guessed
+//! destination: they are ended and reported (see the `store` module docs).
+//!
+//! `--once` exits 0 when nothing is pending or due for the surface it serves (commitments due
+//! later do not keep it running; one whose claim expired does). Without it the worker runs until SIGTERM
 //! or SIGINT; either signal makes it finish what it committed, give back the claim it holds
 //! untried and release its lease, then exit 0. `MESH_WORKER_LEASE_MS` (default 30000) is how long
 //! a claim or a conversation lease lasts without renewal; `MESH_FOLLOW_UP_DELAY_MS` /
@@ -33,7 +45,7 @@ use cli::{
     value,
 };
 use mesh_egress::Cancellation;
-use mesh_egress::channel::{BoxedChannel, Stdout};
+use mesh_egress::channel::Stdout;
 use mesh_egress::degrade::{DegradationPolicy, FollowUp};
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::store::lease_ttl_from_env;
@@ -149,10 +161,6 @@ async fn main() -> ExitCode {
         model,
         RetryConfig::from_env(),
     ));
-    let channel = match delivery {
-        Some(delivery) => delivery.channel(args.json),
-        None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
-    };
     // Parts the outbox cannot settle are kept on the store's own ledger for operators.
     let ledger = match store.durable_ledger() {
         Ok(ledger) => ledger,
@@ -162,10 +170,15 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outbox = store
-        .channel(channel, Surface::stored(args.deliver))
+    let worker = Worker::new(store.clone(), holder_name("worker"))
         .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()));
-    let worker = Worker::new(outbox, holder_name("worker"))
+    let worker = match delivery {
+        // Every conversation of the surface, each to its stored destination.
+        Some(delivery) => worker.with_client(delivery.printing_client(args.json)),
+        // Stdout's one destination, in `--channel`'s format.
+        None => worker.with_client(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+    };
+    let worker = worker
         .with_lease_ttl(ttl)
         .with_policy(policy)
         .register(HANDLER, answer_handler(router))

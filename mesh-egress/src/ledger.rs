@@ -222,6 +222,25 @@ pub enum OutboxRecord {
         /// send itself.
         after_restart: bool,
     },
+    /// The part was stored without a readable address (before migration 0004): it is marked
+    /// `failed`, never sent to a guessed destination, until `Store::readdress` gives it one.
+    Unaddressed {
+        /// The delivery (message) id, as the outbox stores it.
+        delivery: String,
+        /// The part's index within its message, from 0.
+        part: usize,
+        /// The surface it was stored for (`plain`, `slack`, `discord`, `telegram`).
+        surface: String,
+    },
+    /// The promise was stored without a readable address (before migration 0004): it is ended
+    /// `cancelled` with nothing sent, never kept to a guessed destination, until
+    /// `Store::readdress` gives it one.
+    UnaddressedCommitment {
+        /// Which promise.
+        commitment: CommitmentId,
+        /// The surface it was stored for.
+        surface: String,
+    },
 }
 
 /// What rendering did to a reply that was not simply sent whole.

@@ -5,6 +5,7 @@ use std::fmt;
 
 use tokio::time::Instant;
 
+use crate::address::Address;
 use crate::egress::{AgentMessage, Attribution, Markdown};
 use crate::ledger::Ledger;
 use crate::ownership::{Cancellation, Ownership};
@@ -29,6 +30,7 @@ use crate::ownership::{Cancellation, Ownership};
 #[derive(Clone, Debug)]
 pub struct Turn {
     attribution: Attribution,
+    address: Address,
     deadline: Option<Instant>,
     cancellation: Cancellation,
     ownership: Ownership,
@@ -36,16 +38,36 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// A turn with no deadline, a fresh cancellation token, held ownership and a fresh in-memory
-    /// ledger.
+    /// A turn with no deadline, a fresh cancellation token, held ownership, a fresh in-memory
+    /// ledger, and the plain address ([`Address::Plain`]).
     pub fn new(attribution: Attribution) -> Self {
         Self {
             attribution,
+            address: Address::Plain,
             deadline: None,
             cancellation: Cancellation::new(),
             ownership: Ownership::held(),
             ledger: Ledger::in_memory(),
         }
+    }
+
+    /// Where the conversation lives: the chat its replies go to. Code that learns it from an
+    /// event (or a stored row, as the worker does) sets it here, and makes the turn's channel
+    /// from the same value, e.g. with
+    /// [`SurfaceClient::channel_for`](crate::channel::SurfaceClient::channel_for), so the
+    /// handler, the channel and the outbox agree on one destination.
+    ///
+    /// ```
+    /// use mesh_egress::address::SlackAddress;
+    /// use mesh_egress::{Address, Attribution, Surface, Turn};
+    /// let turn = Turn::new(Attribution::new("helper", "conv-1", "run-1"))
+    ///     .with_address(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
+    /// assert_eq!(turn.address().surface(), Surface::Slack);
+    /// assert_eq!(Turn::new(turn.attribution().clone()).address(), &Address::Plain);
+    /// ```
+    pub fn with_address(mut self, address: impl Into<Address>) -> Self {
+        self.address = address.into();
+        self
     }
 
     /// Sets the run's deadline.
@@ -83,6 +105,12 @@ impl Turn {
     /// Who speaks, where, in which run.
     pub fn attribution(&self) -> &Attribution {
         &self.attribution
+    }
+
+    /// The conversation's destination ([`Address::Plain`] unless
+    /// [`with_address`](Self::with_address) set one).
+    pub fn address(&self) -> &Address {
+        &self.address
     }
 
     /// A message from this turn: the turn's attribution, tied to the turn's ownership, so every

@@ -10,14 +10,14 @@ use std::process::{Command, Output};
 
 use example_binary::example_binary;
 
-use mesh_egress::channel::http::Surface;
+use mesh_egress::Surface;
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "123456:turn-deliver-SECRET";
 
 /// Every variable `--deliver` reads, cleared so the host's own never leak into a run.
-const DELIVER_ENV: [&str; 13] = [
+const DELIVER_ENV: [&str; 14] = [
     "SLACK_BOT_TOKEN",
     "MESH_SLACK_CHANNEL",
     "MESH_SLACK_API_URL",
@@ -30,6 +30,7 @@ const DELIVER_ENV: [&str; 13] = [
     "MESH_DISCORD_API_URL",
     "TELEGRAM_BOT_TOKEN",
     "MESH_TELEGRAM_CHAT",
+    "MESH_TELEGRAM_TOPIC",
     "MESH_TELEGRAM_API_URL",
 ];
 
@@ -275,7 +276,7 @@ async fn deliver_usage_errors_exit_2_with_one_line_and_send_nothing() {
         |name: &str| -> Env { slack.iter().filter(|(k, _)| *k != name).cloned().collect() };
     /// What is wrong, the environment, and the arguments.
     type Case<'a> = (&'a str, Env, &'a [&'a str]);
-    let cases: [Case<'_>; 6] = [
+    let cases: [Case<'_>; 9] = [
         (
             "a different --channel",
             slack.clone(),
@@ -310,6 +311,29 @@ async fn deliver_usage_errors_exit_2_with_one_line_and_send_nothing() {
             .concat(),
             &["--deliver", "slack", "hi"],
         ),
+        (
+            "a destination no Slack id can be",
+            [
+                without("MESH_SLACK_CHANNEL"),
+                vec![("MESH_SLACK_CHANNEL", "C0 1".to_owned())],
+            ]
+            .concat(),
+            &["--deliver", "slack", "hi"],
+        ),
+        (
+            "a recipient user without a team",
+            [
+                slack.clone(),
+                vec![("MESH_SLACK_RECIPIENT_USER", "U1".to_owned())],
+            ]
+            .concat(),
+            &["--deliver", "slack", "hi"],
+        ),
+        (
+            "a blank conversation",
+            slack.clone(),
+            &["--deliver", "slack", "--conversation", " ", "hi"],
+        ),
     ];
     for (name, env, args) in cases {
         let out = run(&provider, &env, args).await;
@@ -322,6 +346,43 @@ async fn deliver_usage_errors_exit_2_with_one_line_and_send_nothing() {
     }
     assert!(provider.received().is_empty(), "usage errors ask no model");
     assert_eq!(api.attempts(), 0, "usage errors send nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reply_goes_to_the_thread_or_topic_the_surfaces_variables_name() {
+    use mesh_egress::Address;
+    use mesh_egress::address::{SlackAddress, TelegramAddress};
+    let cases: [(Surface, (&str, &str), Address); 2] = [
+        (
+            Surface::Slack,
+            ("MESH_SLACK_THREAD_TS", "1700000000.000100"),
+            SlackAddress::new(target(Surface::Slack))
+                .in_thread("1700000000.000100")
+                .into(),
+        ),
+        (
+            Surface::Telegram,
+            ("MESH_TELEGRAM_TOPIC", "42"),
+            TelegramAddress::new(target(Surface::Telegram))
+                .in_topic(42)
+                .into(),
+        ),
+    ];
+    for (surface, (variable, value), expected) in cases {
+        let provider = FakeProvider::start([FakeResponse::completion("Done.")])
+            .await
+            .expect("provider");
+        let api = FakeApi::start(surface, TOKEN).await.expect("fake api");
+        let env = [
+            deliver_env(surface, &api),
+            vec![(variable, value.to_owned())],
+        ]
+        .concat();
+        let (flag, _) = flag_and_env(surface);
+        let out = run(&provider, &env, &["--deliver", flag, "hi"]).await;
+        assert_eq!(out.status.code(), Some(0), "{surface}: {}", stderr(&out));
+        assert_eq!(api.destinations(), [expected], "{surface}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use example_binary::example_binary;
-use mesh_egress::channel::http::Surface;
+use mesh_egress::Surface;
 use mesh_egress::testing::{FakeApi, FakeProvider, Step};
 use serde_json::Value;
 

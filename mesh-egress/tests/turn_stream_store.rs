@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use example_binary::example_binary;
-use mesh_egress::channel::http::Surface as Api;
+use mesh_egress::Surface as Api;
 use mesh_egress::model::ModelError;
 use mesh_egress::store::{CommitmentStatus, PartState, Store, StoredPart};
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse, Step};

@@ -1,7 +1,9 @@
 //! `turn --store` and `worker` as black boxes, on a SQLite file and on a throwaway PostgreSQL
-//! cluster: a promise stored by `turn` is kept once by `worker --once`; a worker killed during
-//! a follow-up (at a named failpoint) leaves nothing lost and nothing doubled; SIGTERM gives
-//! the claim back at once. `cargo test` builds the examples before it runs this file.
+//! cluster: a promise stored by `turn` is kept once by `worker --once`; promises made in two
+//! conversations in two Slack channels are each kept in their own channel by one worker that
+//! knows no channel; a worker killed during a follow-up (at a named failpoint) leaves nothing
+//! lost and nothing doubled; SIGTERM gives the claim back at once. `cargo test` builds the
+//! examples before it runs this file.
 
 mod example_binary;
 #[path = "../../tests/tests/support/postgres.rs"]
@@ -15,12 +17,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use example_binary::example_binary;
-use mesh_egress::channel::http::Surface as Api;
+use mesh_egress::Surface as Api;
 use mesh_egress::store::{CommitmentStatus, PartState, Store};
 use mesh_egress::testing::{FakeApi, FakeProvider, FakeResponse};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "discord-worker-cli-SECRET";
+const SLACK_TOKEN: &str = "xoxb-worker-cli-SECRET";
 const DISCORD_TARGET: &str = "1100000000000000001";
 const ANSWER: &str = "The deploy finished at noon.";
 /// How long any child may run before the test fails.
@@ -29,13 +32,17 @@ const BOUND: Duration = Duration::from_secs(30);
 const SHORT_LEASE_MS: u64 = 800;
 
 /// Variables the host may set that would change a run.
-const CLEARED: [&str; 12] = [
+const CLEARED: [&str; 16] = [
     "MESH_STORE_URL",
     "MESH_FAILPOINT",
     "MESH_GATE_JUDGE_MODEL",
     "RUST_LOG",
     "SLACK_BOT_TOKEN",
     "MESH_SLACK_CHANNEL",
+    "MESH_SLACK_THREAD_TS",
+    "MESH_SLACK_RECIPIENT_USER",
+    "MESH_SLACK_RECIPIENT_TEAM",
+    "MESH_TELEGRAM_TOPIC",
     "MESH_SLACK_API_URL",
     "DISCORD_BOT_TOKEN",
     "MESH_DISCORD_CHANNEL",
@@ -114,6 +121,13 @@ fn discord_env(command: &mut Command, api: &FakeApi) {
         .env("DISCORD_BOT_TOKEN", TOKEN)
         .env("MESH_DISCORD_CHANNEL", DISCORD_TARGET)
         .env("MESH_DISCORD_API_URL", api.base_url());
+}
+
+fn slack_env(command: &mut Command, api: &FakeApi, channel: &str) {
+    command
+        .env("SLACK_BOT_TOKEN", SLACK_TOKEN)
+        .env("MESH_SLACK_CHANNEL", channel)
+        .env("MESH_SLACK_API_URL", api.base_url());
 }
 
 /// Runs `command` to its end within [`BOUND`] (the fakes keep serving on the test runtime).
@@ -231,9 +245,13 @@ async fn healthy_provider() -> FakeProvider {
 }
 
 async fn statuses(url: &str) -> Vec<CommitmentStatus> {
+    statuses_of(url, "cli").await
+}
+
+async fn statuses_of(url: &str, conversation: &str) -> Vec<CommitmentStatus> {
     let store = Store::open(url).await.expect("store");
     let found = store
-        .commitments("cli")
+        .commitments(conversation)
         .await
         .expect("commitments")
         .iter()
@@ -294,6 +312,88 @@ async fn a_stored_promise_is_kept_once_by_worker_once(backend: Backend) {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "", "nothing pending, nothing printed");
     assert_eq!(healthy.received().len(), 1, "the promise is not kept twice");
+}
+
+/// Two conversations in two Slack channels end on holding lines (`turn --conversation`, each
+/// with its own `MESH_SLACK_CHANNEL`); one `worker --once --deliver slack` whose environment
+/// names a third channel keeps both promises, each in its own channel, and posts nothing in
+/// the third.
+async fn each_conversations_follow_up_goes_to_its_own_channel(backend: Backend) {
+    let place = backend.place("own-channels");
+    let api = FakeApi::start(Api::Slack, SLACK_TOKEN)
+        .await
+        .expect("fake api");
+    let failing = failing_provider().await;
+    let mut holding = Vec::new();
+    for (conversation, channel) in [("ops", "C0OPS0001"), ("dev", "C0DEV0001")] {
+        let mut turn = command("turn", &failing, &place.url);
+        slack_env(&mut turn, &api, channel);
+        turn.args(["--deliver", "slack", "--conversation", conversation])
+            .arg(format!("Is the {conversation} deploy done?"));
+        let out = run(turn).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(
+            statuses_of(&place.url, conversation).await,
+            [CommitmentStatus::Pending]
+        );
+        holding.push(text(&out.stdout).trim_end().to_owned());
+    }
+
+    let healthy = healthy_provider().await;
+    let mut worker = command("worker", &healthy, &place.url);
+    slack_env(&mut worker, &api, "C0WORKER1");
+    worker.args(["--once", "--deliver", "slack", "--json"]);
+    let out = run(worker).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "two follow-ups: {lines:?}");
+
+    let received: Vec<(String, String)> = api
+        .received()
+        .into_iter()
+        .map(|m| (m.target, m.text))
+        .collect();
+    assert_eq!(
+        received,
+        [
+            ("C0OPS0001".to_owned(), holding[0].clone()),
+            ("C0DEV0001".to_owned(), holding[1].clone()),
+            ("C0OPS0001".to_owned(), ANSWER.to_owned()),
+            ("C0DEV0001".to_owned(), ANSWER.to_owned()),
+        ],
+        "each follow-up in its own channel"
+    );
+    for to in api.destinations() {
+        assert_ne!(
+            to.to_string(),
+            "slack:C0WORKER1",
+            "the worker's own variable was used"
+        );
+    }
+    for conversation in ["ops", "dev"] {
+        assert_eq!(
+            statuses_of(&place.url, conversation).await,
+            [CommitmentStatus::Fulfilled]
+        );
+    }
+    // Each re-asked the prompt of its own conversation.
+    let asked: Vec<String> = healthy
+        .received()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(asked.len(), 2);
+    assert!(
+        asked.iter().any(|b| b.contains("Is the ops deploy done?")),
+        "{asked:?}"
+    );
+    assert!(
+        asked.iter().any(|b| b.contains("Is the dev deploy done?")),
+        "{asked:?}"
+    );
 }
 
 /// Kills a worker at `point` during the follow-up, restarts one, and checks what Discord got.
@@ -491,6 +591,8 @@ macro_rules! on_both_backends {
 
 on_both_backends!(
     turn_stores_the_promise_and_worker_once_keeps_it_once => a_stored_promise_is_kept_once_by_worker_once,
+    worker_once_sends_each_conversations_follow_up_to_its_own_channel =>
+        each_conversations_follow_up_goes_to_its_own_channel,
     a_worker_killed_after_its_claim_is_replaced_and_the_follow_up_goes_once => killed_after_claim,
     a_worker_killed_after_the_sealed_commit_is_replaced_and_the_follow_up_goes_once =>
         killed_after_commit,

@@ -133,6 +133,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "channel",
             "degrade",
             "egress",
+            "ledger",
             "outbound",
             "ownership",
             "reply",

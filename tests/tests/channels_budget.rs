@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::Surface;
+use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::channel::stream::{
     BLOCK_SEPARATOR, BudgetConfig, CallKind, ReplyStream, SlackMarkdown, StreamReceipt,
     StreamingChannel,

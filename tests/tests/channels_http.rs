@@ -7,7 +7,8 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy, Surface};
+use mesh_egress::Surface;
+use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
     TelegramChannel,

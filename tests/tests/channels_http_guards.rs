@@ -6,9 +6,9 @@ use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mesh_egress::Surface;
 use mesh_egress::channel::http::{
     AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, SendPolicy,
-    Surface,
 };
 use mesh_egress::channel::{
     BoxedChannel, Channel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError,

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use mesh_egress::channel::http::{SendPolicy, Surface};
+use mesh_egress::Surface;
+use mesh_egress::channel::http::SendPolicy;
 use mesh_egress::channel::stream::{
     BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamReceipt, StreamingChannel,
 };

@@ -6,10 +6,8 @@ mod store_support;
 use std::time::Duration;
 
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve};
-use mesh_egress::store::{
-    CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store, Surface,
-};
-use mesh_egress::{Attribution, EgressError};
+use mesh_egress::store::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store};
+use mesh_egress::{Address, Attribution, EgressError};
 
 use store_support::*;
 
@@ -48,7 +46,7 @@ async fn a_due_commitment_is_claimed_once_and_ended_once(backend: Backend) {
     for c in [&due, &later] {
         let plan = FollowUpPlan::for_commitment(c, Duration::from_secs(600));
         store
-            .keep_commitment(c, Surface::Plain, &task(), plan)
+            .keep_commitment(c, &Address::Plain, &task(), plan)
             .await
             .unwrap();
     }
@@ -92,7 +90,7 @@ async fn an_expired_claim_is_taken_over_and_the_stale_holder_is_fenced_out(backe
     store
         .keep_commitment(
             &c,
-            Surface::Plain,
+            &Address::Plain,
             &task(),
             FollowUpPlan::for_commitment(&c, LONG),
         )
@@ -138,7 +136,7 @@ async fn a_retryable_failure_reschedules_on_the_stored_plan(backend: Backend) {
     store
         .keep_commitment(
             &c,
-            Surface::Plain,
+            &Address::Plain,
             &task(),
             FollowUpPlan::for_commitment(&c, LONG),
         )

@@ -17,7 +17,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mesh_egress::channel::http::Surface;
+use mesh_egress::Surface;
 use mesh_egress::channel::{PlainText, Render};
 use mesh_egress::store::{PartState, Store, StoredPart};
 use mesh_egress::testing::{ChatStep, FakeApi};

@@ -5,7 +5,7 @@ mod store_support;
 use std::time::Duration;
 
 use mesh_egress::channel::{Channel, Deliver, DeliveryError, Recorder};
-use mesh_egress::store::{PartState, Store, StoreError, Surface};
+use mesh_egress::store::{PartState, Store, StoreError};
 use mesh_egress::{CommitError, Outbound};
 
 use store_support::*;
@@ -21,7 +21,7 @@ async fn a_stale_lease_cannot_commit_or_send(backend: Backend) {
     let store = Store::open(&place.url).await.unwrap();
     let old = store.acquire("c1", "w1", LONG).await.unwrap();
     let inner = Recorder::new().with_limit(10);
-    let channel = store.channel(inner.clone(), Surface::Plain);
+    let channel = store.channel(inner.clone());
     // Commit under the old lease, then the conversation moves on while the old holder still
     // believes it holds it (its local deadline is a minute away).
     let committed = Outbound::new(message("c1", BODY).with_ownership(old.ownership()))
@@ -101,7 +101,7 @@ async fn an_expired_lease_is_taken_over_with_a_greater_token(backend: Backend) {
     assert!(!first.is_held());
     let second = store.acquire("c1", "w2", LONG).await.unwrap();
     assert!(second.token() > first.token());
-    let channel = store.channel(Recorder::new(), Surface::Plain);
+    let channel = store.channel(Recorder::new());
     let refused = channel
         .deliver(message("c1", "stale").with_ownership(first.ownership()))
         .await

@@ -14,9 +14,8 @@ use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve, 
 use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore};
 use mesh_egress::store::{
     CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PartState, PruneReport, Store,
-    Surface,
 };
-use mesh_egress::{Attribution, EgressError, Outbound, Turn};
+use mesh_egress::{Address, Attribution, EgressError, Outbound, Turn};
 
 use store_support::*;
 
@@ -114,13 +113,13 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
     // Five parts: sent, sent, uncertain, then the rest of the message goes (sent, sent).
     let sent = Scripted::new(10, &[Step::Accept, Step::Accept, Step::Unknown]);
-    let channel = store.channel(sent, Surface::Plain);
+    let channel = store.channel(sent);
     let _ = channel
         .deliver(message("c1", BODY).with_ownership(lease.ownership()))
         .await;
     store.resend(&channel, &lease).await.unwrap();
     // A refused message: failed parts.
-    let refused = store.channel(Scripted::new(10, &[Step::Refuse]), Surface::Plain);
+    let refused = store.channel(Scripted::new(10, &[Step::Refuse]));
     let _ = refused
         .deliver(message("c1", "one two.").with_ownership(lease.ownership()))
         .await;
@@ -149,7 +148,7 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
     for c in [promise("c1"), promise("c1")] {
         let plan = FollowUpPlan::for_commitment(&c, Duration::from_secs(600));
         store
-            .keep_commitment(&c, Surface::Plain, &task, plan)
+            .keep_commitment(&c, &Address::Plain, &task, plan)
             .await
             .unwrap();
     }

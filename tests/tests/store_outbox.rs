@@ -7,10 +7,10 @@ mod store_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::Outbound;
 use mesh_egress::channel::{Channel, Deliver, DeliveryError, Recorder};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
-use mesh_egress::store::{PartState, Store, StoreError, Surface, UnknownOutcome};
+use mesh_egress::store::{PartState, Store, StoreError, UnknownOutcome};
+use mesh_egress::{Outbound, Surface};
 
 use store_support::*;
 
@@ -30,7 +30,7 @@ async fn commit_and_send_marks_every_part_sent_in_order(backend: Backend) {
     let store = Store::open(&place.url).await.unwrap();
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[]);
-    let channel = store.channel(inner.clone(), Surface::Plain);
+    let channel = store.channel(inner.clone());
     let receipt = channel
         .deliver(message("c1", BODY).with_ownership(lease.ownership()))
         .await
@@ -59,7 +59,7 @@ async fn a_restart_resends_pending_parts_in_order_and_none_twice(backend: Backen
         let store = Store::open(&place.url).await.unwrap();
         let lease = store.acquire("c1", "w1", LONG).await.unwrap();
         let first = Scripted::new(10, &[]);
-        let channel = store.channel(first.clone(), Surface::Plain);
+        let channel = store.channel(first.clone());
         let msg = message("c1", BODY).with_ownership(lease.ownership());
         let committed = Outbound::new(msg)
             .render(channel.renderer())
@@ -80,7 +80,7 @@ async fn a_restart_resends_pending_parts_in_order_and_none_twice(backend: Backen
     let store = Store::open(&place.url).await.unwrap();
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
     let second = Scripted::new(10, &[]);
-    let channel = store.channel(second.clone(), Surface::Plain);
+    let channel = store.channel(second.clone());
     let report = store.resend(&channel, &lease).await.unwrap();
     assert_eq!(
         (report.sent, report.uncertain, report.failed, report.stopped),
@@ -101,7 +101,7 @@ async fn a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord(ba
         let lease = store.acquire(conversation, "w1", LONG).await.unwrap();
         // The second send dies after its claim: the row stays `sending`.
         let dying = Scripted::new(10, &[Step::Accept, Step::Die]);
-        let channel = Arc::new(store.channel(dying.clone(), surface));
+        let channel = Arc::new(store.channel(dying.clone().with_address(stand_in(surface))));
         let msg = message(conversation, BODY).with_ownership(lease.ownership());
         let task = {
             let channel = Arc::clone(&channel);
@@ -119,7 +119,7 @@ async fn a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord(ba
             ]
         );
         let next = Scripted::new(10, &[]);
-        let channel = store.channel(next.clone(), surface);
+        let channel = store.channel(next.clone().with_address(stand_in(surface)));
         let report = store.resend(&channel, &lease).await.unwrap();
         let expected = parts_of(BODY);
         match surface {
@@ -143,7 +143,7 @@ async fn a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord(ba
     // Outside the window a Discord part with an unknown outcome is uncertain too.
     let lease = store.acquire("late", "w1", LONG).await.unwrap();
     let dying = Scripted::new(10, &[Step::Die]);
-    let channel = Arc::new(store.channel(dying, Surface::Discord));
+    let channel = Arc::new(store.channel(dying.with_address(stand_in(Surface::Discord))));
     let msg = message("late", "short").with_ownership(lease.ownership());
     let task = {
         let channel = Arc::clone(&channel);
@@ -152,7 +152,7 @@ async fn a_part_whose_sender_died_is_uncertain_on_plain_and_resent_on_discord(ba
     assert!(task.await.unwrap_err().is_panic());
     let next = Scripted::new(10, &[]);
     let channel = store
-        .channel(next.clone(), Surface::Discord)
+        .channel(next.clone().with_address(stand_in(Surface::Discord)))
         .with_dedupe_window(Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let report = store.resend(&channel, &lease).await.unwrap();
@@ -165,7 +165,7 @@ async fn two_concurrent_committers_keep_messages_whole_and_ordered(backend: Back
     let store = Store::open(&place.url).await.unwrap();
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
     let inner = Recorder::new().with_limit(16);
-    let channel = Arc::new(store.channel(inner.clone(), Surface::Plain));
+    let channel = Arc::new(store.channel(inner.clone()));
     let mut tasks = Vec::new();
     for writer in 0..2 {
         let channel = Arc::clone(&channel);
@@ -240,7 +240,7 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // Unknown outcome on a surface without dedupe: `uncertain`, and delivering the rest again
     // does not re-post it.
     let inner = Scripted::new(10, &[Step::Accept, Step::Unknown]);
-    let channel = store.channel(inner.clone(), Surface::Telegram);
+    let channel = store.channel(inner.clone().with_address(stand_in(Surface::Telegram)));
     let error = channel
         .deliver(message("c1", BODY).with_ownership(lease.ownership()))
         .await
@@ -279,7 +279,7 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // A refusal fails the part and the rest of its message.
     let lease2 = store.acquire("c2", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::Accept, Step::Refuse]);
-    let channel = store.channel(inner.clone(), Surface::Slack);
+    let channel = store.channel(inner.clone().with_address(stand_in(Surface::Slack)));
     channel
         .deliver(message("c2", BODY).with_ownership(lease2.ownership()))
         .await
@@ -306,7 +306,7 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // "Not now" leaves the part pending (it did not post); a resend sends it, then the rest.
     let lease3 = store.acquire("c3", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::RetryAfter]);
-    let channel = store.channel(inner.clone(), Surface::Plain);
+    let channel = store.channel(inner.clone());
     channel
         .deliver(message("c3", BODY).with_ownership(lease3.ownership()))
         .await
@@ -325,7 +325,7 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // Unknown outcome on Discord: pending and maybe delivered; re-sent within the window.
     let lease4 = store.acquire("c4", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::Unknown]);
-    let channel = store.channel(inner.clone(), Surface::Discord);
+    let channel = store.channel(inner.clone().with_address(stand_in(Surface::Discord)));
     channel
         .deliver(message("c4", "hello").with_ownership(lease4.ownership()))
         .await
@@ -346,7 +346,7 @@ async fn the_send_again_knob_resends_what_cannot_be_settled(backend: Backend) {
     // At least once, as configured: the unknown outcome is tried again, not kept `uncertain`.
     let inner = Scripted::new(10, &[Step::Unknown]);
     let channel = store
-        .channel(inner.clone(), Surface::Telegram)
+        .channel(inner.clone().with_address(stand_in(Surface::Telegram)))
         .with_unknown_outcome(UnknownOutcome::SendAgain);
     channel
         .deliver(message("c1", "hello").with_ownership(lease.ownership()))
@@ -361,13 +361,13 @@ async fn the_send_again_knob_resends_what_cannot_be_settled(backend: Backend) {
     // A part its sender left `sending` (it died mid-send) is sent again by the resend too.
     let lease2 = store.acquire("c2", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::Die]);
-    let dying = store.channel(inner.clone(), Surface::Telegram);
+    let dying = store.channel(inner.clone().with_address(stand_in(Surface::Telegram)));
     let message = message("c2", "again").with_ownership(lease2.ownership());
     let died = tokio::spawn(async move { dying.deliver(message).await });
     assert!(died.await.is_err(), "the sender died mid-send");
     assert_eq!(states(&store, "c2").await, [PartState::Sending]);
     let channel = store
-        .channel(inner.clone(), Surface::Telegram)
+        .channel(inner.clone().with_address(stand_in(Surface::Telegram)))
         .with_unknown_outcome(UnknownOutcome::SendAgain);
     let report = store.resend(&channel, &lease2).await.unwrap();
     assert_eq!((report.sent, report.uncertain), (1, 0));
@@ -382,7 +382,7 @@ async fn uncertain_parts_are_reported_on_the_ledger(backend: Backend) {
     let lease = store.acquire("c1", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::Unknown]);
     let channel = store
-        .channel(inner.clone(), Surface::Telegram)
+        .channel(inner.clone().with_address(stand_in(Surface::Telegram)))
         .with_ledger(ledger.clone());
     channel
         .deliver(message("c1", "hello").with_ownership(lease.ownership()))
@@ -391,7 +391,7 @@ async fn uncertain_parts_are_reported_on_the_ledger(backend: Backend) {
     // A sender that died mid-send leaves a part its restart cannot settle either.
     let lease2 = store.acquire("c2", "w1", LONG).await.unwrap();
     let dying = Scripted::new(10, &[Step::Die]);
-    let dead = store.channel(dying, Surface::Telegram);
+    let dead = store.channel(dying.with_address(stand_in(Surface::Telegram)));
     let message2 = message("c2", "again").with_ownership(lease2.ownership());
     assert!(
         tokio::spawn(async move { dead.deliver(message2).await.map(drop) })
@@ -399,7 +399,7 @@ async fn uncertain_parts_are_reported_on_the_ledger(backend: Backend) {
             .is_err()
     );
     let restarted = store
-        .channel(Scripted::new(10, &[]), Surface::Telegram)
+        .channel(Scripted::new(10, &[]).with_address(stand_in(Surface::Telegram)))
         .with_ledger(ledger.clone());
     assert_eq!(
         store.resend(&restarted, &lease2).await.unwrap().uncertain,
@@ -448,7 +448,7 @@ async fn rows_are_refused_when_nothing_durable_is_named(backend: Backend) {
     // A part committed elsewhere is not sendable through the outbox.
     let place = Backend::Sqlite.place();
     let store = Store::open(&place.url).await.unwrap();
-    let channel = store.channel(Recorder::new(), Surface::Plain);
+    let channel = store.channel(Recorder::new());
     let elsewhere = Recorder::new();
     let committed = Outbound::new(message("c1", "hi"))
         .render(channel.renderer())

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::channel::{Channel, Deliver, PartLookup, PartReceipt, PlainText, SendError};
-use mesh_egress::store::{Lease, PartState, Store, Surface};
-use mesh_egress::{AgentMessage, Attribution, CommittedPart};
+use mesh_egress::store::{Lease, PartState, Store};
+use mesh_egress::{Address, AgentMessage, Attribution, CommittedPart, Surface};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tokio::sync::Notify;
@@ -60,12 +60,14 @@ enum Kind {
 }
 
 impl Kind {
-    fn surface(self) -> Surface {
-        match self {
+    /// The chat the model surface stands in for: its surface picks the duplicate rules.
+    fn address(self) -> Address {
+        let surface = match self {
             Self::Discord => Surface::Discord,
             Self::SlackWithHistory | Self::SlackWithoutHistory => Surface::Slack,
             Self::Telegram => Surface::Telegram,
-        }
+        };
+        store_support::stand_in(surface)
     }
 }
 
@@ -127,6 +129,10 @@ impl Channel for ModelSurface {
 
     fn renderer(&self) -> &PlainText {
         &self.renderer
+    }
+
+    fn address(&self) -> Address {
+        self.kind.address()
     }
 
     async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {
@@ -250,7 +256,7 @@ async fn settle(
 async fn check(store: &Store, scenario: Scenario) -> Result<(), TestCaseError> {
     let conversation = format!("prop-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let surface = ModelSurface::new(scenario.kind, scenario.script.clone());
-    let channel = store.channel(surface.clone(), scenario.kind.surface());
+    let channel = store.channel(surface.clone());
     let mut lease = restart(store, &conversation).await;
     for (m, &parts) in scenario.messages.iter().enumerate() {
         let body: Vec<String> = (0..parts).map(|p| format!("m{m}p{p}word.")).collect();

@@ -9,12 +9,13 @@ mod store_support;
 
 use std::time::Duration;
 
+use mesh_egress::Surface as Api;
 use mesh_egress::boundary::{StreamEnd, StreamPlan, stream_live};
-use mesh_egress::channel::http::{SendPolicy, Surface as Api};
+use mesh_egress::channel::http::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{Channel, DiscordChannel, PartReceipt, SlackChannel, TelegramChannel};
 use mesh_egress::degrade::{DegradationPolicy, Mode};
-use mesh_egress::store::{Durable, PartState, Store, StoredPart, Surface, UnknownOutcome};
+use mesh_egress::store::{Durable, PartState, Store, StoredPart, UnknownOutcome};
 use mesh_egress::stream::{ChunkSource, CutterConfig};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution, EgressError, Outbound, Ownership, Turn};
@@ -80,14 +81,6 @@ fn telegram(api: &FakeApi) -> TelegramChannel {
 }
 
 const APIS: [Api; 3] = [Api::Slack, Api::Discord, Api::Telegram];
-
-fn stored(api: Api) -> Surface {
-    match api {
-        Api::Slack => Surface::Slack,
-        Api::Discord => Surface::Discord,
-        _ => Surface::Telegram,
-    }
-}
 
 /// One case: a store on `backend`, a fake of `api`, and the conversation's lease.
 struct Case {
@@ -214,7 +207,7 @@ async fn a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds
         let case = Case::new(backend, api).await;
         let receipt = match api {
             Api::Slack => {
-                let durable = case.store.channel(slack(&case.api), stored(api));
+                let durable = case.store.channel(slack(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 let report = case.store.resend(&durable, &case.lease).await.unwrap();
                 assert_eq!(report.sent, 0, "{api:?}: nothing left to send");
@@ -224,7 +217,7 @@ async fn a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds
                 receipt
             }
             Api::Discord => {
-                let durable = case.store.channel(discord(&case.api), stored(api));
+                let durable = case.store.channel(discord(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 let report = case.store.resend(&durable, &case.lease).await.unwrap();
                 assert_eq!(report.sent, 0, "{api:?}: nothing left to send");
@@ -233,7 +226,7 @@ async fn a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds
                 receipt
             }
             _ => {
-                let durable = case.store.channel(telegram(&case.api), stored(api));
+                let durable = case.store.channel(telegram(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 let report = case.store.resend(&durable, &case.lease).await.unwrap();
                 assert_eq!(report.sent, 0, "{api:?}: nothing left to send");
@@ -276,7 +269,7 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                         FakeResponse::chat_refusal(Api::Slack, "msg_too_long").into(),
                     ],
                 );
-                let durable = case.store.channel(slack(&case.api), stored(api));
+                let durable = case.store.channel(slack(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 (
                     receipt,
@@ -291,7 +284,7 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                         FakeResponse::chat_refusal(Api::Discord, "Missing Permissions").into(),
                     ],
                 );
-                let durable = case.store.channel(discord(&case.api), stored(api));
+                let durable = case.store.channel(discord(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 (
                     receipt,
@@ -306,7 +299,7 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
                         "Bad Request: message is too long",
                     )],
                 );
-                let durable = case.store.channel(telegram(&case.api), stored(api));
+                let durable = case.store.channel(telegram(&case.api));
                 let receipt = stream_blocks(&case, &durable).await;
                 (
                     receipt,
@@ -379,7 +372,7 @@ async fn die_mid_call(
         Api::Slack => {
             let durable = case
                 .store
-                .channel(slack(&case.api), stored(api))
+                .channel(slack(&case.api))
                 .with_unknown_outcome(knob);
             stream_then_die(&case, &durable, method).await;
             case.store.resend(&durable, &case.lease).await.unwrap()
@@ -387,7 +380,7 @@ async fn die_mid_call(
         _ => {
             let durable = case
                 .store
-                .channel(discord(&case.api), stored(api))
+                .channel(discord(&case.api))
                 .with_unknown_outcome(knob);
             stream_then_die(&case, &durable, method).await;
             case.store.resend(&durable, &case.lease).await.unwrap()
@@ -495,7 +488,7 @@ async fn a_streamed_part_whose_sender_died_mid_call_follows_the_knob_never_a_loo
 async fn a_part_the_outbox_refuses_stops_the_stream_before_its_call(backend: Backend) {
     let case = Case::new(backend, Api::Discord).await;
     let conversation = "stream-unfenced";
-    let durable = case.store.channel(discord(&case.api), Surface::Discord);
+    let durable = case.store.channel(discord(&case.api));
     let attribution = Attribution::new("ops-bot", conversation, "run-1");
     let ownership = Ownership::held();
     let mut parts = Vec::new();
@@ -527,7 +520,7 @@ async fn a_part_the_outbox_refuses_stops_the_stream_before_its_call(backend: Bac
         .acquire(conversation, "worker-b", LONG)
         .await
         .unwrap();
-    let elsewhere = case.store.channel(discord(&case.api), Surface::Discord);
+    let elsewhere = case.store.channel(discord(&case.api));
     let report = case.store.resend(&elsewhere, &other).await.unwrap();
     assert_eq!(report.sent, 1);
 
@@ -569,7 +562,7 @@ async fn a_telegram_message_whose_answer_was_lost_is_uncertain_and_never_posted_
     let case = Case::new(backend, Api::Telegram).await;
     case.api
         .script_method("sendMessage", [ChatStep::lost_response()]);
-    let durable = case.store.channel(telegram(&case.api), Surface::Telegram);
+    let durable = case.store.channel(telegram(&case.api));
     let receipt = stream_blocks(&case, &durable).await;
     let resend = case.store.resend(&durable, &case.lease).await.unwrap();
 

@@ -18,7 +18,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mesh_egress::channel::http::Surface;
+use mesh_egress::Surface;
 use mesh_egress::store::{PartState, Store, StoredPart};
 use mesh_egress::testing::FakeApi;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -75,6 +75,8 @@ impl Case {
             .env("CHILD_SURFACE", name(self.surface))
             .env("CHILD_API_URL", self.api.base_url())
             .env("CHILD_CONVERSATION", &self.conversation)
+            // The resend goes to the destination the streamed parts are stored for.
+            .env("CHILD_IN_THREAD", "1")
             .env_remove("MESH_FAILPOINT")
             .env_remove("CHILD_UNKNOWN")
             .stdin(Stdio::null())

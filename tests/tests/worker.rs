@@ -10,11 +10,9 @@ use std::time::Duration;
 
 use mesh_egress::channel::{Deliver, Recorder};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve};
-use mesh_egress::store::{
-    CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store, Surface,
-};
+use mesh_egress::store::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
-use mesh_egress::{AgentMessage, Attribution, Cancellation, EgressError, Turn};
+use mesh_egress::{Address, AgentMessage, Attribution, Cancellation, EgressError, Surface, Turn};
 
 use store_support::*;
 
@@ -51,7 +49,7 @@ async fn keep(store: &Store, conversation: &str, run: &str, plan: FollowUpPlan) 
         Mode::Interactive,
     );
     store
-        .keep_commitment(&commitment, Surface::Plain, &task, plan)
+        .keep_commitment(&commitment, &Address::Plain, &task, plan)
         .await
         .unwrap();
     commitment
@@ -66,8 +64,9 @@ async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressE
     Ok(turn.message(format!("answer for {}", turn.attribution().run())))
 }
 
-fn worker(store: &Store, channel: Recorder, holder: &str) -> Worker<Recorder> {
-    Worker::new(store.channel(channel, Surface::Plain), holder)
+fn worker(store: &Store, channel: Recorder, holder: &str) -> Worker {
+    Worker::new(store.clone(), holder)
+        .with_client(channel)
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
         .register(HANDLER, answer)
@@ -121,7 +120,8 @@ async fn failed_tries_go_back_on_the_plan_and_the_last_one_hands_off(backend: Ba
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let channel = Recorder::new();
-    let worker = Worker::new(store.channel(channel.clone(), Surface::Plain), "w1")
+    let worker = Worker::new(store.clone(), "w1")
+        .with_client(channel.clone())
         .with_poll_interval(Duration::from_millis(10))
         .with_policy(
             DegradationPolicy::default().with_handoff("Sam", "Sam will take it from here."),
@@ -183,7 +183,7 @@ async fn a_worker_whose_claim_and_lease_ran_out_cannot_commit_after_a_takeover(b
 
     // The stale worker wakes and tries to commit its follow-up as if it still held both.
     let stale_channel = Recorder::new();
-    let durable = store.channel(stale_channel.clone(), Surface::Plain);
+    let durable = store.channel(stale_channel.clone());
     let message = AgentMessage::new("stale answer", stale_claim.attribution().clone())
         .with_ownership(stale_lease.ownership());
     let refused = durable
@@ -227,7 +227,8 @@ async fn a_shutdown_mid_wait_gives_the_claim_back_at_once(backend: Backend) {
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
     // A lease far longer than the test: only a release lets the next worker in.
-    let slow = Worker::new(store.channel(Recorder::new(), Surface::Plain), "slow")
+    let slow = Worker::new(store.clone(), "slow")
+        .with_client(Recorder::new())
         .with_lease_ttl(Duration::from_secs(600))
         .register(HANDLER, move |_task: FollowUpTask, _turn: Turn| {
             signal.notify_one();
@@ -271,7 +272,7 @@ async fn a_follow_up_waits_for_the_conversations_open_parts_and_goes_after_them(
     // A message committed before a crash, never sent: still pending in the outbox.
     let channel = Recorder::new();
     let blocked = Scripted::new(100, &[Step::Die]);
-    let crashed = store.channel(blocked, Surface::Plain);
+    let crashed = store.channel(blocked);
     let lease = store
         .acquire("c5", "crashed", Duration::from_millis(100))
         .await
@@ -353,7 +354,7 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
         .await
         .unwrap();
     let earlier = message("c7", "the earlier message").with_ownership(lease.ownership());
-    let refused = store.channel(Scripted::new(100, &[Step::RetryAfter]), Surface::Plain);
+    let refused = store.channel(Scripted::new(100, &[Step::RetryAfter]));
     assert!(refused.deliver(earlier).await.is_err());
     store.release(lease).await.unwrap();
     let _ = keep(&store, "c7", "r7", now_plan(3)).await;
@@ -362,7 +363,8 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
     // before the follow-up): the resend stops at the earlier part, and the follow-up must
     // wait behind it, untried.
     let channel = Scripted::new(100, &[Step::RetryAfter, Step::RetryAfter]);
-    let worker = Worker::new(store.channel(channel.clone(), Surface::Plain), "w1")
+    let worker = Worker::new(store.clone(), "w1")
+        .with_client(channel.clone())
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
         .register(HANDLER, answer);

@@ -11,14 +11,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use mesh_egress::CommittedPart;
+use mesh_egress::address::{DiscordAddress, SlackAddress, TelegramAddress};
 use mesh_egress::channel::stream::StreamMode;
 use mesh_egress::channel::{
-    BoxedChannel, Channel, DiscordChannel, DiscordMarkdown, PartReceipt, PlainText, Render,
-    SendError, SlackChannel, SlackMrkdwn, TelegramChannel, TelegramHtml,
+    BoxedChannel, Channel, DiscordChannel, DiscordClient, DiscordMarkdown, PartReceipt, PlainText,
+    Render, SendError, SlackChannel, SlackClient, SlackMrkdwn, SurfaceClient, TelegramChannel,
+    TelegramClient, TelegramHtml, UnservedAddress,
 };
 use mesh_egress::gate::{ModelJudge, QualityGate};
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
+use mesh_egress::{Address, CommittedPart};
 use mesh_egress::{AgentMessage, EgressError, Turn};
 
 /// The chat surface whose format the parts are rendered in.
@@ -31,12 +33,13 @@ pub(crate) enum Surface {
 }
 
 impl Surface {
-    pub(crate) fn renderer(self) -> Box<dyn Render> {
+    /// The surface's format (shared: a stdout client hands one to every conversation).
+    pub(crate) fn renderer(self) -> Arc<dyn Render> {
         match self {
-            Self::Plain => Box::new(PlainText::new()),
-            Self::Slack => Box::new(SlackMrkdwn::new()),
-            Self::Discord => Box::new(DiscordMarkdown::new()),
-            Self::Telegram => Box::new(TelegramHtml::new()),
+            Self::Plain => Arc::new(PlainText::new()),
+            Self::Slack => Arc::new(SlackMrkdwn::new()),
+            Self::Discord => Arc::new(DiscordMarkdown::new()),
+            Self::Telegram => Arc::new(TelegramHtml::new()),
         }
     }
 
@@ -49,46 +52,82 @@ impl Surface {
         }
     }
 
-    /// The variables `--deliver` reads for this surface: bot token, target, API base.
-    pub(crate) fn deliver_env(self) -> Option<[&'static str; 3]> {
+    /// The variables `--deliver` reads for this surface: the bot token and the API base.
+    pub(crate) fn deliver_env(self) -> Option<[&'static str; 2]> {
         match self {
             Self::Plain => None,
-            Self::Slack => Some([
-                "SLACK_BOT_TOKEN",
-                "MESH_SLACK_CHANNEL",
-                "MESH_SLACK_API_URL",
-            ]),
-            Self::Discord => Some([
-                "DISCORD_BOT_TOKEN",
-                "MESH_DISCORD_CHANNEL",
-                "MESH_DISCORD_API_URL",
-            ]),
-            Self::Telegram => Some([
-                "TELEGRAM_BOT_TOKEN",
-                "MESH_TELEGRAM_CHAT",
-                "MESH_TELEGRAM_API_URL",
-            ]),
+            Self::Slack => Some(["SLACK_BOT_TOKEN", "MESH_SLACK_API_URL"]),
+            Self::Discord => Some(["DISCORD_BOT_TOKEN", "MESH_DISCORD_API_URL"]),
+            Self::Telegram => Some(["TELEGRAM_BOT_TOKEN", "MESH_TELEGRAM_API_URL"]),
         }
     }
 }
 
-/// Where `--deliver` sends the parts: one surface's real connector. (No `Debug`: it holds the
-/// bot token.)
+/// The destination `turn --deliver` sends to, from the surface's variables: Slack's
+/// `MESH_SLACK_CHANNEL` (and `MESH_SLACK_THREAD_TS`, `MESH_SLACK_RECIPIENT_USER` +
+/// `MESH_SLACK_RECIPIENT_TEAM`), Discord's `MESH_DISCORD_CHANNEL`, Telegram's
+/// `MESH_TELEGRAM_CHAT` (and `MESH_TELEGRAM_TOPIC`); stdout's one destination for plain.
+pub(crate) fn destination_from_env(surface: Surface) -> Result<Address, String> {
+    let address: Address = match surface {
+        Surface::Plain => return Ok(Address::Plain),
+        Surface::Slack => {
+            let mut slack = SlackAddress::new(required_env("MESH_SLACK_CHANNEL")?);
+            if let Some(ts) = optional_env("MESH_SLACK_THREAD_TS") {
+                slack = slack.in_thread(ts);
+            }
+            match (
+                optional_env("MESH_SLACK_RECIPIENT_USER"),
+                optional_env("MESH_SLACK_RECIPIENT_TEAM"),
+            ) {
+                (Some(user), Some(team)) => slack = slack.for_recipient(user, team),
+                (None, None) => {}
+                _ => {
+                    return Err(
+                        "MESH_SLACK_RECIPIENT_USER and MESH_SLACK_RECIPIENT_TEAM go \
+                                together (Slack needs both to stream outside a DM)"
+                            .into(),
+                    );
+                }
+            }
+            slack.into()
+        }
+        Surface::Discord => DiscordAddress::new(required_env("MESH_DISCORD_CHANNEL")?).into(),
+        Surface::Telegram => {
+            let mut telegram = TelegramAddress::new(required_env("MESH_TELEGRAM_CHAT")?);
+            if let Some(topic) = optional_env("MESH_TELEGRAM_TOPIC") {
+                let topic = topic
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("MESH_TELEGRAM_TOPIC {topic:?} is not a topic id"))?;
+                telegram = telegram.in_topic(topic);
+            }
+            telegram.into()
+        }
+    };
+    address
+        .validate()
+        .map_err(|error| format!("the {} destination is not valid: {error}", surface.name()))?;
+    Ok(address)
+}
+
+/// What `--deliver` sends through: one surface's bot token and API base. (No `Debug`: it
+/// holds the bot token.)
 pub(crate) struct Delivery {
     surface: Surface,
     token: String,
-    target: String,
     api_url: Option<String>,
-    /// Slack: the thread to post in (`MESH_SLACK_THREAD_TS`), where native streams work.
-    thread_ts: Option<String>,
-    /// Slack: the user and team a stream outside a DM is for (`MESH_SLACK_RECIPIENT_USER`,
-    /// `MESH_SLACK_RECIPIENT_TEAM`).
-    recipient: Option<(String, String)>,
     /// `--stream-mode`: how the connector streams (else its surface's default).
     stream_mode: Option<StreamMode>,
 }
 
-/// A surface's connector, built from a [`Delivery`].
+/// A surface's client, built from a [`Delivery`].
+pub(crate) enum Client {
+    Slack(SlackClient),
+    Discord(DiscordClient),
+    Telegram(TelegramClient),
+}
+
+/// A surface's connector to one conversation: a [`Client`] and an address.
 pub(crate) enum Connector {
     Slack(SlackChannel),
     Discord(DiscordChannel),
@@ -100,9 +139,10 @@ fn optional_env(name: &str) -> Option<String> {
 }
 
 impl Delivery {
-    /// The credentials, target and API base for `surface`, from the environment.
+    /// The credentials and API base for `surface`, from the environment: all a client needs
+    /// (each conversation's destination is its own).
     pub(crate) fn from_env(surface: Surface) -> Result<Self, String> {
-        let [token, target, api_url] = surface
+        let [token, api_url] = surface
             .deliver_env()
             .ok_or_else(|| format!("--deliver {} is not a chat surface", surface.name()))?;
         let api_url = std::env::var(api_url)
@@ -116,31 +156,10 @@ impl Delivery {
                 }
             })
             .transpose()?;
-        let (thread_ts, recipient) = if surface == Surface::Slack {
-            let user = optional_env("MESH_SLACK_RECIPIENT_USER");
-            let team = optional_env("MESH_SLACK_RECIPIENT_TEAM");
-            let recipient = match (user, team) {
-                (Some(user), Some(team)) => Some((user, team)),
-                (None, None) => None,
-                _ => {
-                    return Err(
-                        "MESH_SLACK_RECIPIENT_USER and MESH_SLACK_RECIPIENT_TEAM go \
-                                together (Slack needs both to stream outside a DM)"
-                            .into(),
-                    );
-                }
-            };
-            (optional_env("MESH_SLACK_THREAD_TS"), recipient)
-        } else {
-            (None, None)
-        };
         Ok(Self {
             surface,
             token: required_env(token)?,
-            target: required_env(target)?,
             api_url,
-            thread_ts,
-            recipient,
             stream_mode: None,
         })
     }
@@ -151,68 +170,134 @@ impl Delivery {
         self
     }
 
-    /// The surface's connector (Slack in its thread, with its stream's recipient).
-    pub(crate) fn connector(self) -> Connector {
+    /// The surface's client.
+    pub(crate) fn client(self) -> Client {
         let Self {
             surface,
             token,
-            target,
             api_url,
-            thread_ts,
-            recipient,
             stream_mode,
         } = self;
         match surface {
             Surface::Slack => {
-                let mut slack = SlackChannel::new(token, target);
+                let mut slack = SlackClient::new(token);
                 if let Some(url) = api_url {
                     slack = slack.base_url(url);
-                }
-                if let Some(ts) = thread_ts {
-                    slack = slack.in_thread(ts);
-                }
-                if let Some((user, team)) = recipient {
-                    slack = slack.with_stream_recipient(user, team);
                 }
                 if let Some(mode) = stream_mode {
                     slack = slack.with_stream_mode(mode);
                 }
-                Connector::Slack(slack)
+                Client::Slack(slack)
             }
             Surface::Discord => {
-                let mut discord = DiscordChannel::new(token, target);
+                let mut discord = DiscordClient::new(token);
                 if let Some(url) = api_url {
                     discord = discord.base_url(url);
                 }
                 if let Some(mode) = stream_mode {
                     discord = discord.with_stream_mode(mode);
                 }
-                Connector::Discord(discord)
+                Client::Discord(discord)
             }
             // `from_env` refuses plain; it shares Telegram's arm only to keep the match total.
             Surface::Telegram | Surface::Plain => {
-                let mut telegram = TelegramChannel::new(token, target);
+                let mut telegram = TelegramClient::new(token);
                 if let Some(url) = api_url {
                     telegram = telegram.base_url(url);
                 }
                 if let Some(mode) = stream_mode {
                     telegram = telegram.with_stream_mode(mode);
                 }
-                Connector::Telegram(telegram)
+                Client::Telegram(telegram)
             }
         }
     }
 
-    /// The connector, printing each part that went.
-    pub(crate) fn channel(self, json: bool) -> BoxedChannel {
-        self.printing(Printing::parts(json).with_ids())
+    /// The surface's connector to `address` (from [`destination_from_env`], so of this
+    /// surface).
+    pub(crate) fn connector(self, address: &Address) -> Result<Connector, UnservedAddress> {
+        let client = self.client();
+        let refused = |surface| UnservedAddress::new(surface, address.clone());
+        Ok(match (client, address) {
+            (Client::Slack(slack), Address::Slack(to)) => {
+                Connector::Slack(slack.channel(to.clone()))
+            }
+            (Client::Discord(discord), Address::Discord(to)) => {
+                Connector::Discord(discord.channel(to.clone()))
+            }
+            (Client::Telegram(telegram), Address::Telegram(to)) => {
+                Connector::Telegram(telegram.channel(to.clone()))
+            }
+            (Client::Slack(_), _) => return Err(refused(mesh_egress::Surface::Slack)),
+            (Client::Discord(_), _) => return Err(refused(mesh_egress::Surface::Discord)),
+            (Client::Telegram(_), _) => return Err(refused(mesh_egress::Surface::Telegram)),
+        })
     }
 
-    fn printing(self, printing: Printing) -> BoxedChannel {
-        match self.connector() {
-            Connector::Slack(slack) => BoxedChannel::new(Tee::new(slack, printing)),
-            Connector::Discord(discord) => BoxedChannel::new(Tee::new(discord, printing)),
-            Connector::Telegram(telegram) => BoxedChannel::new(Tee::new(telegram, printing)),
+    /// The connector to `address`, printing each part that went.
+    pub(crate) fn channel(
+        self,
+        address: &Address,
+        json: bool,
+    ) -> Result<BoxedChannel, UnservedAddress> {
+        Ok(printed(self.connector(address)?, json))
+    }
+
+    /// The surface's client, printing each part that went (what `worker --deliver` holds).
+    pub(crate) fn printing_client(self, json: bool) -> PrintingClient {
+        let client: Arc<dyn SurfaceClient> = match self.client() {
+            Client::Slack(slack) => Arc::new(slack),
+            Client::Discord(discord) => Arc::new(discord),
+            Client::Telegram(telegram) => Arc::new(telegram),
+        };
+        PrintingClient { client, json }
+    }
+}
+
+/// `connector` printing each part that went, as `turn` prints parts.
+fn printed(connector: Connector, json: bool) -> BoxedChannel {
+    let printing = Printing::parts(json).with_ids();
+    match connector {
+        Connector::Slack(slack) => BoxedChannel::new(Tee::new(slack, printing)),
+        Connector::Discord(discord) => BoxedChannel::new(Tee::new(discord, printing)),
+        Connector::Telegram(telegram) => BoxedChannel::new(Tee::new(telegram, printing)),
+    }
+}
+
+/// A surface client whose channels print each part that went (see [`Tee`]).
+pub(crate) struct PrintingClient {
+    client: Arc<dyn SurfaceClient>,
+    json: bool,
+}
+
+impl SurfaceClient for PrintingClient {
+    fn surface(&self) -> mesh_egress::Surface {
+        self.client.surface()
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        let channel = self.client.channel_for(address)?;
+        Ok(BoxedChannel::new(Tee::new(
+            channel,
+            Printing::parts(self.json).with_ids(),
+        )))
+    }
+}
+
+/// The one conversation a process's own channel serves, as a client: how `turn --follow-up`
+/// keeps its own promise with a worker, through the channel its holding line went through.
+pub(crate) struct OwnConversation(pub(crate) BoxedChannel);
+
+impl SurfaceClient for OwnConversation {
+    fn surface(&self) -> mesh_egress::Surface {
+        self.0.address().surface()
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        if *address == self.0.address() {
+            Ok(self.0.clone())
+        } else {
+            Err(UnservedAddress::new(self.surface(), address.clone()))
         }
     }
 }
@@ -294,6 +379,10 @@ impl<C: Channel> Channel for Tee<C> {
 
     fn renderer(&self) -> &C::Renderer {
         self.inner.renderer()
+    }
+
+    fn address(&self) -> Address {
+        self.inner.address()
     }
 
     fn commit(
@@ -388,19 +477,6 @@ pub(crate) fn delivery_failed(
     tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
     eprintln!("error: delivery to {to} failed");
     ExitCode::FAILURE
-}
-
-impl Surface {
-    /// The outbox surface parts for this target are recorded under: stdout cannot dedupe, so
-    /// everything but a real connector is plain.
-    pub(crate) fn stored(deliver: Option<Self>) -> mesh_egress::store::Surface {
-        match deliver {
-            Some(Self::Slack) => mesh_egress::store::Surface::Slack,
-            Some(Self::Discord) => mesh_egress::store::Surface::Discord,
-            Some(Self::Telegram) => mesh_egress::store::Surface::Telegram,
-            Some(Self::Plain) | None => mesh_egress::store::Surface::Plain,
-        }
-    }
 }
 
 /// The model endpoint `MESH_MODEL_BASE_URL` / `MESH_MODEL` / `MESH_MODEL_API_KEY` name: the

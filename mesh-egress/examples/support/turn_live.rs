@@ -121,7 +121,9 @@ fn print(line: &str) {
     let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
 }
 
-/// A surface's connector whose streams and sends are printed by a [`LivePrinter`].
+/// A surface's connector whose streams and sends are printed by a [`LivePrinter`]. Clones share
+/// the printer.
+#[derive(Clone)]
 pub(crate) struct Live<C> {
     inner: C,
     printer: Arc<LivePrinter>,
@@ -138,6 +140,10 @@ impl<C: StreamingChannel> Channel for Live<C> {
 
     fn renderer(&self) -> &C::Renderer {
         self.inner.renderer()
+    }
+
+    fn address(&self) -> mesh_egress::Address {
+        self.inner.address()
     }
 
     fn commit(

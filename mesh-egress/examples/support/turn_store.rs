@@ -14,11 +14,14 @@ use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
+use mesh_egress::ledger::Ledger;
 use mesh_egress::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store, StoreError};
 use mesh_egress::worker::{Handler, Worker};
-use mesh_egress::{Cancellation, Ownership, Reply, Turn};
+use mesh_egress::{Address, Cancellation, Ownership, Reply, Turn};
 
-use super::cli::{DELIVERED_INPUT, HANDLER, Surface, delivery_failed, holder_name};
+use super::cli::{
+    DELIVERED_INPUT, HANDLER, OwnConversation, Surface, delivery_failed, holder_name,
+};
 use super::turn_stream::Streamed;
 
 /// The longest wait between two follow-ups, as the in-memory runner's default.
@@ -41,7 +44,6 @@ pub(crate) struct Delivered<'a, H, G> {
     pub(crate) mode: Mode,
     pub(crate) policy: &'a DegradationPolicy,
     pub(crate) channel: BoxedChannel,
-    pub(crate) surface: mesh_egress::store::Surface,
     pub(crate) target: Surface,
     pub(crate) reply: Reply,
     pub(crate) task: FollowUpTask,
@@ -108,12 +110,12 @@ impl Persistent {
         } = self;
         // A part the outbox cannot settle is reported on the turn's ledger, besides the log.
         let durable = store
-            .channel(run.channel, run.surface)
+            .channel(run.channel.clone())
             .with_ledger(run.turn.ledger().clone());
         let stored = match &run.reply {
             Reply::Holding { commitment, .. } => {
                 let plan = FollowUpPlan::for_commitment(commitment, MAX_FOLLOW_UP_DELAY);
-                if let Err(code) = keep(&store, commitment, run.surface, &run.task, plan).await {
+                if let Err(code) = keep(&durable, commitment, &run.task, plan).await {
                     return code;
                 }
                 Some(commitment.id())
@@ -135,7 +137,7 @@ impl Persistent {
         let plan = FollowUpPlan::for_commitment(&commitment, MAX_FOLLOW_UP_DELAY);
         if stored != Some(commitment.id()) {
             // An answer that could not be shown became a holding line at delivery.
-            if let Err(code) = keep(&store, &commitment, run.surface, &run.task, plan).await {
+            if let Err(code) = keep(&durable, &commitment, &run.task, plan).await {
                 return code;
             }
         }
@@ -150,25 +152,21 @@ impl Persistent {
         }
         // Kept here, on the promise's own schedule, and ended on the store when it ends; if
         // this process dies, its claim runs out and a worker finishes it.
-        let worker = Worker::new(durable, holder)
-            .with_lease_ttl(ttl)
-            .with_policy(run.policy.clone())
-            .register(HANDLER, run.handler)
-            .with_gate(run.gate);
-        match worker
-            .keep_in_process(commitment.id(), plan, &Cancellation::new())
-            .await
-        {
-            Ok(kept) => {
-                tracing::info!(target: "mesh_egress::degrade", kept = ?kept, "follow-up ended");
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                tracing::error!(target: "mesh_egress::store", error = %error, "follow-up could not be kept");
-                eprintln!("error: the store failed during the follow-up");
-                ExitCode::FAILURE
-            }
-        }
+        keep_here(
+            KeptHere {
+                store,
+                channel: run.channel,
+                ledger: run.turn.ledger().clone(),
+                holder,
+                ttl,
+                policy: run.policy,
+            },
+            &commitment,
+            plan,
+            run.handler,
+            run.gate,
+        )
+        .await
     }
 }
 
@@ -176,7 +174,6 @@ impl Persistent {
 pub(crate) struct StreamedDelivery<'a, H, G> {
     pub(crate) streamed: Streamed<'a>,
     pub(crate) policy: &'a DegradationPolicy,
-    pub(crate) surface: mesh_egress::store::Surface,
     pub(crate) task: FollowUpTask,
     pub(crate) handler: H,
     pub(crate) gate: G,
@@ -194,7 +191,7 @@ impl Persistent {
         H: Handler,
         G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
     {
-        let durable = self.durable(channel, &run);
+        let durable = self.durable(channel.clone(), &run);
         let Streamed {
             turn,
             plan,
@@ -202,10 +199,10 @@ impl Persistent {
             request,
             ..
         } = &run.streamed;
-        let plan = self.keeping(plan, &run);
+        let plan = self.keeping(plan, durable.address(), &run);
         let source = router.stream(turn, request);
         let streamed = mesh_egress::boundary::stream(turn, &plan, &durable, source).await;
-        self.after_stream(durable, streamed, run).await
+        self.after_stream(channel, streamed, run).await
     }
 
     /// `turn --stream --store --deliver S`: `boundary::stream_live` onto the surface's own
@@ -218,10 +215,12 @@ impl Persistent {
         channel: C,
     ) -> ExitCode
     where
-        C: StreamingChannel,
+        C: StreamingChannel + Clone + 'static,
         H: Handler,
         G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
     {
+        // The follow-up goes through the same connector, as a message of its own.
+        let follow_up = BoxedChannel::new(channel.clone());
         let durable = self.durable(channel, &run);
         let Streamed {
             turn,
@@ -230,22 +229,24 @@ impl Persistent {
             request,
             ..
         } = &run.streamed;
-        let plan = self.keeping(plan, &run);
+        let plan = self.keeping(plan, durable.address(), &run);
         let source = router.stream(turn, request);
         let streamed = mesh_egress::boundary::stream_live(turn, &plan, &durable, source).await;
-        self.after_stream(durable, streamed, run).await
+        self.after_stream(follow_up, streamed, run).await
     }
 
     /// The turn's plan with the store as its promise keeper: a holding line's promise is
-    /// stored before the line goes, as on the non-streamed path.
+    /// stored before the line goes, as on the non-streamed path, for the address the line goes
+    /// to.
     fn keeping<'p, H, G>(
         &self,
         plan: &StreamPlan<'p>,
+        address: Address,
         run: &StreamedDelivery<'_, H, G>,
     ) -> StreamPlan<'p> {
         plan.clone().with_promise_keeper(Arc::new(StoreKeeper {
             store: self.store.clone(),
-            surface: run.surface,
+            address,
             task: run.task.clone(),
         }))
     }
@@ -257,20 +258,19 @@ impl Persistent {
         run: &StreamedDelivery<'_, H, G>,
     ) -> Durable<C> {
         self.store
-            .channel(channel, run.surface)
+            .channel(channel)
             .with_ledger(run.streamed.turn.ledger().clone())
     }
 
     /// After the streamed turn: a holding line's promise was stored before the line went
-    /// ([`StoreKeeper`]); with `--follow-up` this process keeps it here.
-    async fn after_stream<C, H, G>(
+    /// ([`StoreKeeper`]); with `--follow-up` this process keeps it here, through `channel`.
+    async fn after_stream<H, G>(
         self,
-        durable: Durable<C>,
+        channel: BoxedChannel,
         streamed: Result<StreamReceipt, DeliveryError>,
         run: StreamedDelivery<'_, H, G>,
     ) -> ExitCode
     where
-        C: Channel,
         H: Handler,
         G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
     {
@@ -311,10 +311,14 @@ impl Persistent {
             return ExitCode::SUCCESS;
         }
         keep_here(
-            durable,
-            holder,
-            ttl,
-            run.policy,
+            KeptHere {
+                store,
+                channel,
+                ledger: run.streamed.turn.ledger().clone(),
+                holder,
+                ttl,
+                policy: run.policy,
+            },
             &commitment,
             plan,
             run.handler,
@@ -328,7 +332,8 @@ impl Persistent {
 /// Markdown already shown, so the follow-up's handler delivers only what follows it.
 struct StoreKeeper {
     store: Store,
-    surface: mesh_egress::store::Surface,
+    /// Where the holding line goes, and so the follow-up.
+    address: Address,
     task: FollowUpTask,
 }
 
@@ -343,7 +348,7 @@ impl PromiseKeeper for StoreKeeper {
             }
             let plan = FollowUpPlan::for_commitment(commitment, MAX_FOLLOW_UP_DELAY);
             self.store
-                .keep_commitment(commitment, self.surface, &task, plan)
+                .keep_commitment(commitment, &self.address, &task, plan)
                 .await
                 .map_err(|error| {
                     tracing::error!(target: "mesh_egress::store", error = %error, "the promise could not be stored; the holding line is not sent");
@@ -353,27 +358,35 @@ impl PromiseKeeper for StoreKeeper {
     }
 }
 
-/// Keeps a stored promise in this process, on its own schedule, and ends it on the store; if
-/// this process dies, its claim runs out and a worker finishes it.
-#[allow(clippy::too_many_arguments)]
-async fn keep_here<C, H, G>(
-    durable: Durable<C>,
+/// What keeping a promise in this process needs: the store, the channel its holding line
+/// went through (the follow-up goes there too), the ledger, and who holds it for how long.
+struct KeptHere<'a> {
+    store: Store,
+    channel: BoxedChannel,
+    ledger: Ledger,
     holder: String,
     ttl: Duration,
-    policy: &DegradationPolicy,
+    policy: &'a DegradationPolicy,
+}
+
+/// Keeps a stored promise in this process, on its own schedule, and ends it on the store; if
+/// this process dies, its claim runs out and a worker finishes it.
+async fn keep_here<H, G>(
+    here: KeptHere<'_>,
     commitment: &Commitment,
     plan: FollowUpPlan,
     handler: H,
     gate: G,
 ) -> ExitCode
 where
-    C: Channel,
     H: Handler,
     G: Fn(&FollowUpTask) -> QualityGate + Send + Sync + 'static,
 {
-    let worker = Worker::new(durable, holder)
-        .with_lease_ttl(ttl)
-        .with_policy(policy.clone())
+    let worker = Worker::new(here.store, here.holder)
+        .with_client(OwnConversation(here.channel))
+        .with_ledger(here.ledger)
+        .with_lease_ttl(here.ttl)
+        .with_policy(here.policy.clone())
         .register(HANDLER, handler)
         .with_gate(gate);
     match worker
@@ -392,16 +405,16 @@ where
     }
 }
 
-/// Stores the promise; exit 1 with one `error:` line when the store refuses.
-async fn keep(
-    store: &Store,
+/// Stores the promise for the holding line `durable` delivers; exit 1 with one `error:` line
+/// when the store refuses.
+async fn keep<C: Channel>(
+    durable: &Durable<C>,
     commitment: &mesh_egress::degrade::Commitment,
-    surface: mesh_egress::store::Surface,
     task: &FollowUpTask,
     plan: FollowUpPlan,
 ) -> Result<(), ExitCode> {
-    store
-        .keep_commitment(commitment, surface, task, plan)
+    durable
+        .keep_commitment(commitment, task, plan)
         .await
         .map_err(|error| {
             tracing::error!(target: "mesh_egress::store", error = %error, "the promise could not be stored");

@@ -16,12 +16,13 @@ use crate::cli::{Surface, delivery_failed};
 
 /// A surface's format with nothing behind it: what `--stream` prints to stdout through (the
 /// printing [`Tee`](crate::cli::Tee) around it does the printing).
-pub(crate) struct Rendering(pub(crate) Box<dyn Render>);
+#[derive(Clone)]
+pub(crate) struct Rendering(pub(crate) std::sync::Arc<dyn Render>);
 
 impl Channel for Rendering {
-    type Renderer = Box<dyn Render>;
+    type Renderer = std::sync::Arc<dyn Render>;
 
-    fn renderer(&self) -> &Box<dyn Render> {
+    fn renderer(&self) -> &std::sync::Arc<dyn Render> {
         &self.0
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{Channel, PartLookup, PartReceipt, Render, RenderError, RenderedParts, SendError};
+use crate::address::Address;
 use crate::egress::Markdown;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
@@ -32,6 +33,9 @@ pub trait DynChannel: sealed::SealedDyn + Send + Sync {
 
     /// The channel's renderer, applied to `body`, with the part budget's cut.
     fn render_parts_dyn(&self, body: &Markdown) -> Result<RenderedParts, RenderError>;
+
+    /// The channel's [`Channel::address`].
+    fn address_dyn(&self) -> Address;
 
     /// The channel's [`Channel::commit`], boxed.
     fn commit_dyn<'a>(
@@ -59,6 +63,10 @@ impl<C: Channel + ?Sized> DynChannel for C {
 
     fn render_parts_dyn(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         self.renderer().render_parts(body)
+    }
+
+    fn address_dyn(&self) -> Address {
+        Channel::address(self)
     }
 
     fn commit_dyn<'a>(
@@ -161,6 +169,10 @@ impl Channel for BoxedChannel {
         &self.renderer
     }
 
+    fn address(&self) -> Address {
+        self.renderer.channel.address_dyn()
+    }
+
     // An async fn, not the boxed future itself: the box's lifetime is the shorter of `self`'s
     // and `record`'s, which the trait's opaque return type cannot name.
     async fn commit(&self, record: &CommitRecord<'_>) -> Result<(), CommitError> {
@@ -202,6 +214,14 @@ mod tests {
         let receipt = boxed.deliver(msg("abcdefgh")).await.unwrap();
         assert_eq!(receipt.len(), 2);
         assert_eq!(inner.sent(), ["abcd", "efgh"]);
+    }
+
+    #[test]
+    fn a_boxed_channel_sends_where_the_inner_channel_sends() {
+        let discord = Address::from(crate::address::DiscordAddress::new("1100000000000000001"));
+        let boxed = BoxedChannel::new(Recorder::new().with_address(discord.clone()));
+        assert_eq!(boxed.address(), discord);
+        assert_eq!(BoxedChannel::new(Recorder::new()).address(), Address::Plain);
     }
 
     #[tokio::test]

@@ -67,6 +67,7 @@ mod atom;
 mod boxed;
 #[cfg(feature = "markdown")]
 mod chunk;
+mod client;
 mod deliver;
 #[cfg(feature = "markdown")]
 mod format;
@@ -86,6 +87,7 @@ use std::time::SystemTime;
 
 pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
+pub use client::{SurfaceClient, UnservedAddress};
 pub(crate) use deliver::deliver_rendered;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use deliver::send_committed_parts;
@@ -100,8 +102,11 @@ pub use recorder::{InjectedFailure, Recorder};
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]
-pub use http::{DiscordChannel, SlackChannel, TelegramChannel};
+pub use http::{
+    DiscordChannel, DiscordClient, SlackChannel, SlackClient, TelegramChannel, TelegramClient,
+};
 
+use crate::address::Address;
 use crate::outbound::{CommitBoundary, CommitError, CommitRecord, CommittedPart};
 
 /// A chat surface a person reads: Slack, Discord, Telegram, a web chat, a test recorder.
@@ -135,6 +140,19 @@ pub trait Channel: Send + Sync {
 
     /// The renderer [`Deliver`] uses.
     fn renderer(&self) -> &Self::Renderer;
+
+    /// Where this channel sends: the conversation's [`Address`] on its surface. A durable
+    /// outbox (`mesh_egress::store`, features `sqlite`/`postgres`) stores it with every part it
+    /// commits through the channel, so whoever sends the part later sends it there, and the
+    /// surface's duplicate rules are chosen by it.
+    ///
+    /// The default is [`Address::Plain`]: a channel with one destination and no dedupe
+    /// (stdout, a recorder, a log). `SlackChannel`, `DiscordChannel` and `TelegramChannel`
+    /// (feature `http`) answer with the chat they post to. A channel that wraps another must
+    /// forward it, as [`BoxedChannel`] does.
+    fn address(&self) -> Address {
+        Address::Plain
+    }
 
     /// Crosses the commit boundary for one message (ownership check, durable record). The
     /// default accepts in memory.

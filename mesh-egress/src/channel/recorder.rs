@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Channel, PartReceipt, PlainText, SendError};
+use crate::address::Address;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 use crate::ownership::Ownership;
 
@@ -26,6 +27,8 @@ use crate::ownership::Ownership;
 pub struct Recorder {
     renderer: PlainText,
     ownership: Option<Ownership>,
+    /// `None`: [`Address::Plain`], the default channel's one destination.
+    address: Option<Address>,
     state: Arc<Mutex<State>>,
 }
 
@@ -46,6 +49,24 @@ impl Recorder {
     /// Splits messages into parts of at most `limit` characters.
     pub fn with_limit(mut self, limit: usize) -> Self {
         self.renderer = PlainText::new().with_limit(limit);
+        self
+    }
+
+    /// Stands in for a channel that sends to `address` (a test double of a Discord channel,
+    /// say): [`Channel::address`] answers `address`, so a durable outbox stores it with every
+    /// part and applies that surface's duplicate rules. What the recorder does with a send
+    /// does not change: it records it.
+    ///
+    /// ```
+    /// use mesh_egress::address::DiscordAddress;
+    /// use mesh_egress::channel::{Channel, Recorder};
+    /// use mesh_egress::{Address, Surface};
+    /// let discord = Recorder::new().with_address(DiscordAddress::new("1100000000000000001"));
+    /// assert_eq!(discord.address().surface(), Surface::Discord);
+    /// assert_eq!(Recorder::new().address(), Address::Plain);
+    /// ```
+    pub fn with_address(mut self, address: impl Into<Address>) -> Self {
+        self.address = Some(address.into());
         self
     }
 
@@ -100,6 +121,10 @@ impl Channel for Recorder {
 
     fn renderer(&self) -> &PlainText {
         &self.renderer
+    }
+
+    fn address(&self) -> Address {
+        self.address.clone().unwrap_or(Address::Plain)
     }
 
     fn commit(

@@ -56,6 +56,9 @@ pub(super) struct Sql {
     pub(super) reopen_not_found: String,
     pub(super) next_open: String,
     pub(super) parts: String,
+    pub(super) open_destinations: String,
+    pub(super) fail_unaddressed: String,
+    pub(super) readdress_parts: String,
     pub(super) stream_sending: String,
     pub(super) stream_confirmed: String,
     pub(super) stream_hand_back: String,
@@ -90,8 +93,8 @@ const CHECK_FENCE: &str = "SELECT token FROM mesh_leases \
 
 const INSERT_PART: &str = "INSERT INTO mesh_outbox_parts \
      (delivery, part_index, total, conversation, agent, run, surface, body, idempotency_key, \
-      state, lease_holder, lease_token, created_ms, updated_ms) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, {now}, {now})";
+      state, lease_holder, lease_token, address, created_ms, updated_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, {now}, {now})";
 
 // The fence is part of the claim: a part is only marked `sending` by the lease's current
 // holder, in the same statement, so a stale worker cannot start a send either.
@@ -151,15 +154,44 @@ const REOPEN_NOT_FOUND: &str = "UPDATE mesh_outbox_parts \
             WHERE l.conversation = mesh_outbox_parts.conversation \
               AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})";
 
+// A conversation's next open part for one destination (`$2`, the stored address text).
 const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, state, \
             maybe_delivered, streamed, first_attempt_ms, {now} AS now_ms \
      FROM mesh_outbox_parts \
-     WHERE conversation = $1 AND surface = $2 AND state IN ('pending', 'sending') \
+     WHERE conversation = $1 AND address = $2 AND state IN ('pending', 'sending') \
      ORDER BY seq LIMIT 1";
 
-const PARTS: &str = "SELECT delivery, part_index, total, surface, body, state, platform_id, \
-            attempts, maybe_delivered, streamed, last_error \
+const PARTS: &str = "SELECT delivery, part_index, total, surface, address, body, state, \
+            platform_id, attempts, maybe_delivered, streamed, last_error \
      FROM mesh_outbox_parts WHERE conversation = $1 ORDER BY seq";
+
+// The destinations with open parts on surface `$1`, the one waiting longest first: each
+// conversation once per address (NULL: a row from before migration 0004).
+const OPEN_DESTINATIONS: &str = "SELECT conversation, address, MIN(seq) AS first \
+     FROM mesh_outbox_parts WHERE surface = $1 AND state IN ('pending', 'sending') \
+     GROUP BY conversation, address ORDER BY first LIMIT $2";
+
+// A conversation's open parts on surface `$2` that have no address (`$3` NULL) or the
+// unreadable address `$3`: failed, never sent to a guessed destination, fenced on the lease
+// (`$5`, `$6`) like every other transition a worker makes.
+const FAIL_UNADDRESSED: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'failed', unaddressed = 1, last_error = $4, updated_ms = {now} \
+     WHERE conversation = $1 AND surface = $2 AND state IN ('pending', 'sending') \
+       AND (($3 IS NULL AND address IS NULL) OR address = $3) \
+       AND EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $5 AND l.token = $6 AND l.expires_ms > {now}) \
+     RETURNING delivery, part_index, agent, run";
+
+// The operator's fix: the conversation's rows without a (readable) address get `$2`, and
+// those a worker ended for want of one are open again.
+const READDRESS_PARTS: &str = "UPDATE mesh_outbox_parts \
+     SET address = $2, surface = $3, \
+         state = CASE WHEN unaddressed = 1 THEN 'pending' ELSE state END, \
+         last_error = CASE WHEN unaddressed = 1 THEN NULL ELSE last_error END, \
+         unaddressed = 0, updated_ms = {now} \
+     WHERE conversation = $1 \
+       AND (unaddressed = 1 OR (address IS NULL AND state IN ('pending', 'sending')))";
 
 // The lease a part was committed under, still live: what a streamed part's marks are fenced on
 // (the stream's parts carry the commit's ownership, so it is the lease the claim would check).
@@ -238,6 +270,9 @@ impl Sql {
             reopen_not_found: f(REOPEN_NOT_FOUND),
             next_open: f(NEXT_OPEN),
             parts: f(PARTS),
+            open_destinations: f(OPEN_DESTINATIONS),
+            fail_unaddressed: f(FAIL_UNADDRESSED),
+            readdress_parts: f(READDRESS_PARTS),
             stream_sending: f(STREAM_SENDING),
             stream_confirmed: f(STREAM_CONFIRMED),
             stream_hand_back: f(STREAM_HAND_BACK),
@@ -312,6 +347,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "streamed parts",
         include_str!("../../migrations/sqlite/0003_streamed_parts.sql"),
     ),
+    (
+        4,
+        "addresses",
+        include_str!("../../migrations/sqlite/0004_addresses.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -330,6 +370,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "streamed parts",
         include_str!("../../migrations/postgres/0003_streamed_parts.sql"),
+    ),
+    (
+        4,
+        "addresses",
+        include_str!("../../migrations/postgres/0004_addresses.sql"),
     ),
 ];
 

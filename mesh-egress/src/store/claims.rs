@@ -15,7 +15,8 @@ use std::time::Duration;
 use sqlx::Row;
 
 use super::commitments::sql;
-use super::{Claim, CommitmentStatus, PendingWork, Store, StoreError, Surface, millis, on_pool};
+use super::{Claim, CommitmentStatus, PendingWork, Store, StoreError, millis, on_pool};
+use crate::address::Surface;
 use crate::reply::CommitmentId;
 
 const CLAIM_DUE_ON: &str = "UPDATE mesh_commitments \
@@ -27,7 +28,7 @@ const CLAIM_DUE_ON: &str = "UPDATE mesh_commitments \
            AND surface = $4 \
          ORDER BY due_ms LIMIT $3{lock}) \
      RETURNING id, conversation, surface, agent, run, handler, input, mode, gate, \
-               system_prompt, plan, attempts_made, claim_token";
+               system_prompt, plan, attempts_made, claim_token, address";
 
 // Not-yet-due counts: the process that made the promise waits its own backoff.
 const CLAIM_ONE: &str = "UPDATE mesh_commitments \
@@ -38,7 +39,7 @@ const CLAIM_ONE: &str = "UPDATE mesh_commitments \
            AND (state = 'pending' OR (state = 'claimed' AND claim_expires_ms <= {now})) \
          LIMIT $3{lock}) \
      RETURNING id, conversation, surface, agent, run, handler, input, mode, gate, \
-               system_prompt, plan, attempts_made, claim_token";
+               system_prompt, plan, attempts_made, claim_token, address";
 
 const RENEW_CLAIM: &str = "UPDATE mesh_commitments \
      SET claim_expires_ms = {now} + $4, updated_ms = {now} \
@@ -160,6 +161,33 @@ impl Store {
                 .map_err(StoreError::database)?;
             rows.iter()
                 .map(|row| row.try_get("conversation").map_err(StoreError::database))
+                .collect()
+        })
+    }
+
+    /// Up to `limit` destinations with parts still `pending` or `sending` on `surface`, the
+    /// one waiting longest first: each conversation once per address, as stored (`None` for
+    /// rows from before migration 0004). What a worker serving `surface` sends.
+    pub(crate) async fn open_destinations(
+        &self,
+        surface: Surface,
+        limit: u32,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let statement = &self.inner.sql.open_destinations;
+        on_pool!(&self.inner.pool, pool => {
+            let rows = sqlx::query(statement)
+                .bind(surface.as_str())
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+                .map_err(StoreError::database)?;
+            rows.iter()
+                .map(|row| {
+                    Ok((
+                        row.try_get("conversation").map_err(StoreError::database)?,
+                        row.try_get("address").map_err(StoreError::database)?,
+                    ))
+                })
                 .collect()
         })
     }

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::backend::Pool;
-use super::{Store, StoreError, Surface, millis, on_pool};
+use super::{Durable, Store, StoreError, address_text, millis, on_pool, read_address};
+use crate::address::Address;
+use crate::channel::Channel;
 use crate::egress::Attribution;
 use crate::reply::{Commitment, CommitmentId, Mode};
 
@@ -184,6 +186,10 @@ pub struct StoredCommitment {
     pub id: String,
     /// The surface the follow-up goes to.
     pub surface: String,
+    /// Where the follow-up goes. `None` for a row from before migration 0004, which is never
+    /// kept to a guessed destination (see
+    /// [rows without an address](super#rows-without-an-address)).
+    pub address: Option<Address>,
     /// The registered handler's name.
     pub handler: String,
     /// Where it is.
@@ -204,6 +210,10 @@ pub struct Claim {
     attempts_made: u32,
     pub(super) holder: String,
     pub(super) token: i64,
+    address: Option<Address>,
+    /// The address as stored (`None`: NULL), so ending it for want of a readable one matches
+    /// exactly the row claimed.
+    pub(super) stored_address: Option<String>,
 }
 
 impl Claim {
@@ -220,6 +230,13 @@ impl Claim {
     /// The surface the follow-up goes to.
     pub fn surface(&self) -> &str {
         &self.surface
+    }
+
+    /// Where the follow-up goes: the address stored with the commitment. `None` when it was
+    /// stored before migration 0004 (or its address cannot be read): it is never kept to a
+    /// guessed destination.
+    pub fn address(&self) -> Option<&Address> {
+        self.address.as_ref()
     }
 
     /// What to re-run.
@@ -265,8 +282,9 @@ pub(super) fn sql(pool: &Pool, template: &str) -> String {
 
 const INSERT: &str = "INSERT INTO mesh_commitments \
      (id, conversation, surface, agent, run, handler, input, mode, gate, system_prompt, plan, \
-      due_ms, attempts_made, state, created_ms, updated_ms) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {now} + $12, 0, 'pending', {now}, {now})";
+      due_ms, attempts_made, state, address, created_ms, updated_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, {now} + $12, 0, 'pending', $13, \
+             {now}, {now})";
 
 const CLAIM_DUE: &str = "UPDATE mesh_commitments \
      SET state = 'claimed', claim_holder = $1, claim_token = COALESCE(claim_token, 0) + 1, \
@@ -276,7 +294,7 @@ const CLAIM_DUE: &str = "UPDATE mesh_commitments \
             OR (state = 'claimed' AND claim_expires_ms <= {now}) \
          ORDER BY due_ms LIMIT $3{lock}) \
      RETURNING id, conversation, surface, agent, run, handler, input, mode, gate, \
-               system_prompt, plan, attempts_made, claim_token";
+               system_prompt, plan, attempts_made, claim_token, address";
 
 const RETRY_LATER: &str = "UPDATE mesh_commitments \
      SET state = 'pending', attempts_made = attempts_made + 1, due_ms = {now} + $4, \
@@ -304,7 +322,7 @@ const DUE_COUNT: &str = "SELECT \
            OR (state = 'claimed' AND claim_expires_ms <= {now})) AS due, \
      (SELECT COUNT(*) FROM mesh_outbox_parts WHERE state IN ('pending', 'sending')) AS open";
 
-const LIST: &str = "SELECT id, surface, handler, state, attempts_made \
+const LIST: &str = "SELECT id, surface, address, handler, state, attempts_made \
      FROM mesh_commitments WHERE conversation = $1 ORDER BY created_ms, id";
 
 /// What [`Store::pending_work`] found.
@@ -336,17 +354,41 @@ fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
-impl Store {
-    /// Stores `commitment` with what a worker needs to keep it: `task`, the `plan` (fixed
-    /// now) and the `surface` its follow-up goes to. Due after the plan's first delay.
+impl<C: Channel> Durable<C> {
+    /// Stores `commitment` for the holding line this channel delivers: its follow-up goes
+    /// where the holding line went, this channel's [`address`](Channel::address). See
+    /// [`Store::keep_commitment`].
     pub async fn keep_commitment(
         &self,
         commitment: &Commitment,
-        surface: Surface,
+        task: &FollowUpTask,
+        plan: FollowUpPlan,
+    ) -> Result<(), StoreError> {
+        self.store()
+            .keep_commitment(commitment, &self.address, task, plan)
+            .await
+    }
+}
+
+impl Store {
+    /// Stores `commitment` with what a worker needs to keep it: `task`, the `plan` (fixed
+    /// now) and the address its follow-up goes to, `to`. Due after the plan's first delay.
+    ///
+    /// The rule: `to` is the address of the channel the commitment's holding line goes
+    /// through, so the follow-up reaches the chat that read the promise, and nowhere else.
+    /// [`Durable::keep_commitment`] passes its own; code that stores the promise apart from
+    /// its channel (a [`PromiseKeeper`](crate::boundary::PromiseKeeper) that runs before the
+    /// line goes) passes that channel's [`Channel::address`]. An address that fails
+    /// [`Address::validate`] is refused ([`StoreError::BadAddress`]).
+    pub async fn keep_commitment(
+        &self,
+        commitment: &Commitment,
+        to: &Address,
         task: &FollowUpTask,
         plan: FollowUpPlan,
     ) -> Result<(), StoreError> {
         let attr = commitment.attribution();
+        let address = address_text(attr.conversation(), to)?;
         let input = encode("follow-up input", &task.input)?;
         let gate = task
             .gate
@@ -359,7 +401,7 @@ impl Store {
             sqlx::query(&statement)
                 .bind(commitment.id().to_string())
                 .bind(attr.conversation())
-                .bind(surface.as_str())
+                .bind(to.surface().as_str())
                 .bind(attr.agent())
                 .bind(attr.run())
                 .bind(&task.handler)
@@ -369,6 +411,7 @@ impl Store {
                 .bind(task.system_prompt.as_deref())
                 .bind(&plan_text)
                 .bind(millis(plan.delay_before(1)))
+                .bind(&address)
                 .execute(pool)
                 .await
                 .map_err(StoreError::database)?;
@@ -435,6 +478,7 @@ impl Store {
                         plan: text("plan")?,
                         attempts_made: int("attempts_made")?,
                         token: int("claim_token")?,
+                        address: opt("address")?,
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?
@@ -526,6 +570,7 @@ impl Store {
                     Ok(StoredCommitment {
                         id: row.try_get("id").map_err(StoreError::database)?,
                         surface: row.try_get("surface").map_err(StoreError::database)?,
+                        address: read_address(conversation, row.try_get::<Option<String>, _>("address").map_err(StoreError::database)?.as_deref())?,
                         handler: row.try_get("handler").map_err(StoreError::database)?,
                         status: CommitmentStatus::parse(&row.try_get::<String, _>("state").map_err(StoreError::database)?)?,
                         attempts_made: count_u32(row.try_get("attempts_made").map_err(StoreError::database)?),
@@ -551,6 +596,7 @@ struct RawClaim {
     plan: String,
     attempts_made: i64,
     token: i64,
+    address: Option<String>,
 }
 
 impl RawClaim {
@@ -570,6 +616,15 @@ impl RawClaim {
             None => None,
         };
         let plan = serde_json::from_str(&self.plan).map_err(|e| corrupt("plan", &e))?;
+        // An unreadable address is not a reason to fail the batch: the claim carries none, and
+        // the worker ends it as it ends one stored before addresses were (never guessing).
+        let address = match read_address(&self.conversation, self.address.as_deref()) {
+            Ok(address) => address,
+            Err(error) => {
+                tracing::error!(target: "mesh_egress::store", conversation = %self.conversation, commitment = %self.id, error = %error, "a stored commitment's address cannot be read");
+                None
+            }
+        };
         Ok(Claim {
             id,
             attribution: Attribution::new(self.agent, self.conversation, self.run),
@@ -585,6 +640,8 @@ impl RawClaim {
             attempts_made: count_u32(self.attempts_made),
             holder: holder.to_owned(),
             token: self.token,
+            address,
+            stored_address: self.address,
         })
     }
 }

@@ -55,6 +55,10 @@ impl<C: Channel> Channel for Sealing<'_, C> {
         Channel::renderer(self.durable)
     }
 
+    fn address(&self) -> crate::address::Address {
+        Channel::address(self.durable)
+    }
+
     fn commit(
         &self,
         record: &CommitRecord<'_>,

@@ -6,8 +6,8 @@
 //! share it); `postgres://…` connects and migrates a database for many workers on many hosts.
 //! The migrations ship inside the crate. [`Store::channel`] wraps any [`Channel`](crate::channel::Channel) in a
 //! [`Durable`] one: committing a message writes all its parts in one transaction together with
-//! the lease check, and each send is recorded. [`Store::resend`] sends what a crashed or
-//! replaced worker left, in order. [`Store::durable_ledger`] writes the run ledger to the same
+//! the lease check and the channel's [`Address`] (see [addresses](#addresses)), and each send
+//! is recorded. [`Store::resend`] sends what a crashed or replaced worker left, in order. [`Store::durable_ledger`] writes the run ledger to the same
 //! database ([`Store::ledger_entries`] reads it per conversation and run), and
 //! [`Store::prune`] deletes what ended long enough ago.
 //!
@@ -19,11 +19,11 @@
 //! use std::time::Duration;
 //! use mesh_egress::{AgentMessage, Attribution};
 //! use mesh_egress::channel::{Deliver, Recorder};
-//! use mesh_egress::store::{Store, Surface};
+//! use mesh_egress::store::Store;
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
 //! let lease = store.acquire("c1", "worker-a", Duration::from_secs(30)).await?;
-//! let channel = store.channel(Recorder::new(), Surface::Plain);
+//! let channel = store.channel(Recorder::new());
 //! let message = AgentMessage::new("Deployed.", Attribution::new("ops", "c1", "r1"))
 //!     .with_ownership(lease.ownership());
 //! channel.deliver(message).await?;
@@ -53,6 +53,8 @@
 //! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back: re-sent at once as a message of its own, from the confirmed offset |
 //! | `sending` (streamed) | `uncertain` | the stream stopped on a call that got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`, a Slack post or start): maybe shown, never sent again |
 //! | `sending` (streamed) | `uncertain` / `pending` | found so by [`Store::resend`] (its sender died mid-stream): the unknown-outcome knob alone, never a lookup or a nonce |
+//! | `pending` / `sending` (no address) | `failed` | a [`Worker`](crate::worker::Worker) found it stored without a readable address ([rows without an address](#rows-without-an-address)): never sent to a guessed destination |
+//! | `failed` (for want of an address) | `pending` | [`Store::readdress`]: the operator gave its conversation the address |
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
@@ -61,10 +63,60 @@
 //! [`OutboxRecord::Uncertain`](crate::ledger::OutboxRecord) row: delivery id, part, surface,
 //! never its text); the later parts of its conversation go on.
 //!
+//! # Addresses
+//!
+//! Every part is stored with the [`Address`] of the channel it was committed through
+//! ([`Channel::address`](crate::channel::Channel::address): where the part really goes), as
+//! JSON in the `address` column; an address that fails [`Address::validate`] is refused at
+//! commit ([`StoreError::BadAddress`]) rather than written where no reader could trust it.
+//! [`Store::resend`] sends the parts stored for its channel's address only, so a resend
+//! through a channel to one chat can never post another chat's parts. A promise
+//! ([`Store::keep_commitment`]) is stored with the address of the channel its holding line goes
+//! through ([`Durable::keep_commitment`] does that), so its follow-up reaches the chat that
+//! read the promise and no other. What reads a row back checks its address again
+//! ([`StoredPart::address`], [`Claim::address`]); text that is not a valid address is a
+//! [`StoreError::BadAddress`], never a panic. The surface, and so the duplicate rules below,
+//! come from the address: no caller states them.
+//!
+//! A [`Worker`](crate::worker::Worker) holds a [`SurfaceClient`](crate::channel::SurfaceClient)
+//! per surface and makes the channel for each stored address from it, so one worker serves
+//! every conversation of every surface it has a client for.
+//!
+//! # Rows without an address
+//!
+//! Rows written before migration 0004 have no address (the column is NULL), and a row whose
+//! address cannot be read has none a sender could trust. They are never sent to a guessed
+//! destination. The first worker that serves their surface marks such parts `failed` (under
+//! the conversation's lease) and ends such commitments `cancelled` with nothing sent, each
+//! marked as ended for want of an address; each gets a ledger row
+//! ([`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord) or `UnaddressedCommitment`:
+//! delivery id, part or commitment id, surface; never the text) on the worker's ledger
+//! ([`Worker::with_ledger`](crate::worker::Worker::with_ledger)), and one `warn` on target
+//! `mesh_egress::store` names the conversation (once per conversation per pass).
+//!
+//! To send them after all, an operator gives the conversation its address:
+//!
+//! ```no_run
+//! # use mesh_egress::store::Store;
+//! use mesh_egress::address::SlackAddress;
+//! # async fn f(store: Store) -> Result<(), mesh_egress::store::StoreError> {
+//! let fixed = store.readdress("conv-1", &SlackAddress::new("C0123456789").into()).await?;
+//! # let _ = fixed; Ok(()) }
+//! ```
+//!
+//! [`Store::readdress`] sets the address on the conversation's rows that have none, puts the
+//! parts a worker failed for want of one back to `pending` and the commitments it ended back
+//! to `pending` (due at once); the next pass of a worker with a client for that surface sends
+//! them, in order, by the usual rules. Rows that have an address, and rows that failed or
+//! ended for another reason, are never touched. To find the conversations concerned, read
+//! the ledger's `unaddressed` rows ([`Store::ledger_entries`]) or the `warn` events. Running
+//! `readdress` before any worker of the new release has started sends nothing twice: it only
+//! gives the still-open rows their address.
+//!
 //! # Duplicates, per surface
 //!
 //! A send whose outcome is unknown may have reached the surface. Whether it is sent again
-//! depends on what the surface can deduplicate ([`Surface`]):
+//! depends on what the surface of the part's address can deduplicate ([`Surface`]):
 //!
 //! - **Discord** sends the part's idempotency key as `nonce` with `enforce_nonce`, and Discord
 //!   drops a repeated nonce within a few minutes
@@ -165,6 +217,7 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod readdress;
 mod resend;
 mod retention;
 mod stream;
@@ -176,6 +229,10 @@ use std::time::Duration;
 
 use sqlx::Row;
 
+#[cfg(doc)]
+use crate::address::Surface;
+use crate::address::{Address, AddressError};
+
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,
@@ -184,6 +241,7 @@ pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, UnknownOutcome};
+pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
 
@@ -212,9 +270,11 @@ impl Store {
         })
     }
 
-    /// Wraps `channel` so its commits and sends go through this store's outbox.
-    pub fn channel<C: crate::channel::Channel>(&self, channel: C, surface: Surface) -> Durable<C> {
-        Durable::new(self.clone(), channel, surface)
+    /// Wraps `channel` so its commits and sends go through this store's outbox. Every part
+    /// is stored with the channel's [`address`](crate::channel::Channel::address), which also
+    /// decides the [duplicate rules](self#duplicates-per-surface) its sends follow.
+    pub fn channel<C: crate::channel::Channel>(&self, channel: C) -> Durable<C> {
+        Durable::new(self.clone(), channel)
     }
 
     /// Every part recorded for `conversation`, in commit order: what operators and tests read.
@@ -233,6 +293,7 @@ impl Store {
                         index: to_usize(row.try_get("part_index").map_err(StoreError::database)?)?,
                         total: to_usize(row.try_get("total").map_err(StoreError::database)?)?,
                         surface: row.try_get("surface").map_err(StoreError::database)?,
+                        address: read_address(conversation, row.try_get::<Option<String>, _>("address").map_err(StoreError::database)?.as_deref())?,
                         text: row.try_get("body").map_err(StoreError::database)?,
                         state: PartState::parse(&row.try_get::<String, _>("state").map_err(StoreError::database)?)?,
                         platform_id: row.try_get("platform_id").map_err(StoreError::database)?,
@@ -271,46 +332,38 @@ impl Pool {
     }
 }
 
+/// An address as the store writes it: validated, then its JSON text.
+pub(crate) fn address_text(conversation: &str, address: &Address) -> Result<String, StoreError> {
+    let bad = |error| StoreError::BadAddress {
+        conversation: conversation.to_owned(),
+        error,
+    };
+    address.validate().map_err(bad)?;
+    serde_json::to_string(address).map_err(|e| bad(AddressError::Malformed(e.to_string())))
+}
+
+/// An address as the store reads it back: `None` for a row from before migration 0004, a
+/// typed error for text that is not a valid address.
+pub(crate) fn read_address(
+    conversation: &str,
+    text: Option<&str>,
+) -> Result<Option<Address>, StoreError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let bad = |error| StoreError::BadAddress {
+        conversation: conversation.to_owned(),
+        error,
+    };
+    // Bounded: a reader's message can quote what it read.
+    let address: Address = serde_json::from_str(text)
+        .map_err(|e| bad(AddressError::Malformed(outbox::bounded(e.to_string()))))?;
+    address.validate().map_err(bad)?;
+    Ok(Some(address))
+}
+
 fn to_usize(value: i64) -> Result<usize, StoreError> {
     usize::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative part index {value}")))
-}
-
-/// The chat surface a durable channel delivers to: it decides what a re-send may do (see the
-/// [module docs](self#duplicates-per-surface)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Surface {
-    /// Discord: `nonce` + `enforce_nonce` dedupes a re-send inside Discord's window.
-    Discord,
-    /// Slack: no server-side dedupe.
-    Slack,
-    /// Telegram: no dedupe.
-    Telegram,
-    /// Stdout, a recorder, any channel without dedupe.
-    Plain,
-}
-
-impl Surface {
-    /// The name stored in the outbox.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Discord => "discord",
-            Self::Slack => "slack",
-            Self::Telegram => "telegram",
-            Self::Plain => "plain",
-        }
-    }
-
-    /// Whether the surface drops a repeated send of the same part by itself.
-    pub fn dedupes(self) -> bool {
-        matches!(self, Self::Discord)
-    }
-}
-
-impl fmt::Display for Surface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Where a part is in its life (see the [state table](self#part-states)).
@@ -365,6 +418,10 @@ pub struct StoredPart {
     pub total: usize,
     /// The surface it was committed for.
     pub surface: String,
+    /// Where it goes: the address of the channel it was committed through. `None` for a row
+    /// from before migration 0004, which is never sent to a guessed destination (see
+    /// [rows without an address](self#rows-without-an-address)).
+    pub address: Option<Address>,
     /// The exact payload.
     pub text: String,
     /// Where it is.
@@ -437,6 +494,16 @@ pub enum StoreError {
     /// A row the store wrote cannot be read back.
     #[error("the store holds a row it cannot read: {0}")]
     Corrupt(String),
+    /// An address the store was given, or holds, is not a valid one (checked by
+    /// [`Address::validate`]): a part or commitment is never written or read with it.
+    #[error("conversation {conversation:?} has an address the store cannot use")]
+    BadAddress {
+        /// The conversation.
+        conversation: String,
+        /// What is wrong with it.
+        #[source]
+        error: AddressError,
+    },
     /// Something that runs in the background (the durable ledger's writer) was asked for
     /// outside a Tokio runtime.
     #[error("the store needs a Tokio runtime for this (call it from async code)")]

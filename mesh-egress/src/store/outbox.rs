@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use super::follow_up::Seal;
-use super::{Store, StoreError, Surface, on_pool};
+use super::{Store, StoreError, address_text, on_pool};
+use crate::address::{Address, Surface};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
 use crate::ledger::{Ledger, LedgerRecord, OutboxRecord};
@@ -22,12 +23,15 @@ const MAX_ERROR_TEXT: usize = 500;
 /// part in one transaction with the lease check, and each send is claimed and recorded (see
 /// the [state table](super#part-states)). Built by [`Store::channel`].
 ///
-/// Rendering is the inner channel's; so is the wire. The inner channel's own
+/// Rendering is the inner channel's; so is the wire, and so is the destination: every part is
+/// stored with the inner channel's [`address`](Channel::address) (read once, when the durable
+/// channel is built), and its surface decides the duplicate rules. The inner channel's own
 /// [`commit`](Channel::commit) runs first.
 pub struct Durable<C> {
     store: Store,
     pub(super) inner: C,
-    pub(super) surface: Surface,
+    /// Where the parts go: the inner channel's address.
+    pub(super) address: Address,
     pub(super) dedupe_window: Duration,
     pub(super) unknown_outcome: UnknownOutcome,
     ledger: Option<Ledger>,
@@ -58,11 +62,11 @@ pub(super) enum Outcome {
 }
 
 impl<C: Channel> Durable<C> {
-    pub(super) fn new(store: Store, inner: C, surface: Surface) -> Self {
+    pub(super) fn new(store: Store, inner: C) -> Self {
         Self {
             store,
+            address: inner.address(),
             inner,
-            surface,
             dedupe_window: DEFAULT_DEDUPE_WINDOW,
             unknown_outcome: UnknownOutcome::default(),
             ledger: None,
@@ -89,7 +93,7 @@ impl<C: Channel> Durable<C> {
         if let Some(attribution) = attribution {
             report_uncertain(
                 self.ledger.as_ref(),
-                self.surface,
+                self.surface(),
                 attribution,
                 delivery,
                 part,
@@ -122,9 +126,9 @@ impl<C: Channel> Durable<C> {
         &self.inner
     }
 
-    /// The surface the parts are recorded for.
+    /// The surface the parts are recorded for: the address's.
     pub fn surface(&self) -> Surface {
-        self.surface
+        self.address.surface()
     }
 
     /// What it does with a part whose outcome cannot be settled (see
@@ -149,6 +153,10 @@ impl<C: Channel> Durable<C> {
         Channel::commit(&self.inner, record).await?;
         let fence = record.ownership.and_then(Ownership::fence);
         let conversation = record.attribution.conversation();
+        // A row no worker could read back is never written.
+        let address = address_text(conversation, &self.address)
+            .map_err(|error| CommitError::Store(Box::new(error)))?;
+        let surface = self.surface().as_str();
         if fence.is_some_and(|f| f.conversation != conversation) {
             // A lease on another conversation proves nothing about this one.
             return Err(CommitError::OwnershipLost);
@@ -190,11 +198,12 @@ impl<C: Channel> Durable<C> {
                     .bind(conversation)
                     .bind(record.attribution.agent())
                     .bind(record.attribution.run())
-                    .bind(self.surface.as_str())
+                    .bind(surface)
                     .bind(text)
                     .bind(format!("{delivery}-{index}"))
                     .bind(fence.map(|f| f.holder.as_str()))
                     .bind(fence.map(|f| f.token))
+                    .bind(&address)
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
@@ -277,7 +286,7 @@ impl<C: Channel> Durable<C> {
                         },
                         Outcome::Retry,
                     )
-                } else if self.surface.dedupes() {
+                } else if self.surface().dedupes() {
                     (
                         Mark::Retry {
                             maybe_delivered: true,
@@ -292,7 +301,7 @@ impl<C: Channel> Durable<C> {
                     };
                     match lookup {
                         PartLookup::Found(receipt) => {
-                            tracing::info!(target: "mesh_egress::store", %delivery, index, surface = %self.surface, "reconciled: the surface holds the part; not sent again");
+                            tracing::info!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "reconciled: the surface holds the part; not sent again");
                             self.record_sent(&delivery, index, receipt.id()).await;
                             return (Ok(receipt), Outcome::Sent);
                         }
@@ -322,7 +331,7 @@ impl<C: Channel> Durable<C> {
                 }
                 match outcome {
                     Outcome::Uncertain => {
-                        tracing::warn!(target: "mesh_egress::store", %delivery, index, surface = %self.surface, "part uncertain: it may have reached the surface, which cannot dedupe a re-send");
+                        tracing::warn!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "part uncertain: it may have reached the surface, which cannot dedupe a re-send");
                         self.report_uncertain(
                             error.part().map(CommittedPart::attribution),
                             &delivery,
@@ -464,6 +473,10 @@ impl<C: Channel> Channel for Durable<C> {
         self.inner.renderer()
     }
 
+    fn address(&self) -> Address {
+        self.address.clone()
+    }
+
     fn commit(
         &self,
         record: &CommitRecord<'_>,
@@ -487,7 +500,7 @@ impl<C: Channel> Channel for Durable<C> {
 impl<C> fmt::Debug for Durable<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Durable")
-            .field("surface", &self.surface)
+            .field("address", &self.address)
             .field("dedupe_window", &self.dedupe_window)
             .field("unknown_outcome", &self.unknown_outcome)
             .field("ledger", &self.ledger.is_some())

@@ -7,7 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use sqlx::Row;
 
 use super::outbox::{Durable, Outcome, bounded};
-use super::{Store, StoreError, Surface, UnknownOutcome, millis, on_pool, to_usize};
+use super::{Store, StoreError, UnknownOutcome, address_text, millis, on_pool, to_usize};
 use crate::channel::{Channel, PartLookup};
 use crate::egress::Attribution;
 use crate::outbound::{CommittedPart, DeliveryId};
@@ -50,8 +50,11 @@ struct OpenPart {
 
 impl Store {
     /// Sends the parts of `lease`'s conversation that are still open in the outbox for
-    /// `channel`'s surface, oldest first, as its current holder: after a restart, or on the
-    /// worker that took the conversation over.
+    /// `channel`'s address, oldest first, as its current holder: after a restart, or on the
+    /// worker that took the conversation over. Parts the conversation committed for another
+    /// destination are left for a channel to that one, and parts stored without an address
+    /// (before migration 0004) are never sent (see
+    /// [rows without an address](super#rows-without-an-address)).
     ///
     /// A part found `sending` or marked maybe-delivered had an attempt whose outcome is
     /// unknown: it is re-sent where the surface dedupes and within the window. Elsewhere the
@@ -67,13 +70,15 @@ impl Store {
         let mut report = ResendReport::default();
         let conversation = lease.conversation();
         let fence: &Fence = lease_fence(lease);
+        let address = address_text(conversation, &channel.address)?;
+        let surface = channel.surface().as_str();
         loop {
             if !lease.is_held() {
                 return Err(StoreError::LeaseLost {
                     conversation: conversation.to_owned(),
                 });
             }
-            let Some(open) = self.next_open(conversation, channel.surface).await? else {
+            let Some(open) = self.next_open(conversation, &address).await? else {
                 return Ok(report);
             };
             let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
@@ -96,7 +101,7 @@ impl Store {
                 }
             } else if open.sending || open.maybe_delivered {
                 let age = open.first_attempt_ms.map(|t| open.now_ms.saturating_sub(t));
-                let within = channel.surface.dedupes()
+                let within = channel.surface().dedupes()
                     && age.is_some_and(|age| age <= millis(channel.dedupe_window));
                 let sql = &self.inner.sql;
                 let settled = if within {
@@ -135,7 +140,7 @@ impl Store {
                                 )
                                 .await?;
                             if changed == 1 {
-                                tracing::info!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "reconciled after a restart: the surface holds the part; not sent again");
+                                tracing::info!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface, "reconciled after a restart: the surface holds the part; not sent again");
                                 report.reconciled += 1;
                                 continue;
                             }
@@ -157,7 +162,7 @@ impl Store {
                         PartLookup::Unknown { .. }
                             if channel.unknown_outcome == UnknownOutcome::SendAgain =>
                         {
-                            tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "outcome unknown after a restart: sent again (UnknownOutcome::SendAgain)");
+                            tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface, "outcome unknown after a restart: sent again (UnknownOutcome::SendAgain)");
                             self.execute_fenced(
                                 &sql.reopen_not_found,
                                 &open.delivery,
@@ -181,7 +186,7 @@ impl Store {
                                 )
                                 .await?;
                             if changed == 1 {
-                                tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface = %channel.surface, "part uncertain after a restart: not re-sent");
+                                tracing::warn!(target: "mesh_egress::store", conversation, delivery = %open.delivery, index = open.index, surface, "part uncertain after a restart: not re-sent");
                                 channel.report_uncertain(
                                     Some(part.attribution()),
                                     &open.delivery,
@@ -221,13 +226,13 @@ impl Store {
     async fn next_open(
         &self,
         conversation: &str,
-        surface: Surface,
+        address: &str,
     ) -> Result<Option<OpenPart>, StoreError> {
         let sql = &self.inner.sql.next_open;
         on_pool!(&self.inner.pool, pool => {
             let Some(row) = sqlx::query(sql)
                 .bind(conversation)
-                .bind(surface.as_str())
+                .bind(address)
                 .fetch_optional(pool)
                 .await
                 .map_err(StoreError::database)?

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::outbox::{Durable, report_uncertain};
-use super::{Store, StoreError, Surface, UnknownOutcome, on_pool};
+use super::{Store, StoreError, UnknownOutcome, on_pool};
+use crate::address::Surface;
 use crate::channel::Channel;
 use crate::channel::stream::{
     CallRefused, CallVerdict, ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver,
@@ -261,7 +262,7 @@ impl Store {
         let conversation = part.attribution().conversation();
         let send_again = channel.unknown_outcome() == UnknownOutcome::SendAgain;
         let changed = if send_again {
-            tracing::warn!(target: "mesh_egress::store", conversation, %delivery, index = part.index(), surface = %channel.surface(), "streamed part's outcome unknown after a restart: sent again as a message of its own (UnknownOutcome::SendAgain)");
+            tracing::warn!(target: "mesh_egress::store", conversation, %delivery, index = part.index(), surface = channel.surface().as_str(), "streamed part's outcome unknown after a restart: sent again as a message of its own (UnknownOutcome::SendAgain)");
             self.execute_fenced(&sql.reopen_not_found, &delivery, index, None, fence)
                 .await?
         } else {
@@ -275,7 +276,7 @@ impl Store {
             });
         }
         if !send_again {
-            tracing::warn!(target: "mesh_egress::store", conversation, %delivery, index = part.index(), surface = %channel.surface(), "streamed part uncertain after a restart: not re-sent");
+            tracing::warn!(target: "mesh_egress::store", conversation, %delivery, index = part.index(), surface = channel.surface().as_str(), "streamed part uncertain after a restart: not re-sent");
             channel.report_uncertain(Some(part.attribution()), &delivery, part.index(), true);
         }
         Ok(send_again)

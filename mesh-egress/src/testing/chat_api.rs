@@ -7,7 +7,7 @@
 //! does — post the message, or post it and then lose the answer — is a [`ChatStep`].
 //!
 //! ```
-//! use mesh_egress::channel::http::Surface;
+//! use mesh_egress::Surface;
 //! use mesh_egress::channel::{Deliver, PlainText, SlackChannel};
 //! use mesh_egress::testing::{FakeApi, FakeResponse};
 //! use mesh_egress::{AgentMessage, Attribution};
@@ -41,7 +41,34 @@ use tokio::task::JoinHandle;
 
 use super::FakeResponse;
 use super::fake_provider::{FakeBody, play};
-use crate::channel::http::Surface;
+use crate::address::{Address, DiscordAddress, SlackAddress, Surface, TelegramAddress};
+
+/// The surfaces a [`FakeApi`] can fake: those with a chat API the crate connects to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Api {
+    Slack,
+    Discord,
+    Telegram,
+}
+
+impl Api {
+    fn of(surface: Surface) -> Option<Self> {
+        match surface {
+            Surface::Slack => Some(Self::Slack),
+            Surface::Discord => Some(Self::Discord),
+            Surface::Telegram => Some(Self::Telegram),
+            _ => None,
+        }
+    }
+
+    pub(super) fn surface(self) -> Surface {
+        match self {
+            Self::Slack => Surface::Slack,
+            Self::Discord => Surface::Discord,
+            Self::Telegram => Surface::Telegram,
+        }
+    }
+}
 
 /// What a [`FakeApi`] does with one request.
 ///
@@ -81,7 +108,8 @@ impl From<FakeResponse> for ChatStep {
     }
 }
 
-/// Each surface's own answers, in the model fake's vocabulary.
+/// Each surface's own answers, in the model fake's vocabulary. A surface without a chat API
+/// (the web chat, plain) gets a bare HTTP answer of the same kind.
 impl FakeResponse {
     /// A `429` asking for `wait`, in `surface`'s own form: Slack's `Retry-After` header (whole
     /// seconds, rounded up), Discord's `retry_after` body field (fractional seconds,
@@ -98,12 +126,13 @@ impl FakeResponse {
 
     /// An HTTP error `status` (a 5xx) with `surface`'s JSON error body.
     pub fn chat_server_error(surface: Surface, status: u16) -> Self {
-        let body = match surface {
-            Surface::Telegram => {
+        let body = match Api::of(surface) {
+            Some(Api::Telegram) => {
                 json!({ "ok": false, "error_code": status, "description": "Internal Server Error" })
             }
-            Surface::Discord => json!({ "message": "Internal Server Error", "code": 0 }),
-            Surface::Slack => json!({ "ok": false, "error": "internal_error" }),
+            Some(Api::Discord) => json!({ "message": "Internal Server Error", "code": 0 }),
+            Some(Api::Slack) => json!({ "ok": false, "error": "internal_error" }),
+            None => json!({ "error": "Internal Server Error" }),
         };
         Self::raw(status, body.to_string())
     }
@@ -111,28 +140,30 @@ impl FakeResponse {
     /// `surface`'s refusal: Slack `200` with `ok: false` and this error code; Discord `400` with
     /// this message; Telegram `400` with this description.
     pub fn chat_refusal(surface: Surface, detail: &str) -> Self {
-        match surface {
-            Surface::Discord => {
+        match Api::of(surface) {
+            Some(Api::Discord) => {
                 Self::raw(400, json!({ "message": detail, "code": 50035 }).to_string())
             }
-            Surface::Telegram => Self::raw(
+            Some(Api::Telegram) => Self::raw(
                 400,
                 json!({ "ok": false, "error_code": 400, "description": detail }).to_string(),
             ),
-            Surface::Slack => Self::raw(200, json!({ "ok": false, "error": detail }).to_string()),
+            Some(Api::Slack) => Self::raw(200, json!({ "ok": false, "error": detail }).to_string()),
+            None => Self::raw(400, json!({ "error": detail }).to_string()),
         }
     }
 
     /// `surface`'s success for a message posted to `target` with platform id `id` (what
     /// [`ChatStep::Accept`] answers).
     pub fn chat_success(surface: Surface, target: &str, id: &str) -> Self {
-        let body = match surface {
-            Surface::Discord => json!({ "id": id, "channel_id": target }),
-            Surface::Telegram => json!({
+        let body = match Api::of(surface) {
+            Some(Api::Discord) => json!({ "id": id, "channel_id": target }),
+            Some(Api::Telegram) => json!({
                 "ok": true,
                 "result": { "message_id": id.parse::<i64>().unwrap_or_default(), "chat": { "id": target } },
             }),
-            Surface::Slack => json!({ "ok": true, "channel": target, "ts": id }),
+            Some(Api::Slack) => json!({ "ok": true, "channel": target, "ts": id }),
+            None => json!({ "id": id }),
         };
         Self::raw(200, body.to_string())
     }
@@ -162,8 +193,8 @@ fn whole_seconds(wait: Duration) -> u64 {
 
 fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse {
     let header = whole_seconds(wait).to_string();
-    match surface {
-        Surface::Discord => {
+    match Api::of(surface) {
+        Some(Api::Discord) => {
             let body = json!({
                 "message": "You are being rate limited.",
                 "retry_after": wait.as_secs_f64(),
@@ -177,7 +208,7 @@ fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse 
                 response
             }
         }
-        Surface::Telegram => FakeResponse::raw(
+        Some(Api::Telegram) => FakeResponse::raw(
             429,
             json!({
                 "ok": false,
@@ -187,11 +218,13 @@ fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse 
             })
             .to_string(),
         ),
-        Surface::Slack => FakeResponse::raw(
+        Some(Api::Slack) => FakeResponse::raw(
             429,
             json!({ "ok": false, "error": "ratelimited" }).to_string(),
         )
         .with_header(RETRY_AFTER.as_str(), &header),
+        None => FakeResponse::raw(429, json!({ "error": "rate limited" }).to_string())
+            .with_header(RETRY_AFTER.as_str(), &header),
     }
 }
 
@@ -201,6 +234,9 @@ fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse 
 pub struct ReceivedMessage {
     /// The channel, or chat, it was posted to.
     pub target: String,
+    /// Where it was posted: the channel or chat, and the thread (Slack `thread_ts`) or forum
+    /// topic (Telegram `message_thread_id`) it named.
+    pub address: Address,
     /// The message text, exactly as sent.
     pub text: String,
     /// The whole JSON request body.
@@ -228,7 +264,7 @@ pub(super) struct State {
 }
 
 pub(super) struct Shared {
-    pub(super) surface: Surface,
+    pub(super) surface: Api,
     pub(super) token: String,
     state: Mutex<State>,
 }
@@ -259,8 +295,15 @@ pub struct FakeApi {
 }
 
 impl FakeApi {
-    /// Starts a fake of `surface` that accepts bot `token`.
+    /// Starts a fake of `surface` (Slack, Discord or Telegram; another surface is an
+    /// [`InvalidInput`](std::io::ErrorKind::InvalidInput) error) that accepts bot `token`.
     pub async fn start(surface: Surface, token: impl Into<String>) -> std::io::Result<Self> {
+        let Some(surface) = Api::of(surface) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("no chat API fake for {surface}"),
+            ));
+        };
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -278,7 +321,7 @@ impl FakeApi {
 
     /// The surface this fake speaks for.
     pub fn surface(&self) -> Surface {
-        self.shared.surface
+        self.shared.surface.surface()
     }
 
     /// The address the fake listens on.
@@ -289,9 +332,9 @@ impl FakeApi {
     /// The base URL to configure the connector with.
     pub fn base_url(&self) -> String {
         match self.shared.surface {
-            Surface::Discord => format!("http://{}/api/v10", self.addr),
-            Surface::Telegram => format!("http://{}", self.addr),
-            Surface::Slack => format!("http://{}/api", self.addr),
+            Api::Discord => format!("http://{}/api/v10", self.addr),
+            Api::Telegram => format!("http://{}", self.addr),
+            Api::Slack => format!("http://{}/api", self.addr),
         }
     }
 
@@ -383,7 +426,7 @@ async fn handle(
         Ok(collected) => serde_json::from_slice(&collected.to_bytes()).unwrap_or(Value::Null),
         Err(_) => Value::Null,
     };
-    if shared.surface == Surface::Slack && super::slack_history::is_read(&path) {
+    if shared.surface == Api::Slack && super::slack_history::is_read(&path) {
         let answer = super::slack_history::read(&shared, &path, &query, authorization.as_deref());
         return Ok(play(answer).await);
     }
@@ -391,7 +434,8 @@ async fn handle(
     let step = {
         let mut state = shared.lock();
         state.attempts += 1;
-        super::chat_stream::record(&mut state, &method, &body);
+        let address = destination(shared.surface, &path, &body);
+        super::chat_stream::record(&mut state, &method, &body, address);
         let scripted = state.stream.next_step(&method);
         scripted
             .or_else(|| state.script.pop_front())
@@ -410,9 +454,9 @@ async fn handle(
     let answer = match route(&shared, &path, authorization.as_deref(), &body) {
         None => refuse_auth(shared.surface),
         Some(target) => match step {
-            ChatStep::Accept => accept(&shared, target, body),
+            ChatStep::Accept => accept(&shared, &path, target, body),
             ChatStep::AcceptThen(answer) => {
-                accept(&shared, target, body);
+                accept(&shared, &path, target, body);
                 answer
             }
             ChatStep::Answer(answer) => answer,
@@ -430,18 +474,18 @@ fn route(shared: &Shared, path: &str, authorization: Option<&str>, body: &Value)
         _ => None,
     };
     match shared.surface {
-        Surface::Discord => {
+        Api::Discord => {
             let authorized = authorization == Some(&format!("Bot {}", shared.token));
             let id = path
                 .strip_prefix("/api/v10/channels/")?
                 .strip_suffix("/messages")?;
             authorized.then(|| id.to_owned())
         }
-        Surface::Telegram => {
+        Api::Telegram => {
             let token = path.strip_prefix("/bot")?.strip_suffix("/sendMessage")?;
             (token == shared.token).then(|| field("chat_id")).flatten()
         }
-        Surface::Slack => {
+        Api::Slack => {
             let authorized = authorization == Some(&format!("Bearer {}", shared.token));
             (path == "/api/chat.postMessage" && authorized)
                 .then(|| field("channel"))
@@ -462,24 +506,24 @@ fn next_slack_ts(state: &mut State) -> String {
     format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
 }
 
-pub(super) fn refuse_auth(surface: Surface) -> FakeResponse {
+pub(super) fn refuse_auth(surface: Api) -> FakeResponse {
     let (status, body) = match surface {
-        Surface::Discord => (401, json!({ "message": "401: Unauthorized", "code": 0 })),
-        Surface::Telegram => (
+        Api::Discord => (401, json!({ "message": "401: Unauthorized", "code": 0 })),
+        Api::Telegram => (
             404,
             json!({ "ok": false, "error_code": 404, "description": "Not Found" }),
         ),
-        Surface::Slack => (200, json!({ "ok": false, "error": "invalid_auth" })),
+        Api::Slack => (200, json!({ "ok": false, "error": "invalid_auth" })),
     };
     FakeResponse::raw(status, body.to_string())
 }
 
 /// Posts the message (once per Discord nonce under `enforce_nonce`) and returns the surface's
 /// success answer.
-fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
+fn accept(shared: &Shared, path: &str, target: String, body: Value) -> FakeResponse {
     let surface = shared.surface;
     let mut state = shared.lock();
-    let nonce = (surface == Surface::Discord
+    let nonce = (surface == Api::Discord
         && body.get("enforce_nonce").and_then(Value::as_bool) == Some(true))
     .then(|| body.get("nonce").and_then(Value::as_str).map(str::to_owned))
     .flatten();
@@ -489,14 +533,14 @@ fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
         None => {
             state.next_id += 1;
             let id = match surface {
-                Surface::Discord => (1_100_000_000_000_000_000 + state.next_id).to_string(),
-                Surface::Telegram => state.next_id.to_string(),
-                Surface::Slack => next_slack_ts(&mut state),
+                Api::Discord => (1_100_000_000_000_000_000 + state.next_id).to_string(),
+                Api::Telegram => state.next_id.to_string(),
+                Api::Slack => next_slack_ts(&mut state),
             };
             if let Some(nonce) = nonce {
                 state.nonces.insert(nonce, id.clone());
             }
-            let text_field = if surface == Surface::Discord {
+            let text_field = if surface == Api::Discord {
                 "content"
             } else {
                 "text"
@@ -508,8 +552,11 @@ fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            let address = destination(surface, path, &body)
+                .unwrap_or_else(|| fallback_address(surface, &target));
             state.received.push(ReceivedMessage {
                 target: target.clone(),
+                address,
                 text,
                 body,
                 id: id.clone(),
@@ -518,5 +565,49 @@ fn accept(shared: &Shared, target: String, body: Value) -> FakeResponse {
         }
     };
     drop(state);
-    FakeResponse::chat_success(surface, &target, &id)
+    FakeResponse::chat_success(surface.surface(), &target, &id)
+}
+
+/// Where a request says it goes, as the surface reads it: Slack's `channel` and `thread_ts`,
+/// Discord's channel in the path, Telegram's `chat_id` and `message_thread_id`. `None` when the
+/// request names no destination.
+fn destination(surface: Api, path: &str, body: &Value) -> Option<Address> {
+    let field = |name: &str| match body.get(name) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Some(match surface {
+        Api::Slack => {
+            let address = SlackAddress::new(field("channel")?);
+            match field("thread_ts") {
+                Some(ts) => address.in_thread(ts),
+                None => address,
+            }
+            .into()
+        }
+        Api::Discord => {
+            let rest = path.strip_prefix("/api/v10/channels/")?;
+            let id = rest.split('/').next().filter(|id| !id.is_empty())?;
+            DiscordAddress::new(id).into()
+        }
+        Api::Telegram => {
+            let address = TelegramAddress::new(field("chat_id")?);
+            match body.get("message_thread_id").and_then(Value::as_i64) {
+                Some(topic) => address.in_topic(topic),
+                None => address,
+            }
+            .into()
+        }
+    })
+}
+
+/// The address of a target the route found but the body did not name (never for the
+/// surfaces' send endpoints, which name it in the body or the path).
+fn fallback_address(surface: Api, target: &str) -> Address {
+    match surface {
+        Api::Slack => SlackAddress::new(target).into(),
+        Api::Discord => DiscordAddress::new(target).into(),
+        Api::Telegram => TelegramAddress::new(target).into(),
+    }
 }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::FakeResponse;
-use super::chat_api::{ChatStep, FakeApi, ReceivedMessage, Shared, State};
-use crate::channel::http::Surface;
+use super::chat_api::{Api, ChatStep, FakeApi, ReceivedMessage, Shared, State};
+use crate::address::Address;
 
 /// One request the fake received, any method, failed ones included.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +28,10 @@ pub struct ReceivedCall {
     pub body: Value,
     /// When it arrived, from the fake's start.
     pub at: Duration,
+    /// Where it was for, as the surface reads it (Slack's `channel` and `thread_ts`, Discord's
+    /// channel in the path, Telegram's `chat_id` and `message_thread_id`; a Slack stream's
+    /// recipient is not part of it); `None` when the request named none.
+    pub address: Option<Address>,
 }
 
 /// A Slack stream the fake holds: the message it grows into.
@@ -87,7 +91,7 @@ impl FakeApi {
     /// cuts it without applying anything.
     ///
     /// ```
-    /// use mesh_egress::channel::http::Surface;
+    /// use mesh_egress::Surface;
     /// use mesh_egress::testing::{ChatStep, FakeApi};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
     /// let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
@@ -112,6 +116,19 @@ impl FakeApi {
     /// Every request received, in order, with its method and arrival instant.
     pub fn calls(&self) -> Vec<ReceivedCall> {
         self.shared.lock().stream.calls.clone()
+    }
+
+    /// Where every request that named a destination was for, in order (see
+    /// [`ReceivedCall::address`]): what a test reads to assert that a conversation's calls
+    /// went to its own chat and nowhere else.
+    pub fn destinations(&self) -> Vec<Address> {
+        self.shared
+            .lock()
+            .stream
+            .calls
+            .iter()
+            .filter_map(|c| c.address.clone())
+            .collect()
     }
 
     /// How many requests to `method` arrived.
@@ -190,30 +207,31 @@ fn expired(started: Instant, lifetime: Option<Duration>) -> bool {
 }
 
 /// The API method a request is for.
-pub(super) fn method_name(surface: Surface, method: &Method, path: &str) -> String {
+pub(super) fn method_name(surface: Api, method: &Method, path: &str) -> String {
     match surface {
-        Surface::Slack => path.strip_prefix("/api/").unwrap_or(path).to_owned(),
-        Surface::Telegram => path
+        Api::Slack => path.strip_prefix("/api/").unwrap_or(path).to_owned(),
+        Api::Telegram => path
             .rsplit_once('/')
             .map_or(path, |(_, name)| name)
             .to_owned(),
-        Surface::Discord if method == Method::PATCH => "editMessage".to_owned(),
-        Surface::Discord => "createMessage".to_owned(),
+        Api::Discord if method == Method::PATCH => "editMessage".to_owned(),
+        Api::Discord => "createMessage".to_owned(),
     }
 }
 
-pub(super) fn record(state: &mut State, method: &str, body: &Value) {
+pub(super) fn record(state: &mut State, method: &str, body: &Value, address: Option<Address>) {
     let started = *state.stream.started.get_or_insert_with(Instant::now);
     state.stream.calls.push(ReceivedCall {
         method: method.to_owned(),
         body: body.clone(),
         at: started.elapsed(),
+        address,
     });
 }
 
 /// Adds the next scripted rate-limit headers to a Discord answer.
 pub(super) fn decorate(shared: &Shared, answer: FakeResponse) -> FakeResponse {
-    if shared.surface != Surface::Discord {
+    if shared.surface != Api::Discord {
         return answer;
     }
     let Some(headers) = shared.lock().stream.headers.pop_front() else {
@@ -238,7 +256,7 @@ pub(super) fn handle(
     body: &Value,
     step: &ChatStep,
 ) -> Option<FakeResponse> {
-    if shared.surface == Surface::Telegram {
+    if shared.surface == Api::Telegram {
         let flood = shared.lock().stream.flood_until;
         if let Some(until) = flood.filter(|u| *u > Instant::now()) {
             let left = until.saturating_duration_since(Instant::now());
@@ -267,21 +285,21 @@ pub(super) fn handle(
         return None;
     }
     let authorized = match shared.surface {
-        Surface::Slack => authorization == Some(&format!("Bearer {}", shared.token)),
-        Surface::Discord => authorization == Some(&format!("Bot {}", shared.token)),
-        Surface::Telegram => path
+        Api::Slack => authorization == Some(&format!("Bearer {}", shared.token)),
+        Api::Discord => authorization == Some(&format!("Bot {}", shared.token)),
+        Api::Telegram => path
             .strip_prefix("/bot")
             .and_then(|p| p.split_once('/'))
             .is_some_and(|(t, _)| t == shared.token),
     };
     if !authorized {
         return Some(match shared.surface {
-            Surface::Slack => slack_error("invalid_auth"),
-            Surface::Discord => FakeResponse::raw(
+            Api::Slack => slack_error("invalid_auth"),
+            Api::Discord => FakeResponse::raw(
                 401,
                 json!({ "message": "401: Unauthorized", "code": 0 }).to_string(),
             ),
-            Surface::Telegram => FakeResponse::raw(
+            Api::Telegram => FakeResponse::raw(
                 404,
                 json!({ "ok": false, "error_code": 404, "description": "Not Found" }).to_string(),
             ),

@@ -3,13 +3,14 @@
 use std::time::Duration;
 
 use super::{Worker, sleep_unless};
+use crate::address::Address;
 use crate::boundary::{render_for, resolve_in, track};
-use crate::channel::{Channel, DeliveryError, deliver_rendered};
+use crate::channel::{BoxedChannel, Channel, DeliveryError, deliver_rendered};
 use crate::egress::{AgentMessage, EgressError};
 use crate::outbound::{CommitError, Outbound};
 use crate::ownership::Cancellation;
 use crate::reply::Reply;
-use crate::store::{Claim, CommitmentEnd, Lease, StoreError};
+use crate::store::{Claim, CommitmentEnd, Durable, Lease, StoreError};
 use crate::turn::Turn;
 
 /// How one claimed commitment came out.
@@ -24,10 +25,15 @@ pub enum Kept {
     Cancelled,
     /// The try failed and the commitment waits for its next step on the plan.
     RetryLater,
-    /// Given back untried: a shutdown, or another holder had the conversation.
+    /// Given back untried: a shutdown, another holder had the conversation, or no client of
+    /// this worker can send to the commitment's address.
     Released,
     /// The claim or the conversation's lease moved on; nothing was committed.
     Lost,
+    /// Stored without a readable address (before migration 0004): ended `cancelled` with
+    /// nothing sent, never kept to a guessed destination (see
+    /// [`Store::readdress`](crate::store::Store::readdress)).
+    Unaddressed,
 }
 
 /// A problem named for the error-tracking event when no handler is registered.
@@ -43,14 +49,26 @@ enum Delivered {
     Refused,
 }
 
-impl<C: Channel> Worker<C> {
-    /// Keeps `claim`: takes the conversation's lease, sends what it still has open, re-runs
-    /// the handler and delivers or reschedules (see the [module docs](super)). The
-    /// `follow_up_claimed` failpoint stops a crash test's child here, after the claim and
-    /// before any delivery.
+impl Worker {
+    /// Keeps `claim`: takes the conversation's lease, sends what it still has open for the
+    /// commitment's address, re-runs the handler and delivers to that address or reschedules
+    /// (see the [module docs](super)). The `follow_up_claimed` failpoint stops a crash test's
+    /// child here, after the claim and before any delivery.
     pub async fn keep(&self, claim: &Claim, shutdown: &Cancellation) -> Result<Kept, StoreError> {
         crate::failpoint::hit("follow_up_claimed").await;
         let store = self.store();
+        let Some(address) = claim.address() else {
+            return self.end_unaddressed_commitment(claim).await;
+        };
+        let channel = match self.channel_for(address) {
+            Ok(channel) => self.durable(channel),
+            Err(refused) => {
+                // Left for a worker that can send there.
+                self.report_refused(&refused);
+                store.release_claim(claim, Duration::ZERO).await?;
+                return Ok(Kept::Released);
+            }
+        };
         let conversation = claim.attribution().conversation();
         let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
             Ok(lease) => lease,
@@ -66,7 +84,9 @@ impl<C: Channel> Worker<C> {
             }
         };
         let renewal = store.keep_renewed(&lease, self.ttl);
-        let kept = self.keep_leased(claim, &lease, shutdown).await;
+        let kept = self
+            .keep_leased(claim, address, &channel, &lease, shutdown)
+            .await;
         drop(renewal);
         if let Err(error) = store.release(lease).await {
             tracing::warn!(target: "mesh_egress::store", conversation, error = %error, "lease release failed; it runs out at its expiry");
@@ -79,12 +99,14 @@ impl<C: Channel> Worker<C> {
     async fn keep_leased(
         &self,
         claim: &Claim,
+        address: &Address,
+        channel: &Durable<BoxedChannel>,
         lease: &Lease,
         shutdown: &Cancellation,
     ) -> Result<Kept, StoreError> {
         let store = self.store();
         // The conversation's earlier parts go first, so the follow-up never overtakes them.
-        match store.resend(&self.channel, lease).await {
+        match store.resend(channel, lease).await {
             // An earlier part must be tried later: the follow-up waits behind it, untried
             // (due again at once, uncounted; the pass stops and waits, as for a held lease).
             Ok(report) if report.stopped => {
@@ -97,6 +119,7 @@ impl<C: Channel> Worker<C> {
         }
         let cancellation = Cancellation::new();
         let turn = Turn::new(claim.attribution().clone())
+            .with_address(address.clone())
             .with_ownership(lease.ownership())
             .with_cancellation(cancellation.clone());
         let Some(result) = self
@@ -112,7 +135,7 @@ impl<C: Channel> Worker<C> {
         let mode = claim.task().mode;
         let rendered = match result {
             Ok(answer) => match resolve_in(&turn, mode, &self.policy, Ok(answer)) {
-                Reply::Answer(answer) => render_for(&self.channel, answer),
+                Reply::Answer(answer) => render_for(channel, answer),
                 // The agent answered with one of its silence tokens: it chose to say nothing,
                 // and the promise is kept with nothing sent.
                 Reply::Silence => {
@@ -128,7 +151,7 @@ impl<C: Channel> Worker<C> {
         };
         match rendered {
             Ok(answer) => {
-                let sealing = self.channel.sealing(claim, CommitmentEnd::Fulfilled);
+                let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
                 Ok(
                     match settle(deliver_rendered(&sealing, answer, None).await) {
                         Delivered::Committed => Kept::Fulfilled,
@@ -144,7 +167,7 @@ impl<C: Channel> Worker<C> {
                     Kept::Lost
                 })
             }
-            Err(error) => self.give_up(claim, &turn, error).await,
+            Err(error) => self.give_up(claim, channel, &turn, error).await,
         }
     }
 
@@ -240,6 +263,7 @@ impl<C: Channel> Worker<C> {
     async fn give_up(
         &self,
         claim: &Claim,
+        channel: &Durable<BoxedChannel>,
         turn: &Turn,
         error: EgressError,
     ) -> Result<Kept, StoreError> {
@@ -266,7 +290,7 @@ impl<C: Channel> Worker<C> {
                 );
             }
         };
-        let rendered = match Outbound::new(message).render(Channel::renderer(&self.channel)) {
+        let rendered = match Outbound::new(message).render(Channel::renderer(channel)) {
             Ok(rendered) => rendered,
             Err(error) => {
                 // Layer C's own sentence cannot be shown here: the channel is misconfigured.
@@ -279,7 +303,7 @@ impl<C: Channel> Worker<C> {
                 return Ok(if ended { Kept::Cancelled } else { Kept::Lost });
             }
         };
-        let sealing = self.channel.sealing(claim, CommitmentEnd::HandedOff);
+        let sealing = channel.sealing(claim, CommitmentEnd::HandedOff);
         Ok(
             match settle(deliver_rendered(&sealing, rendered, None).await) {
                 Delivered::Committed => Kept::HandedOff,

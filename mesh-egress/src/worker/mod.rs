@@ -1,18 +1,25 @@
 //! [`Worker`]: keeps durable promises and finishes what crashed or replaced processes left in
 //! the outbox (features `sqlite`, `postgres`).
 //!
-//! A worker serves one surface through one [`Durable`] channel. Each pass it
+//! A worker holds [`SurfaceClient`]s, one per surface it serves (a `SlackClient` per bot
+//! token, say, and a `DiscordClient`), not channels: every part and commitment in the store
+//! carries the [`Address`] of its conversation, and the worker makes the
+//! channel for that address from the client of its surface. One worker so serves every
+//! conversation of every surface it has a client for, each in its own chat. Each pass it
 //!
-//! 1. sends the parts still open in the outbox for its surface, conversation by conversation,
-//!    under the conversation's lease ([`Store::resend`]), and
-//! 2. claims due commitments one at a time ([`Store::claim_due_on`]: PostgreSQL skips rows
-//!    another worker is claiming, SQLite has one writer) and keeps each: it takes the
-//!    conversation's lease (fencing) and renews lease and claim in the background, sends what
-//!    the conversation still has open, re-runs the [`Handler`] registered under the stored
-//!    name, re-runs the gate from the stored settings (feature `gate`, see
+//! 1. sends the parts still open in the outbox, surface by surface and destination by
+//!    destination, under the conversation's lease ([`Store::resend`] through a durable channel
+//!    to the stored address), and
+//! 2. claims due commitments one at a time, surface by surface ([`Store::claim_due_on`]:
+//!    PostgreSQL skips rows another worker is claiming, SQLite has one writer) and keeps each:
+//!    it takes the conversation's lease (fencing) and renews lease and claim in the background,
+//!    sends what the conversation still has open for the commitment's address, re-runs the
+//!    [`Handler`] registered under the stored name (its [`Turn`](crate::Turn) carries the
+//!    address), re-runs the gate from the stored settings (feature `gate`, see
 //!    [`Worker::with_gate`]), puts the result through [`resolve_in`](crate::boundary::resolve_in)
-//!    with the stored mode, and delivers through the outbox with the commitment ended **in the
-//!    same transaction** as the follow-up's parts ([`Durable::sealing`]).
+//!    with the stored mode, and delivers to the stored address through the outbox with the
+//!    commitment ended **in the same transaction** as the follow-up's parts
+//!    ([`Durable::sealing`](crate::store::Durable::sealing)).
 //!
 //! A failed try goes back on the stored plan ([`Store::retry_later`]); the last failed try (or
 //! one that cannot be retried) goes through the boundary as a non-retryable error, so the
@@ -27,15 +34,27 @@
 //! [`store`](crate::store#duplicates-per-surface)) cover the sends. Store events log at target
 //! `mesh_egress::store`.
 //!
+//! # What a worker does not send
+//!
+//! | stored row | what the worker does |
+//! |---|---|
+//! | on a surface it has no client for | nothing: left `pending` for a worker that has one; one `warn` per surface for the worker's lifetime |
+//! | an address its client refuses ([`UnservedAddress`]) | nothing: left `pending`; one `warn` per address |
+//! | no address (before migration 0004), or one it cannot read | a part: `failed`; a commitment: ended `cancelled`; an [`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord)/`UnaddressedCommitment` row on the ledger ([`with_ledger`](Worker::with_ledger)); one `warn` per conversation per pass. [`Store::readdress`] sends them after all |
+//!
 //! ```no_run
-//! use mesh_egress::channel::Recorder;
-//! use mesh_egress::store::{FollowUpTask, Store, Surface};
+//! use mesh_egress::address::SlackAddress;
+//! use mesh_egress::channel::{DiscordClient, SlackClient};
+//! use mesh_egress::store::{FollowUpTask, Store};
 //! use mesh_egress::worker::Worker;
 //! use mesh_egress::{Cancellation, EgressError, Turn};
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
-//! let worker = Worker::new(store.channel(Recorder::new(), Surface::Plain), "worker-a")
+//! let worker = Worker::new(store, "worker-a")
+//!     .with_client(SlackClient::new(std::env::var("SLACK_BOT_TOKEN")?))
+//!     .with_client(DiscordClient::new(std::env::var("DISCORD_BOT_TOKEN")?))
 //!     .register("answer", |task: FollowUpTask, turn: Turn| async move {
+//!         // `turn.address()` is the conversation's chat; the answer goes there.
 //!         Ok::<_, EgressError>(turn.message(format!("Here it is: {}", task.input)))
 //!     });
 //! let shutdown = Cancellation::new();
@@ -46,39 +65,73 @@
 mod handler;
 mod keep;
 
-use std::collections::HashMap;
+mod unaddressed;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 pub use handler::{Handler, HandlerFuture};
 pub use keep::Kept;
 
-use crate::channel::Channel;
+use crate::address::{Address, Surface};
+use crate::channel::{BoxedChannel, SurfaceClient, UnservedAddress};
 use crate::degrade::DegradationPolicy;
+use crate::ledger::Ledger;
 use crate::ownership::Cancellation;
-use crate::store::{Durable, FollowUpPlan, ResendReport, Store, StoreError};
+use crate::store::{
+    Durable, FollowUpPlan, PendingWork, ResendReport, Store, StoreError, UnknownOutcome,
+};
 
 /// How long a worker sleeps between passes when there was nothing to do.
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
-/// How many conversations with open parts one pass looks at.
+/// How many destinations with open parts one pass looks at, per surface.
 const RESEND_BATCH: u32 = 64;
+/// How often a worker looks for work on the surfaces it has no client for (to warn once).
+const UNSERVED_CHECK: Duration = Duration::from_secs(60);
+/// How many refused addresses a worker remembers having warned about.
+const MAX_REFUSED_REPORTS: usize = 1024;
 
 #[cfg(feature = "gate")]
 type GateFactory =
     Arc<dyn Fn(&crate::store::FollowUpTask) -> crate::gate::QualityGate + Send + Sync>;
 
-/// Keeps durable commitments and sends what the outbox still holds, for one surface (see the
-/// [module docs](self)).
-pub struct Worker<C> {
-    channel: Durable<C>,
+/// Keeps durable commitments and sends what the outbox still holds, on every surface it has a
+/// client for (see the [module docs](self)).
+pub struct Worker {
+    store: Store,
     holder: String,
+    clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
+    outbox: Outbox,
     ttl: Duration,
     poll: Duration,
     policy: DegradationPolicy,
     handlers: HashMap<String, Arc<dyn Handler>>,
     #[cfg(feature = "gate")]
     gate: Option<GateFactory>,
+    reports: Mutex<Reports>,
+}
+
+/// How the worker's durable channels treat what they cannot settle (see [`Durable`]).
+#[derive(Clone, Default)]
+struct Outbox {
+    ledger: Option<Ledger>,
+    unknown_outcome: UnknownOutcome,
+    dedupe_window: Option<Duration>,
+}
+
+/// What the worker has warned about, so each warning goes out once.
+#[derive(Default)]
+struct Reports {
+    /// Conversations whose rows without an address were ended in this pass.
+    unaddressed: HashSet<String>,
+    /// Surfaces with work and no client.
+    unserved: HashSet<Surface>,
+    /// Addresses a client refused (bounded).
+    refused: HashSet<Address>,
+    /// When the surfaces without a client were last looked at.
+    checked: Option<tokio::time::Instant>,
 }
 
 /// What a worker did, summed over its passes.
@@ -103,6 +156,10 @@ pub struct WorkerReport {
     pub parts_uncertain: usize,
     /// Outbox parts the surface refused.
     pub parts_failed: usize,
+    /// Outbox parts marked `failed` because they were stored without a (readable) address.
+    pub parts_unaddressed: usize,
+    /// Commitments ended `cancelled` because they were stored without a (readable) address.
+    pub unaddressed: u32,
 }
 
 impl WorkerReport {
@@ -114,6 +171,7 @@ impl WorkerReport {
             Kept::RetryLater => self.retried += 1,
             Kept::Released => self.released += 1,
             Kept::Lost => self.lost += 1,
+            Kept::Unaddressed => self.unaddressed += 1,
         }
     }
 
@@ -133,33 +191,70 @@ impl WorkerReport {
         self.parts_sent += other.parts_sent;
         self.parts_uncertain += other.parts_uncertain;
         self.parts_failed += other.parts_failed;
+        self.parts_unaddressed += other.parts_unaddressed;
+        self.unaddressed += other.unaddressed;
     }
 
     /// Whether the pass moved anything forward (a promise ended or rescheduled, a part
     /// settled); a pass that only gave claims back or lost them waits before the next.
     fn made_progress(&self) -> bool {
-        self.fulfilled + self.handed_off + self.cancelled + self.retried > 0
-            || self.parts_sent + self.parts_uncertain + self.parts_failed > 0
+        self.fulfilled + self.handed_off + self.cancelled + self.retried + self.unaddressed > 0
+            || self.parts_sent + self.parts_uncertain + self.parts_failed + self.parts_unaddressed
+                > 0
     }
 }
 
-impl<C: Channel> Worker<C> {
-    /// A worker delivering through `channel` (its surface decides which commitments and parts
-    /// it serves), holding claims and leases as `holder` (unique per worker process), with the
-    /// lease length of `MESH_WORKER_LEASE_MS` (see
+impl Worker {
+    /// A worker on `store` with no client yet (add one per surface with
+    /// [`with_client`](Self::with_client)), holding claims and leases as `holder` (unique per
+    /// worker process), with the lease length of `MESH_WORKER_LEASE_MS` (see
     /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)) and the default policy's
     /// handoff line.
-    pub fn new(channel: Durable<C>, holder: impl Into<String>) -> Self {
+    pub fn new(store: Store, holder: impl Into<String>) -> Self {
         Self {
-            channel,
+            store,
             holder: holder.into(),
+            clients: BTreeMap::new(),
+            outbox: Outbox::default(),
             ttl: crate::store::lease_ttl_from_env().0,
             poll: DEFAULT_POLL,
             policy: DegradationPolicy::default(),
             handlers: HashMap::new(),
             #[cfg(feature = "gate")]
             gate: None,
+            reports: Mutex::new(Reports::default()),
         }
+    }
+
+    /// Serves `client`'s surface: the parts and commitments stored for that surface go to
+    /// their own addresses through it. One client per surface; a second for the same surface
+    /// replaces the first.
+    pub fn with_client(mut self, client: impl SurfaceClient + 'static) -> Self {
+        self.clients.insert(client.surface(), Arc::new(client));
+        self
+    }
+
+    /// Reports every part and commitment the worker cannot settle on `ledger` too: parts
+    /// marked `uncertain` ([`OutboxRecord::Uncertain`](crate::ledger::OutboxRecord)), and rows
+    /// ended for want of an address (`Unaddressed`, `UnaddressedCommitment`); never their
+    /// text. A [`DurableLedger`](crate::store::DurableLedger) keeps those rows on the store.
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.outbox.ledger = Some(ledger);
+        self
+    }
+
+    /// What the worker's durable channels do with a part whose outcome cannot be settled
+    /// (see [`Durable::with_unknown_outcome`]).
+    pub fn with_unknown_outcome(mut self, policy: UnknownOutcome) -> Self {
+        self.outbox.unknown_outcome = policy;
+        self
+    }
+
+    /// How long after its first attempt a part may still be re-sent on a surface that
+    /// dedupes (see [`Durable::with_dedupe_window`]).
+    pub fn with_dedupe_window(mut self, window: Duration) -> Self {
+        self.outbox.dedupe_window = Some(window);
+        self
     }
 
     /// Registers `handler` under `name`, the name a stored commitment's task carries.
@@ -202,14 +297,14 @@ impl<C: Channel> Worker<C> {
         self
     }
 
-    /// The store behind the worker's channel.
+    /// The store the worker serves.
     pub fn store(&self) -> &Store {
-        self.channel.store()
+        &self.store
     }
 
-    /// The worker's durable channel.
-    pub fn channel(&self) -> &Durable<C> {
-        &self.channel
+    /// The surfaces the worker has a client for, in a fixed order.
+    pub fn surfaces(&self) -> impl Iterator<Item = Surface> + '_ {
+        self.clients.keys().copied()
     }
 
     /// The name the worker holds claims and leases under.
@@ -217,53 +312,61 @@ impl<C: Channel> Worker<C> {
         &self.holder
     }
 
-    /// One pass: sends the parts open on this surface, then claims and keeps due commitments
-    /// one at a time until none is due or `shutdown` fires.
+    /// One pass: sends the parts open on the surfaces the worker has a client for, each to
+    /// its stored address, then claims and keeps due commitments one at a time, surface by
+    /// surface, until none is due or `shutdown` fires.
     pub async fn pass(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut report = WorkerReport::default();
+        self.lock_reports().unaddressed.clear();
+        self.report_unserved().await?;
         let store = self.store();
-        let surface = self.channel.surface();
-        for conversation in store.open_conversations(surface, RESEND_BATCH).await? {
-            if shutdown.is_cancelled() {
-                return Ok(report);
-            }
-            if let Some(resend) = self.resend_conversation(&conversation).await? {
-                report.add_resend(&resend);
+        for (&surface, client) in &self.clients {
+            for (conversation, stored) in store.open_destinations(surface, RESEND_BATCH).await? {
+                if shutdown.is_cancelled() {
+                    return Ok(report);
+                }
+                self.resend_destination(
+                    surface,
+                    client.as_ref(),
+                    &conversation,
+                    stored.as_deref(),
+                    &mut report,
+                )
+                .await?;
             }
         }
-        while !shutdown.is_cancelled() {
-            let Some(claim) = store
-                .claim_due_on(surface, &self.holder, self.ttl, 1)
-                .await?
-                .pop()
-            else {
-                break;
-            };
-            let kept = self.keep(&claim, shutdown).await?;
-            report.count(kept);
-            if kept == Kept::Released {
-                // Its conversation is busy (or we are stopping): the next pass tries again.
-                break;
+        for &surface in self.clients.keys() {
+            while !shutdown.is_cancelled() {
+                let Some(claim) = store
+                    .claim_due_on(surface, &self.holder, self.ttl, 1)
+                    .await?
+                    .pop()
+                else {
+                    break;
+                };
+                let kept = self.keep(&claim, shutdown).await?;
+                report.count(kept);
+                if kept == Kept::Released {
+                    // Its conversation is busy (or we are stopping): the next pass tries again.
+                    break;
+                }
             }
         }
         Ok(report)
     }
 
-    /// Passes until nothing is pending or due on this surface (due-later commitments do not
-    /// count; one whose claim expired does), or until `shutdown` fires.
+    /// Passes until nothing is pending or due on the surfaces the worker has a client for
+    /// (due-later commitments do not count; one whose claim expired does), or until
+    /// `shutdown` fires. Work on other surfaces is left to their workers; parts a client of
+    /// this worker refuses to serve ([`UnservedAddress`], which the HTTP clients never do for
+    /// their own surface) keep it waiting, as work another holder has does.
     pub async fn run_once(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut total = WorkerReport::default();
         loop {
             let report = self.pass(shutdown).await?;
             let idle = !report.made_progress();
             total.absorb(report);
-            if shutdown.is_cancelled()
-                || self
-                    .store()
-                    .pending_work_on(self.channel.surface())
-                    .await?
-                    .is_idle()
-            {
+            if shutdown.is_cancelled() || self.served_work().await?.is_idle() {
                 return Ok(total);
             }
             // Work is left that someone else holds (a live lease, a claim about to expire):
@@ -272,6 +375,17 @@ impl<C: Channel> Worker<C> {
                 return Ok(total);
             }
         }
+    }
+
+    /// What is pending or due on the surfaces the worker serves.
+    async fn served_work(&self) -> Result<PendingWork, StoreError> {
+        let mut work = PendingWork::default();
+        for &surface in self.clients.keys() {
+            let on = self.store().pending_work_on(surface).await?;
+            work.due_commitments += on.due_commitments;
+            work.open_parts += on.open_parts;
+        }
+        Ok(work)
     }
 
     /// Passes until `shutdown` fires, waiting between passes that found nothing to do.
@@ -337,11 +451,50 @@ impl<C: Channel> Worker<C> {
         }
     }
 
-    /// Sends what `conversation` still has open, under its lease; `None` when another holder
-    /// has it (that holder sends them).
+    /// Sends what `conversation` still has open for the destination stored as `stored` on
+    /// `surface`, through `client`; ends it when it has no readable address.
+    async fn resend_destination(
+        &self,
+        surface: Surface,
+        client: &dyn SurfaceClient,
+        conversation: &str,
+        stored: Option<&str>,
+        report: &mut WorkerReport,
+    ) -> Result<(), StoreError> {
+        let address = match crate::store::read_address(conversation, stored) {
+            Ok(Some(address)) => address,
+            Ok(None) => {
+                return self
+                    .end_unaddressed_parts(surface, conversation, None, report)
+                    .await;
+            }
+            Err(error) => {
+                tracing::error!(target: "mesh_egress::store", conversation, error = %error, "stored parts have an address that cannot be read");
+                return self
+                    .end_unaddressed_parts(surface, conversation, stored, report)
+                    .await;
+            }
+        };
+        let channel = match client.channel_for(&address) {
+            Ok(channel) => channel,
+            Err(refused) => {
+                self.report_refused(&refused);
+                return Ok(());
+            }
+        };
+        let durable = self.durable(channel);
+        if let Some(resend) = self.resend_conversation(conversation, &durable).await? {
+            report.add_resend(&resend);
+        }
+        Ok(())
+    }
+
+    /// Sends what `conversation` still has open through `channel`, under its lease; `None`
+    /// when another holder has it (that holder sends them).
     async fn resend_conversation(
         &self,
         conversation: &str,
+        channel: &Durable<BoxedChannel>,
     ) -> Result<Option<ResendReport>, StoreError> {
         let store = self.store();
         let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
@@ -350,13 +503,81 @@ impl<C: Channel> Worker<C> {
             Err(error) => return Err(error),
         };
         let renewal = store.keep_renewed(&lease, self.ttl);
-        let resent = store.resend(&self.channel, &lease).await;
+        let resent = store.resend(channel, &lease).await;
         drop(renewal);
         store.release(lease).await?;
         match resent {
             Ok(report) => Ok(Some(report)),
             Err(StoreError::LeaseLost { .. }) => Ok(None),
             Err(error) => Err(error),
+        }
+    }
+
+    /// The channel to `address`, from the client of its surface.
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        match self.clients.get(&address.surface()) {
+            Some(client) => client.channel_for(address),
+            None => Err(UnservedAddress::new(address.surface(), address.clone())),
+        }
+    }
+
+    /// `channel` through the store's outbox, with the worker's outbox settings.
+    fn durable(&self, channel: BoxedChannel) -> Durable<BoxedChannel> {
+        let mut durable = self
+            .store
+            .channel(channel)
+            .with_unknown_outcome(self.outbox.unknown_outcome);
+        if let Some(window) = self.outbox.dedupe_window {
+            durable = durable.with_dedupe_window(window);
+        }
+        match &self.outbox.ledger {
+            Some(ledger) => durable.with_ledger(ledger.clone()),
+            None => durable,
+        }
+    }
+
+    fn lock_reports(&self) -> std::sync::MutexGuard<'_, Reports> {
+        self.reports.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Warns once per surface that has work and no client here (looked at every minute at
+    /// most, until every such surface was reported).
+    async fn report_unserved(&self) -> Result<(), StoreError> {
+        let now = tokio::time::Instant::now();
+        let unserved: Vec<Surface> = {
+            let mut reports = self.lock_reports();
+            if reports
+                .checked
+                .is_some_and(|at| now.saturating_duration_since(at) < UNSERVED_CHECK)
+            {
+                return Ok(());
+            }
+            reports.checked = Some(now);
+            Surface::ALL
+                .into_iter()
+                .filter(|s| !self.clients.contains_key(s) && !reports.unserved.contains(s))
+                .collect()
+        };
+        for surface in unserved {
+            let work = self.store().pending_work_on(surface).await?;
+            if work.is_idle() {
+                continue;
+            }
+            if self.lock_reports().unserved.insert(surface) {
+                tracing::warn!(target: "mesh_egress::store", holder = %self.holder, surface = surface.as_str(), open_parts = work.open_parts, due_commitments = work.due_commitments, "work on a surface this worker has no client for: left pending for a worker that has one");
+            }
+        }
+        Ok(())
+    }
+
+    /// Warns once per address a client refused to serve (the rows are left pending).
+    fn report_refused(&self, refused: &UnservedAddress) {
+        let mut reports = self.lock_reports();
+        if reports.refused.len() < MAX_REFUSED_REPORTS
+            && reports.refused.insert(refused.address().clone())
+        {
+            drop(reports);
+            tracing::warn!(target: "mesh_egress::store", holder = %self.holder, address = %refused.address(), "the surface's client cannot send to this address: left pending");
         }
     }
 
@@ -375,13 +596,14 @@ async fn sleep_unless(duration: Duration, shutdown: &Cancellation) -> bool {
     }
 }
 
-impl<C: Channel> fmt::Debug for Worker<C> {
+impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut handlers: Vec<&str> = self.handlers.keys().map(String::as_str).collect();
         handlers.sort_unstable();
+        let surfaces: Vec<Surface> = self.surfaces().collect();
         f.debug_struct("Worker")
             .field("holder", &self.holder)
-            .field("surface", &self.channel.surface())
+            .field("surfaces", &surfaces)
             .field("ttl", &self.ttl)
             .field("handlers", &handlers)
             .finish_non_exhaustive()

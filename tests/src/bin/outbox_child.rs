@@ -7,8 +7,10 @@
 //! `CHILD_SURFACE` (`slack`, `discord`, `telegram`), `CHILD_API_URL` (the fake's base URL),
 //! `CHILD_CONVERSATION`, `CHILD_TRIES` (the connector's tries per part, default 1),
 //! `CHILD_TIMEOUT_MS` (its request timeout, default 2000), `CHILD_UNKNOWN` (`send_again`: the
-//! resend's `UnknownOutcome::SendAgain`; default `Uncertain`) and, for the crash itself,
-//! `MESH_FAILPOINT`. It prints one JSON line on stdout with what it did.
+//! resend's `UnknownOutcome::SendAgain`; default `Uncertain`), `CHILD_IN_THREAD` (`1`: the
+//! Slack connector posts in the streamed reply's thread, for its recipient, so a resend after
+//! a streaming child goes to the destination its parts are stored for) and, for the crash
+//! itself, `MESH_FAILPOINT`. It prints one JSON line on stdout with what it did.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,7 +21,7 @@ use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, 
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
-use mesh_egress::store::{Durable, Lease, Store, Surface, UnknownOutcome};
+use mesh_egress::store::{Durable, Lease, Store, UnknownOutcome};
 use mesh_egress::{AgentMessage, Attribution, Outbound};
 
 /// The bot token every fake accepts.
@@ -35,6 +37,9 @@ const STREAM_BLOCKS: [&str; 4] = [
     "Block three: production is next.",
     "Block four: notes follow soon.",
 ];
+/// The thread the streaming child streams into, and the stream's recipient.
+const THREAD_TS: &str = "1699999999.000100";
+const RECIPIENT: (&str, &str) = ("U0123456789", "T0123456789");
 /// How long the streaming child waits for the surface to confirm its first block.
 const CONFIRM_BOUND: Duration = Duration::from_secs(20);
 
@@ -47,7 +52,7 @@ fn connector(
     url: String,
     tries: u32,
     timeout_ms: u64,
-) -> Result<(BoxedChannel, Surface), String> {
+) -> Result<BoxedChannel, String> {
     let policy = SendPolicy::new()
         .max_tries(tries)
         .backoff(Duration::from_millis(1))
@@ -55,32 +60,32 @@ fn connector(
         .request_timeout(Duration::from_millis(timeout_ms));
     let renderer = PlainText::new().with_limit(10);
     Ok(match surface {
-        "slack" => (
+        "slack" => {
+            let slack = SlackChannel::new(TOKEN, "C1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy);
             BoxedChannel::new(
-                SlackChannel::new(TOKEN, "C1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Slack,
+                if std::env::var("CHILD_IN_THREAD").ok().as_deref() == Some("1") {
+                    slack
+                        .in_thread(THREAD_TS)
+                        .with_stream_recipient(RECIPIENT.0, RECIPIENT.1)
+                } else {
+                    slack
+                },
+            )
+        }
+        "discord" => BoxedChannel::new(
+            DiscordChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy),
         ),
-        "discord" => (
-            BoxedChannel::new(
-                DiscordChannel::new(TOKEN, "1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Discord,
-        ),
-        "telegram" => (
-            BoxedChannel::new(
-                TelegramChannel::new(TOKEN, "1")
-                    .with_renderer(renderer)
-                    .base_url(url)
-                    .policy(policy),
-            ),
-            Surface::Telegram,
+        "telegram" => BoxedChannel::new(
+            TelegramChannel::new(TOKEN, "1")
+                .with_renderer(renderer)
+                .base_url(url)
+                .policy(policy),
         ),
         other => return Err(format!("unknown surface {other:?}")),
     })
@@ -88,7 +93,7 @@ fn connector(
 
 async fn run(mode: &str) -> Result<serde_json::Value, String> {
     let url = env("MESH_STORE_URL")?;
-    let (channel, surface) = connector(
+    let channel = connector(
         &env("CHILD_SURFACE")?,
         env("CHILD_API_URL")?,
         std::env::var("CHILD_TRIES")
@@ -112,29 +117,24 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
             "slack" => {
                 let slack = SlackChannel::new(TOKEN, "C1")
                     .with_renderer(SlackMarkdown::new())
-                    .in_thread("1699999999.000100")
-                    .with_stream_recipient("U0123456789", "T0123456789")
+                    .in_thread(THREAD_TS)
+                    .with_stream_recipient(RECIPIENT.0, RECIPIENT.1)
                     .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
                     .base_url(api);
-                stream(&store.channel(slack, Surface::Slack), &lease, &conversation).await?
+                stream(&store.channel(slack), &lease, &conversation).await?
             }
             "discord" => {
                 let discord = DiscordChannel::new(TOKEN, "1")
                     .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
                     .base_url(api);
-                stream(
-                    &store.channel(discord, Surface::Discord),
-                    &lease,
-                    &conversation,
-                )
-                .await?
+                stream(&store.channel(discord), &lease, &conversation).await?
             }
             other => return Err(format!("no stream for surface {other:?}")),
         };
         store.close().await;
         return Ok(answer);
     }
-    let mut channel = store.channel(channel, surface);
+    let mut channel = store.channel(channel);
     if std::env::var("CHILD_UNKNOWN").ok().as_deref() == Some("send_again") {
         channel = channel.with_unknown_outcome(UnknownOutcome::SendAgain);
     }

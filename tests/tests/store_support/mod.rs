@@ -10,9 +10,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mesh_egress::channel::{Channel, PartReceipt, PlainText, SendError};
+use mesh_egress::address::{DiscordAddress, SlackAddress, TelegramAddress};
+use mesh_egress::channel::{
+    BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
+};
 use mesh_egress::store::{PartState, Store};
-use mesh_egress::{AgentMessage, Attribution, CommittedPart};
+use mesh_egress::{Address, AgentMessage, Attribution, CommittedPart, Surface};
 
 /// What a [`Scripted`] channel does with the next send.
 #[derive(Clone, Copy, Debug)]
@@ -31,11 +34,23 @@ pub(crate) enum Step {
 pub(crate) const SCRIPTED: &str = "scripted failure";
 
 /// A plain-text channel that follows a script, then accepts, recording what it accepted.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Scripted {
     renderer: PlainText,
     pub(crate) script: Arc<Mutex<VecDeque<Step>>>,
     sent: Arc<Mutex<Vec<String>>>,
+    /// Where it stands in for (the outbox applies that surface's duplicate rules).
+    address: Address,
+}
+
+/// The address a test double stands in for on `surface`: one chat of that surface.
+pub(crate) fn stand_in(surface: Surface) -> Address {
+    match surface {
+        Surface::Slack => SlackAddress::new("C024BE91L").into(),
+        Surface::Discord => DiscordAddress::new("1100000000000000001").into(),
+        Surface::Telegram => TelegramAddress::new("-1001234567890").into(),
+        _ => Address::Plain,
+    }
 }
 
 impl Scripted {
@@ -44,7 +59,14 @@ impl Scripted {
             renderer: PlainText::new().with_limit(limit),
             script: Arc::new(Mutex::new(script.iter().copied().collect())),
             sent: Arc::default(),
+            address: Address::Plain,
         }
+    }
+
+    /// Stands in for a channel to `address`.
+    pub(crate) fn with_address(mut self, address: impl Into<Address>) -> Self {
+        self.address = address.into();
+        self
     }
 
     pub(crate) fn sent(&self) -> Vec<String> {
@@ -57,6 +79,10 @@ impl Channel for Scripted {
 
     fn renderer(&self) -> &PlainText {
         &self.renderer
+    }
+
+    fn address(&self) -> Address {
+        self.address.clone()
     }
 
     fn send(
@@ -83,6 +109,21 @@ impl Channel for Scripted {
             Step::Die => panic!("scripted sender death"),
         };
         std::future::ready(result)
+    }
+}
+
+/// A scripted channel serves the one address it stands in for (its clones share the script).
+impl SurfaceClient for Scripted {
+    fn surface(&self) -> Surface {
+        self.address.surface()
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        if *address == self.address {
+            Ok(BoxedChannel::new(self.clone()))
+        } else {
+            Err(UnservedAddress::new(self.surface(), address.clone()))
+        }
     }
 }
 

@@ -8,10 +8,16 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::retry::{Request, Transport};
-use super::stream_settings::StreamSettings;
+use super::stream_settings::{StreamSettings, discord_budget};
 use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
+use crate::address::{Address, DiscordAddress};
+use crate::channel::stream::RateBudget;
+use crate::channel::{
+    BoxedChannel, Channel, DiscordMarkdown, PartReceipt, Render, SendError, SurfaceClient,
+    UnservedAddress,
+};
 use crate::outbound::CommittedPart;
 
 const DEFAULT_BASE_URL: &str = "https://discord.com/api/v10";
@@ -19,7 +25,116 @@ const DEFAULT_BASE_URL: &str = "https://discord.com/api/v10";
 /// Discord caps a message nonce at 25 characters.
 const NONCE_LIMIT: usize = 25;
 
-/// A Discord channel (or thread), posted to with `POST /channels/{id}/messages` and a bot token.
+/// One Discord bot (a bot token) and everything its conversations share: the REST API base,
+/// the HTTP client, the [`SendPolicy`], the allowed mentions, the bot-wide rate-limit pause
+/// (Discord's `global: true`) and one rate budget per channel. [`channel`](Self::channel)
+/// gives the [`DiscordChannel`] to one conversation; as a [`SurfaceClient`] it gives one for
+/// any stored Discord [`Address`].
+///
+/// ```
+/// use mesh_egress::address::DiscordAddress;
+/// use mesh_egress::channel::DiscordClient;
+///
+/// let bot = DiscordClient::new("bot-token");
+/// let general = bot.channel(DiscordAddress::new("123456789012345678"));
+/// assert!(!format!("{bot:?}").contains("bot-token"));
+/// # let _ = general;
+/// ```
+#[derive(Clone)]
+pub struct DiscordClient<R = DiscordMarkdown> {
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    pub(super) mentions: AllowedMentions,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
+    pub(super) budgets: Budgets,
+}
+
+impl DiscordClient {
+    /// A client for bot `token`, rendering Discord Markdown ([`DiscordMarkdown`]);
+    /// [`with_renderer`](Self::with_renderer) changes that.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            renderer: DiscordMarkdown::new(),
+            transport: Transport::new(Surface::Discord, Token::new(token)),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            mentions: AllowedMentions::none(),
+            stream: StreamSettings::default(),
+            budgets: Budgets::new(DEFAULT_BUDGET_CAPACITY),
+        }
+    }
+}
+
+impl<R: Render> DiscordClient<R> {
+    /// The same client rendering with `renderer` (whose output must be Discord Markdown, or
+    /// plain text).
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> DiscordClient<R2> {
+        DiscordClient {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            mentions: self.mentions,
+            stream: self.stream,
+            budgets: self.budgets,
+        }
+    }
+
+    /// Lets messages notify the users and roles `mentions` lists (and no one else); the
+    /// default, [`AllowedMentions::none`], notifies no one.
+    pub fn with_allowed_mentions(mut self, mentions: AllowedMentions) -> Self {
+        self.mentions = mentions;
+        self
+    }
+
+    /// Remembers at most `capacity` channels' rate budgets (default
+    /// [`DEFAULT_BUDGET_CAPACITY`]), forgetting the least recently used first.
+    pub fn with_budget_capacity(mut self, capacity: usize) -> Self {
+        self.budgets = Budgets::new(capacity);
+        self
+    }
+
+    /// The channel to the conversation at `address`: this client's token, policy, mentions
+    /// and global pause, and the budget of `address`'s channel (shared with every other
+    /// channel this client made for it).
+    pub fn channel(&self, address: DiscordAddress) -> DiscordChannel<R>
+    where
+        R: Clone,
+    {
+        DiscordChannel::open(self.clone(), address)
+    }
+
+    super::transport_builders!(
+        "the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in tests)"
+    );
+}
+
+impl<R> fmt::Debug for DiscordClient<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiscordClient")
+            .field("base_url", &self.base_url)
+            .field("mentions", &self.mentions)
+            .field("token", &self.transport.token)
+            .field("policy", &self.transport.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Render + Clone + 'static> SurfaceClient for DiscordClient<R> {
+    fn surface(&self) -> Surface {
+        Surface::Discord
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        match address {
+            Address::Discord(discord) => Ok(BoxedChannel::new(self.channel(discord.clone()))),
+            other => Err(UnservedAddress::new(Surface::Discord, other.clone())),
+        }
+    }
+}
+
+/// A Discord channel (or thread), posted to with `POST /channels/{id}/messages` and a bot token:
+/// a [`DiscordClient`] and the [`DiscordAddress`] of one conversation.
 ///
 /// Each part is one message, in order. Every request carries the part's idempotency key
 /// (`<delivery>-<index>`) as `nonce` with `enforce_nonce: true`, so when a response is lost and
@@ -30,10 +145,10 @@ const NONCE_LIMIT: usize = 25;
 /// Every try spends the channel's [rate budget](Self::stream_budget), the one its streams
 /// spend: it waits for a pause a `429` or an empty rate-limit bucket put on it, is recorded so
 /// a stream's next edit is spaced after it, and its own `429` pauses the streams too (a
-/// `global` one pauses the whole bot instead, every channel made with
-/// [`for_channel`](Self::for_channel)). It does not wait for the budget's spacing, which is
-/// there to keep the edits of a growing message from churning. A wait longer than what is
-/// left of [`SendPolicy::max_wait`] hands the part back at once, rate limited.
+/// `global` one pauses the whole bot instead, every channel of the same client). It does not
+/// wait for the budget's spacing, which is there to keep the edits of a growing message from
+/// churning. A wait longer than what is left of [`SendPolicy::max_wait`] hands the part back
+/// at once, rate limited.
 ///
 /// Every message carries `allowed_mentions`: by default `{"parse": []}`, so `@everyone`,
 /// `@here`, `<@user>` and `<@&role>` in a reply notify no one; list whom a message may notify
@@ -50,48 +165,52 @@ const NONCE_LIMIT: usize = 25;
 /// ```
 #[derive(Clone)]
 pub struct DiscordChannel<R = DiscordMarkdown> {
-    pub(super) renderer: R,
-    pub(super) transport: Transport,
-    pub(super) base_url: String,
-    pub(super) channel: String,
-    pub(super) mentions: AllowedMentions,
-    /// How replies are streamed (the `*_stream.rs` module beside this one).
-    pub(super) stream: StreamSettings,
+    pub(super) client: DiscordClient<R>,
+    pub(super) address: DiscordAddress,
+    /// The channel's share of Discord's limit, from the client's budgets.
+    pub(super) budget: RateBudget,
 }
 
 impl DiscordChannel {
     /// Posts to channel (or thread) `channel_id` with bot `token`, rendering Discord Markdown
-    /// ([`DiscordMarkdown`]); [`with_renderer`](Self::with_renderer) changes that.
+    /// ([`DiscordMarkdown`]); [`with_renderer`](Self::with_renderer) changes that. The
+    /// shorthand for a [`DiscordClient`] of its own and one address.
     pub fn new(token: impl Into<String>, channel_id: impl Into<String>) -> Self {
-        Self {
-            renderer: DiscordMarkdown::new(),
-            transport: Transport::new(Surface::Discord, Token::new(token)),
-            base_url: DEFAULT_BASE_URL.to_owned(),
-            stream: StreamSettings::discord(),
-            channel: channel_id.into(),
-            mentions: AllowedMentions::none(),
-        }
+        Self::open(DiscordClient::new(token), DiscordAddress::new(channel_id))
     }
 }
 
 impl<R: Render> DiscordChannel<R> {
+    fn open(client: DiscordClient<R>, address: DiscordAddress) -> Self {
+        let budget = client.budgets.get_or_make(address.channel(), || {
+            client.stream.budget_or(discord_budget)
+        });
+        Self {
+            client,
+            address,
+            budget,
+        }
+    }
+
+    /// What the client's budgets are keyed by: a Discord thread is a channel of its own.
+    pub(super) fn budget_key(&self) -> &str {
+        self.address.channel()
+    }
+
     /// The same connector rendering with `renderer` (whose output must be Discord Markdown, or
     /// plain text).
     pub fn with_renderer<R2: Render>(self, renderer: R2) -> DiscordChannel<R2> {
         DiscordChannel {
-            renderer,
-            transport: self.transport,
-            base_url: self.base_url,
-            stream: self.stream,
-            channel: self.channel,
-            mentions: self.mentions,
+            client: self.client.with_renderer(renderer),
+            address: self.address,
+            budget: self.budget,
         }
     }
 
     /// Lets messages notify the users and roles `mentions` lists (and no one else); the
     /// default, [`AllowedMentions::none`], notifies no one.
     pub fn with_allowed_mentions(mut self, mentions: AllowedMentions) -> Self {
-        self.mentions = mentions;
+        self.client.mentions = mentions;
         self
     }
 
@@ -102,31 +221,23 @@ impl<R: Render> DiscordChannel<R> {
     where
         R: Clone,
     {
-        Self {
-            renderer: self.renderer.clone(),
-            // Clones share the client, token, policy and the bot-wide pause; the route's own
-            // pause is its conversation's budget.
-            transport: self.transport.clone(),
-            base_url: self.base_url.clone(),
-            stream: self.stream.sibling(),
-            channel: channel_id.into(),
-            mentions: self.mentions.clone(),
-        }
+        self.client.channel(DiscordAddress::new(channel_id))
     }
 
     super::transport_builders!(
-        "the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in tests)"
+        "the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in tests)",
+        client
     );
 }
 
 impl<R> fmt::Debug for DiscordChannel<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DiscordChannel")
-            .field("channel", &self.channel)
-            .field("base_url", &self.base_url)
-            .field("mentions", &self.mentions)
-            .field("token", &self.transport.token)
-            .field("policy", &self.transport.policy)
+            .field("channel", &self.address.channel())
+            .field("base_url", &self.client.base_url)
+            .field("mentions", &self.client.mentions)
+            .field("token", &self.client.transport.token)
+            .field("policy", &self.client.transport.policy)
             .finish_non_exhaustive()
     }
 }
@@ -135,7 +246,11 @@ impl<R: Render> Channel for DiscordChannel<R> {
     type Renderer = R;
 
     fn renderer(&self) -> &R {
-        &self.renderer
+        &self.client.renderer
+    }
+
+    fn address(&self) -> Address {
+        Address::Discord(self.address.clone())
     }
 
     fn send(
@@ -144,7 +259,7 @@ impl<R: Render> Channel for DiscordChannel<R> {
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
         let mut body = json!({
             "content": part.text(),
-            "allowed_mentions": self.mentions.to_json(),
+            "allowed_mentions": self.client.mentions.to_json(),
         });
         let nonce = part.idempotency_key();
         // The key is 16 hex digits, a dash and the index: within Discord's limit for any
@@ -154,12 +269,17 @@ impl<R: Render> Channel for DiscordChannel<R> {
             body["enforce_nonce"] = Value::from(true);
         }
         let request = Request {
-            url: format!("{}/channels/{}/messages", self.base_url, self.channel),
-            authorization: Some(format!("Bot {}", self.transport.token.expose())),
+            url: format!(
+                "{}/channels/{}/messages",
+                self.client.base_url,
+                self.address.channel()
+            ),
+            authorization: Some(format!("Bot {}", self.client.transport.token.expose())),
             body,
         };
-        self.transport
-            .send(&self.stream.budget, part, request, classify)
+        self.client
+            .transport
+            .send(&self.budget, part, request, classify)
     }
 }
 

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::answer::seconds_field;
 use super::stream_call::{CallFailure, Caller, StreamCall};
-use super::stream_settings::stream_builders;
-use super::{DiscordChannel, Surface};
+use super::stream_settings::{channel_stream_builders, client_stream_builders};
+use super::{DiscordChannel, DiscordClient, Surface};
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, RateBudget, ReplyStream, StreamMode,
     StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
@@ -22,8 +22,12 @@ use crate::egress::Attribution;
 /// Discord caps a message nonce at 25 characters.
 const NONCE_LIMIT: usize = 25;
 
+impl<R: Render> DiscordClient<R> {
+    client_stream_builders!();
+}
+
 impl<R: Render> DiscordChannel<R> {
-    stream_builders!();
+    channel_stream_builders!();
 }
 
 /// Streams by editing: the first block is posted (`POST /channels/{id}/messages`, with the
@@ -40,22 +44,26 @@ impl<R: Render> DiscordChannel<R> {
 /// message are retried within the [`SendPolicy`](super::SendPolicy).
 impl<R: Render> StreamingChannel for DiscordChannel<R> {
     fn stream_mode(&self) -> StreamMode {
-        self.stream.mode.unwrap_or(StreamMode::Stream)
+        self.client.stream.mode.unwrap_or(StreamMode::Stream)
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mode = self.stream_mode();
         let driver = DiscordDriver {
             caller: Caller {
-                transport: self.transport.clone(),
-                budget: self.stream.budget.clone(),
+                transport: self.client.transport.clone(),
+                budget: self.budget.clone(),
                 classify: super::discord::classify,
                 observe: Some(observe_rate_limit_headers),
                 calls: 0,
             },
-            url: format!("{}/channels/{}/messages", self.base_url, self.channel),
-            authorization: format!("Bot {}", self.transport.token.expose()),
-            mentions: self.mentions.to_json(),
+            url: format!(
+                "{}/channels/{}/messages",
+                self.client.base_url,
+                self.address.channel()
+            ),
+            authorization: format!("Bot {}", self.client.transport.token.expose()),
+            mentions: self.client.mentions.to_json(),
             mode,
             open: false,
             confirmed: 0,

@@ -1,5 +1,39 @@
 //! Chat-surface connectors over HTTP (feature `http`): [`SlackChannel`], [`DiscordChannel`] and
-//! [`TelegramChannel`].
+//! [`TelegramChannel`], and the clients they are made from, [`SlackClient`], [`DiscordClient`]
+//! and [`TelegramClient`].
+//!
+//! # Clients and channels
+//!
+//! A client is one bot token on one surface, and holds what every conversation of that bot
+//! shares: the API base, the HTTP client (its connection pool), the [`SendPolicy`], the token
+//! (redacted everywhere), the bot-wide rate-limit pause (Discord's `global` limit), and one
+//! [`RateBudget`](crate::channel::stream::RateBudget) per chat. A channel is one conversation:
+//! the client and an [`Address`](crate::Address) of its surface, made with
+//! `client.channel(address)`. Two channels made for the same chat share its budget (Slack's
+//! and Telegram's limits are per channel or chat, so the threads and topics of one chat share
+//! it too); the client remembers at most [`DEFAULT_BUDGET_CAPACITY`] chats' budgets (see
+//! `with_budget_capacity`), forgetting the least recently used first, so a bot in a million
+//! chats does not grow without bound. `SlackChannel::new(token, channel)` and its siblings are
+//! the shorthand for a client of their own and one address; `for_channel`/`for_chat` give the
+//! same client's channel to another conversation.
+//!
+//! Every client is a [`SurfaceClient`](crate::channel::SurfaceClient), so a worker (or any
+//! code that reads a conversation's address at run time) holds clients, not channels, and
+//! makes the channel for each stored address:
+//!
+//! ```
+//! use mesh_egress::address::SlackAddress;
+//! use mesh_egress::channel::{Channel, SlackClient, SurfaceClient};
+//! use mesh_egress::{Address, Surface};
+//!
+//! let slack = SlackClient::new("xoxb-…");
+//! let ops = slack.channel(SlackAddress::new("C0123456789"));
+//! let thread = slack.channel(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
+//! assert!(ops.stream_budget().shares_with(thread.stream_budget()));
+//! let stored = Address::from(SlackAddress::new("C0987654321"));
+//! assert_eq!(slack.channel_for(&stored).unwrap().address(), stored);
+//! assert_eq!(SurfaceClient::surface(&slack), Surface::Slack);
+//! ```
 //!
 //! Each is a [`Channel`](super::Channel), generic over its renderer, so [`Deliver`](super::Deliver)
 //! renders, commits and sends every part in order. One part is one API call; a call that fails is
@@ -49,6 +83,7 @@
 //! ```
 
 mod answer;
+mod budgets;
 mod discord;
 mod discord_stream;
 mod mentions;
@@ -64,48 +99,16 @@ mod telegram_stream;
 use std::fmt;
 use std::time::Duration;
 
-pub use discord::DiscordChannel;
+pub use budgets::DEFAULT_BUDGET_CAPACITY;
+pub use discord::{DiscordChannel, DiscordClient};
 pub use mentions::AllowedMentions;
 pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
-pub use slack::SlackChannel;
-pub use telegram::TelegramChannel;
+pub use slack::{SlackChannel, SlackClient};
+pub use telegram::{TelegramChannel, TelegramClient};
 
-/// Which chat surface a connector talks to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Surface {
-    /// Slack's Web API (`chat.postMessage`).
-    Slack,
-    /// Discord's REST API (create message).
-    Discord,
-    /// Telegram's Bot API (`sendMessage`).
-    Telegram,
-}
-
-impl Surface {
-    /// The surface's name, as it appears in errors and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Slack => "Slack",
-            Self::Discord => "Discord",
-            Self::Telegram => "Telegram",
-        }
-    }
-
-    /// Whether a send that got no answer may be tried again within the send loop without
-    /// posting twice: Discord dedupes by nonce and Slack's connector looks the part up first;
-    /// Telegram's `sendMessage` has neither, and a timed-out send is often delivered anyway
-    /// (python-telegram-bot#1045, where one retried message arrived three times).
-    pub(crate) fn repeats_unanswered_safely(self) -> bool {
-        !matches!(self, Self::Telegram)
-    }
-}
-
-impl fmt::Display for Surface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+// The one surface type, for the connectors beside this module (not re-exported: its path is
+// `mesh_egress::Surface`).
+use crate::address::Surface;
 
 /// Why a connector gave up on one part: the source of the [`SendError`](super::SendError) it
 /// returns.
@@ -239,25 +242,26 @@ impl fmt::Debug for Token {
     }
 }
 
-/// The builder methods every HTTP connector shares: where its API lives, how it retries, and
-/// which client it sends through. `$api` completes "Talks to …".
+/// The builder methods every HTTP client shares: where its API lives, how it retries, and which
+/// client it sends through. `$api` completes "Talks to …"; a channel passes `client`, the field
+/// holding its own copy of the client.
 macro_rules! transport_builders {
-    ($api:literal) => {
+    ($api:literal $(, $client:ident)?) => {
         #[doc = concat!("Talks to ", $api, ".")]
         pub fn base_url(mut self, url: impl Into<String>) -> Self {
-            self.base_url = trim_base(url);
+            self$(.$client)?.base_url = trim_base(url);
             self
         }
 
         /// Retries within `policy` instead of the default.
         pub fn policy(mut self, policy: SendPolicy) -> Self {
-            self.transport.policy = policy;
+            self$(.$client)?.transport.policy = policy;
             self
         }
 
         /// Sends through `client` (shared connection pool, proxy settings).
         pub fn client(mut self, client: reqwest::Client) -> Self {
-            self.transport.client = client;
+            self$(.$client)?.transport.client = client;
             self
         }
     };
@@ -275,7 +279,123 @@ pub(crate) fn trim_base(url: impl Into<String>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Token;
+    use std::time::Duration;
+
+    use super::{DiscordClient, SlackChannel, SlackClient, TelegramClient, Token};
+    use crate::address::{Address, DiscordAddress, SlackAddress, TelegramAddress};
+    use crate::channel::stream::BudgetConfig;
+    use crate::channel::{Channel, SurfaceClient};
+
+    #[test]
+    fn channels_a_client_makes_for_one_chat_share_its_budget_and_other_chats_do_not() {
+        let slack = SlackClient::new("xoxb-t");
+        let one = slack.channel(SlackAddress::new("C1"));
+        let again = slack.channel(SlackAddress::new("C1"));
+        let thread = slack.channel(SlackAddress::new("C1").in_thread("1.2"));
+        let other = slack.channel(SlackAddress::new("C2"));
+        assert!(one.stream_budget().shares_with(again.stream_budget()));
+        assert!(
+            one.stream_budget().shares_with(thread.stream_budget()),
+            "Slack's limit is per channel"
+        );
+        assert!(!one.stream_budget().shares_with(other.stream_budget()));
+        // The shorthand's siblings and the boxed channels of a stored address share it too.
+        assert!(
+            one.for_channel("C2")
+                .stream_budget()
+                .shares_with(other.stream_budget())
+        );
+        let shorthand = SlackChannel::new("xoxb-t", "C1");
+        assert!(
+            !shorthand.stream_budget().shares_with(one.stream_budget()),
+            "another client"
+        );
+
+        let discord = DiscordClient::new("t");
+        let a = discord.channel(DiscordAddress::new("1"));
+        assert!(
+            a.stream_budget()
+                .shares_with(discord.channel(DiscordAddress::new("1")).stream_budget())
+        );
+        assert!(
+            !a.stream_budget()
+                .shares_with(discord.channel(DiscordAddress::new("2")).stream_budget())
+        );
+    }
+
+    #[test]
+    fn a_telegram_chat_gets_its_kind_of_budget_and_its_topics_share_it() {
+        let telegram = TelegramClient::new("1:t");
+        let group = telegram.channel(TelegramAddress::new("-1001"));
+        let topic = telegram.channel(TelegramAddress::new("-1001").in_topic(7));
+        assert!(group.stream_budget().shares_with(topic.stream_budget()));
+        let private = telegram.channel(TelegramAddress::new("42"));
+        assert_eq!(
+            private.stream_budget().config(),
+            BudgetConfig::new(Duration::from_secs(1))
+        );
+        assert_ne!(
+            group.stream_budget().config(),
+            private.stream_budget().config()
+        );
+        assert_eq!(
+            topic.address(),
+            Address::from(TelegramAddress::new("-1001").in_topic(7))
+        );
+    }
+
+    #[test]
+    fn a_channel_that_sets_its_own_budget_is_the_one_later_channels_to_its_chat_share() {
+        let slack = SlackClient::new("xoxb-t");
+        let custom = slack
+            .channel(SlackAddress::new("C1"))
+            .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)));
+        let later = slack.channel(SlackAddress::new("C1"));
+        assert!(custom.stream_budget().shares_with(later.stream_budget()));
+    }
+
+    #[test]
+    fn a_client_bounds_the_chats_it_remembers() {
+        let slack = SlackClient::new("xoxb-t").with_budget_capacity(2);
+        let first = slack.channel(SlackAddress::new("C1"));
+        slack.channel(SlackAddress::new("C2"));
+        slack.channel(SlackAddress::new("C3"));
+        // C1 was forgotten: a channel made now starts a fresh budget.
+        let again = slack.channel(SlackAddress::new("C1"));
+        assert!(!first.stream_budget().shares_with(again.stream_budget()));
+        // C3 is still remembered.
+        let c3 = slack.channel(SlackAddress::new("C3"));
+        assert!(
+            c3.stream_budget()
+                .shares_with(slack.channel(SlackAddress::new("C3")).stream_budget())
+        );
+    }
+
+    #[test]
+    fn a_channel_error_names_the_surface_by_its_proper_name() {
+        let error = super::ChannelError::new(
+            crate::Surface::Slack,
+            2,
+            super::ChannelErrorKind::Server { status: 503 },
+        );
+        assert_eq!(
+            error.to_string(),
+            "Slack did not accept the part after 2 tries: server error (HTTP 503)"
+        );
+        assert_eq!(error.surface(), crate::Surface::Slack);
+    }
+
+    #[test]
+    fn a_client_serves_its_own_surface_only_and_says_so_by_its_proper_name() {
+        let telegram = TelegramClient::new("1:secret");
+        let slack = Address::from(SlackAddress::new("C1"));
+        let refused = telegram.channel_for(&slack).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "a Telegram client cannot send to slack:C1"
+        );
+        assert!(!format!("{telegram:?}").contains("secret"));
+    }
 
     #[test]
     fn a_token_is_redacted_from_debug_and_scrubbed_text() {

@@ -134,7 +134,7 @@ impl Transport {
         Fut: Future<Output = Outcome>,
     {
         let policy = self.policy;
-        let surface = self.surface.as_str();
+        let surface = self.surface.name();
         let delivery = part.delivery_id().to_string();
         let index = part.index();
         let mut spent = Duration::ZERO;
@@ -272,11 +272,11 @@ impl Transport {
 
     /// A try that got no answer. One that never reached the surface (no connection) is tried
     /// again; one that may have reached it only where the surface
-    /// [repeats it safely](Surface::repeats_unanswered_safely). Elsewhere the part comes back
+    /// [repeats it safely](repeats_unanswered_safely). Elsewhere the part comes back
     /// at once, retryable and without a wait: the outcome unknown, for the caller (or the
     /// durable outbox's `UnknownOutcome` knob) to decide.
     pub(crate) fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
-        if maybe_reached && !self.surface.repeats_unanswered_safely() {
+        if maybe_reached && !repeats_unanswered_safely(self.surface) {
             Outcome::Unknown(kind)
         } else {
             Outcome::Retry(kind)
@@ -308,6 +308,14 @@ impl Transport {
     }
 }
 
+/// Whether a send that got no answer may be tried again within the send loop without posting
+/// twice: Discord dedupes by nonce and Slack's connector looks the part up first; Telegram's
+/// `sendMessage` has neither, and a timed-out send is often delivered anyway
+/// (python-telegram-bot#1045, where one retried message arrived three times).
+pub(crate) fn repeats_unanswered_safely(surface: Surface) -> bool {
+    matches!(surface, Surface::Slack | Surface::Discord)
+}
+
 fn kind_name(kind: &ChannelErrorKind) -> &'static str {
     match kind {
         ChannelErrorKind::RateLimited { .. } => "rate_limited",
@@ -326,7 +334,7 @@ mod tests {
 
     use super::*;
     use crate::channel::PlainText;
-    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::http::stream_settings::telegram_budget;
     use crate::channel::stream::BudgetConfig;
     use crate::egress::{AgentMessage, Attribution};
     use crate::outbound::Outbound;
@@ -549,7 +557,7 @@ mod tests {
     /// The Telegram group default (20 calls a minute) with every slot of the window spent at
     /// the start.
     async fn full_telegram_window() -> RateBudget {
-        let budget = StreamSettings::telegram(false).budget;
+        let budget = RateBudget::new(telegram_budget(false));
         for _ in 0..20 {
             let spent = budget
                 .acquire_unspaced_within(CallKind::Final, Duration::ZERO)

@@ -10,10 +10,16 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use super::answer::{BodyError, Outcome, read_capped, retry_after_header, unexpected_body};
+use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::retry::{Request, Transport};
-use super::stream_settings::StreamSettings;
+use super::stream_settings::{StreamSettings, slack_budget};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartLookup, PartReceipt, Render, SendError, SlackMrkdwn};
+use crate::address::{Address, SlackAddress};
+use crate::channel::stream::RateBudget;
+use crate::channel::{
+    BoxedChannel, Channel, PartLookup, PartReceipt, Render, SendError, SlackMrkdwn, SurfaceClient,
+    UnservedAddress,
+};
 use crate::outbound::{CommittedPart, DeliveryId};
 
 /// The metadata `event_type` every part carries, and a lookup matches.
@@ -36,8 +42,105 @@ const TRANSIENT: &[&str] = &[
     "request_timeout",
 ];
 
+/// One Slack bot (a bot token, `xoxb-…`) and everything its conversations share: the Web API
+/// base, the HTTP client, the [`SendPolicy`], the bot-wide rate-limit pause and one rate
+/// budget per channel. [`channel`](Self::channel) gives the [`SlackChannel`] to one
+/// conversation; as a [`SurfaceClient`] it gives one for any stored Slack [`Address`].
+///
+/// ```
+/// use mesh_egress::address::SlackAddress;
+/// use mesh_egress::channel::{SlackClient, SlackMrkdwn};
+///
+/// let bot = SlackClient::new("xoxb-…").with_renderer(SlackMrkdwn::new().with_limit(1000));
+/// let ops = bot.channel(SlackAddress::new("C0123456789"));
+/// let thread = bot.channel(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
+/// assert!(!format!("{bot:?}").contains("xoxb"));
+/// # let _ = (ops, thread);
+/// ```
+#[derive(Clone)]
+pub struct SlackClient<R = SlackMrkdwn> {
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
+    pub(super) budgets: Budgets,
+}
+
+impl SlackClient {
+    /// A client for bot `token`, rendering Slack mrkdwn ([`SlackMrkdwn`]);
+    /// [`with_renderer`](Self::with_renderer) changes that.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            renderer: SlackMrkdwn::new(),
+            transport: Transport::new(Surface::Slack, Token::new(token)),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            stream: StreamSettings::default(),
+            budgets: Budgets::new(DEFAULT_BUDGET_CAPACITY),
+        }
+    }
+}
+
+impl<R: Render> SlackClient<R> {
+    /// The same client rendering with `renderer` (whose output must be Slack mrkdwn, plain
+    /// text, or standard Markdown for `markdown_text`).
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> SlackClient<R2> {
+        SlackClient {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            stream: self.stream,
+            budgets: self.budgets,
+        }
+    }
+
+    /// Remembers at most `capacity` channels' rate budgets (default
+    /// [`DEFAULT_BUDGET_CAPACITY`]), forgetting the least recently used first.
+    pub fn with_budget_capacity(mut self, capacity: usize) -> Self {
+        self.budgets = Budgets::new(capacity);
+        self
+    }
+
+    /// The channel to the conversation at `address`: this client's token, policy and pause,
+    /// and the budget of `address`'s channel (shared with every other channel this client
+    /// made for it, threads included: Slack's limit is per channel).
+    pub fn channel(&self, address: SlackAddress) -> SlackChannel<R>
+    where
+        R: Clone,
+    {
+        SlackChannel::open(self.clone(), address)
+    }
+
+    super::transport_builders!(
+        "the Web API at `url` instead of Slack's (`…/api`; a loopback fake in tests)"
+    );
+}
+
+impl<R> fmt::Debug for SlackClient<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlackClient")
+            .field("base_url", &self.base_url)
+            .field("token", &self.transport.token)
+            .field("policy", &self.transport.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
+    fn surface(&self) -> Surface {
+        Surface::Slack
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        match address {
+            Address::Slack(slack) => Ok(BoxedChannel::new(self.channel(slack.clone()))),
+            other => Err(UnservedAddress::new(Surface::Slack, other.clone())),
+        }
+    }
+}
+
 /// A Slack channel (or DM, or thread), posted to with `chat.postMessage` and a bot token
-/// (`xoxb-…`).
+/// (`xoxb-…`): a [`SlackClient`] and the [`SlackAddress`] of one conversation.
 ///
 /// Each part is one message, in order, all in the thread given by
 /// [`in_thread`](Self::in_thread) if any. Every message carries the delivery id and part index
@@ -80,82 +183,77 @@ const TRANSIENT: &[&str] = &[
 /// ```
 #[derive(Clone)]
 pub struct SlackChannel<R = SlackMrkdwn> {
-    pub(super) renderer: R,
-    pub(super) transport: Transport,
-    pub(super) base_url: String,
-    pub(super) channel: String,
-    pub(super) thread_ts: Option<String>,
-    /// How replies are streamed (the `*_stream.rs` module beside this one).
-    pub(super) stream: StreamSettings,
+    pub(super) client: SlackClient<R>,
+    pub(super) address: SlackAddress,
+    /// The channel's share of Slack's limit, from the client's budgets.
+    pub(super) budget: RateBudget,
 }
 
 impl SlackChannel {
     /// Posts to `channel` (a channel, DM or group id such as `C0123456789`) with bot `token`,
     /// rendering Slack mrkdwn ([`SlackMrkdwn`]); [`with_renderer`](Self::with_renderer)
-    /// changes that.
+    /// changes that. The shorthand for a [`SlackClient`] of its own and one address.
     pub fn new(token: impl Into<String>, channel: impl Into<String>) -> Self {
-        Self {
-            renderer: SlackMrkdwn::new(),
-            transport: Transport::new(Surface::Slack, Token::new(token)),
-            base_url: DEFAULT_BASE_URL.to_owned(),
-            stream: StreamSettings::slack(),
-            channel: channel.into(),
-            thread_ts: None,
-        }
+        Self::open(SlackClient::new(token), SlackAddress::new(channel))
     }
 }
 
 impl<R: Render> SlackChannel<R> {
+    fn open(client: SlackClient<R>, address: SlackAddress) -> Self {
+        let budget = client
+            .budgets
+            .get_or_make(address.channel(), || client.stream.budget_or(slack_budget));
+        Self {
+            client,
+            address,
+            budget,
+        }
+    }
+
+    /// What the client's budgets are keyed by: Slack's limit is per channel.
+    pub(super) fn budget_key(&self) -> &str {
+        self.address.channel()
+    }
+
     /// The same connector rendering with `renderer` (whose output must be Slack mrkdwn, or
     /// plain text).
     pub fn with_renderer<R2: Render>(self, renderer: R2) -> SlackChannel<R2> {
         SlackChannel {
-            renderer,
-            transport: self.transport,
-            base_url: self.base_url,
-            stream: self.stream,
-            channel: self.channel,
-            thread_ts: self.thread_ts,
+            client: self.client.with_renderer(renderer),
+            address: self.address,
+            budget: self.budget,
         }
     }
 
     /// The same bot posting to another channel: shares this connector's client, token, policy
-    /// and bot-wide rate-limit pause (not the thread).
+    /// and bot-wide rate-limit pause (not the thread, nor the stream's recipient).
     pub fn for_channel(&self, channel: impl Into<String>) -> Self
     where
         R: Clone,
     {
-        Self {
-            renderer: self.renderer.clone(),
-            // Clones share the client, token, policy and the bot-wide pause; the route's own
-            // pause is its conversation's budget.
-            transport: self.transport.clone(),
-            base_url: self.base_url.clone(),
-            stream: self.stream.sibling(),
-            channel: channel.into(),
-            thread_ts: None,
-        }
+        self.client.channel(SlackAddress::new(channel))
     }
 
     /// Posts every part as a reply in the thread whose parent message has timestamp `ts`.
     pub fn in_thread(mut self, ts: impl Into<String>) -> Self {
-        self.thread_ts = Some(ts.into());
+        self.address = self.address.in_thread(ts);
         self
     }
 
     super::transport_builders!(
-        "the Web API at `url` instead of Slack's (`…/api`; a loopback fake in tests)"
+        "the Web API at `url` instead of Slack's (`…/api`; a loopback fake in tests)",
+        client
     );
 }
 
 impl<R> fmt::Debug for SlackChannel<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlackChannel")
-            .field("channel", &self.channel)
-            .field("thread_ts", &self.thread_ts)
-            .field("base_url", &self.base_url)
-            .field("token", &self.transport.token)
-            .field("policy", &self.transport.policy)
+            .field("channel", &self.address.channel())
+            .field("thread_ts", &self.address.thread_ts())
+            .field("base_url", &self.client.base_url)
+            .field("token", &self.client.transport.token)
+            .field("policy", &self.client.transport.policy)
             .finish_non_exhaustive()
     }
 }
@@ -164,7 +262,11 @@ impl<R: Render> Channel for SlackChannel<R> {
     type Renderer = R;
 
     fn renderer(&self) -> &R {
-        &self.renderer
+        &self.client.renderer
+    }
+
+    fn address(&self) -> Address {
+        Address::Slack(self.address.clone())
     }
 
     fn send(
@@ -174,13 +276,13 @@ impl<R: Render> Channel for SlackChannel<R> {
         // Standard Markdown goes in `markdown_text`, which Slack renders itself and which
         // replaces `text` (chat.postMessage: "should not be used in conjunction with blocks or
         // text"); mrkdwn and plain text go in `text`.
-        let field = if self.renderer.is_standard_markdown() {
+        let field = if self.client.renderer.is_standard_markdown() {
             "markdown_text"
         } else {
             "text"
         };
         let mut body = json!({
-            "channel": self.channel,
+            "channel": self.address.channel(),
             "metadata": {
                 "event_type": EVENT_TYPE,
                 "event_payload": {
@@ -191,12 +293,12 @@ impl<R: Render> Channel for SlackChannel<R> {
             },
         });
         body[field] = Value::from(part.text());
-        if let Some(ts) = &self.thread_ts {
-            body["thread_ts"] = Value::from(ts.as_str());
+        if let Some(ts) = self.address.thread_ts() {
+            body["thread_ts"] = Value::from(ts);
         }
         let request = Request {
-            url: format!("{}/chat.postMessage", self.base_url),
-            authorization: Some(format!("Bearer {}", self.transport.token.expose())),
+            url: format!("{}/chat.postMessage", self.client.base_url),
+            authorization: Some(format!("Bearer {}", self.client.transport.token.expose())),
             body,
         };
         self.send_reconciled(part, request)
@@ -226,8 +328,8 @@ impl<R: Render> SlackChannel<R> {
         let unsettled: Mutex<Option<ChannelErrorKind>> = Mutex::new(None);
         let unsettled = &unsettled;
         let request = &request;
-        self.transport
-            .retry(&self.stream.budget, part, || async move {
+        self.client.transport
+            .retry(&self.budget, part, || async move {
                 let last = unsettled
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -248,7 +350,7 @@ impl<R: Render> SlackChannel<R> {
                         }
                     }
                 }
-                let outcome = self.transport.attempt(request, classify).await;
+                let outcome = self.client.transport.attempt(request, classify).await;
                 if let Outcome::Retry(kind) = &outcome {
                     *unsettled.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                 }
@@ -261,12 +363,12 @@ impl<R: Render> SlackChannel<R> {
     /// minute before `since`.
     async fn find(&self, delivery: DeliveryId, index: usize, since: SystemTime) -> PartLookup {
         let delivery = delivery.to_string();
-        let (method, mut query) = match &self.thread_ts {
-            Some(ts) => ("conversations.replies", vec![("ts", ts.clone())]),
+        let (method, mut query) = match self.address.thread_ts() {
+            Some(ts) => ("conversations.replies", vec![("ts", ts.to_owned())]),
             None => ("conversations.history", Vec::new()),
         };
         query.extend([
-            ("channel", self.channel.clone()),
+            ("channel", self.address.channel().to_owned()),
             (
                 "oldest",
                 slack_ts(since.checked_sub(CLOCK_SKEW).unwrap_or(UNIX_EPOCH)),
@@ -276,12 +378,13 @@ impl<R: Render> SlackChannel<R> {
             ("include_all_metadata", "true".to_owned()),
         ]);
         let response = self
+            .client
             .transport
             .client
-            .get(format!("{}/{method}", self.base_url))
+            .get(format!("{}/{method}", self.client.base_url))
             .query(&query)
-            .timeout(self.transport.policy.timeout)
-            .bearer_auth(self.transport.token.expose())
+            .timeout(self.client.transport.policy.timeout)
+            .bearer_auth(self.client.transport.token.expose())
             .send()
             .await;
         let response = match response {
@@ -289,7 +392,7 @@ impl<R: Render> SlackChannel<R> {
             Err(error) => {
                 return PartLookup::unknown(format!(
                     "{method}: {}",
-                    self.transport.transport_failure(error)
+                    self.client.transport.transport_failure(error)
                 ));
             }
         };
@@ -304,7 +407,7 @@ impl<R: Render> SlackChannel<R> {
             Err(BodyError::Transport(error)) => {
                 return PartLookup::unknown(format!(
                     "{method}: {}",
-                    self.transport.transport_failure(error)
+                    self.client.transport.transport_failure(error)
                 ));
             }
         };
@@ -314,7 +417,7 @@ impl<R: Render> SlackChannel<R> {
             &body,
             &delivery,
             index,
-            &self.transport.token,
+            &self.client.transport.token,
         )
     }
 }

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::answer::{Outcome, unexpected_body};
 use super::stream_call::{CallFailure, Caller, StreamCall};
-use super::stream_settings::stream_builders;
-use super::{SlackChannel, Surface, Token};
+use super::stream_settings::{channel_stream_builders, client_stream_builders};
+use super::{SlackChannel, SlackClient, Surface, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
@@ -41,24 +41,36 @@ const UNAVAILABLE: &[&str] = &[
 /// comes back whole (text and blocks), far more than a send's answer.
 const STOPPED_MAX_BYTES: usize = 1024 * 1024;
 
+impl<R: Render> SlackClient<R> {
+    client_stream_builders!();
+
+    /// Closes a stream and starts a fresh one for the rest after `after` (default 4 minutes,
+    /// inside Slack's own expiry).
+    pub fn with_stream_rollover(mut self, after: Duration) -> Self {
+        self.stream.rollover_after = after;
+        self
+    }
+}
+
 impl<R: Render> SlackChannel<R> {
-    stream_builders!();
+    channel_stream_builders!();
 
     /// The user (`U…`) and team (`T…`) a stream is for: Slack requires both when streaming
-    /// into a channel rather than a DM.
+    /// into a channel rather than a DM. Part of the conversation's address
+    /// ([`SlackAddress::for_recipient`](crate::address::SlackAddress::for_recipient)).
     pub fn with_stream_recipient(
         mut self,
         user_id: impl Into<String>,
         team_id: impl Into<String>,
     ) -> Self {
-        self.stream.recipient = Some((user_id.into(), team_id.into()));
+        self.address = self.address.for_recipient(user_id, team_id);
         self
     }
 
     /// Closes a stream and starts a fresh one for the rest after `after` (default 4 minutes,
     /// inside Slack's own expiry).
     pub fn with_stream_rollover(mut self, after: Duration) -> Self {
-        self.stream.rollover_after = after;
+        self.client.stream.rollover_after = after;
         self
     }
 }
@@ -96,9 +108,10 @@ impl<R: Render> SlackChannel<R> {
 /// the call at once, rate limited.
 impl<R: Render> StreamingChannel for SlackChannel<R> {
     fn stream_mode(&self) -> StreamMode {
-        self.stream
+        self.client
+            .stream
             .mode
-            .unwrap_or(if self.renderer.is_standard_markdown() {
+            .unwrap_or(if self.client.renderer.is_standard_markdown() {
                 StreamMode::Stream
             } else {
                 StreamMode::Blocks
@@ -107,30 +120,33 @@ impl<R: Render> StreamingChannel for SlackChannel<R> {
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let asked = self.stream_mode();
-        let markdown = self.renderer.is_standard_markdown();
-        let native = markdown && self.thread_ts.is_some();
+        let markdown = self.client.renderer.is_standard_markdown();
+        let native = markdown && self.address.thread_ts().is_some();
         let (mode, fell_back) = match asked {
             StreamMode::Stream if !native => (StreamMode::Blocks, true),
             mode => (mode, false),
         };
         let driver = SlackDriver {
             caller: Caller {
-                transport: self.transport.clone(),
-                budget: self.stream.budget.clone(),
+                transport: self.client.transport.clone(),
+                budget: self.budget.clone(),
                 classify: super::slack::classify,
                 observe: None,
                 calls: 0,
             },
-            base_url: self.base_url.clone(),
-            authorization: format!("Bearer {}", self.transport.token.expose()),
-            channel: self.channel.clone(),
-            thread_ts: self.thread_ts.clone(),
-            recipient: self.stream.recipient.clone(),
+            base_url: self.client.base_url.clone(),
+            authorization: format!("Bearer {}", self.client.transport.token.expose()),
+            channel: self.address.channel().to_owned(),
+            thread_ts: self.address.thread_ts().map(str::to_owned),
+            recipient: self
+                .address
+                .recipient()
+                .map(|(user, team)| (user.to_owned(), team.to_owned())),
             markdown,
             mode,
             fell_back,
             live: None,
-            rollover_after: self.stream.rollover_after,
+            rollover_after: self.client.stream.rollover_after,
             confirmed: 0,
             messages: Vec::new(),
             rollovers: 0,

@@ -310,13 +310,13 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::channel::http::stream_settings::StreamSettings;
+    use crate::channel::http::stream_settings::telegram_budget;
     use crate::channel::http::{SendPolicy, Token};
 
     /// A caller on the Telegram group default budget (twenty calls a minute) with the default
     /// policy (30 s of waiting), every slot of the window spent at the start.
     async fn caller_on_a_full_window() -> Caller {
-        let budget = StreamSettings::telegram(false).budget;
+        let budget = RateBudget::new(telegram_budget(false));
         for _ in 0..20 {
             let spent = budget
                 .acquire_unspaced_within(CallKind::Final, Duration::ZERO)

@@ -1,9 +1,9 @@
-//! How an HTTP connector streams replies: the mode, the conversation's rate budget, and each
-//! surface's own knobs. Every connector holds one; clones share its budget.
+//! How an HTTP client streams replies: the mode, the budget its chats get, and each surface's
+//! own knobs. Every client holds one and hands it to each channel it makes.
 
 use std::time::Duration;
 
-use crate::channel::stream::{BudgetConfig, RateBudget, StreamMode};
+use crate::channel::stream::{BudgetConfig, StreamMode};
 
 /// Slack closes a stream a few minutes after it started and then answers appends with
 /// `message_not_in_streaming_state` (slackapi/python-slack-sdk#1859, vercel/chat#637), so a
@@ -18,20 +18,48 @@ pub(crate) const TELEGRAM_DRAFT_REFRESH: Duration = Duration::from_secs(20);
 pub(crate) struct StreamSettings {
     /// The mode chosen with `with_stream_mode`; `None` is the surface's default.
     pub(crate) mode: Option<StreamMode>,
-    /// One budget per conversation: a connector targets one conversation, so it holds the one
-    /// budget; clones share it, `for_channel`/`for_chat` siblings get a fresh one.
-    pub(crate) budget: RateBudget,
-    /// Slack: the user and team a stream outside a DM is for.
-    pub(crate) recipient: Option<(String, String)>,
+    /// The limits set with `with_stream_budget`; `None`: each chat's surface default.
+    pub(crate) budget: Option<BudgetConfig>,
     /// Slack: how long a stream is used before a fresh one is started.
     pub(crate) rollover_after: Duration,
     /// Telegram: how often a draft still waiting for text is shown again.
     pub(crate) draft_refresh: Duration,
-    /// Whether `with_stream_budget` set the budget (a sibling for another chat keeps it).
-    pub(crate) custom_budget: bool,
 }
 
-fn telegram_budget(private: bool) -> BudgetConfig {
+impl Default for StreamSettings {
+    fn default() -> Self {
+        Self {
+            mode: None,
+            budget: None,
+            rollover_after: SLACK_ROLLOVER_AFTER,
+            draft_refresh: TELEGRAM_DRAFT_REFRESH,
+        }
+    }
+}
+
+impl StreamSettings {
+    /// The limits a new chat's budget gets: the configured ones, or `default`.
+    pub(crate) fn budget_or(&self, default: impl FnOnce() -> BudgetConfig) -> BudgetConfig {
+        self.budget.unwrap_or_else(default)
+    }
+}
+
+/// Slack posts about one message per second per channel ("special" rate limit of
+/// `chat.postMessage`); appends to a stream are spaced the same way.
+pub(crate) fn slack_budget() -> BudgetConfig {
+    BudgetConfig::new(Duration::from_secs(1))
+}
+
+/// Discord asks clients not to hard-code limits: its `X-RateLimit-*` headers pace a session;
+/// the spacing only keeps edits of a growing message from churning.
+pub(crate) fn discord_budget() -> BudgetConfig {
+    BudgetConfig::new(Duration::from_millis(500))
+}
+
+/// Telegram: "avoid sending more than one message per second in a particular chat", and "not
+/// more than 20 messages per minute" in a group (Bot FAQ); five of those twenty are held back
+/// for permanent messages. A private chat has the spacing only.
+pub(crate) fn telegram_budget(private: bool) -> BudgetConfig {
     let spacing = BudgetConfig::new(Duration::from_secs(1));
     if private {
         spacing
@@ -40,62 +68,9 @@ fn telegram_budget(private: bool) -> BudgetConfig {
     }
 }
 
-impl StreamSettings {
-    fn with_budget(config: BudgetConfig) -> Self {
-        Self {
-            mode: None,
-            budget: RateBudget::new(config),
-            recipient: None,
-            rollover_after: SLACK_ROLLOVER_AFTER,
-            draft_refresh: TELEGRAM_DRAFT_REFRESH,
-            custom_budget: false,
-        }
-    }
-
-    /// Slack posts about one message per second per channel ("special" rate limit of
-    /// `chat.postMessage`); appends to a stream are spaced the same way.
-    pub(crate) fn slack() -> Self {
-        Self::with_budget(BudgetConfig::new(Duration::from_secs(1)))
-    }
-
-    /// Discord asks clients not to hard-code limits: its `X-RateLimit-*` headers pace a
-    /// session; the spacing only keeps edits of a growing message from churning.
-    pub(crate) fn discord() -> Self {
-        Self::with_budget(BudgetConfig::new(Duration::from_millis(500)))
-    }
-
-    /// Telegram: "avoid sending more than one message per second in a particular chat", and
-    /// "not more than 20 messages per minute" in a group (Bot FAQ); five of those twenty are
-    /// held back for permanent messages. A private chat has the spacing only.
-    pub(crate) fn telegram(private: bool) -> Self {
-        Self::with_budget(telegram_budget(private))
-    }
-
-    /// The same settings for another Telegram chat: a budget of its own, the chat's default
-    /// limits unless a budget was set with `with_stream_budget`.
-    pub(crate) fn telegram_sibling(&self, private: bool) -> Self {
-        let config = if self.custom_budget {
-            self.budget.config()
-        } else {
-            telegram_budget(private)
-        };
-        Self {
-            budget: RateBudget::new(config),
-            ..self.clone()
-        }
-    }
-
-    /// The same settings for another conversation: a budget of its own.
-    pub(crate) fn sibling(&self) -> Self {
-        Self {
-            budget: RateBudget::new(self.budget.config()),
-            ..self.clone()
-        }
-    }
-}
-
-/// The builder methods every HTTP connector has for streaming.
-macro_rules! stream_builders {
+/// The streaming builders every HTTP client has; each channel has them too, for its own copy
+/// of the client's settings.
+macro_rules! client_stream_builders {
     () => {
         /// Streams replies in `mode` instead of the surface's default (see
         /// [`StreamingChannel`](crate::channel::stream::StreamingChannel)).
@@ -104,18 +79,45 @@ macro_rules! stream_builders {
             self
         }
 
-        /// Paces this conversation's calls (previews, edits and messages alike) with
-        /// `config` instead of the surface's default; clones made afterwards share it.
+        /// Paces each chat's calls (previews, edits and messages alike) with `config` instead
+        /// of the surface's default, for the chats whose budget is made from now on.
         pub fn with_stream_budget(mut self, config: $crate::channel::stream::BudgetConfig) -> Self {
-            self.stream.budget = $crate::channel::stream::RateBudget::new(config);
-            self.stream.custom_budget = true;
+            self.stream.budget = Some(config);
             self
-        }
-
-        /// The conversation's rate budget, shared by every stream and clone of this connector.
-        pub fn stream_budget(&self) -> &$crate::channel::stream::RateBudget {
-            &self.stream.budget
         }
     };
 }
-pub(crate) use stream_builders;
+pub(crate) use client_stream_builders;
+
+/// The streaming builders of a channel made from a client (the field `client`), and its
+/// budget.
+macro_rules! channel_stream_builders {
+    () => {
+        /// Streams replies in `mode` instead of the surface's default (see
+        /// [`StreamingChannel`](crate::channel::stream::StreamingChannel)).
+        pub fn with_stream_mode(mut self, mode: $crate::channel::stream::StreamMode) -> Self {
+            self.client.stream.mode = Some(mode);
+            self
+        }
+
+        /// Paces this conversation's calls (previews, edits and messages alike) with
+        /// `config` instead of the surface's default: a fresh budget, which clones made
+        /// afterwards share, and which channels made afterwards for the same chat (from this
+        /// channel's client, or with `for_channel`/`for_chat`) share too.
+        pub fn with_stream_budget(mut self, config: $crate::channel::stream::BudgetConfig) -> Self {
+            self.client.stream.budget = Some(config);
+            self.budget = $crate::channel::stream::RateBudget::new(config);
+            self.client
+                .budgets
+                .replace(self.budget_key(), self.budget.clone());
+            self
+        }
+
+        /// The conversation's rate budget, shared by every stream and clone of this channel and
+        /// by every channel its client makes for the same chat.
+        pub fn stream_budget(&self) -> &$crate::channel::stream::RateBudget {
+            &self.budget
+        }
+    };
+}
+pub(crate) use channel_stream_builders;

@@ -8,15 +8,122 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::retry::{Request, Transport};
-use super::stream_settings::StreamSettings;
+use super::stream_settings::{StreamSettings, telegram_budget};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::channel::{Channel, PartReceipt, Render, SendError, TelegramHtml};
+use crate::address::{Address, TelegramAddress};
+use crate::channel::stream::RateBudget;
+use crate::channel::{
+    BoxedChannel, Channel, PartReceipt, Render, SendError, SurfaceClient, TelegramHtml,
+    UnservedAddress,
+};
 use crate::outbound::CommittedPart;
 
 const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 
-/// A Telegram chat, posted to with the Bot API's `sendMessage` (`parse_mode: "HTML"`).
+/// One Telegram bot (a bot token) and everything its chats share: the Bot API base, the HTTP
+/// client, the [`SendPolicy`], the bot-wide rate-limit pause and one rate budget per chat.
+/// [`channel`](Self::channel) gives the [`TelegramChannel`] to one conversation; as a
+/// [`SurfaceClient`] it gives one for any stored Telegram [`Address`].
+///
+/// The bot token is part of every request path (`/bot<token>/…`): it is kept out of every
+/// error, `Debug` output and log line.
+///
+/// ```
+/// use mesh_egress::address::TelegramAddress;
+/// use mesh_egress::channel::TelegramClient;
+///
+/// let bot = TelegramClient::new("123456:ABC-DEF");
+/// let topic = bot.channel(TelegramAddress::new("-1001234567890").in_topic(42));
+/// assert!(!format!("{bot:?}").contains("ABC-DEF"));
+/// # let _ = topic;
+/// ```
+#[derive(Clone)]
+pub struct TelegramClient<R = TelegramHtml> {
+    pub(super) renderer: R,
+    pub(super) transport: Transport,
+    pub(super) base_url: String,
+    /// How replies are streamed (the `*_stream.rs` module beside this one).
+    pub(super) stream: StreamSettings,
+    pub(super) budgets: Budgets,
+}
+
+impl TelegramClient {
+    /// A client for bot `token`, rendering Telegram HTML ([`TelegramHtml`]);
+    /// [`with_renderer`](Self::with_renderer) changes that.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            renderer: TelegramHtml::new(),
+            transport: Transport::new(Surface::Telegram, Token::new(token)),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            stream: StreamSettings::default(),
+            budgets: Budgets::new(DEFAULT_BUDGET_CAPACITY),
+        }
+    }
+}
+
+impl<R: Render> TelegramClient<R> {
+    /// The same client rendering with `renderer`, whose output must be Telegram HTML (or plain
+    /// text without `<`, `>` and `&`): it is sent with `parse_mode: "HTML"`.
+    pub fn with_renderer<R2: Render>(self, renderer: R2) -> TelegramClient<R2> {
+        TelegramClient {
+            renderer,
+            transport: self.transport,
+            base_url: self.base_url,
+            stream: self.stream,
+            budgets: self.budgets,
+        }
+    }
+
+    /// Remembers at most `capacity` chats' rate budgets (default
+    /// [`DEFAULT_BUDGET_CAPACITY`]), forgetting the least recently used first.
+    pub fn with_budget_capacity(mut self, capacity: usize) -> Self {
+        self.budgets = Budgets::new(capacity);
+        self
+    }
+
+    /// The channel to the conversation at `address`: this client's token, policy and pause,
+    /// and the budget of `address`'s chat (shared with every other channel this client made
+    /// for it, topics included: Telegram's limits are per chat). A private chat's budget has
+    /// the spacing only; a group's also the window (see [`TelegramChannel`]).
+    pub fn channel(&self, address: TelegramAddress) -> TelegramChannel<R>
+    where
+        R: Clone,
+    {
+        TelegramChannel::open(self.clone(), address)
+    }
+
+    super::transport_builders!(
+        "the Bot API at `url` instead of Telegram's (a loopback fake in tests)"
+    );
+}
+
+impl<R> fmt::Debug for TelegramClient<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelegramClient")
+            .field("base_url", &self.base_url)
+            .field("token", &self.transport.token)
+            .field("policy", &self.transport.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Render + Clone + 'static> SurfaceClient for TelegramClient<R> {
+    fn surface(&self) -> Surface {
+        Surface::Telegram
+    }
+
+    fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
+        match address {
+            Address::Telegram(telegram) => Ok(BoxedChannel::new(self.channel(telegram.clone()))),
+            other => Err(UnservedAddress::new(Surface::Telegram, other.clone())),
+        }
+    }
+}
+
+/// A Telegram chat, posted to with the Bot API's `sendMessage` (`parse_mode: "HTML"`): a
+/// [`TelegramClient`] and the [`TelegramAddress`] of one conversation.
 ///
 /// The bot token is part of the request path (`/bot<token>/sendMessage`): it is kept out of
 /// every error, `Debug` output and log line. Each part is one message, in order, in the forum
@@ -48,43 +155,50 @@ const DEFAULT_BASE_URL: &str = "https://api.telegram.org";
 /// ```
 #[derive(Clone)]
 pub struct TelegramChannel<R = TelegramHtml> {
-    pub(super) renderer: R,
-    pub(super) transport: Transport,
-    pub(super) base_url: String,
+    pub(super) client: TelegramClient<R>,
+    pub(super) address: TelegramAddress,
+    /// The chat id as it goes on the wire (a number, or `@channelusername`).
     pub(super) chat: Value,
-    pub(super) topic: Option<i64>,
-    /// How replies are streamed (the `*_stream.rs` module beside this one).
-    pub(super) stream: StreamSettings,
+    /// The chat's share of Telegram's limits, from the client's budgets.
+    pub(super) budget: RateBudget,
 }
 
 impl TelegramChannel {
     /// Posts to `chat_id` (a numeric chat id, or `@channelusername`) with bot `token`,
     /// rendering Telegram HTML ([`TelegramHtml`]); [`with_renderer`](Self::with_renderer)
-    /// changes that.
+    /// changes that. The shorthand for a [`TelegramClient`] of its own and one address.
     pub fn new(token: impl Into<String>, chat_id: impl Into<String>) -> Self {
-        let chat = chat_value(chat_id.into());
-        Self {
-            renderer: TelegramHtml::new(),
-            transport: Transport::new(Surface::Telegram, Token::new(token)),
-            base_url: DEFAULT_BASE_URL.to_owned(),
-            stream: StreamSettings::telegram(is_private(&chat)),
-            chat,
-            topic: None,
-        }
+        Self::open(TelegramClient::new(token), TelegramAddress::new(chat_id))
     }
 }
 
 impl<R: Render> TelegramChannel<R> {
+    fn open(client: TelegramClient<R>, address: TelegramAddress) -> Self {
+        let private = address.is_private();
+        let budget = client.budgets.get_or_make(address.chat(), || {
+            client.stream.budget_or(|| telegram_budget(private))
+        });
+        Self {
+            chat: chat_value(address.chat()),
+            client,
+            address,
+            budget,
+        }
+    }
+
+    /// What the client's budgets are keyed by: Telegram's limits are per chat.
+    pub(super) fn budget_key(&self) -> &str {
+        self.address.chat()
+    }
+
     /// The same connector rendering with `renderer`, whose output must be Telegram HTML (or
     /// plain text without `<`, `>` and `&`): it is sent with `parse_mode: "HTML"`.
     pub fn with_renderer<R2: Render>(self, renderer: R2) -> TelegramChannel<R2> {
         TelegramChannel {
-            renderer,
-            transport: self.transport,
-            base_url: self.base_url,
-            stream: self.stream,
+            client: self.client.with_renderer(renderer),
+            address: self.address,
             chat: self.chat,
-            topic: self.topic,
+            budget: self.budget,
         }
     }
 
@@ -94,27 +208,18 @@ impl<R: Render> TelegramChannel<R> {
     where
         R: Clone,
     {
-        let chat = chat_value(chat_id.into());
-        Self {
-            stream: self.stream.telegram_sibling(is_private(&chat)),
-            chat,
-            topic: None,
-            renderer: self.renderer.clone(),
-            // Clones share the client, token, policy and the bot-wide pause; the route's own
-            // pause is its conversation's budget.
-            transport: self.transport.clone(),
-            base_url: self.base_url.clone(),
-        }
+        self.client.channel(TelegramAddress::new(chat_id))
     }
 
     /// Posts into the forum topic `message_thread_id`.
     pub fn in_topic(mut self, message_thread_id: i64) -> Self {
-        self.topic = Some(message_thread_id);
+        self.address = self.address.in_topic(message_thread_id);
         self
     }
 
     super::transport_builders!(
-        "the Bot API at `url` instead of Telegram's (a loopback fake in tests)"
+        "the Bot API at `url` instead of Telegram's (a loopback fake in tests)",
+        client
     );
 }
 
@@ -122,10 +227,10 @@ impl<R> fmt::Debug for TelegramChannel<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TelegramChannel")
             .field("chat", &self.chat)
-            .field("topic", &self.topic)
-            .field("base_url", &self.base_url)
-            .field("token", &self.transport.token)
-            .field("policy", &self.transport.policy)
+            .field("topic", &self.address.topic())
+            .field("base_url", &self.client.base_url)
+            .field("token", &self.client.transport.token)
+            .field("policy", &self.client.transport.policy)
             .finish_non_exhaustive()
     }
 }
@@ -134,7 +239,11 @@ impl<R: Render> Channel for TelegramChannel<R> {
     type Renderer = R;
 
     fn renderer(&self) -> &R {
-        &self.renderer
+        &self.client.renderer
+    }
+
+    fn address(&self) -> Address {
+        Address::Telegram(self.address.clone())
     }
 
     fn send(
@@ -146,31 +255,26 @@ impl<R: Render> Channel for TelegramChannel<R> {
             "text": part.text(),
             "parse_mode": "HTML",
         });
-        if let Some(topic) = self.topic {
+        if let Some(topic) = self.address.topic() {
             body["message_thread_id"] = Value::from(topic);
         }
         let request = Request {
             url: format!(
                 "{}/bot{}/sendMessage",
-                self.base_url,
-                self.transport.token.expose()
+                self.client.base_url,
+                self.client.transport.token.expose()
             ),
             authorization: None,
             body,
         };
-        self.transport
-            .send(&self.stream.budget, part, request, classify)
+        self.client
+            .transport
+            .send(&self.budget, part, request, classify)
     }
 }
 
 /// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
-/// A private chat with one user has a positive numeric id; groups and channels are negative
-/// or `@name`.
-pub(super) fn is_private(chat: &Value) -> bool {
-    chat.as_i64().is_some_and(|id| id > 0)
-}
-
-fn chat_value(chat_id: String) -> Value {
+fn chat_value(chat_id: &str) -> Value {
     chat_id
         .parse::<i64>()
         .map_or_else(|_| Value::from(chat_id), Value::from)

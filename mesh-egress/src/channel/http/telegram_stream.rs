@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use super::answer::Outcome;
 use super::retry::Classify;
 use super::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
-use super::stream_settings::stream_builders;
-use super::{Surface, TelegramChannel, Token};
+use super::stream_settings::{channel_stream_builders, client_stream_builders};
+use super::{Surface, TelegramChannel, TelegramClient, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
     CallKind, Driver, DriverError, Parts, ReplyStream, StreamMode, StreamOpenError, StreamReceipt,
@@ -26,8 +26,8 @@ use crate::egress::Attribution;
 /// be shorter than allowed.
 const MESSAGE_LIMIT: usize = 4_096;
 
-impl<R: Render> TelegramChannel<R> {
-    stream_builders!();
+impl<R: Render> TelegramClient<R> {
+    client_stream_builders!();
 
     /// Shows a waiting draft again after `every` (default 20 s; Telegram keeps a draft for
     /// 30 s).
@@ -35,11 +35,22 @@ impl<R: Render> TelegramChannel<R> {
         self.stream.draft_refresh = every;
         self
     }
+}
+
+impl<R: Render> TelegramChannel<R> {
+    channel_stream_builders!();
+
+    /// Shows a waiting draft again after `every` (default 20 s; Telegram keeps a draft for
+    /// 30 s).
+    pub fn with_draft_refresh(mut self, every: Duration) -> Self {
+        self.client.stream.draft_refresh = every;
+        self
+    }
 
     /// Whether the chat is a private chat with one user (a positive numeric id): the only
     /// chats `sendMessageDraft` serves.
     pub fn is_private_chat(&self) -> bool {
-        super::telegram::is_private(&self.chat)
+        self.address.is_private()
     }
 }
 
@@ -60,11 +71,14 @@ impl<R: Render> TelegramChannel<R> {
 /// a burst of `editMessageText` calls inside the same flood window.
 impl<R: Render> StreamingChannel for TelegramChannel<R> {
     fn stream_mode(&self) -> StreamMode {
-        self.stream.mode.unwrap_or(if self.is_private_chat() {
-            StreamMode::Stream
-        } else {
-            StreamMode::Blocks
-        })
+        self.client
+            .stream
+            .mode
+            .unwrap_or(if self.is_private_chat() {
+                StreamMode::Stream
+            } else {
+                StreamMode::Blocks
+            })
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
@@ -74,20 +88,24 @@ impl<R: Render> StreamingChannel for TelegramChannel<R> {
         };
         let driver = TelegramDriver {
             caller: Caller {
-                transport: self.transport.clone(),
-                budget: self.stream.budget.clone(),
+                transport: self.client.transport.clone(),
+                budget: self.budget.clone(),
                 classify: super::telegram::classify,
                 observe: None,
                 calls: 0,
             },
-            api: format!("{}/bot{}", self.base_url, self.transport.token.expose()),
+            api: format!(
+                "{}/bot{}",
+                self.client.base_url,
+                self.client.transport.token.expose()
+            ),
             chat: self.chat.clone(),
-            topic: self.topic,
+            topic: self.address.topic(),
             mode,
             fell_back,
             draft_id: 1,
             draft: None,
-            refresh: self.stream.draft_refresh,
+            refresh: self.client.stream.draft_refresh,
             previews: 0,
             confirmed: 0,
             messages: Vec::new(),

@@ -143,6 +143,12 @@ impl RateBudget {
         self.config
     }
 
+    /// Whether `other` is the same budget (a clone of this one), so that spending one spends
+    /// the other: two channels to one chat share one.
+    pub fn shares_with(&self, other: &RateBudget) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
