@@ -46,21 +46,28 @@ fn healthy_path(c: &mut Criterion) {
         let text = clean_text(len);
         assert_eq!(text_tool_format(&text), None, "the text is clean");
         group.throughput(Throughput::Bytes(len as u64));
-        group.bench_with_input(BenchmarkId::new("text_tool_format", label), &text, |b, t| {
-            b.iter(|| text_tool_format(black_box(t)));
-        });
+        group.bench_with_input(
+            BenchmarkId::new("text_tool_format", label),
+            &text,
+            |b, t| {
+                b.iter(|| text_tool_format(black_box(t)));
+            },
+        );
         group.bench_with_input(
             BenchmarkId::new("str_contains_one_marker", label),
             &text,
             |b, t| b.iter(|| black_box(t).contains("<tool_call>")),
         );
-        group.bench_with_input(BenchmarkId::new("silence_tokens_apply", label), &text, |b, t| {
-            b.iter(|| tokens.apply(black_box(t)));
-        });
+        group.bench_with_input(
+            BenchmarkId::new("silence_tokens_apply", label),
+            &text,
+            |b, t| {
+                b.iter(|| tokens.apply(black_box(t)));
+            },
+        );
     }
     group.finish();
 }
 
 criterion_group!(benches, healthy_path);
 criterion_main!(benches);
-

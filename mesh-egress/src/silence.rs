@@ -336,7 +336,13 @@ mod tests {
 
     #[test]
     fn a_reply_of_only_a_token_is_silence_whatever_wraps_it() {
-        for body in ["NO_REPLY", "  HEARTBEAT_OK\n", "**NO_REPLY**", "`NO_REPLY`.", "NO_REPLY NO_REPLY"] {
+        for body in [
+            "NO_REPLY",
+            "  HEARTBEAT_OK\n",
+            "**NO_REPLY**",
+            "`NO_REPLY`.",
+            "NO_REPLY NO_REPLY",
+        ] {
             assert!(
                 matches!(tokens().apply(body), Silenced::Silence { .. }),
                 "{body:?}"
@@ -361,7 +367,11 @@ mod tests {
             }
         );
         for untouched in ["NO_REPLY_COUNT is 3", "no_reply", "xNO_REPLY", "All green."] {
-            assert_eq!(tokens().apply(untouched), Silenced::Untouched, "{untouched}");
+            assert_eq!(
+                tokens().apply(untouched),
+                Silenced::Untouched,
+                "{untouched}"
+            );
         }
         assert_eq!(SilenceTokens::none().apply("NO_REPLY"), Silenced::Untouched);
     }

@@ -45,7 +45,10 @@ async fn a_trace_line_before_a_complete_answer_is_cut_and_the_answer_sent() {
         "🔧 exec: ls -la /srv/app\n\nThe app directory holds main.py, app.yaml and README.md.",
     )
     .await;
-    assert!(matches!(verdict, GateVerdict::Sanitised { .. }), "{verdict:?} {rules:?}");
+    assert!(
+        matches!(verdict, GateVerdict::Sanitised { .. }),
+        "{verdict:?} {rules:?}"
+    );
     assert_eq!(
         sent.as_deref(),
         Some("The app directory holds main.py, app.yaml and README.md.")
@@ -55,19 +58,30 @@ async fn a_trace_line_before_a_complete_answer_is_cut_and_the_answer_sent() {
 
 #[tokio::test]
 async fn markup_after_an_answer_is_cut_and_markup_after_an_announcement_goes_to_layer_c() {
-    let call = "<tool_call>{\"name\": \"notify\", \"arguments\": {\"channel\": \"#ops\"}}</tool_call>";
+    let call =
+        "<tool_call>{\"name\": \"notify\", \"arguments\": {\"channel\": \"#ops\"}}</tool_call>";
     let (verdict, sent, _) = gated(
         "Is the build green?",
         &format!("The build on main is green as of 09:40.\n\n{call}"),
     )
     .await;
-    assert!(matches!(verdict, GateVerdict::Sanitised { .. }), "{verdict:?}");
-    assert_eq!(sent.as_deref(), Some("The build on main is green as of 09:40."));
+    assert!(
+        matches!(verdict, GateVerdict::Sanitised { .. }),
+        "{verdict:?}"
+    );
+    assert_eq!(
+        sent.as_deref(),
+        Some("The build on main is green as of 09:40.")
+    );
 
     for announcement in ["Let me check the build for you.", "Here is what I found:"] {
         let (verdict, sent, rules) =
             gated("Is the build green?", &format!("{announcement}\n{call}")).await;
-        assert_eq!(verdict, GateVerdict::Blocked { retryable: true }, "{announcement}");
+        assert_eq!(
+            verdict,
+            GateVerdict::Blocked { retryable: true },
+            "{announcement}"
+        );
         assert_eq!(sent, None);
         assert_eq!(rules, ["tool.call_markup"]);
     }
@@ -115,7 +129,9 @@ async fn in_a_stream_markup_stops_it_and_a_trace_line_is_cut_while_the_stream_go
         attr.clone(),
         1,
     );
-    let blocked = gate.evaluate_block(&turn, "Green?", delivered, markup).await;
+    let blocked = gate
+        .evaluate_block(&turn, "Green?", delivered, markup)
+        .await;
     assert_eq!(blocked.verdict(), GateVerdict::Blocked { retryable: true });
     assert!(blocked.into_result().is_err());
 
@@ -156,7 +172,10 @@ async fn a_streamed_turn_keeps_what_was_delivered_and_layer_c_answers_for_the_re
     let sent = channel.sent();
     assert_eq!(sent[..2], ["The build is green.", "Deploying now."]);
     assert_eq!(sent.len(), 3, "then Layer C's line: {sent:?}");
-    assert!(sent.iter().all(|s| !s.contains("tool_call") && !s.contains("terminal")));
+    assert!(
+        sent.iter()
+            .all(|s| !s.contains("tool_call") && !s.contains("terminal"))
+    );
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {

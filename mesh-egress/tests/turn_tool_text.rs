@@ -66,8 +66,18 @@ fn one_per_format() -> Vec<(String, String)> {
 /// Bits of markup no format's call leaves out; none may reach stdout.
 fn leaks(printed: &str) -> Option<&'static str> {
     [
-        "tool_call", "TOOL_CALLS", "python_tag", "function=", "tool▁", "functools", ">>>",
-        "tool_code", "to=functions", "\"name\"", "get_weather(", "<|",
+        "tool_call",
+        "TOOL_CALLS",
+        "python_tag",
+        "function=",
+        "tool▁",
+        "functools",
+        ">>>",
+        "tool_code",
+        "to=functions",
+        "\"name\"",
+        "get_weather(",
+        "<|",
     ]
     .into_iter()
     .find(|marker| printed.contains(marker))
@@ -132,7 +142,12 @@ async fn a_text_tool_call_on_the_primary_falls_back_and_one_on_every_try_ends_in
             .await
             .expect("provider")
             .otherwise(FakeResponse::completion(call));
-        let out = run(&provider.base_url(), &[], &["--gate", gate, "Did the deploy go out?"]).await;
+        let out = run(
+            &provider.base_url(),
+            &[],
+            &["--gate", gate, "Did the deploy go out?"],
+        )
+        .await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let printed = stdout(&out);
         assert_eq!(printed.lines().count(), 1, "a holding line: {printed:?}");
@@ -156,7 +171,11 @@ async fn a_reply_that_is_only_a_silence_token_prints_nothing_and_exits_0() {
             .await;
             assert_eq!(out.status.code(), Some(0), "{token}: {}", stderr(&out));
             assert_eq!(stdout(&out), "", "{token} (gate {gate}, {mode}): silence");
-            assert_eq!(provider.received().len(), 1, "silence is not a failure: no retry");
+            assert_eq!(
+                provider.received().len(),
+                1,
+                "silence is not a failure: no retry"
+            );
         }
     }
     // Without the tokens declared, the same reply is an ordinary answer.
@@ -232,16 +251,26 @@ async fn markup_after_delivered_blocks_is_cut_and_layer_c_answers_for_the_rest()
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let printed = stdout(&out);
     let lines: Vec<&str> = printed.lines().collect();
-    assert_eq!(lines.len(), 2, "the delivered block, then Layer C's line: {printed:?}");
+    assert_eq!(
+        lines.len(),
+        2,
+        "the delivered block, then Layer C's line: {printed:?}"
+    );
     assert_eq!(lines[0], P1.trim());
     assert_eq!(leaks(&printed), None, "{printed:?}");
-    assert!(stderr(&out).contains("tool.call_markup"), "the gate's rule is logged");
+    assert!(
+        stderr(&out).contains("tool.call_markup"),
+        "the gate's rule is logged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_silence_token_split_across_deltas_never_shows() {
     for (chunks, expected) in [
-        (vec!["Done, the ", "report is sent.\n\nNO_", "REP", "LY"], "Done, the report is sent.\n"),
+        (
+            vec!["Done, the ", "report is sent.\n\nNO_", "REP", "LY"],
+            "Done, the report is sent.\n",
+        ),
         (vec!["NO_", "REPLY"], ""),
     ] {
         let provider = FakeProvider::start_steps([Step::chunks(chunks.clone())])

@@ -66,7 +66,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "code_region",
         ],
     ),
-    ("degrade", &["egress", "reply", "ledger", "setting", "silence"]),
+    (
+        "degrade",
+        &["egress", "reply", "ledger", "setting", "silence"],
+    ),
     (
         "gate",
         &[

@@ -73,7 +73,8 @@ fn outcomes(turn: &Turn) -> Vec<String> {
 async fn complete(text: &str, request: &ChatRequest) -> (Result<Completion, String>, Vec<String>) {
     let connector =
         ScriptedConnector::new().on("m", [Step::answer(text), Step::answer(RETRY_ANSWER)]);
-    let router = Router::new(connector, "m", RetryConfig::default()).with_jitter(Jitter::fixed(0.0));
+    let router =
+        Router::new(connector, "m", RetryConfig::default()).with_jitter(Jitter::fixed(0.0));
     let turn = Turn::new(Attribution::new("agent", "corpus", "run"));
     let result = router
         .complete(&turn, request)
@@ -89,9 +90,17 @@ fn the_split_is_fixed_by_the_id_hash_and_ids_are_unique() {
     for set in ["calls", "benign"] {
         let samples = corpus[set].as_array().expect("samples");
         let held = samples.iter().filter(|s| held_out(text(s, "id"))).count();
-        assert!(held > 0 && held < samples.len(), "{set}: {held}/{}", samples.len());
+        assert!(
+            held > 0 && held < samples.len(),
+            "{set}: {held}/{}",
+            samples.len()
+        );
         ids.extend(samples.iter().map(|s| text(s, "id").to_owned()));
-        assert!(samples.iter().all(|s| !text(s, "source").is_empty() || set == "benign"));
+        assert!(
+            samples
+                .iter()
+                .all(|s| !text(s, "source").is_empty() || set == "benign")
+        );
     }
     let n = ids.len();
     ids.sort();
@@ -159,7 +168,10 @@ async fn every_text_tool_call_is_caught_and_every_look_alike_passes_on_both_part
                 } else {
                     fail(
                         &mut failures,
-                        format!("read as {got:?}, content {:?}, attempts {seen:?}", done.content),
+                        format!(
+                            "read as {got:?}, content {:?}, attempts {seen:?}",
+                            done.content
+                        ),
                     );
                 }
             }
@@ -169,7 +181,10 @@ async fn every_text_tool_call_is_caught_and_every_look_alike_passes_on_both_part
                 {
                     t.read_right += 1;
                 } else {
-                    fail(&mut failures, format!("unreadable, yet {done:?} after {seen:?}"));
+                    fail(
+                        &mut failures,
+                        format!("unreadable, yet {done:?} after {seen:?}"),
+                    );
                 }
             }
             (_, Err(cause)) => fail(&mut failures, format!("gave up: {cause}")),

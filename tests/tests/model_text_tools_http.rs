@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mesh_egress::ledger::LedgerRecord;
 use mesh_egress::model::{
-    ChatMessage, ChatRequest, Jitter, ModelConnector, ModelErrorKind, OpenAiCompatible, RetryConfig, Router,
-    TextToolCallError, TextToolFormat, TextToolProblem, ToolDefinition,
+    ChatMessage, ChatRequest, Jitter, ModelConnector, ModelErrorKind, OpenAiCompatible,
+    RetryConfig, Router, TextToolCallError, TextToolFormat, TextToolProblem, ToolDefinition,
 };
 use mesh_egress::testing::{FakeProvider, FakeResponse, Step};
 use mesh_egress::{Attribution, Turn};
@@ -50,7 +50,12 @@ fn outcomes(turn: &Turn) -> Vec<String> {
             LedgerRecord::Recovery(r) => Some(r.attempts),
             _ => None,
         })
-        .flat_map(|attempts| attempts.iter().map(|a| a.outcome.to_string()).collect::<Vec<_>>())
+        .flat_map(|attempts| {
+            attempts
+                .iter()
+                .map(|a| a.outcome.to_string())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -75,12 +80,17 @@ async fn with_tools_offered_a_text_tool_call_comes_back_as_a_structured_one() {
     );
     assert!(done.tool_calls[0].id.starts_with("call_"));
     assert_eq!(outcomes(&turn), ["ok"]);
-    assert_eq!(provider.received().len(), 1, "no repair for a call that reads");
+    assert_eq!(
+        provider.received().len(),
+        1,
+        "no repair for a call that reads"
+    );
 }
 
 #[tokio::test]
 async fn a_broken_text_tool_call_gets_exactly_one_repair_whose_body_carries_the_correction() {
-    let broken = "<tool_call>{\"name\": \"search_logs\", \"arguments\": {\"q\": \"deploy\"</tool_call>";
+    let broken =
+        "<tool_call>{\"name\": \"search_logs\", \"arguments\": {\"q\": \"deploy\"</tool_call>";
     let provider = FakeProvider::start([
         FakeResponse::completion(broken),
         FakeResponse::completion(CALL),
@@ -98,9 +108,16 @@ async fn a_broken_text_tool_call_gets_exactly_one_repair_whose_body_carries_the_
     let received = provider.received();
     assert_eq!(received.len(), 2);
     let messages = received[1].body["messages"].as_array().expect("messages");
-    assert_eq!(messages.len(), 3, "the request, the model's reply, the correction");
+    assert_eq!(
+        messages.len(),
+        3,
+        "the request, the model's reply, the correction"
+    );
     assert_eq!(messages[1]["role"], "assistant");
-    assert_eq!(messages[1]["content"], broken, "the model's reply as it came");
+    assert_eq!(
+        messages[1]["content"], broken,
+        "the model's reply as it came"
+    );
     assert_eq!(messages[2]["role"], "user");
     let correction = messages[2]["content"].as_str().expect("text");
     assert!(
@@ -155,7 +172,10 @@ async fn without_tools_the_call_is_a_failed_attempt_with_no_repair() {
         .complete(&turn, ChatRequest::new(vec![ChatMessage::user("Deploy?")]))
         .await
         .expect("the retry answers");
-    assert_eq!(done.content.as_deref(), Some("The deploy went out at 09:12."));
+    assert_eq!(
+        done.content.as_deref(),
+        Some("The deploy went out at 09:12.")
+    );
     assert_eq!(outcomes(&turn), ["malformed_tool_call", "ok"]);
     let received = provider.received();
     assert_eq!(received.len(), 2);

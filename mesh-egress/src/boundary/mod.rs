@@ -41,8 +41,8 @@ pub use stream_rest::{RestOwed, Unjoinable, rest_after};
 use crate::degrade::{DegradationPolicy, Mode, choose};
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{BoundaryErrorRecord, Ledger, LedgerRecord, SilenceRecord};
-use crate::silence::Silenced;
 use crate::reply::Reply;
+use crate::silence::Silenced;
 use crate::turn::Turn;
 
 /// The boundary without the macro: an answer passes through (less the policy's

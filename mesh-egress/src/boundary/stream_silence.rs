@@ -2,9 +2,9 @@
 //! text deltas before the block cutter sees them, holding back a delta's end that could still
 //! grow into one (`NO_RE` before `PLY`), so a token split across deltas never reaches a block.
 
+use crate::egress::Attribution;
 use crate::ledger::{Ledger, LedgerRecord, SilenceRecord};
 use crate::silence::{SilenceFilter, SilenceTokens};
-use crate::egress::Attribution;
 use crate::stream::TextSource;
 
 /// A [`TextSource`] with the silence tokens cut out (a pass-through when none is declared).

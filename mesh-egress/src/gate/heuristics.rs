@@ -207,7 +207,10 @@ impl Heuristics {
         }
         // A trace is a line, and the projection folds line breaks into spaces: read there, a
         // trace line would run on into the answer below it. The source pass finds them.
-        for Raw { finding, key } in found.into_iter().filter(|r| r.finding.rule() != Rule::ToolTrace) {
+        for Raw { finding, key } in found
+            .into_iter()
+            .filter(|r| r.finding.rule() != Rule::ToolTrace)
+        {
             let span = projection.source_span(finding.span());
             raw.push(Raw {
                 finding: Finding::new(finding.rule(), span, text),

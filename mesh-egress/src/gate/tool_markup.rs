@@ -31,9 +31,34 @@ const TRACE_SYMBOLS: &[&str] = &["🔧", "🛠", "⚙", "💻", "🖥", "🐍", 
 /// Tool names agents give their shell, code and file tools; a trace line names one of these,
 /// or a snake_case / dotted name (`web_search`, `functions.read_file`).
 const TOOL_NAMES: &[&str] = &[
-    "exec", "execute", "terminal", "shell", "bash", "sh", "zsh", "cmd", "powershell", "python",
-    "node", "run", "command", "browser", "browse", "search", "fetch", "curl", "read", "write",
-    "edit", "patch", "grep", "glob", "ls", "cat", "computer", "code",
+    "exec",
+    "execute",
+    "terminal",
+    "shell",
+    "bash",
+    "sh",
+    "zsh",
+    "cmd",
+    "powershell",
+    "python",
+    "node",
+    "run",
+    "command",
+    "browser",
+    "browse",
+    "search",
+    "fetch",
+    "curl",
+    "read",
+    "write",
+    "edit",
+    "patch",
+    "grep",
+    "glob",
+    "ls",
+    "cat",
+    "computer",
+    "code",
 ];
 
 /// What a trace line may say after its symbol instead of `tool:`.
@@ -157,7 +182,9 @@ pub(crate) fn is_complete_answer(rest: &str) -> bool {
         return true;
     }
     // An announcement that goes on to say something (`Let me explain: the deploy …`) answers.
-    let first = lower.find(['.', '!', '?', ':']).map_or(lower.len(), |i| i + 1);
+    let first = lower
+        .find(['.', '!', '?', ':'])
+        .map_or(lower.len(), |i| i + 1);
     !lower[first..].trim().is_empty()
 }
 

@@ -12,7 +12,32 @@ use crate::code_region::code_regions;
 
 /// A text protocol in which a model family writes its tool decision into the message text,
 /// as it does when it is served without that family's tool parser (the raw output reaches
-/// `content` instead of `tool_calls`). See the [module docs](super) for the source of each.
+/// `content` instead of `tool_calls`). Layer A recognises these (see
+/// [`text_tool_format`](crate::model::text_tool_format)).
+///
+/// The formats, each from its family's own documentation or chat template, or the reference
+/// parser of the servers that deploy it:
+///
+/// | format | shape | source |
+/// |---|---|---|
+/// | [`Hermes`](Self::Hermes) | `<tool_call>{"name": …, "arguments": …}</tool_call>` | NousResearch/Hermes-Function-Calling `README.md`; the Hermes 2 Pro model card; Qwen 2.5 uses it (QwenLM/Qwen3 discussion #1098: "use hermes as --tool-call-parser"); vLLM `tool_parsers/hermes_tool_parser.py` |
+/// | Qwen3-Coder body | `<tool_call><function=f><parameter=k>v</parameter></function></tool_call>` | vLLM `tool_parsers/qwen3coder_tool_parser.py` |
+/// | GLM-4.5 body | `<tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>` | the GLM-4.5 tool prompt (LLaMA-Factory `data/tool_utils.py`, `GLM4_MOE_TOOL_PROMPT`); vLLM `tool_parsers/glm4_moe_tool_parser.py` |
+/// | [`LlamaPythonTag`](Self::LlamaPythonTag) | `<\|python_tag\|>brave_search.call(query="…")`, or a JSON call | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` and `models/llama3_2/text_prompt_format.md` ("the response starts with `<\|python_tag\|>`") |
+/// | [`FunctionTag`](Self::FunctionTag) | `<function=f>{…}</function>` | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (custom tools); MeetKai/functionary v3.1 (llama.cpp `docs/function-calling.md`) |
+/// | [`Mistral`](Self::Mistral) | `[TOOL_CALLS] [{…}]`, `[TOOL_CALLS]f[ARGS]{…}` | mistralai/mistral-common (tokenizer v3 and later); vLLM `tool_parsers/mistral_tool_parser.py` ("Mistral emits tool calls in the `[TOOL_CALLS]name[ARGS]{...}` format") |
+/// | [`DeepSeek`](Self::DeepSeek) | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a ```` ```json ```` block (V3, R1); `…begin｜>f<｜tool▁sep｜>{…}` (V3.1) | the DeepSeek-V3 chat template; vLLM `tool_parsers/deepseekv3_tool_parser.py` and `deepseekv31_tool_parser.py` |
+/// | [`KimiK2`](Self::KimiK2) | `<\|tool_calls_section_begin\|><\|tool_call_begin\|>functions.f:0<\|tool_call_argument_begin\|>{…}<\|tool_call_end\|>` | MoonshotAI/Kimi-K2 `docs/tool_call_guidance.md`; vLLM `tool_parsers/kimi_k2_tool_parser.py` |
+/// | [`Granite`](Self::Granite) | `<\|tool_call\|>[{"name": …, "arguments": …}]` | vLLM `tool_parsers/granite_tool_parser.py` ("for granite 3.0, the token `<\|tool_call\|>`") |
+/// | [`Gemma4`](Self::Gemma4) | `<\|tool_call>call:f{k:<\|"\|>v<\|"\|>}<tool_call\|>` | Google's Gemma 4 function-calling docs (ai.google.dev `gemma/docs/capabilities/text/function-calling-gemma4`); vLLM `tool_parsers/gemma4_tool_parser.py` |
+/// | [`Lfm2`](Self::Lfm2) | `<\|tool_call_start\|>[f(k="v")]<\|tool_call_end\|>` | vLLM `tool_parsers/lfm2_tool_parser.py` |
+/// | [`Functools`](Self::Functools) | `functools[{…}]` | FireFunction v2 (llama.cpp `docs/function-calling.md`); Phi-4-mini (vLLM `tool_parsers/phi4mini_tool_parser.py`) |
+/// | [`Functionary`](Self::Functionary) | the reply opens with `>>>f` then `{…}` on the next line (or with `>>>all` text, then a `>>>f` line) | MeetKai/functionary `functionary/prompt_template/llama3_prompt_template_v3.py` (`function_separator = ">>>"`) |
+/// | [`ToolCode`](Self::ToolCode) | a `` ```tool_code `` block holding `f(k=v)` | Google's Gemma docs ("Gemma will generate a code wrapped with ```` ```tool_code ````", ai.google.dev `gemma/docs/meme-generator`) |
+/// | [`Harmony`](Self::Harmony) | `<\|channel\|>commentary to=functions.f <\|constrain\|>json<\|message\|>{…}<\|call\|>` | the gpt-oss harmony response format (openai/harmony); vLLM `tool_parsers/openai_tool_parser.py` |
+/// | [`PythonicList`](Self::PythonicList) | the whole reply is `[f(k=v), g()]` | meta-llama/llama-models `models/llama3_2/text_prompt_format.md` (zero-shot function calling); Google's Gemma function-calling docs (ai.google.dev `gemma/docs/capabilities/function-calling`) |
+/// | [`BareJson`](Self::BareJson) | the whole reply is `{"name": …, "parameters": …}` (or `"arguments"`, `"type": "function"`, the OpenAI `{"function": {…}}` shape, a list of them) | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (`{"type": "function", "name": …, "parameters": …}`); the Gemma docs' JSON variant; Ollama's Llama 3.2 template |
+///
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TextToolFormat {
@@ -41,7 +66,8 @@ pub enum TextToolFormat {
     Lfm2,
     /// FireFunction v2 and Phi-4-mini: `functools[{"name": …, "arguments": …}]`.
     Functools,
-    /// Functionary v3.2: `>>>name` then the JSON arguments on the next line.
+    /// Functionary v3.2: the reply opens with `>>>name`, then the JSON arguments on the next
+    /// line (or with `>>>all` and text, then such a call).
     Functionary,
     /// Gemma (prompted): a fenced `` ```tool_code `` block holding a Python call.
     ToolCode,
@@ -136,7 +162,11 @@ const MARKERS: &[Marker] = &[
     marker(">>>", F::Functionary, Place::Start),
     marker("```tool_code", F::ToolCode, Place::LineStart),
     // The commentary channel's header naming a function as its recipient.
-    marker("<|channel|>commentary to=functions.", F::Harmony, Place::Token),
+    marker(
+        "<|channel|>commentary to=functions.",
+        F::Harmony,
+        Place::Token,
+    ),
 ];
 
 /// The literals, in table order (the gate looks for the same ones).
@@ -158,11 +188,13 @@ fn groups() -> [Vec<&'static Marker>; 2] {
     ]
 }
 
+/// One group's automaton and its markers, in pattern order.
+type Group = (AhoCorasick, Vec<&'static Marker>);
+
 /// One automaton per group, built on first use. `None` only if the builder refused the table,
 /// which is a constant far below its limits (a unit test pins that it builds).
-fn automata() -> Option<&'static [(AhoCorasick, Vec<&'static Marker>)]> {
-    static AUTOMATA: OnceLock<Option<Vec<(AhoCorasick, Vec<&'static Marker>)>>> =
-        OnceLock::new();
+fn automata() -> Option<&'static [Group]> {
+    static AUTOMATA: OnceLock<Option<Vec<Group>>> = OnceLock::new();
     AUTOMATA
         .get_or_init(|| {
             groups()
@@ -391,11 +423,16 @@ fn placed(text: &str, at: Range<usize>, marker: &Marker) -> bool {
 pub(crate) fn opens(literal: &str, rest: &str) -> Opens {
     match literal {
         "<tool_call>" => {
-            if let found @ (Opens::Yes | Opens::NeedMore) = starts_with_any(rest, &["{", "<function="]) {
+            if let found @ (Opens::Yes | Opens::NeedMore) =
+                starts_with_any(rest, &["{", "<function="])
+            {
                 return found;
             }
             // GLM-4.5: the function's name, then its `<arg_key>` pairs (or the close).
-            named_then(rest, &["<arg_key>", "</tool_call>", "\n<arg_key>", "\n</tool_call>"])
+            named_then(
+                rest,
+                &["<arg_key>", "</tool_call>", "\n<arg_key>", "\n</tool_call>"],
+            )
         }
         // `<function=name>` then its JSON arguments (Llama 3.1) or `<parameter=` pairs
         // (Qwen3-Coder): a name in angle brackets alone is prose about the tag.
@@ -502,7 +539,10 @@ fn named_then(rest: &str, then: &[&str]) -> Opens {
 /// The length of the identifier (`[A-Za-z_][A-Za-z0-9_.-]*`) `s` starts with.
 pub(crate) fn ident(s: &str) -> usize {
     let b = s.as_bytes();
-    if !b.first().is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') {
+    if !b
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+    {
         return 0;
     }
     b.iter()
@@ -544,7 +584,9 @@ pub(crate) fn markup_end(text: &str, start: usize, format: TextToolFormat) -> us
         TextToolFormat::Harmony => Some(("<|call|>", None)),
         TextToolFormat::ToolCode => {
             // The fence's own close: the next line that is only backticks.
-            let body = text[start..].find('\n').map_or(text.len(), |i| start + i + 1);
+            let body = text[start..]
+                .find('\n')
+                .map_or(text.len(), |i| start + i + 1);
             let mut at = body;
             for line in text[body..].split_inclusive('\n') {
                 at += line.len();
@@ -615,7 +657,10 @@ mod tests {
                 "Checking.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
                 F::Hermes,
             ),
-            ("<|python_tag|>brave_search.call(query=\"x\")", F::LlamaPythonTag),
+            (
+                "<|python_tag|>brave_search.call(query=\"x\")",
+                F::LlamaPythonTag,
+            ),
             ("<function=f>{\"a\": 1}</function>", F::FunctionTag),
             ("[TOOL_CALLS]f[ARGS]{}", F::Mistral),
             ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f", F::DeepSeek),

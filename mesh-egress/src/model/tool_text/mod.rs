@@ -22,28 +22,7 @@
 //! with a call is a failed attempt before anything is shown. Markup that arrives after text
 //! was shown is the quality gate's to catch.
 //!
-//! The formats, each from its family's own documentation or chat template, or the reference
-//! parser of the servers that deploy it:
-//!
-//! | format | shape | source |
-//! |---|---|---|
-//! | [`Hermes`](TextToolFormat::Hermes) | `<tool_call>{"name": …, "arguments": …}</tool_call>` | NousResearch/Hermes-Function-Calling `README.md`; the Hermes 2 Pro model card; Qwen 2.5 uses it (QwenLM/Qwen3 discussion #1098: "use hermes as --tool-call-parser"); vLLM `tool_parsers/hermes_tool_parser.py` |
-//! | Qwen3-Coder body | `<tool_call><function=f><parameter=k>v</parameter></function></tool_call>` | vLLM `tool_parsers/qwen3coder_tool_parser.py` |
-//! | GLM-4.5 body | `<tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>` | the GLM-4.5 tool prompt (LLaMA-Factory `data/tool_utils.py`, `GLM4_MOE_TOOL_PROMPT`); vLLM `tool_parsers/glm4_moe_tool_parser.py` |
-//! | [`LlamaPythonTag`](TextToolFormat::LlamaPythonTag) | `<\|python_tag\|>brave_search.call(query="…")`, or a JSON call | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` and `models/llama3_2/text_prompt_format.md` ("the response starts with `<\|python_tag\|>`") |
-//! | [`FunctionTag`](TextToolFormat::FunctionTag) | `<function=f>{…}</function>` | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (custom tools); MeetKai/functionary v3.1 (llama.cpp `docs/function-calling.md`) |
-//! | [`Mistral`](TextToolFormat::Mistral) | `[TOOL_CALLS] [{…}]`, `[TOOL_CALLS]f[ARGS]{…}` | mistralai/mistral-common (tokenizer v3 and later); vLLM `tool_parsers/mistral_tool_parser.py` ("Mistral emits tool calls in the `[TOOL_CALLS]name[ARGS]{...}` format") |
-//! | [`DeepSeek`](TextToolFormat::DeepSeek) | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a ```` ```json ```` block (V3, R1); `…begin｜>f<｜tool▁sep｜>{…}` (V3.1) | the DeepSeek-V3 chat template; vLLM `tool_parsers/deepseekv3_tool_parser.py` and `deepseekv31_tool_parser.py` |
-//! | [`KimiK2`](TextToolFormat::KimiK2) | `<\|tool_calls_section_begin\|><\|tool_call_begin\|>functions.f:0<\|tool_call_argument_begin\|>{…}<\|tool_call_end\|>` | MoonshotAI/Kimi-K2 `docs/tool_call_guidance.md`; vLLM `tool_parsers/kimi_k2_tool_parser.py` |
-//! | [`Granite`](TextToolFormat::Granite) | `<\|tool_call\|>[{"name": …, "arguments": …}]` | vLLM `tool_parsers/granite_tool_parser.py` ("for granite 3.0, the token `<\|tool_call\|>`") |
-//! | [`Gemma4`](TextToolFormat::Gemma4) | `<\|tool_call>call:f{k:<\|"\|>v<\|"\|>}<tool_call\|>` | Google's Gemma 4 function-calling docs (ai.google.dev `gemma/docs/capabilities/text/function-calling-gemma4`); vLLM `tool_parsers/gemma4_tool_parser.py` |
-//! | [`Lfm2`](TextToolFormat::Lfm2) | `<\|tool_call_start\|>[f(k="v")]<\|tool_call_end\|>` | vLLM `tool_parsers/lfm2_tool_parser.py` |
-//! | [`Functools`](TextToolFormat::Functools) | `functools[{…}]` | FireFunction v2 (llama.cpp `docs/function-calling.md`); Phi-4-mini (vLLM `tool_parsers/phi4mini_tool_parser.py`) |
-//! | [`Functionary`](TextToolFormat::Functionary) | `>>>f` then `{…}` on the next line | MeetKai/functionary `functionary/prompt_template/llama3_prompt_template_v3.py` (`function_separator = ">>>"`) |
-//! | [`ToolCode`](TextToolFormat::ToolCode) | a `` ```tool_code `` block holding `f(k=v)` | Google's Gemma docs ("Gemma will generate a code wrapped with ```` ```tool_code ````", ai.google.dev `gemma/docs/meme-generator`) |
-//! | [`Harmony`](TextToolFormat::Harmony) | `<\|channel\|>commentary to=functions.f <\|constrain\|>json<\|message\|>{…}<\|call\|>` | the gpt-oss harmony response format (openai/harmony); vLLM `tool_parsers/openai_tool_parser.py` |
-//! | [`PythonicList`](TextToolFormat::PythonicList) | the whole reply is `[f(k=v), g()]` | meta-llama/llama-models `models/llama3_2/text_prompt_format.md` (zero-shot function calling); Google's Gemma function-calling docs (ai.google.dev `gemma/docs/capabilities/function-calling`) |
-//! | [`BareJson`](TextToolFormat::BareJson) | the whole reply is `{"name": …, "parameters": …}` (or `"arguments"`, `"type": "function"`, the OpenAI `{"function": {…}}` shape, a list of them) | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (`{"type": "function", "name": …, "parameters": …}`); the Gemma docs' JSON variant; Ollama's Llama 3.2 template |
+//! The formats and the source of each are listed on [`TextToolFormat`].
 //!
 //! The labelled corpus these are checked against, with a held-out part, is
 //! `tests/tests/data/text_tool_calls.json` of the repository.
@@ -54,8 +33,8 @@ mod parse;
 mod python;
 
 pub(crate) use head::{HeadCheck, HeadStep};
-pub(crate) use markers::{literals, markup_at, whole_reply_call};
 pub use markers::TextToolFormat;
+pub(crate) use markers::{literals, markup_at, whole_reply_call};
 pub use parse::TextToolProblem;
 
 use super::error::ModelError;
@@ -126,8 +105,7 @@ impl Correction {
                      valid JSON object, and nothing else."
                 );
                 if *problem == TextToolProblem::UnknownFunction {
-                    let names: Vec<&str> =
-                        tools.iter().map(|t| t.function.name.as_str()).collect();
+                    let names: Vec<&str> = tools.iter().map(|t| t.function.name.as_str()).collect();
                     message.push_str(&format!(
                         " The functions you may call are: {}.",
                         names.join(", ")
@@ -280,12 +258,19 @@ fn read(
         let id = call
             .id
             .unwrap_or_else(|| format!("call_{:016x}", fastrand::u64(..)));
-        calls.push(ToolCall::function(id, call.name, call.arguments.to_string()));
+        calls.push(ToolCall::function(
+            id,
+            call.name,
+            call.arguments.to_string(),
+        ));
     }
     // Harmony's preface is its analysis channel (reasoning), never an answer; Functionary's
     // text opens with its `>>>all` recipient line.
     let preface = text[..found.start].trim_end();
-    let preface = preface.strip_prefix(">>>all").unwrap_or(preface).trim_start();
+    let preface = preface
+        .strip_prefix(">>>all")
+        .unwrap_or(preface)
+        .trim_start();
     let preface = (found.format != TextToolFormat::Harmony && !preface.trim().is_empty())
         .then(|| preface.to_owned());
     Ok((preface, calls))
@@ -395,7 +380,9 @@ mod tests {
         let said = repaired.messages.last().and_then(|m| m.content.clone());
         assert!(said.is_some_and(|s| s.contains("could not be read") && s.contains("search_logs")));
         assert_eq!(
-            repaired.messages[repaired.messages.len() - 2].content.as_deref(),
+            repaired.messages[repaired.messages.len() - 2]
+                .content
+                .as_deref(),
             Some(unknown)
         );
     }

@@ -66,12 +66,7 @@ pub(crate) fn parse(format: TextToolFormat, markup: &str) -> Result<Vec<RawCall>
             "<｜tool▁call▁end｜>",
             deepseek,
         )?,
-        F::KimiK2 => between(
-            markup,
-            "<|tool_call_begin|>",
-            "<|tool_call_end|>",
-            kimi,
-        )?,
+        F::KimiK2 => between(markup, "<|tool_call_begin|>", "<|tool_call_end|>", kimi)?,
         F::Granite => json_calls(after(markup, "<|tool_call|>"))?,
         F::Gemma4 => between(markup, "<|tool_call>", "<tool_call|>", gemma4)?,
         F::Lfm2 => between(
@@ -185,7 +180,10 @@ fn text_value(value: &str) -> Value {
 /// `<function=name>{…}`, or Qwen3-Coder's `<function=name><parameter=…>` outside `<tool_call>`.
 fn function_tag(body: &str) -> Result<Vec<RawCall>, TextToolProblem> {
     let n = ident(body);
-    if body.get(n + 1..).is_some_and(|r| r.trim_start().starts_with("<parameter=")) {
+    if body
+        .get(n + 1..)
+        .is_some_and(|r| r.trim_start().starts_with("<parameter="))
+    {
         return qwen_xml(body).map(|call| vec![call]);
     }
     let args = body
@@ -260,10 +258,7 @@ fn deepseek(body: &str) -> Result<Vec<RawCall>, TextToolProblem> {
         .split_once("<｜tool▁sep｜>")
         .ok_or(TextToolProblem::NoName)?;
     let (name, args) = match after.split_once("```json") {
-        Some((name, fenced)) => (
-            name.trim(),
-            fenced.trim().trim_end_matches('`').trim_end(),
-        ),
+        Some((name, fenced)) => (name.trim(), fenced.trim().trim_end_matches('`').trim_end()),
         None => (before.trim(), after.trim()),
     };
     if name.is_empty() || ident(name) != name.len() {
@@ -449,7 +444,9 @@ pub(crate) fn is_bare_call(value: &Value) -> bool {
             return false;
         }
         if let Some(function) = object.get("function") {
-            return object.keys().all(|k| matches!(k.as_str(), "type" | "id" | "function"))
+            return object
+                .keys()
+                .all(|k| matches!(k.as_str(), "type" | "id" | "function"))
                 && call_from_json(function, false).is_ok();
         }
         object.keys().all(|k| KEYS.contains(&k.as_str())) && call_from_json(v, false).is_ok()
@@ -504,7 +501,10 @@ mod tests {
                 F::Mistral,
                 "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
             ),
-            (F::Mistral, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"),
+            (
+                F::Mistral,
+                "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
+            ),
             (
                 F::DeepSeek,
                 "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
@@ -556,7 +556,10 @@ mod tests {
     #[test]
     fn broken_markup_is_a_typed_problem() {
         assert_eq!(
-            parse(F::Hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {oops}}</tool_call>"),
+            parse(
+                F::Hermes,
+                "<tool_call>{\"name\": \"f\", \"arguments\": {oops}}</tool_call>"
+            ),
             Err(TextToolProblem::NotJson)
         );
         assert_eq!(
@@ -564,11 +567,17 @@ mod tests {
             Err(TextToolProblem::ArgumentsNotObject)
         );
         assert_eq!(
-            parse(F::LlamaPythonTag, "<|python_tag|>import os\nprint(os.getcwd())"),
+            parse(
+                F::LlamaPythonTag,
+                "<|python_tag|>import os\nprint(os.getcwd())"
+            ),
             Err(TextToolProblem::NoName)
         );
         let many = format!("functools[{}]", vec!["{\"name\": \"f\"}"; 200].join(","));
-        assert_eq!(parse(F::Functools, &many), Err(TextToolProblem::TooManyCalls));
+        assert_eq!(
+            parse(F::Functools, &many),
+            Err(TextToolProblem::TooManyCalls)
+        );
     }
 
     #[test]

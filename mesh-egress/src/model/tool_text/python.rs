@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::{TextToolProblem, RawCall, push_call};
+use super::parse::{RawCall, TextToolProblem, push_call};
 
 /// The deepest bracket nesting a literal may have.
 const MAX_DEPTH: usize = 64;
@@ -275,7 +275,10 @@ mod tests {
             one("print(default_api.get_stock(ticker='AAPL'))").0,
             "get_stock"
         );
-        assert_eq!(one("brave_search.call(query=\"weather\")").0, "brave_search");
+        assert_eq!(
+            one("brave_search.call(query=\"weather\")").0,
+            "brave_search"
+        );
         let (_, args) = one("f(xs=[1, 2, (3, 4),], d={'k': 'v'}, s='it\\'s')");
         assert_eq!(
             args,
@@ -285,7 +288,10 @@ mod tests {
 
     #[test]
     fn what_is_not_a_keyword_call_of_literals_is_a_typed_problem() {
-        assert_eq!(calls("f(1, 2)").err(), Some(TextToolProblem::ArgumentsNotObject));
+        assert_eq!(
+            calls("f(1, 2)").err(),
+            Some(TextToolProblem::ArgumentsNotObject)
+        );
         assert_eq!(calls("f(x=y)").err(), Some(TextToolProblem::NotJson));
         assert_eq!(calls("f(x='open").err(), Some(TextToolProblem::NotJson));
         assert_eq!(calls("[]").err(), Some(TextToolProblem::NoCall));
