@@ -36,7 +36,9 @@ use crate::turn::{StopReason, Turn};
 /// - a timed-out attempt abandons the route at once when a later route exists (reason
 ///   `attempt_timeout`, or `route_budget_spent` when the share ran out first), and is retried
 ///   like any retryable failure on the last route;
-/// - other retryable failures (429, 5xx, resets, empty completions) retry the same route after a
+/// - other retryable failures (429, 5xx, resets, empty completions, a tool call written as text
+///   when the request offered no tools, see [`text_tool_format`](super::text_tool_format))
+///   retry the same route after a
 ///   backoff (see [`RetryConfig`]); if the wait would outlast the route's share the next route
 ///   starts at once (`route_budget_spent`), or recovery ends when there is none;
 /// - when the attempts on a route are spent the next route starts (`retries_exhausted`);

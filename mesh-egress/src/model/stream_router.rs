@@ -6,6 +6,11 @@
 //! delivered text (with it as the assistant's prefix on a route declared
 //! [`with_prefill`](super::Route::with_prefill), asked afresh otherwise) and only what follows
 //! it is yielded; with no later route the stream ends with an [`EgressError`] for Layer C.
+//!
+//! An attempt whose text is the whole answer holds its head back until it shows whether the
+//! reply opens with a text-protocol tool call ([`text_tool_format`](super::text_tool_format)):
+//! such an attempt fails (`malformed_tool_call`) before a word is yielded, or, when the request
+//! offered tools, yields no text and its call is read into [`RoutedStream::tool_calls`].
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
