@@ -144,12 +144,23 @@ impl Dialect for Discord {
             ']' => "\\]",
             '<' => "\\<",
             '>' => "\\>",
+            // A CommonMark reader (Slack's `markdown_text`) decodes `&ouml;`; Discord shows it
+            // as written, and shows `\&` as `&`, so the escape keeps both to the text.
+            '&' => "\\&",
             // Only a line start makes these block syntax (headings, subtext, lists).
             '#' if at_line_start => "\\#",
             '-' if at_line_start => "\\-",
             '+' if at_line_start => "\\+",
             _ => return None,
         })
+    }
+
+    fn list_number_escape(&self, c: char) -> Option<&'static str> {
+        match c {
+            '.' => Some("\\."),
+            ')' => Some("\\)"),
+            _ => None,
+        }
     }
 
     fn code_escape(&self, _c: char) -> Option<&'static str> {

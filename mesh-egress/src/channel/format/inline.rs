@@ -63,10 +63,27 @@ impl<D: Dialect> Walker<'_, D> {
         }
         let d = self.d;
         let word = d.guard_word(word);
+        // The digits the line starts with, so far: a `.` or `)` after one to nine of them
+        // would make the line an ordered list item. The parser may hand the digits and the
+        // `.` over as separate texts (`1\. not a list`), so the count spans words.
+        let mut digits = if url { None } else { self.lines.leading_digits };
         let mut run = 0;
         for (at, c) in word.char_indices() {
+            let marker = match digits {
+                Some(n) if c.is_ascii_digit() => {
+                    digits = Some(n + 1);
+                    false
+                }
+                Some(n) => {
+                    digits = None;
+                    (1..=9).contains(&n) && matches!(c, '.' | ')')
+                }
+                None => false,
+            };
             let escape = if url {
                 d.code_escape(c)
+            } else if marker {
+                d.list_number_escape(c)
             } else {
                 d.escape(c, self.lines.at_line_start && at == 0)
             };
@@ -78,6 +95,7 @@ impl<D: Dialect> Walker<'_, D> {
         }
         self.out.graphemes(&word[run..]);
         self.wrote();
+        self.lines.leading_digits = digits;
     }
 
     /// Code text: every character kept; spaces are breaks that stay in the part.
