@@ -171,8 +171,7 @@ impl PromptOverlap {
             let hit = run >= n && {
                 // The n-gram's hash, oldest word first: the rolling hash's value, built whole.
                 let rolling = (0..n).fold(0u64, |r, k| {
-                    r.wrapping_mul(ROLL_BASE)
-                        .wrapping_add(ring[(slot + k) % n])
+                    r.wrapping_mul(ROLL_BASE).wrapping_add(ring[(slot + k) % n])
                 });
                 self.contains(mix_ngram(rolling))
             };
@@ -252,7 +251,11 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
 /// more after the word's bytes, so similar words spread across a rolling sum of them.
 fn for_each_word(text: &str, mut f: impl FnMut(u64, usize, usize)) {
     let mut emit = |word: u64, start: usize, end: usize| {
-        f((word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1, start, end);
+        f(
+            (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1,
+            start,
+            end,
+        );
     };
     let bytes = text.as_bytes();
     // Word bytes are packed eight to a u64 and multiplied in once per eight: the per-byte work

@@ -176,7 +176,11 @@ impl Dialect for Discord {
 
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         // A URL shown as text is not backslash-escaped (the backslash would show), so a
-        // mention written inside one (`[x](a<@1>b)`) is set apart here.
+        // mention written inside one (`[x](a<@1>b)`) is set apart here. Every word passes
+        // through, and both guards need an `@` or a `<`: one byte scan settles most words.
+        if !word.bytes().any(|b| b == b'@' || b == b'<') {
+            return Cow::Borrowed(word);
+        }
         match defuse_mass_mentions(word) {
             Cow::Borrowed(word) => defuse_mention_syntax(word),
             Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),

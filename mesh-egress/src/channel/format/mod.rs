@@ -230,7 +230,9 @@ pub(crate) fn render_chunks<D: Dialect>(
 
 /// Atoms buffered between packings. Small under test, so every test exercises packing in
 /// batches.
-const BATCH: usize = if cfg!(test) { 8 } else { 4096 };
+// 16,384 atoms (about 320 KB with their text) keep the rescan of the part still open at each
+// feed, about half a part, to a few percent of the atoms packed.
+const BATCH: usize = if cfg!(test) { 8 } else { 16_384 };
 
 /// Renders `src` into the whole atom stream.
 #[cfg(test)]

@@ -15,7 +15,7 @@ use super::table::Table;
 use super::text::clean_event;
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
-use crate::render::RenderError;
+use crate::render::{RenderError, may_hold_hostile_control};
 
 /// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
 /// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
@@ -71,7 +71,8 @@ pub(super) fn walk<D: Dialect>(
         code: None,
         table: None,
     };
-    let mut events = Parser::new_ext(&src, options).map(clean_event);
+    let source_clean = !may_hold_hostile_control(&src);
+    let mut events = Parser::new_ext(&src, options).map(|e| clean_event(e, source_clean));
     while let Some(event) = events.next() {
         walker.event(event, &mut events);
         between(&mut walker.out)?;
