@@ -270,7 +270,7 @@ fn a_cr_then_a_crlf_is_two_line_ends() {
 fn a_cr_ending_one_read_and_an_lf_starting_the_next_are_one_crlf() {
     // Were the CR a line end and the LF another, the blank line would dispatch "a" alone.
     assert_eq!(
-        decode(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]),
+        decode(&[b"data: a\r", b"", b"\ndata: b\r", b"\n\r", b"", b"\n"]),
         [Data("a\nb").event()]
     );
 }

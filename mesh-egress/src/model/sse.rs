@@ -131,6 +131,10 @@ impl SseDecoder {
             return Err(ModelError::response_too_large(self.max_total));
         }
         bytes = self.skip_bom(bytes);
+        if bytes.is_empty() {
+            // An empty read settles nothing: a CR before it still waits for its LF.
+            return Ok(());
+        }
         if std::mem::take(&mut self.after_cr)
             && let Some(rest) = bytes.strip_prefix(b"\n")
         {
