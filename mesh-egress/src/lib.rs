@@ -64,6 +64,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod address;
+mod answer;
 pub mod block;
 pub mod boundary;
 pub mod channel;
@@ -77,6 +78,7 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
+mod future;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
@@ -85,6 +87,7 @@ mod id;
 #[cfg_attr(docsrs, doc(cfg(feature = "ingress")))]
 pub mod ingress;
 pub mod ledger;
+mod mode;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
@@ -119,6 +122,7 @@ pub mod __private;
 pub struct ReadmeDoctests;
 
 pub use address::{Address, Surface};
+pub use answer::{AnswerStream, StreamedReply};
 pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,

@@ -137,9 +137,7 @@ impl Crate {
                     syn::Item::Static(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
                     syn::Item::Struct(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
                     syn::Item::Trait(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
-                    syn::Item::TraitAlias(i) => {
-                        (&i.attrs, Some(&i.vis), Some(i.ident.to_string()))
-                    }
+                    syn::Item::TraitAlias(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
                     syn::Item::Type(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
                     syn::Item::Union(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
                     syn::Item::Mod(i) => (&i.attrs, Some(&i.vis), Some(i.ident.to_string())),
@@ -329,9 +327,8 @@ impl Crate {
                     if let Some(source) = self.modules.get(&path) {
                         for (name, named) in &source.names {
                             if named.iter().any(|n| n.public) {
-                                let target = self
-                                    .lookup(&path, name, 0)
-                                    .unwrap_or(Target::Unresolved);
+                                let target =
+                                    self.lookup(&path, name, 0).unwrap_or(Target::Unresolved);
                                 names.push((name.clone(), target));
                             }
                         }

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use std::time::SystemTime;
@@ -12,8 +11,7 @@ use crate::address::Address;
 use crate::egress::Markdown;
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
-/// A boxed future, as [`DynChannel`] returns them.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 mod sealed {
     /// Seals [`DynChannel`](super::DynChannel): only the blanket impl for channels exists.

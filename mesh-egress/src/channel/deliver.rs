@@ -51,7 +51,8 @@ use sealed::Delivery;
     label = "only an `AgentMessage`, a `Reply`, a checked `Block` or an `Undelivered` remainder can be delivered",
     note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
     note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`",
-    note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver"
+    note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver",
+    note = "a `StreamedReply` is delivered block by block by the front door, each block checked first: `bot.send(&turn, reply)`"
 )]
 pub trait Deliverable: sealed::SealedDeliverable + Send + 'static {}
 

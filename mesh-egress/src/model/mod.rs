@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+mod answer_stream;
 mod backoff;
 mod classify;
 mod config;
