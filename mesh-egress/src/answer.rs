@@ -8,6 +8,13 @@
 //! checks each (`Block<Unchecked> → Block<Checked>`), renders, commits and sends it. There is
 //! no other way out: `StreamedReply` is not [`Deliverable`](crate::channel::Deliverable), and
 //! neither is an `AnswerStream` or a delta.
+#![cfg_attr(
+    not(feature = "model"),
+    allow(
+        dead_code,
+        reason = "the Router's stream drives a `Driven`; absent without Layer A"
+    )
+)]
 
 use std::collections::VecDeque;
 use std::fmt;

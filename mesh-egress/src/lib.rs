@@ -66,6 +66,7 @@
 pub mod address;
 mod answer;
 pub mod block;
+pub mod bot;
 pub mod boundary;
 pub mod channel;
 #[cfg(feature = "model")]
@@ -123,6 +124,7 @@ pub struct ReadmeDoctests;
 
 pub use address::{Address, Surface};
 pub use answer::{AnswerStream, StreamedReply};
+pub use bot::Bot;
 pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,

@@ -100,6 +100,17 @@ impl Commitment {
         }
     }
 
+    /// The same promise, for the one keeper that keeps it past the turn (the id is kept: it
+    /// is one promise, not a second).
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            id: self.id,
+            attribution: self.attribution.clone(),
+            first_delay: self.first_delay,
+            attempts: self.attempts,
+        }
+    }
+
     /// Which promise (as recorded on the ledger).
     pub fn id(&self) -> CommitmentId {
         self.id

@@ -172,6 +172,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "failpoint",
         ],
     ),
+    // The front door: one value over every layer (the glue, the store, the worker).
+    (
+        "bot",
+        &[
+            "address", "answer", "boundary", "channel", "degrade", "egress", "future", "gate",
+            "ledger", "outbound", "reply", "retry", "store", "turn", "worker",
+        ],
+    ),
     // What the macro's expansion reaches.
     (
         "__private",

@@ -7,7 +7,7 @@ use crate::egress::{AgentMessage, Attribution, EgressError};
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::Outbound;
 use crate::outbound::state::Rendered;
-use crate::reply::Reply;
+use crate::reply::{Commitment, Reply};
 use crate::turn::Turn;
 
 use super::resolve_in;
@@ -51,44 +51,96 @@ pub async fn deliver<C: Channel + ?Sized>(
     channel: &C,
     reply: Reply,
 ) -> Result<Receipt, DeliveryError> {
-    let (message, commitment, is_answer) = match reply {
-        Reply::Silence => return Ok(Receipt::silent()),
-        Reply::Answer(message) => (message, None, true),
-        Reply::Handoff { message } => (message, None, false),
+    match prepare(turn, mode, policy, channel, reply)? {
+        Ready::Silence => Ok(Receipt::silent()),
+        Ready::Send {
+            rendered,
+            commitment,
+            ..
+        } => deliver_rendered(channel, rendered, commitment).await,
+    }
+}
+
+/// What a reply is once it is ready for its channel.
+pub(crate) enum Ready {
+    /// Nothing goes out.
+    Silence,
+    /// `rendered` goes out (with `commitment`, for a holding line).
+    Send {
+        rendered: Outbound<Rendered>,
+        commitment: Option<Commitment>,
+        shown: Shown,
+    },
+}
+
+/// What a ready reply shows the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// The answer.
+    Answer,
+    /// Layer C's holding line (with its promise).
+    Holding,
+    /// Layer C's handoff line.
+    Handoff,
+}
+
+/// Renders `reply` for `channel` before anything is committed: an answer that cannot be shown
+/// there is recorded and goes to Layer C once (with `mode` and `policy`), whose line is
+/// rendered in turn; a Layer C line that cannot be rendered is the caller's typed error (the
+/// channel is misconfigured). A shortened answer's cut is recorded on the turn's ledger.
+pub(crate) fn prepare<C: Channel + ?Sized>(
+    turn: &Turn,
+    mode: Mode,
+    policy: &DegradationPolicy,
+    channel: &C,
+    reply: Reply,
+) -> Result<Ready, RenderError> {
+    let reply = match reply {
+        Reply::Answer(message) => {
+            let attribution = message.attribution().clone();
+            match Outbound::new(message).render(channel.renderer()) {
+                Ok(rendered) => {
+                    if let Some(cut) = rendered.cut() {
+                        turn.ledger().record(
+                            &attribution,
+                            LedgerRecord::Render(RenderRecord::Shortened { cut }),
+                        );
+                    }
+                    return Ok(Ready::Send {
+                        rendered,
+                        commitment: None,
+                        shown: Shown::Answer,
+                    });
+                }
+                Err(error) => {
+                    turn.ledger().record(
+                        &attribution,
+                        LedgerRecord::Render(RenderRecord::Failed {
+                            error: error.clone(),
+                        }),
+                    );
+                    resolve_in(turn, mode, policy, Err(unrenderable(error, attribution)))
+                }
+            }
+        }
+        other => other,
+    };
+    // Layer C's own lines are short plain sentences.
+    let (message, commitment, shown) = match reply {
+        Reply::Silence => return Ok(Ready::Silence),
+        // Layer C never answers for the agent; a hand-built reply that does is rendered as is.
+        Reply::Answer(message) => (message, None, Shown::Answer),
+        Reply::Handoff { message } => (message, None, Shown::Handoff),
         Reply::Holding {
             message,
             commitment,
-        } => (message, Some(commitment), false),
+        } => (message, Some(commitment), Shown::Holding),
     };
-    if !is_answer {
-        // Layer C's own lines are short plain sentences; if even they cannot be rendered the
-        // channel is misconfigured, and that is the caller's typed error.
-        let rendered = Outbound::new(message).render(channel.renderer())?;
-        return deliver_rendered(channel, rendered, commitment).await;
-    }
-    let attribution = message.attribution().clone();
-    match Outbound::new(message).render(channel.renderer()) {
-        Ok(rendered) => {
-            if let Some(cut) = rendered.cut() {
-                turn.ledger().record(
-                    &attribution,
-                    LedgerRecord::Render(RenderRecord::Shortened { cut }),
-                );
-            }
-            deliver_rendered(channel, rendered, commitment).await
-        }
-        Err(error) => {
-            turn.ledger().record(
-                &attribution,
-                LedgerRecord::Render(RenderRecord::Failed {
-                    error: error.clone(),
-                }),
-            );
-            let failure = unrenderable(error, attribution);
-            let fallback = resolve_in(turn, mode, policy, Err(failure));
-            Box::pin(deliver(turn, mode, policy, channel, fallback)).await
-        }
-    }
+    Ok(Ready::Send {
+        rendered: Outbound::new(message).render(channel.renderer())?,
+        commitment,
+        shown,
+    })
 }
 
 /// Renders an answer for `channel`, or says why it cannot be shown there as a semantic

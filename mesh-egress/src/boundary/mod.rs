@@ -27,8 +27,10 @@ mod stream_silence;
 pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
+pub(crate) use deliver::{Ready, Shown, prepare};
+pub(crate) use follow_up::record_commitment;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
-pub use promise::{KeepFuture, PromiseKeeper};
+pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream::{

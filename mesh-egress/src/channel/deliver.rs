@@ -484,6 +484,10 @@ pub enum DeliveryError {
         /// The parts not sent.
         undelivered: Box<Undelivered>,
     },
+    /// No client serves the conversation's address (a front door's turn addressed to a
+    /// surface it has no client for); nothing was rendered or sent.
+    #[error(transparent)]
+    Unserved(#[from] super::UnservedAddress),
     /// A part failed to send.
     #[error("part {} of {total} was not sent ({} had gone)", failed + 1, undelivered.delivered.len())]
     Send {
