@@ -56,6 +56,7 @@ use crate::channel::stream::StreamingChannel;
 use crate::channel::{DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Policies};
 use crate::egress::{AgentMessage, Attribution};
+use crate::future::BoxFuture;
 use crate::outbound::CommitError;
 use crate::reply::{Commitment, Mode, Reply};
 use crate::turn::{StopReason, Turn};
@@ -251,23 +252,27 @@ impl Bot {
     /// streams) to the turn's address, through the client of its surface, on the one path of
     /// the [module docs](self). A promise the reply makes comes back in the [`Delivery`] (no
     /// route started the turn, so there is no handler to re-run: see [`run`](Self::run)).
-    pub async fn send(
-        &self,
-        turn: &Turn,
-        reply: impl Into<Outgoing>,
-    ) -> Result<Delivery, DeliveryError> {
-        self.send_rerun(turn, reply.into(), None).await
+    pub fn send<'a>(
+        &'a self,
+        turn: &'a Turn,
+        reply: impl Sendable,
+    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
+        // Converted before the future is made (and the future's type names no `Sendable`), so
+        // a misuse is one error, at the argument.
+        let reply = sealed::Sealed::into_outgoing(reply);
+        Box::pin(self.send_rerun(turn, reply, None))
     }
 
     /// [`send`](Self::send) to a channel the caller built (any [`StreamingChannel`]: a
     /// `BoxedChannel` streams every channel), instead of the client of the turn's surface.
-    pub async fn send_to<C: StreamingChannel>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        reply: impl Into<Outgoing>,
-    ) -> Result<Delivery, DeliveryError> {
-        self.deliver(turn, channel, reply.into(), None).await
+    pub fn send_to<'a, C: StreamingChannel>(
+        &'a self,
+        turn: &'a Turn,
+        channel: &'a C,
+        reply: impl Sendable,
+    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
+        let reply = sealed::Sealed::into_outgoing(reply);
+        Box::pin(self.deliver(turn, channel, reply, None))
     }
 
     async fn send_rerun(
@@ -495,9 +500,48 @@ fn unserved_error(turn: &Turn, unserved: UnservedAddress) -> DeliveryError {
 #[error("the follow-up gave a {0} line, not an answer")]
 struct UnexpectedFollowUp(&'static str);
 
-/// What [`Bot::send`] delivers: a handler's [`Reply`] or [`StreamedReply`] (both convert).
-pub struct Outgoing(Shape);
+/// What the front door sends: only what an `#[egress_boundary]` handler returns, a [`Reply`]
+/// or a [`StreamedReply`] (sealed: text, an [`AnswerStream`] or a block never skips the
+/// boundary).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent by the front door",
+    label = "only what an `#[egress_boundary]` handler returns can be sent: a `Reply` or a `StreamedReply`",
+    note = "an `AnswerStream` must leave through the boundary first: return `Result<AnswerStream, EgressError>` from an `#[egress_boundary]` handler and send the `StreamedReply` it gives you",
+    note = "text (a delta, a `String`, `Markdown`) or an unchecked `Block` is never sent as it is: return `Ok(turn.message(text))` (or an `AnswerStream`) from an `#[egress_boundary]` handler, so it is gated, rendered and committed on the way",
+    note = "an `EgressError` (or an unresolved `Result`) goes through the boundary too: the handler's `Err` becomes Layer C's reply"
+)]
+pub trait Sendable: sealed::Sealed {}
 
+mod sealed {
+    /// The conversion the front door makes (unnameable outside the crate: the trait cannot
+    /// be implemented there).
+    pub trait Sealed {
+        fn into_outgoing(self) -> Outgoing;
+    }
+
+    /// What a handler gave, in the shape the front door delivers.
+    #[derive(Debug)]
+    pub struct Outgoing(pub(in crate::bot) super::Shape);
+}
+
+use sealed::Outgoing;
+
+impl Sendable for Reply {}
+impl Sendable for StreamedReply {}
+
+impl sealed::Sealed for Reply {
+    fn into_outgoing(self) -> Outgoing {
+        Outgoing(Shape::Whole(self))
+    }
+}
+
+impl sealed::Sealed for StreamedReply {
+    fn into_outgoing(self) -> Outgoing {
+        Outgoing(Shape::Streamed(self))
+    }
+}
+
+#[derive(Debug)]
 enum Shape {
     Whole(Reply),
     Streamed(StreamedReply),
@@ -506,21 +550,6 @@ enum Shape {
 impl From<Reply> for Outgoing {
     fn from(reply: Reply) -> Self {
         Self(Shape::Whole(reply))
-    }
-}
-
-impl From<StreamedReply> for Outgoing {
-    fn from(reply: StreamedReply) -> Self {
-        Self(Shape::Streamed(reply))
-    }
-}
-
-impl fmt::Debug for Outgoing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Shape::Whole(reply) => f.debug_tuple("Outgoing").field(reply).finish(),
-            Shape::Streamed(reply) => f.debug_tuple("Outgoing").field(reply).finish(),
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, PoisonError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Bot, Delivery, Outgoing};
+use super::{Bot, Delivery, Outgoing, Sendable};
 use crate::boundary::Rerun;
 use crate::channel::DeliveryError;
 use crate::egress::EgressError;
@@ -114,13 +114,13 @@ impl Bot {
         I: Serialize + DeserializeOwned + Send + 'static,
         F: Fn(Turn, I) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = O> + Send + 'static,
-        O: Into<Outgoing>,
+        O: Sendable,
     {
         let name: String = name.into();
         let handler: Arc<dyn Fn(Turn, I) -> BoxFuture<'static, Outgoing> + Send + Sync> =
             Arc::new(move |turn, input| {
                 let future = handler(turn, input);
-                Box::pin(async move { future.await.into() })
+                Box::pin(async move { future.await.into_outgoing() })
             });
         let erased = Typed {
             handler: Arc::clone(&handler),
