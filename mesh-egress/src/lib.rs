@@ -1,5 +1,18 @@
 //! # mesh-egress
 //!
+//! One front door: a [`Bot`] built once, an `#[egress_boundary]` handler that answers whole or
+//! streams, and one path from handler to person that never shows a cause (the README's example,
+//! `examples/quickstart.rs`: two surfaces, a streamed answer, a durable promise kept by a
+//! worker after a restart; it needs the `testing` and `sqlite` features):
+//!
+#![cfg_attr(all(feature = "testing", feature = "sqlite"), doc = "```rust,no_run")]
+#![cfg_attr(
+    not(all(feature = "testing", feature = "sqlite")),
+    doc = "```rust,ignore"
+)]
+#![doc = include_str!("../examples/quickstart.rs")]
+#![doc = "```"]
+//!
 //! A typed egress boundary for LLM agents that talk to people. The compiler guards the types:
 //! an [`EgressError`] or unrendered [`Markdown`] cannot be sent to a user channel. Layer A
 //! absorbs transient model failures with bounded retries and route fallback that cost nothing

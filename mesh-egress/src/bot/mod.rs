@@ -128,12 +128,26 @@ impl Bot {
         self.with_policies(Policies::uniform(policy))
     }
 
+    /// The follow-up a holding line promises, in both modes: the first try `first_delay` after
+    /// the line, at most `attempts` tries (see [`DegradationPolicy::with_follow_up`]).
+    pub fn with_follow_up(self, first_delay: std::time::Duration, attempts: u32) -> Self {
+        let policies = self.shared.policies.clone();
+        self.with_policies(policies.map(|policy| policy.with_follow_up(first_delay, attempts)))
+    }
+
     /// Serves `client`'s surface: a turn addressed there is delivered through it. One client
     /// per surface; a second for the same surface replaces the first.
     pub fn with_client(self, client: impl SurfaceClient + 'static) -> Self {
         self.edit(|shared| {
             shared.clients.insert(client.surface(), Arc::new(client));
         })
+    }
+
+    /// Serves each of `clients`' surfaces (see [`with_client`](Self::with_client)).
+    pub fn with_clients(self, clients: impl IntoIterator<Item = Arc<dyn SurfaceClient>>) -> Self {
+        clients
+            .into_iter()
+            .fold(self, |bot, client| bot.with_client(client))
     }
 
     /// Keeps holding lines' promises with `keeper` instead of the default (the in-memory keeper
