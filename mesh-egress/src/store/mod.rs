@@ -257,6 +257,9 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    /// Test-only (feature `failpoints`): how many more journal writes fail.
+    #[cfg(feature = "failpoints")]
+    journal_failures: std::sync::atomic::AtomicU32,
 }
 
 impl Store {
@@ -266,8 +269,51 @@ impl Store {
         let (pool, sql) = backend::open(url).await?;
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner { pool, sql }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                #[cfg(feature = "failpoints")]
+                journal_failures: std::sync::atomic::AtomicU32::new(0),
+            }),
         })
+    }
+
+    /// Test-only (feature `failpoints`, never on in production): the next `writes` writes of
+    /// a stream's journal fail as a database that stopped answering would (see
+    /// [store failures](self#store-failures)). Clones of this store share it; other stores,
+    /// even on the same database, do not.
+    #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
+    pub fn fail_journal_writes(&self, writes: u32) {
+        self.inner
+            .journal_failures
+            .store(writes, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The failpoint `name` makes the next journal write fail, once per process (feature
+    /// `failpoints`; inert without it).
+    pub(crate) fn inject_failure_at(&self, name: &'static str) {
+        #[cfg(feature = "failpoints")]
+        if crate::failpoint::fails_once(name) {
+            self.fail_journal_writes(1);
+        }
+        #[cfg(not(feature = "failpoints"))]
+        let _ = name;
+    }
+
+    /// Whether the next journal write fails (only ever with the feature `failpoints`).
+    #[inline]
+    pub(crate) fn take_injected_failure(&self) -> bool {
+        #[cfg(feature = "failpoints")]
+        {
+            use std::sync::atomic::Ordering;
+            self.inner
+                .journal_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        }
+        #[cfg(not(feature = "failpoints"))]
+        false
     }
 
     /// Wraps `channel` so its commits and sends go through this store's outbox. Every part

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::answer::{Outcome, retry_after_header, seconds_field, server_error, unexpected_body};
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::retry::{Request, Transport};
 use super::stream_settings::{StreamSettings, discord_budget};
@@ -300,9 +300,7 @@ pub(super) fn classify(
         return Outcome::RateLimited { wait, global };
     }
     if status.is_server_error() {
-        return Outcome::Retry(ChannelErrorKind::Server {
-            status: status.as_u16(),
-        });
+        return server_error(status);
     }
     let Some(answer) = answer else {
         return unexpected_body(status);

@@ -86,6 +86,7 @@ mod answer;
 mod budgets;
 mod discord;
 mod discord_stream;
+mod exchange;
 mod mentions;
 mod policy;
 mod retry;

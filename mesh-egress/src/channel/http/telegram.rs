@@ -315,7 +315,8 @@ pub(super) fn classify(
         };
     }
     if status.is_server_error() || code >= 500 {
-        return Outcome::Retry(ChannelErrorKind::Server {
+        // It may have posted: a `sendMessage` is never repeated after it.
+        return Outcome::MaybeApplied(ChannelErrorKind::Server {
             status: status.as_u16().max(code),
         });
     }

@@ -61,7 +61,7 @@ pub use observe::{
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
 #[cfg(feature = "http")]
-pub(crate) use session::pack;
+pub(crate) use session::{MaybeShown, pack};
 pub(crate) use session::{Driver, DriverError, Parts};
 #[cfg(feature = "markdown")]
 pub use slack_markdown::SlackMarkdown;
