@@ -10,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::answer::{Outcome, unexpected_body};
+use super::answer::{Outcome, read_capped, unexpected_body};
 use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::{channel_stream_builders, client_stream_builders};
 use super::{SlackChannel, SlackClient, Surface, Token};
@@ -98,9 +98,11 @@ impl<R: Render> SlackChannel<R> {
 /// outcome is unknown (no answer, a 5xx, `internal_error`) is never sent again into the same
 /// stream. The session stops that stream (`chat.stopStream`, no text) and reads the stopped
 /// message's text from the answer: if it holds the append, the append is confirmed; if it does
-/// not, the text goes into a fresh stream. Nothing is lost or doubled. In the rare case that
-/// the stop fails too, or its answer has no readable text, the append's parts may be shown and
-/// nothing can tell: the stream stops with them [uncertain](crate::channel::stream::StreamError::uncertain)
+/// not, the text goes into a fresh stream. Nothing is lost or doubled. When Slack had closed the
+/// stream already (the stop answers `message_not_in_streaming_state`), the message is read back
+/// from its thread (`conversations.replies`, with a history scope) and judged the same way. In
+/// the rare case that the stop fails otherwise, or neither answer has readable text, the
+/// append's parts may be shown and nothing can tell: the stream stops with them [uncertain](crate::channel::stream::StreamError::uncertain)
 /// (never sent again; the durable outbox reports them), and the rest goes as messages.
 ///
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
@@ -318,6 +320,13 @@ impl SlackDriver {
             .call_with(CallKind::Final, &call, classify_stopped)
             .await;
         self.caller.transport.policy = policy;
+        let shown = match shown {
+            // Slack had closed the stream already (its expiry): the message is read back.
+            Err(failure) if failure.code() == Some(NOT_STREAMING) => {
+                self.read_back(&live.ts).await.ok_or(failure)
+            }
+            other => other,
+        };
         match shown {
             Ok(shown) if shown.trim() == after.trim() => Settled::Applied,
             Ok(shown) if shown.trim() == before.trim() => Settled::NotApplied,
@@ -330,6 +339,47 @@ impl SlackDriver {
                 Settled::CannotTell
             }
         }
+    }
+
+    /// The text of the stream message `ts`, read back from its thread
+    /// (`conversations.replies`, the one message at `ts`; it needs a history scope):
+    /// `None` when it cannot be read.
+    async fn read_back(&self, ts: &str) -> Option<String> {
+        let thread = self.thread_ts.as_deref()?;
+        let query = [
+            ("channel", self.channel.as_str()),
+            ("ts", thread),
+            ("oldest", ts),
+            ("latest", ts),
+            ("inclusive", "true"),
+            ("limit", "2"),
+        ];
+        let transport = &self.caller.transport;
+        let response = transport
+            .client
+            .get(format!("{}/conversations.replies", self.base_url))
+            .query(&query)
+            .timeout(transport.policy.timeout)
+            .header(reqwest::header::AUTHORIZATION, &self.authorization)
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let body = read_capped(response, STOPPED_MAX_BYTES).await.ok()?;
+        let answer: Value = serde_json::from_slice(&body).ok()?;
+        if answer.get("ok").and_then(Value::as_bool) != Some(true) {
+            return None;
+        }
+        answer
+            .get("messages")?
+            .as_array()?
+            .iter()
+            .find(|m| m.get("ts").and_then(Value::as_str) == Some(ts))?
+            .get("text")?
+            .as_str()
+            .map(str::to_owned)
     }
 
     async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
