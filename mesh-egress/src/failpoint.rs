@@ -7,7 +7,8 @@
 //! variable is read once per process.
 //!
 //! The points (where each stops is in the `store` module docs): `after_commit`,
-//! `between_parts`, `after_send_before_mark`, `between_stream_calls` (the outbox), and
+//! `between_parts`, `after_send_before_mark`, `between_stream_calls`, `drafts_only` (the
+//! outbox), and
 //! `follow_up_claimed`, `follow_up_committed` (the worker). One point makes something fail
 //! instead of stopping: `journal_unwritable`, the first write of a stream's journal after a
 //! call the surface confirmed fails once, as a database that stopped answering would

@@ -693,14 +693,14 @@ async fn a_packed_discord_message_carries_a_nonce_of_its_own_and_is_never_half_p
         .iter()
         .map(|r| format!("{}-{}", r.delivery, r.index))
         .collect();
+    for block in BLOCKS {
+        assert_eq!(case.times_shown(block), 1, "{block:?}: {:?}", case.shown());
+    }
     let packed_nonce = creates[0]["nonce"].as_str().expect("a nonce");
     assert!(
         !keys.iter().any(|k| k == packed_nonce),
         "a packed message's nonce is no part's key: {packed_nonce}"
     );
-    for block in BLOCKS {
-        assert_eq!(case.times_shown(block), 1, "{block:?}: {:?}", case.shown());
-    }
     assert!(
         rows.iter().all(|r| r.state == PartState::Uncertain),
         "the packed message may be shown: {rows:?}"

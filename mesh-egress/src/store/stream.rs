@@ -11,8 +11,8 @@ use super::{Store, StoreError, UnknownOutcome, on_pool};
 use crate::address::Surface;
 use crate::channel::Channel;
 use crate::channel::stream::{
-    CallRefused, CallVerdict, ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver,
-    StreamOpenError, StreamProgress, StreamingChannel,
+    CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, ReplyStream, StreamMode,
+    StreamObserver, StreamOpenError, StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
 use crate::ledger::Ledger;
@@ -186,6 +186,13 @@ impl StreamObserver for Journal {
 
     fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a> {
         Box::pin(async move {
+            if progress.confirmed().is_empty()
+                && progress.updates().iter().any(MessageUpdate::is_preview)
+            {
+                // The crash tests' point: the reply is on screen as a draft only, and nothing
+                // of it is `sending`.
+                crate::failpoint::hit("drafts_only").await;
+            }
             let confirmed = progress.newly_confirmed();
             if !confirmed.is_empty() {
                 let rows: Vec<Row<'_>> = confirmed
