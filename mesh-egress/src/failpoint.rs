@@ -57,7 +57,9 @@ fn chosen() -> Option<&'static str> {
     // Read once per process: a crash test names the point when it starts the child, and the
     // sends that pass a point should not each pay an environment lookup.
     static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    CHOSEN.get_or_init(|| std::env::var(VARIABLE).ok()).as_deref()
+    CHOSEN
+        .get_or_init(|| std::env::var(VARIABLE).ok())
+        .as_deref()
 }
 
 /// Stops the process at `name` when `MESH_FAILPOINT` names it (see the module docs).

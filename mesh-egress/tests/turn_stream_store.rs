@@ -316,8 +316,12 @@ async fn a_store_failure_mid_stream_exits_1_and_worker_once_sends_the_rest(backe
     .await
     .expect("provider");
     let mut turn = command("turn", &provider, &api, &place.url);
-    turn.env("MESH_FAILPOINT", "journal_unwritable")
-        .args(["--deliver", "discord", "--stream", "Is the deploy done?"]);
+    turn.env("MESH_FAILPOINT", "journal_unwritable").args([
+        "--deliver",
+        "discord",
+        "--stream",
+        "Is the deploy done?",
+    ]);
     let out = run(turn).await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -238,7 +238,11 @@ async fn a_part_failing_midway_is_named_and_redelivery_sends_exactly_the_missing
         let api = fake(surface).await;
         // A 5xx may follow a posted message: repeated where a repeat cannot post twice (Slack
         // looks the part up first, Discord dedupes by nonce), never on Telegram.
-        let tries = if surface == Surface::Telegram { 1 } else { TRIES };
+        let tries = if surface == Surface::Telegram {
+            1
+        } else {
+            TRIES
+        };
         let mut script = vec![ChatStep::Accept];
         script.extend(vec![
             FakeResponse::chat_server_error(surface, 500).into();

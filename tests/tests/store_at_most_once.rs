@@ -23,8 +23,8 @@ use mesh_egress::boundary::{StreamPlan, stream_live};
 use mesh_egress::channel::http::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamMode, StreamingChannel};
 use mesh_egress::channel::{
-    Channel, Deliver, DeliveryError, DiscordChannel, PartLookup, PartReceipt, PlainText,
-    SendError, SlackChannel, TelegramChannel,
+    Channel, Deliver, DeliveryError, DiscordChannel, PartLookup, PartReceipt, PlainText, SendError,
+    SlackChannel, TelegramChannel,
 };
 use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
@@ -206,7 +206,10 @@ impl Case {
         let mut reported = self.uncertain_on_the_ledger();
         rows.sort();
         reported.sort();
-        assert_eq!(rows, reported, "{label}: uncertain rows and their ledger rows");
+        assert_eq!(
+            rows, reported,
+            "{label}: uncertain rows and their ledger rows"
+        );
     }
 }
 
@@ -276,8 +279,10 @@ async fn a_sender_whose_lease_lapsed_during_a_rate_limit_never_posts_what_the_ne
     backend: Backend,
 ) {
     let case = Case::new(backend, Api::Slack, "lapse").await;
-    case.api
-        .script([FakeResponse::chat_rate_limited(Api::Slack, Duration::from_secs(1))]);
+    case.api.script([FakeResponse::chat_rate_limited(
+        Api::Slack,
+        Duration::from_secs(1),
+    )]);
     let a_lease = case.lease("worker-a", Duration::from_millis(400)).await;
     let a = case.durable(slack_plain(&case.api));
     let message = AgentMessage::new(
@@ -438,7 +443,11 @@ async fn a_reply_shown_only_as_drafts_stays_pending_and_is_sent_as_messages_afte
     .await;
     // The sender dies (in-process: the stream is dropped mid-reply, before its message).
     drop(stream);
-    assert_eq!(case.api.calls_to("sendMessage"), 0, "only drafts were shown");
+    assert_eq!(
+        case.api.calls_to("sendMessage"),
+        0,
+        "only drafts were shown"
+    );
     assert_eq!(
         case.states().await,
         [PartState::Pending; 3],
@@ -449,7 +458,11 @@ async fn a_reply_shown_only_as_drafts_stays_pending_and_is_sent_as_messages_afte
     let report = case.store.resend(&restarted, &lease).await.unwrap();
 
     assert_eq!((report.sent, report.uncertain), (3, 0), "{report:?}");
-    assert_eq!(case.api.texts(), BLOCKS[..3], "each paragraph once, as a message");
+    assert_eq!(
+        case.api.texts(),
+        BLOCKS[..3],
+        "each paragraph once, as a message"
+    );
     assert_eq!(case.states().await, [PartState::Sent; 3]);
 }
 
@@ -526,7 +539,10 @@ async fn a_stream_call_that_must_not_be_repeated_is_not_retried_after_a_5xx_or_i
                 "{name}: {block:?} went in two calls: {:?}",
                 case.api.calls()
             );
-            assert!(case.times_shown(block) <= 1, "{name}: {block:?} shown twice");
+            assert!(
+                case.times_shown(block) <= 1,
+                "{name}: {block:?} shown twice"
+            );
         }
         let rows = case.rows().await;
         assert!(
@@ -573,14 +589,24 @@ async fn an_unreadable_or_over_cap_2xx_to_a_stream_call_is_never_followed_by_a_s
     backend: Backend,
 ) {
     let cases = [
-        ("slack-not-json", Api::Slack, "chat.postMessage", FakeResponse::not_json(200)),
+        (
+            "slack-not-json",
+            Api::Slack,
+            "chat.postMessage",
+            FakeResponse::not_json(200),
+        ),
         (
             "slack-too-large",
             Api::Slack,
             "chat.postMessage",
             FakeResponse::large_body(200, 4096),
         ),
-        ("telegram-not-json", Api::Telegram, "sendMessage", FakeResponse::not_json(200)),
+        (
+            "telegram-not-json",
+            Api::Telegram,
+            "sendMessage",
+            FakeResponse::not_json(200),
+        ),
         (
             "telegram-too-large",
             Api::Telegram,
@@ -650,14 +676,21 @@ async fn a_discord_edit_applied_but_unanswered_is_never_posted_again_as_a_messag
     let result = stream_blocks(&case, &lease, &durable).await;
 
     let _receipt = result.expect("the turn ends as the contract says");
-    assert_eq!(case.api.calls_to("createMessage"), 1, "never posted again: {:?}", case.shown());
+    assert_eq!(
+        case.api.calls_to("createMessage"),
+        1,
+        "never posted again: {:?}",
+        case.shown()
+    );
     for block in BLOCKS {
         assert_eq!(case.times_shown(block), 1, "{block:?}: {:?}", case.shown());
     }
     let rows = case.rows().await;
     assert_eq!(rows[0].state, PartState::Sent, "{rows:?}");
     assert!(
-        rows[1..].iter().all(|r| r.state == PartState::Uncertain && r.maybe_delivered),
+        rows[1..]
+            .iter()
+            .all(|r| r.state == PartState::Uncertain && r.maybe_delivered),
         "the edited-in parts may be shown: {rows:?}"
     );
     case.assert_uncertain_reported("edit").await;
@@ -745,7 +778,10 @@ async fn a_slack_part_maybe_delivered_then_rate_limited_is_looked_up_before_it_i
     );
     let rows = case.rows().await;
     assert_eq!(rows[0].state, PartState::Pending);
-    assert!(rows[0].maybe_delivered, "the flag survived the rate limit: {rows:?}");
+    assert!(
+        rows[0].maybe_delivered,
+        "the flag survived the rate limit: {rows:?}"
+    );
 
     // After a restart (a fresh connector: no pause), the resend looks before it posts.
     let restarted = case.durable(slack_plain(&case.api));

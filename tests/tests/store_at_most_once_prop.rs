@@ -46,9 +46,13 @@ enum Fault {
     /// Not posted; a 429 asking for longer than A's lease.
     LongRateLimit,
     /// A 5xx, posted or not.
-    ServerError { posted: bool },
+    ServerError {
+        posted: bool,
+    },
     /// Slack's `internal_error` (another surface: a 5xx), posted or not.
-    InternalError { posted: bool },
+    InternalError {
+        posted: bool,
+    },
     /// Posted, answered with a 2xx that is not JSON.
     Unreadable,
 }
@@ -207,7 +211,9 @@ impl Shared {
 /// Sender A: holds the conversation with a short lease (renewed or not), commits its message
 /// and delivers it.
 async fn sender_a(shared: Shared, lease: Lease, body: String) {
-    let Shared { store, name, spec, .. } = &shared;
+    let Shared {
+        store, name, spec, ..
+    } = &shared;
     let renewal = spec.renewed.then(|| store.keep_renewed(&lease, A_LEASE));
     let message = AgentMessage::new(body, Attribution::new("ops", name, "r1"))
         .with_ownership(lease.ownership());
@@ -222,7 +228,9 @@ async fn sender_a(shared: Shared, lease: Lease, body: String) {
 /// Sender B: asks for the conversation until it gets it, then resends pass after pass, each
 /// through a fresh connector, until nothing is open.
 async fn sender_b(shared: Shared) {
-    let Shared { store, name, spec, .. } = &shared;
+    let Shared {
+        store, name, spec, ..
+    } = &shared;
     tokio::time::sleep(Duration::from_millis(spec.b_after_ms)).await;
     let lease = loop {
         match store.acquire(name, "sender-b", LONG).await {
@@ -277,10 +285,7 @@ async fn check(store: &Store, case: Vec<Conversation>) -> Result<(), TestCaseErr
             ledger: ledger.clone(),
         };
         // A has the conversation first; B waits for it.
-        let lease = store
-            .acquire(&names[i], "sender-a", A_LEASE)
-            .await
-            .unwrap();
+        let lease = store.acquire(&names[i], "sender-a", A_LEASE).await.unwrap();
         senders.spawn(sender_a(
             shared.clone(),
             lease,

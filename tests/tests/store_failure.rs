@@ -159,7 +159,9 @@ async fn a_store_failure_mid_stream_hands_back_the_block_never_shown_and_a_resen
         "the block never shown went back to pending: {:?}",
         run.rows_after_turn
     );
-    let error = run.result.expect_err("the turn ends with the store's error");
+    let error = run
+        .result
+        .expect_err("the turn ends with the store's error");
     assert!(error.is_store_failure(), "{error:?}");
     assert!(matches!(error, DeliveryError::Store(_)), "{error:?}");
     let rows = run.store.parts("failing").await.unwrap();
@@ -206,7 +208,11 @@ async fn when_even_the_hand_back_fails_the_rows_stay_and_the_resend_rules_apply(
         .filter(|e| {
             matches!(
                 e.record(),
-                LedgerRecord::Outbox(OutboxRecord::Uncertain { part: 0, after_restart: true, .. })
+                LedgerRecord::Outbox(OutboxRecord::Uncertain {
+                    part: 0,
+                    after_restart: true,
+                    ..
+                })
             )
         })
         .count();

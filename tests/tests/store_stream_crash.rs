@@ -329,5 +329,9 @@ async fn a_telegram_reply_killed_while_only_drafts_exist_arrives_once_as_message
         "{resend}"
     );
     assert_eq!(states(&rows), [PartState::Sent; 4]);
-    assert_eq!(case.api.texts(), BLOCKS, "each paragraph once, as a message");
+    assert_eq!(
+        case.api.texts(),
+        BLOCKS,
+        "each paragraph once, as a message"
+    );
 }

@@ -346,7 +346,10 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(!ownership.is_held(), "held at the deadline itself");
         // A renewal moves the deadline and the same ownership holds again...
-        fence.extend_to(Instant::now() + Duration::from_secs(1), Duration::from_secs(1));
+        fence.extend_to(
+            Instant::now() + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert!(ownership.is_held());
         // ...until it is revoked, whatever the deadline.
         ownership.revoke();

@@ -251,7 +251,10 @@ impl<C: Channel> Durable<C> {
             .ownership()
             .and_then(Ownership::fence)
             .map(|f| (f.holder.clone(), f.token));
-        let (holder, token) = (fence.as_ref().map(|f| f.0.as_str()), fence.as_ref().map(|f| f.1));
+        let (holder, token) = (
+            fence.as_ref().map(|f| f.0.as_str()),
+            fence.as_ref().map(|f| f.1),
+        );
         let sender = Sender { holder, token };
         let claimed = self.claim(&delivery, index_i64, holder, token).await;
         match claimed {
@@ -276,7 +279,8 @@ impl<C: Channel> Durable<C> {
         match self.inner.send(part).await {
             Ok(receipt) => {
                 crate::failpoint::hit("after_send_before_mark").await;
-                self.record_sent(&delivery, index, receipt.id(), sender).await;
+                self.record_sent(&delivery, index, receipt.id(), sender)
+                    .await;
                 if index + 1 < total {
                     crate::failpoint::hit("between_parts").await;
                 }
@@ -332,7 +336,8 @@ impl<C: Channel> Durable<C> {
                     match lookup {
                         PartLookup::Found(receipt) => {
                             tracing::info!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "reconciled: the surface holds the part; not sent again");
-                            self.record_sent(&delivery, index, receipt.id(), sender).await;
+                            self.record_sent(&delivery, index, receipt.id(), sender)
+                                .await;
                             return (Ok(receipt), Outcome::Sent);
                         }
                         PartLookup::NotFound => (
@@ -420,7 +425,10 @@ impl<C: Channel> Durable<C> {
         // has the row): it stays as the new holder left it, or `sending`, which a resend treats
         // as an unknown outcome (deduped on Discord, looked up on Slack, `uncertain`
         // elsewhere). Never a second post where the surface can prevent it.
-        match self.record(Mark::Sent, delivery, index_i64, id, sender).await {
+        match self
+            .record(Mark::Sent, delivery, index_i64, id, sender)
+            .await
+        {
             Ok(0) => {
                 tracing::warn!(target: "mesh_egress::store", %delivery, index, "sent, but the lease moved on before it was recorded");
             }

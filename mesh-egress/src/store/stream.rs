@@ -129,7 +129,10 @@ impl Journal {
         if parts.is_empty() {
             return;
         }
-        let rows: Vec<Row<'_>> = parts.iter().map(|p| Row::new(p, Some(HANDED_BACK))).collect();
+        let rows: Vec<Row<'_>> = parts
+            .iter()
+            .map(|p| Row::new(p, Some(HANDED_BACK)))
+            .collect();
         match self.store.execute_each(statement, &rows, true, false).await {
             Ok(changed) => {
                 tracing::info!(target: "mesh_egress::store", conversation = %self.conversation(), handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")

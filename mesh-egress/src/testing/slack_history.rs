@@ -121,7 +121,11 @@ pub(super) fn read(
                 }));
             }
         }
-        matching.sort_by_key(|m| m.get("ts").and_then(Value::as_str).and_then(|ts| micros(ts).ok()));
+        matching.sort_by_key(|m| {
+            m.get("ts")
+                .and_then(Value::as_str)
+                .and_then(|ts| micros(ts).ok())
+        });
     }
     // History is newest first; replies are oldest first (the parent leads).
     if thread.is_none() {

@@ -358,9 +358,15 @@ mod tests {
         let three = packed_nonce(keys(3)).unwrap();
         assert_eq!(two.len(), 25);
         assert!(two.len() <= NONCE_LIMIT);
-        assert_ne!(two, three, "a message repacked with more parts is another message");
+        assert_ne!(
+            two, three,
+            "a message repacked with more parts is another message"
+        );
         assert_eq!(packed_nonce(keys(2)).unwrap(), two, "stable");
-        assert!(!two.starts_with("00000000000000ab"), "never a part's own key");
+        assert!(
+            !two.starts_with("00000000000000ab"),
+            "never a part's own key"
+        );
         assert_eq!(packed_nonce(std::iter::empty()), None);
     }
 

@@ -109,7 +109,11 @@ impl Transport {
     /// the policy's `max_wait`: when the next slot is further than what is left of it, the
     /// call ends at once, rate limited with that wait as its `retry_after`, and nothing sleeps
     /// past the cap.
-    pub(crate) async fn call<F, Fut>(&self, plan: &Plan<'_>, mut attempt: F) -> Result<String, Failure>
+    pub(crate) async fn call<F, Fut>(
+        &self,
+        plan: &Plan<'_>,
+        mut attempt: F,
+    ) -> Result<String, Failure>
     where
         F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Outcome>,
@@ -122,7 +126,13 @@ impl Transport {
         // The wait the surface asked for in the last try, if it was rate limited: what a call
         // ended on that pause reports.
         let mut asked_last: Option<Duration> = None;
-        let end = |tries, maybe_applied, stop| Err(Failure { tries, maybe_applied, stop });
+        let end = |tries, maybe_applied, stop| {
+            Err(Failure {
+                tries,
+                maybe_applied,
+                stop,
+            })
+        };
         loop {
             let bot = self.bot_pause_left();
             let waited = if bot > policy.max_wait.saturating_sub(spent) {
@@ -133,9 +143,7 @@ impl Transport {
                 let left = policy.max_wait.saturating_sub(spent);
                 let slot = match plan.spacing {
                     Spacing::Spaced => plan.budget.acquire_within(plan.kind, left).await,
-                    Spacing::Unspaced => {
-                        plan.budget.acquire_unspaced_within(plan.kind, left).await
-                    }
+                    Spacing::Unspaced => plan.budget.acquire_unspaced_within(plan.kind, left).await,
                 };
                 slot.map_err(|wait| (wait, false))
             };
@@ -148,7 +156,11 @@ impl Transport {
                         retry_after: Some(wait),
                         global,
                     };
-                    let stop = Stop::Surface { kind, retryable: true, retry_after: Some(wait) };
+                    let stop = Stop::Surface {
+                        kind,
+                        retryable: true,
+                        retry_after: Some(wait),
+                    };
                     return end(tries, maybe_applied, stop);
                 }
             }
@@ -173,7 +185,10 @@ impl Transport {
                         plan.budget.pause_for(pause);
                     }
                     tracing::debug!(target: "mesh_egress::channel", surface, tries, global, retry_after_ms = wait.map(millis), "rate limited");
-                    let kind = ChannelErrorKind::RateLimited { retry_after: wait, global };
+                    let kind = ChannelErrorKind::RateLimited {
+                        retry_after: wait,
+                        global,
+                    };
                     // The pause is waited out (or found too long) before the next try.
                     (kind, Duration::ZERO, wait)
                 }
@@ -188,19 +203,31 @@ impl Transport {
                 }
                 Outcome::MaybeApplied(kind) | Outcome::Unknown(kind) => {
                     tracing::warn!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "may have been applied, and a repeat could show it twice; the outcome is unknown");
-                    let stop = Stop::Surface { kind, retryable: true, retry_after: None };
+                    let stop = Stop::Surface {
+                        kind,
+                        retryable: true,
+                        retry_after: None,
+                    };
                     return end(tries, true, stop);
                 }
                 Outcome::Fail { kind, retryable } => {
                     tracing::debug!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "refused");
-                    let stop = Stop::Surface { kind, retryable, retry_after: None };
+                    let stop = Stop::Surface {
+                        kind,
+                        retryable,
+                        retry_after: None,
+                    };
                     return end(tries, maybe_applied, stop);
                 }
             };
             asked_last = asked;
             let left = policy.max_wait.saturating_sub(spent);
             if tries >= plan.max_tries || left.is_zero() {
-                let stop = Stop::Surface { kind, retryable: true, retry_after: asked };
+                let stop = Stop::Surface {
+                    kind,
+                    retryable: true,
+                    retry_after: asked,
+                };
                 return end(tries, maybe_applied, stop);
             }
             let backoff = backoff.min(left);
@@ -281,5 +308,157 @@ pub(crate) fn kind_name(kind: &ChannelErrorKind) -> &'static str {
         ChannelErrorKind::Transport { .. } => "transport",
         ChannelErrorKind::InvalidToken => "invalid_token",
         ChannelErrorKind::ResponseTooLarge { .. } => "response_too_large",
+    }
+}
+
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::address::Surface;
+    use crate::channel::http::{SendPolicy, Token};
+    use crate::channel::stream::BudgetConfig;
+    use crate::ownership::Fence;
+
+    fn transport() -> Transport {
+        let mut transport = Transport::new(Surface::Slack, Token::new("t"));
+        transport.policy = SendPolicy::new()
+            .max_tries(5)
+            .backoff(Duration::from_millis(100))
+            .max_wait(Duration::from_secs(30))
+            .request_timeout(Duration::from_secs(10));
+        transport
+    }
+
+    /// An ownership backed by a lease of `length` that ends `left` from now.
+    fn leased(left: Duration, length: Duration) -> Ownership {
+        let fence = Fence::new("c".into(), "w".into(), 1, Instant::now() + left, length);
+        Ownership::leased(Arc::new(fence))
+    }
+
+    /// Makes one call with `repeat` under `owners`, answering each try from `script` (then
+    /// `Sent`); returns the result and each try's instant (from the start) and timeout.
+    async fn call(
+        owners: &[Ownership],
+        repeat: Repeat,
+        script: Vec<Outcome>,
+    ) -> (Result<String, Failure>, Vec<(Duration, Duration)>) {
+        let transport = transport();
+        let budget = RateBudget::new(BudgetConfig::new(Duration::ZERO));
+        let plan = Plan {
+            budget: &budget,
+            kind: CallKind::Final,
+            spacing: Spacing::Unspaced,
+            max_tries: transport.policy.max_tries,
+            repeat,
+            owners,
+        };
+        let start = Instant::now();
+        let script = Mutex::new(VecDeque::from(script));
+        let tries = Mutex::new(Vec::new());
+        let result = transport
+            .call(&plan, |timeout| {
+                tries.lock().unwrap().push((start.elapsed(), timeout));
+                let next = script.lock().unwrap().pop_front();
+                std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))
+            })
+            .await;
+        (result, tries.into_inner().unwrap())
+    }
+
+    fn maybe() -> Outcome {
+        Outcome::MaybeApplied(ChannelErrorKind::Server { status: 503 })
+    }
+
+    fn limited(secs: u64) -> Outcome {
+        Outcome::RateLimited {
+            wait: Some(Duration::from_secs(secs)),
+            global: false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_try_that_may_have_been_applied_is_never_repeated_unless_safe() {
+        let (result, tries) = call(&[], Repeat::Never, vec![maybe()]).await;
+        let failure = result.unwrap_err();
+        assert_eq!(tries.len(), 1, "not repeated");
+        assert!(failure.maybe_applied);
+        assert!(matches!(
+            failure.stop,
+            Stop::Surface {
+                retryable: true,
+                retry_after: None,
+                ..
+            }
+        ));
+
+        let (result, tries) = call(&[], Repeat::Safe, vec![maybe()]).await;
+        assert_eq!(result.unwrap(), "ok");
+        assert_eq!(tries.len(), 2, "an idempotent call is repeated");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn maybe_applied_survives_a_later_rate_limit_past_the_wait_cap() {
+        let (result, tries) = call(&[], Repeat::Safe, vec![maybe(), limited(60)]).await;
+        let failure = result.unwrap_err();
+        assert_eq!(tries.len(), 2);
+        assert!(
+            failure.maybe_applied,
+            "a later \"not now\" does not make the first try unapplied"
+        );
+        assert!(matches!(
+            failure.stop,
+            Stop::Surface { retry_after: Some(w), .. } if w == Duration::from_secs(60)
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_not_applied_answer_is_tried_again_and_leaves_no_maybe() {
+        let not_applied = Outcome::Retry(ChannelErrorKind::Transport {
+            detail: "could not connect".into(),
+        });
+        let (result, tries) = call(&[], Repeat::Never, vec![not_applied, limited(60)]).await;
+        let failure = result.unwrap_err();
+        assert_eq!(tries.len(), 2, "a connection never opened is tried again");
+        assert!(!failure.maybe_applied);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ownership_is_checked_before_every_try_and_a_lapsed_lease_stops_the_call_untried() {
+        // A 30 s lease ending in 15 s; the surface asks for 20 s: the lease is gone by then.
+        let owner = leased(Duration::from_secs(15), Duration::from_secs(30));
+        let (result, tries) = call(&[owner], Repeat::Safe, vec![limited(20)]).await;
+        let failure = result.unwrap_err();
+        assert_eq!(tries.len(), 1, "no try after the lease ran out: {tries:?}");
+        assert!(matches!(failure.stop, Stop::NotOwned));
+
+        let revoked = Ownership::held();
+        revoked.revoke();
+        let (result, tries) = call(&[revoked], Repeat::Safe, vec![]).await;
+        assert!(matches!(result.unwrap_err().stop, Stop::NotOwned));
+        assert!(tries.is_empty(), "a revoked ownership starts nothing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_try_outlasts_the_lease_and_none_starts_on_a_lease_too_short_for_one() {
+        // 2 s left of a 2 s lease, a 10 s request timeout: the try's timeout is cut to 2 s.
+        let short = leased(Duration::from_secs(2), Duration::from_secs(2));
+        let (result, tries) = call(std::slice::from_ref(&short), Repeat::Safe, vec![]).await;
+        assert!(result.is_ok());
+        assert_eq!(tries, [(Duration::ZERO, Duration::from_secs(2))]);
+        // 8 s left of a 30 s lease: less than a whole timeout and than half the lease (a
+        // renewal has failed); the try does not start.
+        let lapsing = leased(Duration::from_secs(8), Duration::from_secs(30));
+        let (result, tries) = call(&[lapsing], Repeat::Safe, vec![]).await;
+        assert!(matches!(result.unwrap_err().stop, Stop::NotOwned));
+        assert!(tries.is_empty());
+        // 12 s left: the whole timeout ends before the lease does.
+        let healthy = leased(Duration::from_secs(12), Duration::from_secs(30));
+        let (_, tries) = call(&[healthy], Repeat::Safe, vec![]).await;
+        assert_eq!(tries, [(Duration::ZERO, Duration::from_secs(10))]);
     }
 }

@@ -161,8 +161,9 @@ impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
 ///
 /// # Reconciliation
 ///
-/// A try whose outcome is unknown (a timeout, a connection cut mid-answer, a 5xx, a transient
-/// error code) may have posted the part. Before trying again, the connector looks the part up
+/// A try that may have posted the part (a timeout, a connection cut mid-answer, a 5xx,
+/// `internal_error` or `fatal_error`, a 2xx it cannot read) is never repeated blindly. Before
+/// trying again, the connector looks the part up
 /// ([`Channel::look_up`]): `conversations.replies` for a thread, `conversations.history`
 /// otherwise, with `include_all_metadata=true`, one page of at most 50 messages from a minute
 /// before the first try. Found: the part counts as sent with that message's `ts`. Not found:

@@ -105,9 +105,11 @@ impl CallFailure {
     pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {
         match self.failure.stop {
             Stop::NotOwned => DriverError::new(Box::new(crate::channel::stream::OwnershipLost)),
-            Stop::Surface { kind, .. } => {
-                DriverError::new(Box::new(ChannelError::new(surface, self.failure.tries, kind)))
-            }
+            Stop::Surface { kind, .. } => DriverError::new(Box::new(ChannelError::new(
+                surface,
+                self.failure.tries,
+                kind,
+            ))),
         }
     }
 }

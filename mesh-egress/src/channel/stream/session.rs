@@ -456,7 +456,12 @@ async fn run<D: Driver>(
                 // hands the parts back for the re-send).
                 let stopped = Err(DriverError::new(Box::new(Unconfirmed)));
                 after_call(&shared, &mut seen, &driver, &parts, confirmed, &stopped).await;
-                return Err(stop_error(&mut driver, mode, &mut parts, Box::new(Unconfirmed)));
+                return Err(stop_error(
+                    &mut driver,
+                    mode,
+                    &mut parts,
+                    Box::new(Unconfirmed),
+                ));
             }
             return Ok(driver.receipt(mode));
         }
