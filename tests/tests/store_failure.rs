@@ -90,7 +90,7 @@ async fn stream_into_a_failing_store(backend: Backend, failing_writes: u32) -> R
     let source: ChunkSource<EgressError> = ChunkSource::delayed(
         BLOCKS
             .iter()
-            .map(|b| (Duration::from_millis(30), format!("{b}\n\n"))),
+            .map(|b| (Duration::from_millis(60), format!("{b}\n\n"))),
     );
     let streamed = stream_live(&turn, &plan, &durable, source);
     let fail = async {

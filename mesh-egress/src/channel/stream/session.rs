@@ -746,6 +746,22 @@ mod tests {
         );
     }
 
+    #[test]
+    fn what_may_be_shown_is_deduped_only_while_every_call_in_it_is() {
+        let mut maybe = MaybeShown::default();
+        assert_eq!(maybe.past(0), 0);
+        // A one-part Discord create under the part's own key: deduped.
+        maybe.note(2, 3, true);
+        assert_eq!((maybe.past(2), maybe.deduped), (1, true));
+        // An edit adding two more while that is unsettled: the region is no longer deduped.
+        maybe.note(2, 5, false);
+        assert_eq!((maybe.past(2), maybe.deduped), (3, false));
+        // Confirmed past it, a new region starts afresh.
+        assert_eq!(maybe.past(5), 0);
+        maybe.note(5, 6, true);
+        assert_eq!((maybe.past(5), maybe.deduped), (1, true));
+    }
+
     #[tokio::test]
     async fn opening_outside_a_runtime_is_an_error_not_a_panic() {
         let (driver, _) = editing(Duration::ZERO);
