@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::address::Surface;
 use crate::egress::{Attribution, FailureClass};
+use crate::engagement::Engagement;
 use crate::render::{PartBudgetCut, RenderError};
 use crate::reply::Mode;
 
@@ -100,6 +102,12 @@ impl Ledger {
             .record(LedgerEntry::new(attribution.clone(), record));
     }
 
+    /// Appends a row attributed to `attribution`, which it takes (no copy made).
+    #[cfg(feature = "ingress")]
+    pub(crate) fn record_owned(&self, attribution: Attribution, record: LedgerRecord) {
+        self.store.record(LedgerEntry::new(attribution, record));
+    }
+
     /// Every row so far, oldest first.
     pub fn entries(&self) -> Vec<LedgerEntry> {
         self.store.entries()
@@ -182,6 +190,40 @@ pub enum LedgerRecord {
     Render(RenderRecord),
     /// The durable outbox: a part it could not settle (see [`OutboxRecord`]).
     Outbox(OutboxRecord),
+    /// The ingress classifier: what it decided about one inbound message (see
+    /// [`IngressRecord`]).
+    Ingress(IngressRecord),
+    /// The boundary: the agent answered with one of its silence tokens (see [`SilenceRecord`]).
+    Silence(SilenceRecord),
+}
+
+/// What the boundary did with an agent's silence tokens (`mesh_egress::silence`): the reply was
+/// only a token, so nothing was sent, or tokens were cut from an answer before it was rendered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SilenceRecord {
+    /// The reply was only this token: the agent chose to say nothing, and nothing was sent.
+    Silent {
+        /// The token (an application-declared word, never model prose).
+        token: String,
+    },
+    /// Tokens were cut from an answer; the rest was sent.
+    Removed {
+        /// How many.
+        count: usize,
+    },
+}
+
+/// What the ingress classifier decided about one inbound message, and why: the rule, its
+/// confidence, and whether the judge was asked and what it answered. Never the message's text;
+/// the row's attribution names the conversation (its address) and the message id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngressRecord {
+    /// The surface the message came from.
+    pub surface: Surface,
+    /// The decision.
+    pub engagement: Engagement,
 }
 
 /// What the durable outbox reports to operators about one part (`mesh_egress::store`).

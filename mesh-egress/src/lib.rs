@@ -67,8 +67,11 @@ pub mod address;
 pub mod block;
 pub mod boundary;
 pub mod channel;
+#[cfg(feature = "model")]
+mod code_region;
 pub mod degrade;
 mod egress;
+pub mod engagement;
 #[allow(
     dead_code,
     reason = "the store and the worker call it; absent without them"
@@ -78,6 +81,9 @@ mod failpoint;
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
 mod id;
+#[cfg(feature = "ingress")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ingress")))]
+pub mod ingress;
 pub mod ledger;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
@@ -88,6 +94,7 @@ mod render;
 mod reply;
 pub mod retry;
 mod setting;
+pub mod silence;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod store;

@@ -405,6 +405,10 @@ pub struct CommitRecord<'a> {
     /// The rendered parts, in order.
     pub parts: &'a [String],
     /// The ownership the message was committed under (a durable boundary fences on its lease).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        allow(dead_code, reason = "only the durable store fences on it")
+    )]
     pub(crate) ownership: Option<&'a Ownership>,
 }
 

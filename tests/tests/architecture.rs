@@ -18,18 +18,25 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("egress", &["ownership"]),
     ("ownership", &[]),
     ("address", &[]),
+    ("engagement", &[]),
     ("reply", &["egress", "id"]),
     ("render", &["egress"]),
     ("retry", &[]),
     ("setting", &[]),
     ("id", &[]),
     ("failpoint", &[]),
+    // Where Markdown holds code; an agent's silence tokens.
+    ("code_region", &[]),
+    ("silence", &[]),
     // The block cutter: text in, blocks out, nothing of ours.
     ("stream", &[]),
     // A streamed block, `Unchecked -> Checked`: a leaf value the gate checks and channels send.
     ("block", &["egress", "ownership"]),
     // The record of what happened, and the context of one turn.
-    ("ledger", &["egress", "reply", "render", "address"]),
+    (
+        "ledger",
+        &["egress", "reply", "render", "address", "engagement"],
+    ),
     ("turn", &["egress", "ownership", "ledger", "address"]),
     // Layer B: the typestate, then the channels.
     (
@@ -53,9 +60,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Layer A, Layer C and the gate never see the channels.
     (
         "model",
-        &["egress", "turn", "ledger", "retry", "setting", "ownership"],
+        &[
+            "egress",
+            "turn",
+            "ledger",
+            "retry",
+            "setting",
+            "ownership",
+            "code_region",
+        ],
     ),
-    ("degrade", &["egress", "reply", "ledger", "setting"]),
+    (
+        "degrade",
+        &["egress", "reply", "ledger", "setting", "silence"],
+    ),
     (
         "gate",
         &[
@@ -66,7 +84,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "turn",
             "ownership",
             "block",
+            "code_region",
         ],
+    ),
+    // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's
+    // fast-model plumbing (`model::fast`), which it shares with the gate, never the gate itself.
+    (
+        "ingress",
+        &["address", "egress", "engagement", "ledger", "model", "turn"],
     ),
     // The durable store sits on the commit boundary: channels and the typestate, never Layer C.
     (
@@ -108,6 +133,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "setting",
             "block",
             "stream",
+            "silence",
         ],
     ),
     // Keeping durable promises: the boundary's glue on top of the store.

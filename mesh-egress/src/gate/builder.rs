@@ -4,9 +4,10 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::gate::heuristics::Heuristics;
-use crate::gate::judge::{BudgetLedger, DynJudge};
+use crate::gate::judge::DynJudge;
 use crate::gate::overlap::{self, PromptOverlap};
 use crate::gate::{DEFAULT_JUDGE_TIMEOUT, GateInner, Judge, JudgeBudget, QualityGate};
+use crate::model::fast::SharedBudget;
 
 /// A configuration mistake in [`QualityGateBuilder`].
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +52,7 @@ pub struct QualityGateBuilder {
     canaries: Vec<String>,
     judge: Option<Box<dyn DynJudge>>,
     judge_timeout: Duration,
-    budget: JudgeBudget,
+    budget: SharedBudget,
 }
 
 impl Default for QualityGateBuilder {
@@ -63,7 +64,7 @@ impl Default for QualityGateBuilder {
             canaries: Vec::new(),
             judge: None,
             judge_timeout: DEFAULT_JUDGE_TIMEOUT,
-            budget: JudgeBudget::unlimited(),
+            budget: SharedBudget::default(),
         }
     }
 }
@@ -77,7 +78,7 @@ impl fmt::Debug for QualityGateBuilder {
             .field("canaries", &self.canaries.len())
             .field("judge", &self.judge.is_some())
             .field("judge_timeout", &self.judge_timeout)
-            .field("budget", &self.budget)
+            .field("budget", &self.budget.budget())
             .finish()
     }
 }
@@ -122,8 +123,16 @@ impl QualityGateBuilder {
         self
     }
 
-    /// The per-agent judge budget (default unlimited).
+    /// The per-agent judge budget (default unlimited), accounted by this gate alone.
     pub fn judge_budget(mut self, budget: JudgeBudget) -> Self {
+        self.budget = SharedBudget::new(budget);
+        self
+    }
+
+    /// The per-agent judge budget and its accounting, shared with every other holder of a
+    /// clone (the ingress classifier's judge, another gate): a call any of them makes counts
+    /// for all. Replaces [`judge_budget`](Self::judge_budget).
+    pub fn shared_budget(mut self, budget: SharedBudget) -> Self {
         self.budget = budget;
         self
     }
@@ -156,7 +165,6 @@ impl QualityGateBuilder {
             judge: self.judge,
             judge_timeout: self.judge_timeout,
             budget: self.budget,
-            spent: BudgetLedger::default(),
         }))
     }
 }

@@ -37,17 +37,13 @@
 //! }
 //! ```
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::egress::{Attribution, Cause, EgressError};
 use crate::gate::finding::Finding;
+use crate::model::fast::{Fence, one_word};
 use crate::turn::Turn;
 
 /// The judge's ruling on a flagged candidate.
@@ -75,9 +71,7 @@ impl JudgeVerdict {
     /// assert!(JudgeVerdict::parse("It depends.").is_err());
     /// ```
     pub fn parse(answer: &str) -> Result<Self, JudgeError> {
-        let wrap = |c: char| matches!(c, '*' | '_' | '`' | '"' | '\'') || c.is_whitespace();
-        let word = answer.trim_matches(wrap);
-        let word = word.strip_suffix('.').unwrap_or(word).trim_matches(wrap);
+        let word = one_word(answer).unwrap_or_default();
         if word.eq_ignore_ascii_case("allow") {
             Ok(Self::Allow)
         } else if word.eq_ignore_ascii_case("block") {
@@ -148,13 +142,8 @@ pub struct JudgeRequest<'a> {
     pub(crate) findings: &'a [Finding],
     pub(crate) user_message: &'a str,
     pub(crate) attribution: &'a Attribution,
-    boundary: u128,
+    fence: Fence,
 }
-
-/// How many fresh boundaries are drawn before giving up on one the texts do not contain (a
-/// 128-bit random value collides with a given text only by astronomical chance, but a draw
-/// the candidate happens to contain must not be used).
-const BOUNDARY_DRAWS: usize = 8;
 
 impl<'a> JudgeRequest<'a> {
     /// A request about `candidate`, flagged with `findings`, answering `user_message`.
@@ -164,27 +153,19 @@ impl<'a> JudgeRequest<'a> {
         user_message: &'a str,
         attribution: &'a Attribution,
     ) -> Self {
-        let mut boundary = fastrand::u128(..);
-        for _ in 1..BOUNDARY_DRAWS {
-            let hex = format!("{boundary:032x}");
-            if !candidate.contains(&hex) && !user_message.contains(&hex) {
-                break;
-            }
-            boundary = fastrand::u128(..);
-        }
         Self {
             candidate,
             findings,
             user_message,
             attribution,
-            boundary,
+            fence: Fence::draw(&[candidate, user_message]),
         }
     }
 
     /// This request's random boundary: 128 random bits as 32 lowercase hex digits, drawn per
     /// request, so a candidate cannot close its block early by writing the closing line.
     pub fn boundary(&self) -> String {
-        format!("{:032x}", self.boundary)
+        self.fence.boundary()
     }
 
     /// The candidate reply, with any credential the heuristics found redacted.
@@ -223,23 +204,9 @@ impl<'a> JudgeRequest<'a> {
     /// The user message for a model-backed judge: the person's message, the findings and the
     /// candidate, the two texts each fenced by [`boundary`](Self::boundary) lines.
     pub fn prompt(&self) -> String {
-        let b = self.boundary();
         let mut out = String::with_capacity(self.candidate.len() + self.user_message.len() + 512);
-        let fence = |out: &mut String, what: &str, text: &str| {
-            out.push_str("BEGIN-");
-            out.push_str(what);
-            out.push('-');
-            out.push_str(&b);
-            out.push('\n');
-            out.push_str(text);
-            out.push_str("\nEND-");
-            out.push_str(what);
-            out.push('-');
-            out.push_str(&b);
-            out.push('\n');
-        };
         out.push_str("The person wrote:\n");
-        fence(&mut out, "MESSAGE", self.user_message);
+        self.fence.push(&mut out, "MESSAGE", self.user_message);
         out.push_str("\nChecks that fired:\n");
         for f in self.findings {
             out.push_str("- ");
@@ -249,7 +216,7 @@ impl<'a> JudgeRequest<'a> {
             out.push_str(")\n");
         }
         out.push_str("\nThe assistant's reply:\n");
-        fence(&mut out, "REPLY", self.candidate);
+        self.fence.push(&mut out, "REPLY", self.candidate);
         out.push_str("\nALLOW or BLOCK?");
         out
     }
@@ -356,117 +323,9 @@ impl JudgeOutcome {
     }
 }
 
-/// How many judge calls each agent may make: at most `calls` in each `period`-long window. A
-/// window opens at the agent's first call and the count resets when it closes (on `tokio::time`'s
-/// clock).
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::gate::JudgeBudget;
-/// let budget = JudgeBudget::per_agent(100, Duration::from_secs(3600));
-/// assert_eq!(budget.calls(), Some(100));
-/// assert_eq!(JudgeBudget::unlimited().calls(), None);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JudgeBudget {
-    limit: Option<(u32, Duration)>,
-}
-
-impl JudgeBudget {
-    /// At most `calls` judge calls per agent in each `period`.
-    pub fn per_agent(calls: u32, period: Duration) -> Self {
-        Self {
-            limit: Some((calls, period)),
-        }
-    }
-
-    /// No limit (the default; heuristics already keep the judge off most traffic).
-    pub fn unlimited() -> Self {
-        Self { limit: None }
-    }
-
-    /// The calls allowed per window, if limited.
-    pub fn calls(&self) -> Option<u32> {
-        self.limit.map(|(calls, _)| calls)
-    }
-
-    /// The window length, if limited.
-    pub fn period(&self) -> Option<Duration> {
-        self.limit.map(|(_, period)| period)
-    }
-}
-
-impl Default for JudgeBudget {
-    fn default() -> Self {
-        Self::unlimited()
-    }
-}
-
-/// How many agents' windows are remembered before all are forgotten (bounds memory).
-const BUDGET_MEMORY: usize = 10_000;
-
-/// Per-agent accounting for a [`JudgeBudget`].
-#[derive(Debug, Default)]
-pub(crate) struct BudgetLedger {
-    windows: Mutex<HashMap<String, (Instant, u32)>>,
-}
-
-impl BudgetLedger {
-    /// Charges one call to `agent`; `false` when the budget is spent.
-    pub(crate) fn try_charge(&self, budget: JudgeBudget, agent: &str) -> bool {
-        let Some((calls, period)) = budget.limit else {
-            return true;
-        };
-        let now = Instant::now();
-        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        if windows.len() >= BUDGET_MEMORY && !windows.contains_key(agent) {
-            windows.clear();
-        }
-        let window = windows.entry(agent.to_owned()).or_insert((now, 0));
-        if now >= window.0 + period {
-            *window = (now, 0);
-        }
-        if window.1 >= calls {
-            return false;
-        }
-        window.1 += 1;
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn the_budget_resets_exactly_one_period_after_the_first_call() {
-        let ledger = BudgetLedger::default();
-        let budget = JudgeBudget::per_agent(2, Duration::from_secs(60));
-        assert!(ledger.try_charge(budget, "a"));
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        assert!(ledger.try_charge(budget, "a"));
-        assert!(!ledger.try_charge(budget, "a"));
-        assert!(ledger.try_charge(budget, "b"), "budgets are per agent");
-        tokio::time::sleep(Duration::from_millis(49_999)).await;
-        assert!(!ledger.try_charge(budget, "a"), "still inside the window");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(
-            ledger.try_charge(budget, "a"),
-            "a new window at exactly 60 s"
-        );
-    }
-
-    #[test]
-    fn a_zero_budget_never_calls_the_judge() {
-        let ledger = BudgetLedger::default();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            assert!(!ledger.try_charge(JudgeBudget::per_agent(0, Duration::from_secs(1)), "a"));
-        });
-    }
 
     #[test]
     fn only_a_clean_allow_or_block_parses() {

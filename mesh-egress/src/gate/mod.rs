@@ -23,12 +23,13 @@
 //! |---|---|---|---|
 //! | none | — (not asked) | — | — → sent ([`GateVerdict::Pass`]) |
 //! | low only | sent | Layer C | sent, flagged for offline review |
-//! | high, all reasoning blocks | sent (the judge downgrades) | stripped, rest re-gated | stripped, rest re-gated, flagged |
+//! | high, all reasoning blocks, tool-call markup or tool-trace lines | sent (the judge downgrades) | stripped, rest re-gated | stripped, rest re-gated, flagged |
 //! | high, system-prompt echo, canary or credential | — (not asked) | — | — → Layer C, not retryable |
 //! | high, other | sent (the judge downgrades) | Layer C | Layer C |
 //!
 //! A stripped reply with nothing left, or whose rest still holds a high-confidence finding,
-//! goes to Layer C. The judge can only downgrade a high-confidence block; it never sees, and
+//! goes to Layer C; so does one whose tool markup or trace lines were cut and whose rest does
+//! not answer on its own (`Let me check the logs:` before the call it announced). The judge can only downgrade a high-confidence block; it never sees, and
 //! so never blocks, a reply no heuristic flagged. Its own failure is never a user-facing error.
 //!
 //! **Narrower than the specification, on purpose.** The specification lets the judge
@@ -46,8 +47,9 @@
 //! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
 //! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
 //! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
-//! A reasoning block stripped whole leaves a blank checked block (skipped; the stream goes
-//! on); a blocked block stops the stream.
+//! A reasoning block or a tool-trace line stripped whole leaves a blank checked block (skipped;
+//! the stream goes on); a blocked block stops the stream, and so does tool-call markup in a
+//! block (the model stopped answering to call a tool: what follows is not the answer).
 //!
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
@@ -87,6 +89,7 @@ mod overlap;
 mod rules;
 mod sanitise;
 mod seams;
+mod tool_markup;
 
 use std::fmt;
 use std::ops::Range;
@@ -97,20 +100,25 @@ pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
-pub use judge::{Judge, JudgeBudget, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
+pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
+// The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
+// importable from here.
+pub use crate::model::fast::{JudgeBudget, SharedBudget};
 
 use crate::egress::AgentMessage;
 use crate::egress::EgressError;
 use crate::ledger::{GateRecord, LedgerRecord};
+use crate::model::fast::{Bounded, bounded_call};
 use crate::turn::Turn;
 use decide::{Decision, decide, decide_rest, needs_judge};
 use heuristics::Heuristics;
-use judge::{BudgetLedger, DynJudge};
+use judge::DynJudge;
 use sanitise::{redact_credentials, strip};
 
-/// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality.
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = Duration::from_millis(800);
+/// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality
+/// (the one bound every fast-model judge shares).
+pub const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
 
 /// A good starting threshold for [`QualityGateBuilder::system_prompt`].
 pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;
@@ -128,8 +136,7 @@ struct GateInner {
     heuristics: Heuristics,
     judge: Option<Box<dyn DynJudge>>,
     judge_timeout: Duration,
-    budget: JudgeBudget,
-    spent: BudgetLedger,
+    budget: SharedBudget,
 }
 
 impl fmt::Debug for QualityGate {
@@ -139,7 +146,7 @@ impl fmt::Debug for QualityGate {
         if let Some(inner) = &self.inner {
             d.field("judge", &inner.judge.is_some())
                 .field("judge_timeout", &inner.judge_timeout)
-                .field("budget", &inner.budget);
+                .field("budget", &inner.budget.budget());
         }
         d.finish()
     }
@@ -283,28 +290,17 @@ impl GateInner {
         let Some(judge) = &self.judge else {
             return JudgeOutcome::NoJudge;
         };
-        if turn.is_stopped() {
-            return JudgeOutcome::TurnStopped;
-        }
-        if !self
-            .spent
-            .try_charge(self.budget, turn.attribution().agent())
-        {
-            return JudgeOutcome::BudgetExhausted;
-        }
         let candidate = redact_credentials(text, findings);
         let request =
             JudgeRequest::new(&candidate, findings, input.user_message, turn.attribution());
-        let call = tokio::time::timeout(self.judge_timeout, judge.judge_boxed(turn, &request));
-        tokio::select! {
-            biased;
-            _ = turn.stopped() => JudgeOutcome::TurnStopped,
-            answer = call => match answer {
-                Err(_) => JudgeOutcome::Timeout,
-                Ok(Ok(JudgeVerdict::Allow)) => JudgeOutcome::Allow,
-                Ok(Ok(JudgeVerdict::Block)) => JudgeOutcome::Block,
-                Ok(Err(e)) => JudgeOutcome::Error(e.kind()),
-            },
+        let call = || judge.judge_boxed(turn, &request);
+        match bounded_call(turn, &self.budget, self.judge_timeout, call).await {
+            Bounded::Answered(Ok(JudgeVerdict::Allow)) => JudgeOutcome::Allow,
+            Bounded::Answered(Ok(JudgeVerdict::Block)) => JudgeOutcome::Block,
+            Bounded::Answered(Err(e)) => JudgeOutcome::Error(e.kind()),
+            Bounded::Timeout => JudgeOutcome::Timeout,
+            Bounded::BudgetExhausted => JudgeOutcome::BudgetExhausted,
+            Bounded::TurnStopped => JudgeOutcome::TurnStopped,
         }
     }
 
@@ -333,7 +329,14 @@ impl GateInner {
                     self.heuristics
                         .scan(&rest, input.user_message, input.canaries)
                 };
-                let verdict = decide_rest(&again, rest.trim().is_empty(), judge);
+                // Tool markup or traces cut out of an answer leave it standing only when what is
+                // left answers on its own (not "Let me check:" before the call it announced).
+                let cut_tool_text = findings
+                    .iter()
+                    .any(|f| f.confidence() == Confidence::High && f.rule().is_tool_text());
+                let nothing_left = rest.trim().is_empty()
+                    || (cut_tool_text && !tool_markup::is_complete_answer(&rest));
+                let verdict = decide_rest(&again, nothing_left, judge);
                 findings.extend(again);
                 let out = verdict
                     .sends()

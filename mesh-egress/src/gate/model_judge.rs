@@ -4,7 +4,8 @@ use std::fmt;
 use std::future::Future;
 
 use super::judge::{Judge, JudgeError, JudgeRequest, JudgeVerdict};
-use crate::model::{ChatMessage, ChatRequest, ModelConnector, Router};
+use crate::model::fast::FastModel;
+use crate::model::{ModelConnector, Router};
 use crate::turn::Turn;
 
 /// Asks a fast model, through a [`Router`], whether a flagged candidate is fit to send.
@@ -27,22 +28,20 @@ use crate::turn::Turn;
 /// assert!(gate.is_on());
 /// ```
 pub struct ModelJudge<C> {
-    router: Router<C>,
-    max_tokens: u32,
+    fast: FastModel<C>,
 }
 
 impl<C: ModelConnector + 'static> ModelJudge<C> {
     /// A judge asking `router`'s models.
     pub fn new(router: Router<C>) -> Self {
         Self {
-            router,
-            max_tokens: 4,
+            fast: FastModel::new(router),
         }
     }
 
     /// The router the judge asks.
     pub fn router(&self) -> &Router<C> {
-        &self.router
+        self.fast.router()
     }
 }
 
@@ -58,15 +57,13 @@ impl<C: ModelConnector + 'static> Judge for ModelJudge<C> {
         turn: &Turn,
         request: &JudgeRequest<'_>,
     ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send {
-        let ask = ChatRequest::new(vec![
-            ChatMessage::system(JudgeRequest::instruction()),
-            ChatMessage::user(request.prompt()),
-        ])
-        .with_temperature(0.0)
-        .with_max_tokens(self.max_tokens);
+        let prompt = request.prompt();
         async move {
-            let completion = self.router.complete(turn, ask).await?;
-            JudgeVerdict::parse(completion.content.as_deref().unwrap_or_default())
+            let answer = self
+                .fast
+                .ask(turn, JudgeRequest::instruction(), prompt)
+                .await?;
+            JudgeVerdict::parse(&answer)
         }
     }
 }
