@@ -3,8 +3,6 @@
 //! bodies that are not JSON.
 
 use std::error::Error as _;
-use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mesh_egress::Surface;
@@ -15,6 +13,8 @@ use mesh_egress::channel::{
 };
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution};
+
+mod support;
 
 const SURFACES: [Surface; 3] = [Surface::Slack, Surface::Discord, Surface::Telegram];
 const TOKEN: &str = "123456789:AAF-secret_TOKEN_value";
@@ -456,30 +456,6 @@ async fn a_token_no_header_can_carry_is_refused_before_any_request() {
     }
 }
 
-/// Collects formatted log lines.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
-    }
-}
-
 /// Everything a failed delivery shows: its text, every source's text, and its Debug form.
 fn everything_shown(error: &DeliveryError) -> String {
     let mut shown = format!("{error}\n{error:?}\n");
@@ -493,14 +469,8 @@ fn everything_shown(error: &DeliveryError) -> String {
 
 #[tokio::test]
 async fn the_token_never_shows_in_any_error_text_debug_output_or_log_line() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = support::LogCapture::default();
+    let _guard = logs.install();
 
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
