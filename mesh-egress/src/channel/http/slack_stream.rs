@@ -383,19 +383,22 @@ impl SlackDriver {
     }
 
     async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
-        if self
-            .live
-            .as_ref()
-            .is_some_and(|live| live.started.elapsed() >= self.rollover_after)
-        {
-            // Proactively, before Slack's own expiry.
-            self.stop().await;
-            self.rollovers += 1;
-        }
         let limit = SlackMarkdown::LIMIT - BLOCK_SEPARATOR.len();
         let groups = pack(parts.texts_from(self.confirmed), |t| {
             t.chars().count() <= limit
         });
+        // Proactively, before Slack's own expiry, and only when there is text for the fresh
+        // stream: with nothing left to send, the closing stop ends the old one (a rollover
+        // without a new stream was counted under load when the last call came late).
+        if !groups.is_empty()
+            && self
+                .live
+                .as_ref()
+                .is_some_and(|live| live.started.elapsed() >= self.rollover_after)
+        {
+            self.stop().await;
+            self.rollovers += 1;
+        }
         for (count, text) in groups {
             loop {
                 let Some(live) = &self.live else {
