@@ -340,8 +340,9 @@ impl CommittedPart {
         }
     }
 
-    /// The ownership the part is sent under (a lease-backed one fences the outbox's updates).
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// The ownership the part is sent under: a connector re-checks it before every try, and a
+    /// lease-backed one fences the outbox's updates.
+    #[cfg(any(feature = "http", feature = "sqlite", feature = "postgres"))]
     pub(crate) fn ownership(&self) -> Option<&Ownership> {
         self.ownership.as_ref()
     }
