@@ -63,7 +63,7 @@ pub use config::{
     ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
     ENV_STREAM_IDLE_TIMEOUT_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
-pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
