@@ -255,14 +255,12 @@ impl StreamReceipt {
     }
 }
 
-/// Why a streamed answer could not be shown, as the internal cause of its [`EgressError`].
+/// The internal cause of the [`EgressError`] of a stream that ended without a single visible
+/// block (empty, or only reasoning). Crate-private: the only stream error a caller names is the
+/// surface's, [`channel::stream::StreamError`](crate::channel::stream::StreamError).
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StreamError {
-    /// The stream ended without a single visible block (empty, or only reasoning).
-    #[error("the streamed answer had nothing to show")]
-    NothingToShow,
-}
+#[error("the streamed answer had nothing to show")]
+struct NothingToShow;
 
 /// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
 /// passes the gate's block check to `channel` as a message of its own, then hands any failure
@@ -397,7 +395,7 @@ where
             }
             None if out.delivered.is_empty() => {
                 break Exit::Failed(EgressError::semantic(
-                    StreamError::NothingToShow,
+                    NothingToShow,
                     turn.attribution().clone(),
                 ));
             }
