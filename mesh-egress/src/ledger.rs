@@ -234,6 +234,19 @@ pub enum OutboxRecord {
         /// The surface it was stored for (`plain`, `slack`, `discord`, `telegram`).
         surface: String,
     },
+    /// The part's last allowed attempt failed (see
+    /// [`PartRetry`](crate::store::PartRetry)): it is marked `failed` with the later parts of
+    /// its message, never sent again.
+    AttemptsExhausted {
+        /// The delivery (message) id, as the outbox stores it.
+        delivery: String,
+        /// The part's index within its message, from 0.
+        part: usize,
+        /// The surface (`plain`, `slack`, `discord`, `telegram`).
+        surface: String,
+        /// How many attempts it had.
+        attempts: u32,
+    },
     /// The promise was stored without a readable address (before migration 0004): it is ended
     /// `cancelled` with nothing sent, never kept to a guessed destination, until
     /// `Store::readdress` gives it one.
@@ -261,6 +274,22 @@ pub enum RenderRecord {
     Failed {
         /// Why (its kind and sizes; never the reply's text).
         error: RenderError,
+    },
+    /// The surface refused the formatted text of a message (Telegram's 400 "Bad Request: can't
+    /// parse entities"), and the same message went once more as the plain text a person reads
+    /// (no markup, entities decoded): shown, not dropped.
+    SentAsPlainText {
+        /// The surface that refused the formatting.
+        surface: Surface,
+        /// The surface's id of the message that went as plain text.
+        message: String,
+        /// The delivery (message) id, when the part went as a message of its own (not inside a
+        /// streamed message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delivery: Option<String>,
+        /// The part's index within its message, likewise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part: Option<usize>,
     },
 }
 

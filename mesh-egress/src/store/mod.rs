@@ -217,6 +217,7 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod part_retry;
 mod readdress;
 mod resend;
 mod retention;
@@ -241,6 +242,7 @@ pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, UnknownOutcome};
+pub use part_retry::{PartRetry, part_retry_from_env, part_retry_from_lookup};
 pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
@@ -257,6 +259,27 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    clock: Clock,
+}
+
+/// The store's clock as this process counts it: the database's clock read once when the store
+/// opened, counted on with Tokio's monotonic clock. Part retries are scheduled on it (see
+/// migration 0005): every process reads the same database, so hosts whose wall clocks disagree
+/// agree on it, and a paused test clock moves it (time-dependent logic runs on `tokio::time`).
+/// Leases stay on the database's own clock.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// The database's clock, in milliseconds since the Unix epoch, when it was read.
+    read_ms: i64,
+    /// When that answer arrived.
+    at: tokio::time::Instant,
+}
+
+impl Clock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.at);
+        self.read_ms.saturating_add(millis(elapsed))
+    }
 }
 
 impl Store {
@@ -264,10 +287,27 @@ impl Store {
     /// `sqlite`) or `postgres://…` (feature `postgres`).
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let (pool, sql) = backend::open(url).await?;
+        let read_ms: i64 = on_pool!(&pool, pool => {
+            sqlx::query(&sql.clock)
+                .fetch_one(pool)
+                .await
+                .and_then(|row| row.try_get("now_ms"))
+                .map_err(StoreError::database)?
+        });
+        let clock = Clock {
+            read_ms,
+            at: tokio::time::Instant::now(),
+        };
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner { pool, sql }),
+            inner: Arc::new(Inner { pool, sql, clock }),
         })
+    }
+
+    /// The store's clock as this process counts it, in milliseconds since the Unix epoch: the
+    /// clock part retries are scheduled on (see [part retries](self#part-retries)).
+    pub(crate) fn clock_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
     }
 
     /// Wraps `channel` so its commits and sends go through this store's outbox. Every part
