@@ -234,6 +234,7 @@ use sqlx::Row;
 use crate::address::Surface;
 use crate::address::{Address, AddressError};
 
+pub(crate) use claims::{DestinationKey, OpenDestination};
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,

@@ -81,12 +81,14 @@ use crate::degrade::DegradationPolicy;
 use crate::ledger::Ledger;
 use crate::ownership::Cancellation;
 use crate::store::{
-    Durable, FollowUpPlan, PendingWork, ResendReport, Store, StoreError, UnknownOutcome,
+    DestinationKey, Durable, FollowUpPlan, OpenDestination, PartRetry, PendingWork, ResendReport,
+    Store, StoreError, UnknownOutcome,
 };
 
 /// How long a worker sleeps between passes when there was nothing to do.
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
-/// How many destinations with open parts one pass looks at, per surface.
+/// How many destinations with open parts one pass looks at, per surface: one page of the walk
+/// (see [`Worker::pass`]).
 const RESEND_BATCH: u32 = 64;
 /// How often a worker looks for work on the surfaces it has no client for (to warn once).
 const UNSERVED_CHECK: Duration = Duration::from_secs(60);
@@ -111,6 +113,8 @@ pub struct Worker {
     #[cfg(feature = "gate")]
     gate: Option<GateFactory>,
     reports: Mutex<Reports>,
+    /// Where each surface's walk over its open destinations stands.
+    cursors: Mutex<HashMap<Surface, DestinationKey>>,
 }
 
 /// How the worker's durable channels treat what they cannot settle (see [`Durable`]).
@@ -119,6 +123,7 @@ struct Outbox {
     ledger: Option<Ledger>,
     unknown_outcome: UnknownOutcome,
     dedupe_window: Option<Duration>,
+    retry: PartRetry,
 }
 
 /// What the worker has warned about, so each warning goes out once.
@@ -208,14 +213,19 @@ impl Worker {
     /// A worker on `store` with no client yet (add one per surface with
     /// [`with_client`](Self::with_client)), holding claims and leases as `holder` (unique per
     /// worker process), with the lease length of `MESH_WORKER_LEASE_MS` (see
-    /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)) and the default policy's
-    /// handoff line.
+    /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)), the per-part retries of
+    /// `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and `MESH_WORKER_MAX_ATTEMPTS`
+    /// (see [`part_retry_from_env`](crate::store::part_retry_from_env)) and the default
+    /// policy's handoff line.
     pub fn new(store: Store, holder: impl Into<String>) -> Self {
         Self {
             store,
             holder: holder.into(),
             clients: BTreeMap::new(),
-            outbox: Outbox::default(),
+            outbox: Outbox {
+                retry: crate::store::part_retry_from_env().0,
+                ..Outbox::default()
+            },
             ttl: crate::store::lease_ttl_from_env().0,
             poll: DEFAULT_POLL,
             policy: DegradationPolicy::default(),
@@ -223,6 +233,7 @@ impl Worker {
             #[cfg(feature = "gate")]
             gate: None,
             reports: Mutex::new(Reports::default()),
+            cursors: Mutex::new(HashMap::new()),
         }
     }
 
@@ -254,6 +265,14 @@ impl Worker {
     /// dedupes (see [`Durable::with_dedupe_window`]).
     pub fn with_dedupe_window(mut self, window: Duration) -> Self {
         self.outbox.dedupe_window = Some(window);
+        self
+    }
+
+    /// When a part the worker could not send is tried again, and after how many attempts it is
+    /// given up (see [`PartRetry`]; by default from the environment, as [`new`](Self::new)
+    /// says).
+    pub fn with_part_retry(mut self, retry: PartRetry) -> Self {
+        self.outbox.retry = retry;
         self
     }
 
@@ -315,24 +334,39 @@ impl Worker {
     /// One pass: sends the parts open on the surfaces the worker has a client for, each to
     /// its stored address, then claims and keeps due commitments one at a time, surface by
     /// surface, until none is due or `shutdown` fires.
+    ///
+    /// The open parts of a surface are walked destination by destination in (conversation,
+    /// address) order, one page of up to 64 destinations a pass, each pass going on from where
+    /// the last one stopped and starting over once a page comes back short (a cursor). Left out
+    /// of a page: destinations whose first open part waits for its backoff
+    /// ([`PartRetry`]), and conversations another holder has a live lease on. So however many
+    /// conversations are busy or failing, a destination with a part due is reached within
+    /// `⌈due destinations / 64⌉ + 1` passes: none waits behind the others forever.
     pub async fn pass(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut report = WorkerReport::default();
         self.lock_reports().unaddressed.clear();
         self.report_unserved().await?;
         let store = self.store();
         for (&surface, client) in &self.clients {
-            for (conversation, stored) in store.open_destinations(surface, RESEND_BATCH).await? {
+            let after = self.lock_cursors().get(&surface).cloned();
+            let page = store
+                .open_destinations(surface, &self.holder, after.as_ref(), RESEND_BATCH)
+                .await?;
+            {
+                let mut cursors = self.lock_cursors();
+                match page.last() {
+                    Some(last) if page.len() >= RESEND_BATCH as usize => {
+                        cursors.insert(surface, last.key())
+                    }
+                    _ => cursors.remove(&surface),
+                };
+            }
+            for destination in &page {
                 if shutdown.is_cancelled() {
                     return Ok(report);
                 }
-                self.resend_destination(
-                    surface,
-                    client.as_ref(),
-                    &conversation,
-                    stored.as_deref(),
-                    &mut report,
-                )
-                .await?;
+                self.resend_destination(surface, client.as_ref(), destination, &mut report)
+                    .await?;
             }
         }
         for &surface in self.clients.keys() {
@@ -369,8 +403,8 @@ impl Worker {
             if shutdown.is_cancelled() || self.served_work().await?.is_idle() {
                 return Ok(total);
             }
-            // Work is left that someone else holds (a live lease, a claim about to expire):
-            // wait for it instead of spinning.
+            // Work is left that someone else holds (a live lease, a claim about to expire) or
+            // that waits for its backoff: wait for it instead of spinning.
             if idle && !self.pause(shutdown).await {
                 return Ok(total);
             }
@@ -451,16 +485,17 @@ impl Worker {
         }
     }
 
-    /// Sends what `conversation` still has open for the destination stored as `stored` on
-    /// `surface`, through `client`; ends it when it has no readable address.
+    /// Sends what `destination` (a conversation and its stored address) had open when its
+    /// page was read, on `surface`, through `client`; ends it when it has no readable address.
     async fn resend_destination(
         &self,
         surface: Surface,
         client: &dyn SurfaceClient,
-        conversation: &str,
-        stored: Option<&str>,
+        destination: &OpenDestination,
         report: &mut WorkerReport,
     ) -> Result<(), StoreError> {
+        let conversation = destination.conversation.as_str();
+        let stored = destination.address.as_deref();
         let address = match crate::store::read_address(conversation, stored) {
             Ok(Some(address)) => address,
             Ok(None) => {
@@ -483,27 +518,33 @@ impl Worker {
             }
         };
         let durable = self.durable(channel);
-        if let Some(resend) = self.resend_conversation(conversation, &durable).await? {
+        if let Some(resend) = self.resend_conversation(destination, &durable).await? {
             report.add_resend(&resend);
         }
         Ok(())
     }
 
-    /// Sends what `conversation` still has open through `channel`, under its lease; `None`
-    /// when another holder has it (that holder sends them).
+    /// Sends the parts `destination` had open through `channel`, under its lease: four
+    /// statements for a healthy one-part message (the lease, the part found and claimed, its
+    /// mark, the release). `None` when the lease is not the one the page saw (another holder
+    /// took the conversation meanwhile: it sends them, or the next pass finds what is left).
     async fn resend_conversation(
         &self,
-        conversation: &str,
+        destination: &OpenDestination,
         channel: &Durable<BoxedChannel>,
     ) -> Result<Option<ResendReport>, StoreError> {
         let store = self.store();
-        let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
-            Ok(lease) => lease,
-            Err(StoreError::LeaseHeld { .. }) => return Ok(None),
-            Err(error) => return Err(error),
+        let conversation = destination.conversation.as_str();
+        let Some(lease) = store
+            .acquire_seen(conversation, &self.holder, self.ttl, destination.token)
+            .await?
+        else {
+            return Ok(None);
         };
         let renewal = store.keep_renewed(&lease, self.ttl);
-        let resent = store.resend(channel, &lease).await;
+        let resent = store
+            .resend_up_to(channel, &lease, destination.open.max(1))
+            .await;
         drop(renewal);
         store.release(lease).await?;
         match resent {
@@ -526,7 +567,8 @@ impl Worker {
         let mut durable = self
             .store
             .channel(channel)
-            .with_unknown_outcome(self.outbox.unknown_outcome);
+            .with_unknown_outcome(self.outbox.unknown_outcome)
+            .with_retry(self.outbox.retry);
         if let Some(window) = self.outbox.dedupe_window {
             durable = durable.with_dedupe_window(window);
         }
@@ -538,6 +580,10 @@ impl Worker {
 
     fn lock_reports(&self) -> std::sync::MutexGuard<'_, Reports> {
         self.reports.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_cursors(&self) -> std::sync::MutexGuard<'_, HashMap<Surface, DestinationKey>> {
+        self.cursors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Warns once per surface that has work and no client here (looked at every minute at
@@ -581,9 +627,16 @@ impl Worker {
         }
     }
 
-    /// Waits one poll interval; `false` when `shutdown` fired instead.
+    /// Waits one poll interval, or less when a part's backoff ends sooner; `false` when
+    /// `shutdown` fired instead. (A database error here waits the whole interval.)
     async fn pause(&self, shutdown: &Cancellation) -> bool {
-        sleep_unless(self.poll, shutdown).await
+        let mut wait = self.poll;
+        for &surface in self.clients.keys() {
+            if let Ok(Some(next)) = self.store().next_attempt_on(surface).await {
+                wait = wait.min(next);
+            }
+        }
+        sleep_unless(wait, shutdown).await
     }
 }
 
