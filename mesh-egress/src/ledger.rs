@@ -108,6 +108,28 @@ impl Ledger {
         self.store.record(LedgerEntry::new(attribution, record));
     }
 
+    /// Records that message `message` on `surface` went as plain text because the surface
+    /// refused its formatting ([`RenderRecord::SentAsPlainText`]); `delivery` and `part` name
+    /// the outbox part when it was a message of its own.
+    pub(crate) fn sent_as_plain_text(
+        &self,
+        attribution: &Attribution,
+        surface: Surface,
+        message: &str,
+        delivery: Option<String>,
+        part: Option<usize>,
+    ) {
+        self.record(
+            attribution,
+            LedgerRecord::Render(RenderRecord::SentAsPlainText {
+                surface,
+                message: message.to_owned(),
+                delivery,
+                part,
+            }),
+        );
+    }
+
     /// Every row so far, oldest first.
     pub fn entries(&self) -> Vec<LedgerEntry> {
         self.store.entries()

@@ -8,7 +8,7 @@ use sqlx::Row;
 
 use super::outbox::{Durable, Outcome, attempts_count, bounded};
 use super::{Store, StoreError, UnknownOutcome, address_text, millis, on_pool, to_usize};
-use crate::channel::{Channel, PartLookup};
+use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
 use crate::outbound::{CommittedPart, DeliveryId};
 use crate::ownership::Fence;
@@ -114,8 +114,14 @@ impl Store {
             // The healthy path: the next part is plainly pending and due, found and claimed in
             // one statement.
             if let Some((part, attempts)) = self.claim_next(conversation, &address, lease).await? {
-                match channel.send_claimed(part, attempts).await.1 {
-                    Outcome::Sent => report.sent += 1,
+                let attribution = part.attribution().clone();
+                let (delivery, index) = (part.delivery_id().to_string(), part.index());
+                let (sent, outcome) = channel.send_claimed(part, attempts).await;
+                match outcome {
+                    Outcome::Sent => {
+                        report.sent += 1;
+                        report_plain_text(channel, &attribution, &delivery, index, &sent);
+                    }
                     Outcome::Uncertain => report.uncertain += 1,
                     Outcome::Failed => report.failed += 1,
                     Outcome::Retry => {
@@ -265,8 +271,13 @@ impl Store {
                     });
                 }
             }
-            match channel.send_tracked(part).await.1 {
-                Outcome::Sent => report.sent += 1,
+            let attribution = part.attribution().clone();
+            let (sent, outcome) = channel.send_tracked(part).await;
+            match outcome {
+                Outcome::Sent => {
+                    report.sent += 1;
+                    report_plain_text(channel, &attribution, &open.delivery, open.index, &sent);
+                }
                 Outcome::Uncertain => report.uncertain += 1,
                 Outcome::Failed => report.failed += 1,
                 Outcome::Retry => {
@@ -391,6 +402,28 @@ impl Store {
                 .map(|done| done.rows_affected())
                 .map_err(StoreError::database)
         })
+    }
+}
+
+/// Puts a part that went as plain text (its surface refused the formatting) on the channel's
+/// ledger: a resend has no boundary above it to do so.
+fn report_plain_text<C: Channel>(
+    channel: &Durable<C>,
+    attribution: &Attribution,
+    delivery: &str,
+    index: usize,
+    sent: &Result<PartReceipt, SendError>,
+) {
+    if let (Some(ledger), Ok(receipt)) = (channel.ledger(), sent)
+        && receipt.is_plain_text_fallback()
+    {
+        ledger.sent_as_plain_text(
+            attribution,
+            channel.surface(),
+            receipt.id(),
+            Some(delivery.to_owned()),
+            Some(index),
+        );
     }
 }
 

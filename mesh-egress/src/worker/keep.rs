@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{Worker, sleep_unless};
 use crate::address::Address;
-use crate::boundary::{render_for, resolve_in, track};
+use crate::boundary::{record_delivered, render_for, resolve_in, track};
 use crate::channel::{BoxedChannel, Channel, DeliveryError, deliver_rendered};
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
@@ -154,8 +154,10 @@ impl Worker {
         match rendered {
             Ok(answer) => {
                 let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
+                let delivered = deliver_rendered(&sealing, answer, None).await;
+                record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
                 Ok(
-                    match settle(deliver_rendered(&sealing, answer, None).await) {
+                    match settle(delivered) {
                         Delivered::Committed => Kept::Fulfilled,
                         Delivered::Refused => Kept::Lost,
                     },
@@ -306,8 +308,10 @@ impl Worker {
             }
         };
         let sealing = channel.sealing(claim, CommitmentEnd::HandedOff);
+        let delivered = deliver_rendered(&sealing, rendered, None).await;
+        record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
         Ok(
-            match settle(deliver_rendered(&sealing, rendered, None).await) {
+            match settle(delivered) {
                 Delivered::Committed => Kept::HandedOff,
                 Delivered::Refused => Kept::Lost,
             },

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::answer::Outcome;
@@ -151,11 +151,20 @@ const CLASSIFY_DRAFT: Classify = classify_draft;
 
 impl TelegramDriver {
     fn body(&self, text: &str) -> Value {
-        let mut body = json!({ "chat_id": self.chat, "text": text, "parse_mode": "HTML" });
-        if let Some(topic) = self.topic {
-            body["message_thread_id"] = Value::from(topic);
+        super::telegram::message_body(&self.chat, self.topic, text, true)
+    }
+
+    /// A permanent message's `sendMessage`: in HTML parse mode, or as plain text.
+    fn final_call(&self, text: &str, html: bool) -> StreamCall {
+        StreamCall {
+            method: Method::POST,
+            url: format!("{}/sendMessage", self.api),
+            authorization: None,
+            body: super::telegram::message_body(&self.chat, self.topic, text, html),
+            // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
+            // it is not repeated, and its parts are reported uncertain, never sent again.
+            repeat_safe: false,
         }
-        body
     }
 
     fn fits(text: &str) -> bool {
@@ -164,21 +173,28 @@ impl TelegramDriver {
 
     async fn send_messages(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
         for (count, text) in groups {
-            let call = StreamCall {
-                method: Method::POST,
-                url: format!("{}/sendMessage", self.api),
-                authorization: None,
-                body: self.body(&text),
-                // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
-                // it is not repeated, and its parts are reported uncertain, never sent again.
-                repeat_safe: false,
+            let call = self.final_call(&text, true);
+            let message = match self.caller.call(CallKind::Final, &call).await {
+                Ok(id) => StreamedMessage::new(id, text),
+                // Telegram's parser refused the formatting: the same message once more, as the
+                // plain text a person reads (never a dropped reply).
+                Err(failure) if super::telegram::refuses_formatting(&failure.kind) => {
+                    tracing::warn!(target: "mesh_egress::channel", surface = "Telegram", "Telegram could not parse the formatting; sending the message once more as plain text");
+                    let call = self.final_call(&super::telegram::plain_text(&text), false);
+                    let id = self
+                        .caller
+                        .call(CallKind::Final, &call)
+                        .await
+                        .map_err(|failure| {
+                            failure.into_driver_error_for(Surface::Telegram, count)
+                        })?;
+                    StreamedMessage::new(id, text).as_plain_text()
+                }
+                Err(failure) => {
+                    return Err(failure.into_driver_error_for(Surface::Telegram, count));
+                }
             };
-            let id = self
-                .caller
-                .call(CallKind::Final, &call)
-                .await
-                .map_err(|failure| failure.into_driver_error_for(Surface::Telegram, count))?;
-            self.messages.push(StreamedMessage::new(id, text));
+            self.messages.push(message);
             self.confirmed += count;
             // The next message gets a draft of its own.
             self.draft = None;
