@@ -90,6 +90,9 @@ const DEFAULT_POLL: Duration = Duration::from_millis(500);
 /// How many destinations with open parts one pass looks at, per surface: one page of the walk
 /// (see [`Worker::pass`]).
 const RESEND_BATCH: u32 = 64;
+/// How many times one pass reads a surface's page again after finding a destination another
+/// worker took (see `Worker::resend_page`).
+const PAGE_READS: usize = 4;
 /// How often a worker looks for work on the surfaces it has no client for (to warn once).
 const UNSERVED_CHECK: Duration = Duration::from_secs(60);
 /// How many refused addresses a worker remembers having warned about.
@@ -115,6 +118,9 @@ pub struct Worker {
     reports: Mutex<Reports>,
     /// Where each surface's walk over its open destinations stands.
     cursors: Mutex<HashMap<Surface, DestinationKey>>,
+    /// Where in a page this worker starts (from its holder name), so workers reading the same
+    /// page start apart.
+    offset: usize,
 }
 
 /// How the worker's durable channels treat what they cannot settle (see [`Durable`]).
@@ -124,6 +130,16 @@ struct Outbox {
     unknown_outcome: UnknownOutcome,
     dedupe_window: Option<Duration>,
     retry: PartRetry,
+}
+
+/// What visiting one destination of a page came to.
+enum Visit {
+    /// Its lease was ours and its open parts went through the outbox's rules.
+    Resent,
+    /// Another holder took its lease since the page was read.
+    Taken,
+    /// Nothing to send here: no client can serve it, or it had no readable address.
+    Left,
 }
 
 /// What the worker has warned about, so each warning goes out once.
@@ -234,7 +250,18 @@ impl Worker {
             gate: None,
             reports: Mutex::new(Reports::default()),
             cursors: Mutex::new(HashMap::new()),
+            offset: 0,
         }
+        .with_offset()
+    }
+
+    /// Sets where in a page this worker starts, from its holder name.
+    fn with_offset(mut self) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.holder.hash(&mut hasher);
+        self.offset = usize::try_from(hasher.finish() % u64::from(RESEND_BATCH)).unwrap_or(0);
+        self
     }
 
     /// Serves `client`'s surface: the parts and commitments stored for that surface go to
@@ -348,25 +375,11 @@ impl Worker {
         self.report_unserved().await?;
         let store = self.store();
         for (&surface, client) in &self.clients {
-            let after = self.lock_cursors().get(&surface).cloned();
-            let page = store
-                .open_destinations(surface, &self.holder, after.as_ref(), RESEND_BATCH)
-                .await?;
+            if !self
+                .resend_page(surface, client.as_ref(), shutdown, &mut report)
+                .await?
             {
-                let mut cursors = self.lock_cursors();
-                match page.last() {
-                    Some(last) if page.len() >= RESEND_BATCH as usize => {
-                        cursors.insert(surface, last.key())
-                    }
-                    _ => cursors.remove(&surface),
-                };
-            }
-            for destination in &page {
-                if shutdown.is_cancelled() {
-                    return Ok(report);
-                }
-                self.resend_destination(surface, client.as_ref(), destination, &mut report)
-                    .await?;
+                return Ok(report);
             }
         }
         for &surface in self.clients.keys() {
@@ -387,6 +400,64 @@ impl Worker {
             }
         }
         Ok(report)
+    }
+
+    /// Sends one page of `surface`'s open destinations, from where the last page ended; `false`
+    /// when `shutdown` fired meanwhile.
+    ///
+    /// Workers walking the same surface read the same pages, so each starts its page at its
+    /// own offset (from a hash of its holder name) and, once it finds a destination another
+    /// worker took since the page was read, reads the page again (what is done or taken is no
+    /// longer in it) rather than try the rest one by one: a few page reads instead of a failed
+    /// lease per destination and worker. At most [`PAGE_READS`] reads a pass.
+    async fn resend_page(
+        &self,
+        surface: Surface,
+        client: &dyn SurfaceClient,
+        shutdown: &Cancellation,
+        report: &mut WorkerReport,
+    ) -> Result<bool, StoreError> {
+        let after = self.lock_cursors().get(&surface).cloned();
+        let mut page = Vec::new();
+        for _ in 0..PAGE_READS {
+            page = self
+                .store
+                .open_destinations(surface, &self.holder, after.as_ref(), RESEND_BATCH)
+                .await?;
+            if page.is_empty() {
+                break;
+            }
+            let offset = self.offset % page.len();
+            let mut sent_any = false;
+            let mut taken = false;
+            for destination in page[offset..].iter().chain(&page[..offset]) {
+                if shutdown.is_cancelled() {
+                    return Ok(false);
+                }
+                match self
+                    .resend_destination(surface, client, destination, report)
+                    .await?
+                {
+                    Visit::Taken if sent_any => {
+                        taken = true;
+                        break;
+                    }
+                    Visit::Taken | Visit::Left => {}
+                    Visit::Resent => sent_any = true,
+                }
+            }
+            if !taken {
+                break;
+            }
+        }
+        let mut cursors = self.lock_cursors();
+        match page.last() {
+            Some(last) if page.len() >= RESEND_BATCH as usize => {
+                cursors.insert(surface, last.key())
+            }
+            _ => cursors.remove(&surface),
+        };
+        Ok(true)
     }
 
     /// Passes until nothing is pending or due on the surfaces the worker has a client for
@@ -493,35 +564,38 @@ impl Worker {
         client: &dyn SurfaceClient,
         destination: &OpenDestination,
         report: &mut WorkerReport,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Visit, StoreError> {
         let conversation = destination.conversation.as_str();
         let stored = destination.address.as_deref();
         let address = match crate::store::read_address(conversation, stored) {
             Ok(Some(address)) => address,
             Ok(None) => {
-                return self
-                    .end_unaddressed_parts(surface, conversation, None, report)
-                    .await;
+                self.end_unaddressed_parts(surface, conversation, None, report)
+                    .await?;
+                return Ok(Visit::Left);
             }
             Err(error) => {
                 tracing::error!(target: "mesh_egress::store", conversation, error = %error, "stored parts have an address that cannot be read");
-                return self
-                    .end_unaddressed_parts(surface, conversation, stored, report)
-                    .await;
+                self.end_unaddressed_parts(surface, conversation, stored, report)
+                    .await?;
+                return Ok(Visit::Left);
             }
         };
         let channel = match client.channel_for(&address) {
             Ok(channel) => channel,
             Err(refused) => {
                 self.report_refused(&refused);
-                return Ok(());
+                return Ok(Visit::Left);
             }
         };
         let durable = self.durable(channel);
-        if let Some(resend) = self.resend_conversation(destination, &durable).await? {
-            report.add_resend(&resend);
-        }
-        Ok(())
+        Ok(match self.resend_conversation(destination, &durable).await? {
+            Some(resend) => {
+                report.add_resend(&resend);
+                Visit::Resent
+            }
+            None => Visit::Taken,
+        })
     }
 
     /// Sends the parts `destination` had open through `channel`, under its lease: four
