@@ -29,7 +29,9 @@ use mesh_egress::channel::{
 };
 use mesh_egress::store::Store;
 use mesh_egress::worker::Worker;
-use mesh_egress::{Address, AgentMessage, Attribution, Cancellation, CommittedPart, Outbound, Surface};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, Cancellation, CommittedPart, Outbound, Surface,
+};
 use sqlx::Row;
 
 /// When each conversation's part went, and in which pass of its worker.
@@ -144,8 +146,16 @@ async fn seed(store: &Store, round: &str, parts: usize) -> Duration {
                         "Deployed.",
                         Attribution::new("bench", format!("{round}-c{i:05}"), "r1"),
                     );
-                    let rendered = Outbound::new(message).render(&PlainText::new()).expect("renders");
-                    drop(rendered.commit(&channel).await.expect("committed").into_parts());
+                    let rendered = Outbound::new(message)
+                        .render(&PlainText::new())
+                        .expect("renders");
+                    drop(
+                        rendered
+                            .commit(&channel)
+                            .await
+                            .expect("committed")
+                            .into_parts(),
+                    );
                 }
             })
         })
@@ -203,7 +213,12 @@ async fn drain(store: &Store, workers: usize, parts: usize) -> (Duration, Durati
         .unwrap_or_default();
     let most_passes = sends.values().map(|(_, pass)| *pass).max().unwrap_or(0);
     let _ = passes;
-    (took, longest, most_passes, u64::try_from(sends.len()).unwrap_or(0))
+    (
+        took,
+        longest,
+        most_passes,
+        u64::try_from(sends.len()).unwrap_or(0),
+    )
 }
 
 /// The lower bound: each part inserted and marked sent by raw SQL, `lanes` connections at once.

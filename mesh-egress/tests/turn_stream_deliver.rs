@@ -358,7 +358,11 @@ async fn a_streamed_final_message_telegram_cannot_parse_goes_once_as_plain_text(
     )
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(api.calls_to("sendMessage"), 2, "the refused try, then the plain one");
+    assert_eq!(
+        api.calls_to("sendMessage"),
+        2,
+        "the refused try, then the plain one"
+    );
     let received = api.received();
     assert_eq!(received.len(), 1, "{received:?}");
     assert_eq!(

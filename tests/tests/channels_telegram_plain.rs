@@ -36,9 +36,15 @@ async fn a_turns_reply_goes_as_plain_text_once_and_the_ledger_says_so() {
     let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-1"));
     let reply = Reply::Answer(turn.message("*Done* with `v2` & more"));
 
-    let receipt = deliver(&turn, Mode::Interactive, &DegradationPolicy::default(), &channel, reply)
-        .await
-        .expect("delivered, not dropped");
+    let receipt = deliver(
+        &turn,
+        Mode::Interactive,
+        &DegradationPolicy::default(),
+        &channel,
+        reply,
+    )
+    .await
+    .expect("delivered, not dropped");
 
     assert_eq!(api.attempts(), 2);
     assert_eq!(api.texts(), ["Done with v2 & more"]);
@@ -65,9 +71,15 @@ async fn a_refusal_that_is_not_about_formatting_is_not_retried_as_plain_text() {
     let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-2"));
     let reply = Reply::Answer(turn.message("*Done*"));
     assert!(
-        deliver(&turn, Mode::Interactive, &DegradationPolicy::default(), &channel, reply)
-            .await
-            .is_err()
+        deliver(
+            &turn,
+            Mode::Interactive,
+            &DegradationPolicy::default(),
+            &channel,
+            reply
+        )
+        .await
+        .is_err()
     );
     assert_eq!(api.attempts(), 1);
     assert!(plain_rows(turn.ledger()).is_empty());

@@ -160,7 +160,12 @@ async fn a_5xx_part_is_retried_on_the_backoff_schedule_then_failed(backend: Back
         assert_eq!(attempts[k], due, "attempt {}", k + 1);
         // And a second pass at the same instant does not try it again.
         worker.pass(&shutdown).await.unwrap();
-        assert_eq!(channel.attempts().len(), k + 1, "attempt {} went twice", k + 1);
+        assert_eq!(
+            channel.attempts().len(),
+            k + 1,
+            "attempt {} went twice",
+            k + 1
+        );
         if k + 1 == SCHEDULE.len() {
             assert_eq!(report.parts_failed, 1, "{report:?}");
         }

@@ -30,7 +30,8 @@ async fn store_promises(store: &Store) {
     let plan = FollowUpPlan::new(Duration::ZERO, Duration::ZERO, 3);
     let task = FollowUpTask::new("answer", serde_json::json!("?"), Mode::Interactive);
     for i in 0..PROMISES {
-        let attribution = Attribution::new("soak", format!("c{}", i % CONVERSATIONS), format!("r{i}"));
+        let attribution =
+            Attribution::new("soak", format!("c{}", i % CONVERSATIONS), format!("r{i}"));
         let Reply::Holding { commitment, .. } = resolve(
             Mode::Interactive,
             &policy,
@@ -75,7 +76,10 @@ async fn a_worker_keeping_more_promises_than_the_window_holds_stays_within_it() 
     assert_eq!(kept as usize, PROMISES);
     assert!(most_held <= DurableLedger::WINDOW, "{most_held} rows held");
     assert_eq!(sink.entries().len(), DurableLedger::WINDOW);
-    assert!(most_queued <= DurableLedger::QUEUE, "{most_queued} rows queued");
+    assert!(
+        most_queued <= DurableLedger::QUEUE,
+        "{most_queued} rows queued"
+    );
     assert_eq!(sink.queued(), 0, "flushed");
     // Every row is on the store: one fulfilled commitment per promise.
     let mut fulfilled = 0;

@@ -2,14 +2,12 @@
 //! cannot be shown reaches Layer C instead of ending in nothing.
 
 use crate::address::Surface;
-use crate::channel::{
-    Channel, DeliveryError, PartReceipt, Receipt, RenderError, deliver_rendered,
-};
-use crate::ledger::Ledger;
-use crate::outbound::DeliveryId;
+use crate::channel::{Channel, DeliveryError, PartReceipt, Receipt, RenderError, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Mode};
 use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::ledger::Ledger;
 use crate::ledger::{LedgerRecord, RenderRecord};
+use crate::outbound::DeliveryId;
 use crate::outbound::Outbound;
 use crate::outbound::state::Rendered;
 use crate::reply::Reply;

@@ -501,7 +501,11 @@ async fn finish_live<C: Channel + ?Sized>(
     };
     // Messages the surface refused the formatting of went as plain text: on the ledger.
     let surface = channel.address().surface();
-    for message in confirmed.messages().iter().filter(|m| m.is_plain_text_fallback()) {
+    for message in confirmed
+        .messages()
+        .iter()
+        .filter(|m| m.is_plain_text_fallback())
+    {
         turn.ledger()
             .sent_as_plain_text(turn.attribution(), surface, message.id(), None, None);
     }

@@ -253,9 +253,11 @@ impl Store {
                 .and_then(|row| row.try_get("next_ms"))
                 .map_err(StoreError::database)?
         });
-        Ok(next.map(|at| {
-            Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0))
-        }))
+        Ok(
+            next.map(|at| {
+                Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0))
+            }),
+        )
     }
 
     /// Where commitment `id` is, or `None` when the store has no such commitment.

@@ -139,8 +139,7 @@ impl DurableLedger {
     /// when the writer is gone).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (done, written) = oneshot::channel();
-        let gone =
-            self.inner.queue.send(Job::Flush(done)).await.is_err() || written.await.is_err();
+        let gone = self.inner.queue.send(Job::Flush(done)).await.is_err() || written.await.is_err();
         self.inner.overflow_logged.store(false, Ordering::Release);
         let lost = self.inner.lost.swap(0, Ordering::AcqRel);
         if gone {
@@ -193,7 +192,11 @@ impl LedgerStore for DurableLedger {
                 tracing::error!(target: "mesh_egress::store", error = %error, "ledger row not written: it could not be encoded");
             }
         }
-        let mut rows = self.inner.rows.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rows = self
+            .inner
+            .rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if rows.len() == Self::WINDOW {
             rows.pop_front();
         }

@@ -233,7 +233,12 @@ impl Store {
             }
         });
         Ok(granted.map(|(token, expires_ms, now_ms)| {
-            lease(conversation, holder, token, local_deadline(started, expires_ms, now_ms))
+            lease(
+                conversation,
+                holder,
+                token,
+                local_deadline(started, expires_ms, now_ms),
+            )
         }))
     }
 

@@ -41,7 +41,8 @@
 //! | — | `pending` | the commit transaction (all parts of a message at once, after the lease check) |
 //! | `pending` | `sending` | a send claims it, in one statement that also checks the lease (so one worker sends it) |
 //! | `sending` | `sent` | the surface accepted it; its message id is recorded |
-//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered* |
+//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered*. Not before its next-attempt time ([part retries](#part-retries)) |
+//! | `sending` | `failed` (attempts exhausted) | any of the above on the part's last allowed attempt; the later parts of the same message become `failed` with it |
 //! | `sending` | `sent` | the outcome is unknown, and a lookup ([`Channel::look_up`](crate::channel::Channel::look_up), Slack) found the part on the surface: its id is recorded, nothing is re-sent |
 //! | `sending` | `uncertain` | the outcome is unknown (timeout, 5xx, lost response) on a surface that cannot dedupe, and no lookup could tell |
 //! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
@@ -184,6 +185,22 @@
 //!
 //! Cost: per call that shows new parts, one write transaction before it and one after it
 //! (besides each block's commit), instead of a claim and a mark per part.
+//!
+//! # Part retries
+//!
+//! A part that goes back to `pending` gets a next-attempt time from its [`PartRetry`] (on the
+//! durable channel, [`Durable::with_retry`]; a worker's from `MESH_WORKER_RETRY_BASE_MS`,
+//! `MESH_WORKER_RETRY_MAX_MS`, `MESH_WORKER_MAX_ATTEMPTS`): exponential backoff from 1 s to
+//! 5 minutes with jitter, honouring a surface's `Retry-After` up to the cap. Nothing sends it
+//! before then: [`Store::resend`] stops at it (the rest of the conversation waits behind it, in
+//! order; [`ResendReport::retry_in`] says for how long), and a worker's pass leaves its
+//! conversation out. After its last attempt (12 by default) it is `failed`, with an
+//! [`OutboxRecord::AttemptsExhausted`](crate::ledger::OutboxRecord) row on the channel's ledger
+//! and one `error` event at target `mesh_egress::egress` naming the conversation, never the
+//! text. The time is on the store's clock as this process counts it (migration 0005): the
+//! database's clock read once at [`Store::open`] and counted on with Tokio's, so processes on
+//! hosts whose clocks disagree agree on it and a paused test clock moves it;
+//! [`Store::next_attempt_on`] says how long a worker may sleep.
 //!
 //! # Crash points
 //!

@@ -333,7 +333,7 @@ impl<C: Channel> Durable<C> {
                         PartLookup::NotFound => (
                             Mark::Retry {
                                 maybe_delivered: false,
-                                },
+                            },
                             Outcome::Retry,
                         ),
                         PartLookup::Unknown { reason } => {
@@ -344,7 +344,7 @@ impl<C: Channel> Durable<C> {
                                 UnknownOutcome::SendAgain => (
                                     Mark::Retry {
                                         maybe_delivered: false,
-                                                },
+                                    },
                                     Outcome::Retry,
                                 ),
                             }
@@ -353,20 +353,21 @@ impl<C: Channel> Durable<C> {
                 };
                 // A part to try again waits for its backoff, or is given up after its last attempt.
                 let (mark, outcome) = match mark {
-                    Mark::Retry { maybe_delivered } => match self.retry.next_wait(
-                        attempts,
-                        error.retry_after(),
-                        fastrand::f64(),
-                    ) {
-                        Some(wait) => (
-                            Mark::RetryAt {
-                                maybe_delivered,
-                                at_ms: self.store.clock_ms().saturating_add(millis(wait)),
-                            },
-                            outcome,
-                        ),
-                        None => (Mark::GaveUp, Outcome::Failed),
-                    },
+                    Mark::Retry { maybe_delivered } => {
+                        match self
+                            .retry
+                            .next_wait(attempts, error.retry_after(), fastrand::f64())
+                        {
+                            Some(wait) => (
+                                Mark::RetryAt {
+                                    maybe_delivered,
+                                    at_ms: self.store.clock_ms().saturating_add(millis(wait)),
+                                },
+                                outcome,
+                            ),
+                            None => (Mark::GaveUp, Outcome::Failed),
+                        }
+                    }
                     other => (other, outcome),
                 };
                 if let Err(store_error) = self.record(mark, &delivery, index_i64, &text).await {
@@ -536,9 +537,14 @@ pub(super) fn report_uncertain(
 enum Mark {
     Sent,
     /// Back to `pending`, to be tried at once.
-    Retry { maybe_delivered: bool },
+    Retry {
+        maybe_delivered: bool,
+    },
     /// Back to `pending`, to be tried at `at_ms` (the store clock): after the part's backoff.
-    RetryAt { maybe_delivered: bool, at_ms: i64 },
+    RetryAt {
+        maybe_delivered: bool,
+        at_ms: i64,
+    },
     Uncertain,
     Failed,
     /// `failed` after the part's last allowed attempt.

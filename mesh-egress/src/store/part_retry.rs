@@ -198,8 +198,8 @@ mod tests {
 
     #[test]
     fn the_schedule_doubles_to_the_cap_and_ends_at_the_limit() {
-        let retry = PartRetry::new(Duration::from_secs(1), Duration::from_secs(300), 12)
-            .with_jitter(0.0);
+        let retry =
+            PartRetry::new(Duration::from_secs(1), Duration::from_secs(300), 12).with_jitter(0.0);
         let waits: Vec<u64> = (1..12)
             .map(|n| retry.next_wait(n, None, 0.5).unwrap().as_secs())
             .collect();

@@ -156,12 +156,10 @@ impl Worker {
                 let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
                 let delivered = deliver_rendered(&sealing, answer, None).await;
                 record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
-                Ok(
-                    match settle(delivered) {
-                        Delivered::Committed => Kept::Fulfilled,
-                        Delivered::Refused => Kept::Lost,
-                    },
-                )
+                Ok(match settle(delivered) {
+                    Delivered::Committed => Kept::Fulfilled,
+                    Delivered::Refused => Kept::Lost,
+                })
             }
             Err(error) if error.retryable() && !claim.is_last_try() => {
                 track(&error, Some(turn.ledger()));
@@ -310,12 +308,10 @@ impl Worker {
         let sealing = channel.sealing(claim, CommitmentEnd::HandedOff);
         let delivered = deliver_rendered(&sealing, rendered, None).await;
         record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
-        Ok(
-            match settle(delivered) {
-                Delivered::Committed => Kept::HandedOff,
-                Delivered::Refused => Kept::Lost,
-            },
-        )
+        Ok(match settle(delivered) {
+            Delivered::Committed => Kept::HandedOff,
+            Delivered::Refused => Kept::Lost,
+        })
     }
 }
 

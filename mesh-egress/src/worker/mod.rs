@@ -9,7 +9,10 @@
 //!
 //! 1. sends the parts still open in the outbox, surface by surface and destination by
 //!    destination, under the conversation's lease ([`Store::resend`] through a durable channel
-//!    to the stored address), and
+//!    to the stored address): one page of up to 64 destinations a surface, going on from
+//!    where the last pass stopped, so every conversation is reached within a bounded number of
+//!    passes (see [`Worker::pass`]); a part its surface did not take waits for its backoff and
+//!    is given up after its last attempt ([`PartRetry`], [`with_part_retry`](Worker::with_part_retry)), and
 //! 2. claims due commitments one at a time, surface by surface ([`Store::claim_due_on`]:
 //!    PostgreSQL skips rows another worker is claiming, SQLite has one writer) and keeps each:
 //!    it takes the conversation's lease (fencing) and renews lease and claim in the background,
@@ -38,6 +41,7 @@
 //!
 //! | stored row | what the worker does |
 //! |---|---|
+//! | waiting for its backoff ([`PartRetry`]) | nothing until its next-attempt time: its conversation is left out of the pass (the worker sleeps no longer than until then); after its last attempt, `failed` with an [`OutboxRecord::AttemptsExhausted`](crate::ledger::OutboxRecord) row and one `error` event at `mesh_egress::egress` |
 //! | on a surface it has no client for | nothing: left `pending` for a worker that has one; one `warn` per surface for the worker's lifetime |
 //! | an address its client refuses ([`UnservedAddress`]) | nothing: left `pending`; one `warn` per address |
 //! | no address (before migration 0004), or one it cannot read | a part: `failed`; a commitment: ended `cancelled`; an [`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord)/`UnaddressedCommitment` row on the ledger ([`with_ledger`](Worker::with_ledger)); one `warn` per conversation per pass. [`Store::readdress`] sends them after all |
@@ -589,13 +593,15 @@ impl Worker {
             }
         };
         let durable = self.durable(channel);
-        Ok(match self.resend_conversation(destination, &durable).await? {
-            Some(resend) => {
-                report.add_resend(&resend);
-                Visit::Resent
-            }
-            None => Visit::Taken,
-        })
+        Ok(
+            match self.resend_conversation(destination, &durable).await? {
+                Some(resend) => {
+                    report.add_resend(&resend);
+                    Visit::Resent
+                }
+                None => Visit::Taken,
+            },
+        )
     }
 
     /// Sends the parts `destination` had open through `channel`, under its lease: four

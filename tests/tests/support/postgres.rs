@@ -183,7 +183,10 @@ impl Cluster {
         );
         // The worker bench counts statements per part with pg_stat_statements when the
         // server ships it (Debian's `postgresql` package does); nothing else needs it.
-        let contrib = cluster.bin.parent().map(|dir| dir.join("lib/pg_stat_statements.so"));
+        let contrib = cluster
+            .bin
+            .parent()
+            .map(|dir| dir.join("lib/pg_stat_statements.so"));
         if contrib.is_some_and(|lib| lib.is_file()) {
             options.push_str(" -c shared_preload_libraries=pg_stat_statements");
         }

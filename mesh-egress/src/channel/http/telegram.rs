@@ -256,10 +256,7 @@ impl<R: Render> Channel for TelegramChannel<R> {
         let request = self.send_message(part.text(), true);
         async move {
             let transport = &self.client.transport;
-            let mut refused = match transport
-                .send(&self.budget, part, request, classify)
-                .await
-            {
+            let mut refused = match transport.send(&self.budget, part, request, classify).await {
                 Err(error) if send_refused_formatting(&error) => error,
                 other => return other,
             };
@@ -438,7 +435,9 @@ mod tests {
     #[test]
     fn the_plain_text_is_what_a_person_reads() {
         assert_eq!(
-            plain_text("<b>Deploy</b> &lt;v2&gt; &amp; <i>roll</i> to <a href=\"https://example.com/?a=1&amp;b=2\">prod</a>"),
+            plain_text(
+                "<b>Deploy</b> &lt;v2&gt; &amp; <i>roll</i> to <a href=\"https://example.com/?a=1&amp;b=2\">prod</a>"
+            ),
             "Deploy <v2> & roll to prod (https://example.com/?a=1&b=2)"
         );
         assert_eq!(
@@ -451,7 +450,10 @@ mod tests {
         );
         // What is not markup stays as written: a lone `<`, an unknown entity, a control
         // character as a number.
-        assert_eq!(plain_text("1 < 2 &nbsp; &#0; &#x202E;"), "1 < 2 &nbsp; &#0; &#x202E;");
+        assert_eq!(
+            plain_text("1 < 2 &nbsp; &#0; &#x202E;"),
+            "1 < 2 &nbsp; &#0; &#x202E;"
+        );
         // Unclosed tags (what made Telegram refuse) are dropped like the others.
         assert_eq!(plain_text("<b>bold <i>both</b>"), "bold both");
     }
