@@ -23,6 +23,7 @@ mod stream;
 mod stream_rest;
 
 pub use deliver::deliver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;

@@ -470,6 +470,7 @@ impl SendError {
     }
 
     /// Takes the unsent part out, leaving the error (to send the part another way).
+    #[cfg(feature = "http")]
     pub(crate) fn take_part(&mut self) -> Option<CommittedPart> {
         self.part.take()
     }

@@ -247,8 +247,8 @@ impl<R: Render> Channel for TelegramChannel<R> {
     }
 
     /// Sends the part with `parse_mode: "HTML"`; if Telegram refuses its formatting (400
-    /// "Bad Request: can't parse entities: …", see [`refuses_formatting`]), sends it once more
-    /// as the plain text a person reads, without `parse_mode` ([`PartReceipt`] says so).
+    /// "Bad Request: can't parse entities: …"), sends it once more as the plain text a person
+    /// reads, without `parse_mode` ([`PartReceipt::is_plain_text_fallback`] says so).
     fn send(
         &self,
         part: CommittedPart,

@@ -188,7 +188,7 @@ impl TelegramDriver {
                         .map_err(|failure| {
                             failure.into_driver_error_for(Surface::Telegram, count)
                         })?;
-                    StreamedMessage::new(id, text).as_plain_text()
+                    StreamedMessage::new(id, text).with_plain_text()
                 }
                 Err(failure) => {
                     return Err(failure.into_driver_error_for(Surface::Telegram, count));

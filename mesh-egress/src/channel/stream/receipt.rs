@@ -25,7 +25,7 @@ impl StreamedMessage {
     }
 
     /// The message went as plain text: the surface refused its formatting.
-    pub(crate) fn as_plain_text(mut self) -> Self {
+    pub(crate) fn with_plain_text(mut self) -> Self {
         self.plain_text = true;
         self
     }
