@@ -221,3 +221,77 @@ async fn sqlite_a_5xx_part_is_retried_on_the_backoff_schedule_then_failed() {
 async fn pg_a_5xx_part_is_retried_on_the_backoff_schedule_then_failed() {
     a_5xx_part_is_retried_on_the_backoff_schedule_then_failed(Backend::Postgres).await;
 }
+
+/// Waits (bounded, in real time: the store's queries run on other threads) until `channel` has
+/// seen `count` attempts; how many it saw.
+async fn settle(channel: &Failing, count: usize) -> usize {
+    let bound = std::time::Instant::now() + Duration::from_secs(10);
+    while channel.attempts().len() < count && std::time::Instant::now() < bound {
+        tokio::task::yield_now().await;
+    }
+    channel.attempts().len()
+}
+
+/// Lets a running worker do whatever it would do now, for a short real-time while.
+async fn let_run() {
+    let bound = std::time::Instant::now() + Duration::from_millis(300);
+    while std::time::Instant::now() < bound {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A running worker with nothing else to do sleeps until the next part's backoff ends, not a
+/// poll interval (here an hour) and not in a loop: each retry goes at exactly its instant, and
+/// nothing goes in between.
+async fn a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll(backend: Backend) {
+    let spinner = tokio::spawn(async {
+        loop {
+            tokio::task::yield_now().await;
+        }
+    });
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let retry = PartRetry::default().with_jitter(0.0);
+    let channel = Failing::new();
+    let durable = store.channel(channel.clone()).with_retry(retry);
+    let worker = std::sync::Arc::new(
+        Worker::new(store.clone(), "w1")
+            .with_client(channel.clone())
+            .with_lease_ttl(Duration::from_secs(30))
+            .with_poll_interval(Duration::from_secs(3600))
+            .with_part_retry(retry),
+    );
+    let t0 = Instant::now();
+    assert!(durable.deliver(message(CONVERSATION, TEXT)).await.is_err());
+    let shutdown = Cancellation::new();
+    let running = tokio::spawn({
+        let (worker, shutdown) = (worker.clone(), shutdown.clone());
+        async move { worker.run(&shutdown).await }
+    });
+
+    for (k, &at) in SCHEDULE.iter().enumerate().take(5).skip(1) {
+        let due = t0 + Duration::from_secs(at);
+        advance_to(due - Duration::from_millis(1)).await;
+        let_run().await;
+        assert_eq!(channel.attempts().len(), k, "attempt {} went early", k + 1);
+        advance_to(due).await;
+        assert_eq!(settle(&channel, k + 1).await, k + 1, "attempt {} did not go", k + 1);
+        assert_eq!(channel.attempts()[k], due, "attempt {}", k + 1);
+        let_run().await;
+        assert_eq!(channel.attempts().len(), k + 1, "attempt {} went twice", k + 1);
+    }
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    spinner.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn sqlite_a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll() {
+    a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll(Backend::Sqlite).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pg_a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll() {
+    a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll(Backend::Postgres).await;
+}
