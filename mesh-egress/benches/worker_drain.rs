@@ -311,7 +311,7 @@ fn main() {
                 per_part(commit_cost, parts)
             );
             println!(
-                "  drain: {:>7.0} ms ({:.0} parts/s), longest wait {:.0} ms, in pass {most_passes} of its worker (bound: ceil({parts}/64/{workers}) = {}), {}",
+                "  drain: {:>7.0} ms ({:.0} parts/s), longest wait {:.0} ms, in pass {most_passes} of its worker (pages split evenly: ceil({parts}/64/{workers}) = {}), {}",
                 took.as_secs_f64() * 1e3,
                 sent as f64 / took.as_secs_f64(),
                 longest.as_secs_f64() * 1e3,
