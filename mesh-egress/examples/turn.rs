@@ -13,7 +13,9 @@
 //! `MESH_MODEL_FALLBACK_MODELS` variables of the deadline policy, `MESH_GATE_JUDGE_MODEL` (the
 //! gate's judge, on the same endpoint; without it the gate runs heuristics only and fails closed
 //! on known leaks), and `MESH_FOLLOW_UP_DELAY_MS` (default 30000) / `MESH_FOLLOW_UP_ATTEMPTS`
-//! (default 3) for `--follow-up`.
+//! (default 3) for `--follow-up`. `MESH_SILENCE_TOKENS` (comma-separated, default none, e.g.
+//! `NO_REPLY,HEARTBEAT_OK`) names the agent's control tokens: a reply that is only one is
+//! silence (nothing printed, exit 0), one inside an answer is cut before rendering.
 //!
 //! Stdout carries exactly what the person would see (nothing on silence); stderr carries JSON
 //! log lines. Exit 0 whenever the turn ended as the contract says (answered, held, handed off,
@@ -100,6 +102,7 @@ use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
+use mesh_egress::silence::{ENV_SILENCE_TOKENS, SilenceTokens};
 use mesh_egress::{Address, Attribution, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
@@ -274,6 +277,12 @@ async fn main() -> ExitCode {
         Ok(address) => address.unwrap_or(Address::Plain),
         Err(message) => return usage_error(&message),
     };
+    // The agent's control tokens: a reply that is only one is silence, one inside an answer is
+    // cut before rendering.
+    let silence = match SilenceTokens::from_env() {
+        Ok(tokens) => tokens,
+        Err(error) => return usage_error(&format!("{ENV_SILENCE_TOKENS}: {error}")),
+    };
     let store_url = cli::store_url(args.store.clone());
     init_logs();
 
@@ -326,8 +335,9 @@ async fn main() -> ExitCode {
     };
 
     let (follow_up, _warnings) = FollowUp::from_env();
-    let policy =
-        DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
+    let policy = DegradationPolicy::default()
+        .with_follow_up(follow_up.first_delay, follow_up.attempts)
+        .with_silence_tokens(silence);
     if args.stream {
         let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
         let streamed = turn_stream::Streamed {

@@ -189,6 +189,13 @@ impl AgentMessage {
         self
     }
 
+    /// The same message (speaker, ownership) with another body: the boundary's edit of what
+    /// the agent wrote, such as cutting its silence tokens.
+    pub(crate) fn with_body(mut self, body: impl Into<Markdown>) -> Self {
+        self.body = body.into();
+        self
+    }
+
     /// The ownership this message is tied to, if any.
     pub fn ownership(&self) -> Option<&Ownership> {
         self.ownership.as_ref()

@@ -215,6 +215,26 @@ pub enum LedgerRecord {
     /// The ingress classifier: what it decided about one inbound message (see
     /// [`IngressRecord`]).
     Ingress(IngressRecord),
+    /// The boundary: the agent answered with one of its silence tokens (see [`SilenceRecord`]).
+    Silence(SilenceRecord),
+}
+
+/// What the boundary did with an agent's silence tokens (`mesh_egress::silence`): the reply was
+/// only a token, so nothing was sent, or tokens were cut from an answer before it was rendered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SilenceRecord {
+    /// The reply was only this token: the agent chose to say nothing, and nothing was sent.
+    Silent {
+        /// The token (an application-declared word, never model prose).
+        token: String,
+    },
+    /// Tokens were cut from an answer; the rest was sent.
+    Removed {
+        /// How many.
+        count: usize,
+    },
 }
 
 /// What the ingress classifier decided about one inbound message, and why: the rule, its

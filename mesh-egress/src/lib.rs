@@ -67,6 +67,8 @@ pub mod address;
 pub mod block;
 pub mod boundary;
 pub mod channel;
+#[cfg(feature = "model")]
+mod code_region;
 pub mod degrade;
 mod egress;
 pub mod engagement;
@@ -92,6 +94,7 @@ mod render;
 mod reply;
 pub mod retry;
 mod setting;
+pub mod silence;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod store;

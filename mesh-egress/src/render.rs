@@ -232,6 +232,23 @@ pub(crate) fn is_hostile_control(c: char) -> bool {
         | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Whether `text` may hold a character [`is_hostile_control`] names: a byte check that is
+/// exact for ASCII and conservative above it (any C1 or U+2000–U+2FFF lead byte says maybe),
+/// so the char-by-char check runs only on text that could need it.
+pub(crate) fn may_hold_hostile_control(text: &str) -> bool {
+    // Without short-circuits inside a block, so the compiler can check a block in a few
+    // vector instructions; every piece of text a renderer writes passes through here.
+    fn suspect(b: u8) -> bool {
+        (b < 0x20) & (b != b'\n') & (b != b'\t') | (b == 0x7f) | (b == 0xc2) | (b == 0xe2)
+    }
+    let bytes = text.as_bytes();
+    let mut blocks = bytes.chunks_exact(16);
+    blocks
+        .by_ref()
+        .any(|block| block.iter().fold(false, |acc, &b| acc | suspect(b)))
+        || blocks.remainder().iter().any(|&b| suspect(b))
+}
+
 /// Removes the characters [`is_hostile_control`] names; borrows when there are none.
 ///
 /// Removed rather than replaced by a placeholder: a placeholder would be counted against the
@@ -239,7 +256,7 @@ pub(crate) fn is_hostile_control(c: char) -> bool {
 /// on. What removal leaves is what the text means: the printable rest of an ESC sequence
 /// (`[31m`) stays visible, and without a bidi override `txt.exe` reads as what it is.
 pub(crate) fn strip_controls(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_hostile_control) {
+    if !may_hold_hostile_control(text) || !text.chars().any(is_hostile_control) {
         return Cow::Borrowed(text);
     }
     Cow::Owned(text.chars().filter(|&c| !is_hostile_control(c)).collect())
@@ -248,6 +265,20 @@ pub(crate) fn strip_controls(text: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_byte_check_never_misses_a_hostile_control() {
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            let s = c.encode_utf8(&mut buf);
+            if is_hostile_control(c) {
+                assert!(may_hold_hostile_control(s), "{c:?}");
+            }
+            if c.is_ascii() {
+                assert_eq!(may_hold_hostile_control(s), is_hostile_control(c), "{c:?}");
+            }
+        }
+    }
 
     #[test]
     fn strip_controls_removes_c0_c1_and_bidi_but_keeps_newline_and_tab() {

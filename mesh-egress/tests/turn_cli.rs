@@ -301,3 +301,68 @@ async fn a_reply_that_renders_to_nothing_ends_as_the_contract_says_on_every_chan
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_inside_geminis_openai_compatible_error_is_retried_after_the_clamped_hint() {
+    // Gemini's OpenAI-compatible endpoint (RooCodeInc/Roo-Code#3883): the native document, a
+    // per-minute free-tier QuotaFailure with RetryInfo 26s, is the string in error.message.
+    // Read as prose it says "exceeded your current quota" and would be handed to the fallback.
+    let native = serde_json::json!({"error": {
+        "code": 429,
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "status": "RESOURCE_EXHAUSTED",
+        "details": [
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_input_token_count",
+                "quotaId": "GenerateContentInputTokensPerModelPerMinute-FreeTier",
+                "quotaValue": "250000"}]},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "26s"}]}});
+    let pretty = serde_json::to_string_pretty(&native).expect("json") + "\n";
+    let body = serde_json::json!({"error": {
+        "message": pretty, "code": 429, "status": "Too Many Requests"}});
+    let provider = FakeProvider::start([
+        FakeResponse::raw(429, body.to_string()),
+        FakeResponse::completion("The deploy is done."),
+    ])
+    .await
+    .expect("provider")
+    .otherwise(FakeResponse::completion("The fallback answered."));
+    let started = std::time::Instant::now();
+    let out = run(
+        Some(&provider.base_url()),
+        &[
+            ("MESH_MODEL_RETRY_MAX_DELAY_MS", "300"),
+            ("MESH_MODEL_FALLBACK_MODELS", "fallback-model"),
+        ],
+        &["status?"],
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "The deploy is done.\n");
+    let models: Vec<serde_json::Value> = provider
+        .received()
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        ["fake-model", "fake-model"],
+        "answered by the primary"
+    );
+    let failed: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "model attempt failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{}", stderr(&out));
+    let fields = &failed[0]["fields"];
+    assert_eq!(fields["classification"], "rate_limited");
+    assert_eq!(fields["retryable"], true);
+    // The 26 s hint, clamped to the 300 ms max delay, and waited in full.
+    assert_eq!(fields["wait_ms"], 300, "{fields}");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(300),
+        "{elapsed:?}"
+    );
+}

@@ -1,7 +1,8 @@
 //! `turn --stream` as a black box against the loopback fake provider, in real time with short
 //! delays: parts appear while the model is still writing, `--json` lines carry a non-decreasing
 //! `t_ms`, a stall mid-stream is continued on the fallback with no repeated text, and an error
-//! after some parts ends with Layer C's line for the rest.
+//! after some parts ends with Layer C's line for the rest, and events whose lines end in a
+//! lone CR are read on the primary like any other.
 
 mod example_binary;
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use example_binary::example_binary;
 use mesh_egress::model::ModelError;
-use mesh_egress::testing::{FakeProvider, Step};
+use mesh_egress::testing::{FakeProvider, SseLineEnding, Step};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -160,4 +161,34 @@ async fn an_error_after_two_parts_ends_with_a_holding_line_for_the_rest_and_neve
     assert_eq!(lines[..2], trimmed(&[P1, P2]));
     assert!(!lines[2].contains("500"), "{}", lines[2]);
     assert!(!lines[2].contains("Production"), "{}", lines[2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_lines_end_in_a_lone_cr_is_answered_by_the_primary() {
+    // The WHATWG standard allows CR-only line ends and some gateways send them; the fallback
+    // would answer too, so only a decoder that reads the primary's stream passes.
+    let provider = FakeProvider::start_steps([
+        Step::chunks([P1, P2, P3])
+            .chunk_delay(MS(10))
+            .keep_alive()
+            .line_ending(SseLineEnding::Cr),
+        Step::chunks(["The fallback answered.\n\n"]),
+    ])
+    .await
+    .expect("provider");
+    let run = run(
+        &provider.base_url(),
+        &[("MESH_MODEL_FALLBACK_MODELS", "fallback-model")],
+        &["--stream", "status?"],
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    let lines: Vec<String> = run.lines.into_iter().map(|(_, l)| l).collect();
+    assert_eq!(lines, trimmed(&[P1, P2, P3]));
+    let models: Vec<serde_json::Value> = provider
+        .received()
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(models, ["fake-model"]);
 }

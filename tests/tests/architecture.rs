@@ -25,6 +25,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("setting", &[]),
     ("id", &[]),
     ("failpoint", &[]),
+    // Where Markdown holds code; an agent's silence tokens.
+    ("code_region", &[]),
+    ("silence", &[]),
     // The block cutter: text in, blocks out, nothing of ours.
     ("stream", &[]),
     // A streamed block, `Unchecked -> Checked`: a leaf value the gate checks and channels send.
@@ -57,9 +60,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Layer A, Layer C and the gate never see the channels.
     (
         "model",
-        &["egress", "turn", "ledger", "retry", "setting", "ownership"],
+        &[
+            "egress",
+            "turn",
+            "ledger",
+            "retry",
+            "setting",
+            "ownership",
+            "code_region",
+        ],
     ),
-    ("degrade", &["egress", "reply", "ledger", "setting"]),
+    (
+        "degrade",
+        &["egress", "reply", "ledger", "setting", "silence"],
+    ),
     (
         "gate",
         &[
@@ -70,6 +84,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "turn",
             "ownership",
             "block",
+            "code_region",
         ],
     ),
     // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's
@@ -118,6 +133,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "setting",
             "block",
             "stream",
+            "silence",
         ],
     ),
     // Keeping durable promises: the boundary's glue on top of the store.

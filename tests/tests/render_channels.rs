@@ -257,3 +257,63 @@ fn the_fuzz_seed_corpus_passes_the_fuzz_check_on_a_small_stack() {
             .unwrap_or_else(|_| panic!("{} fails the fuzz check", seed.display()));
     }
 }
+
+/// Renders `src` on every surface into one text per surface.
+fn on_every_surface(src: &str) -> [(String, String); 4] {
+    ["plain", "slack", "discord", "telegram"].map(|channel| {
+        let parts = renderer(channel)
+            .render(&Markdown::new(src))
+            .expect("renders");
+        (channel.to_owned(), parts.concat())
+    })
+}
+
+#[test]
+fn a_quote_inside_a_list_item_is_its_own_line_marked_as_a_quote() {
+    // Was "• ab" on plain and Slack, "- ab" on Discord: the quote glued to the item's text.
+    let rendered = on_every_surface("* a\n  > b\n* c");
+    let want = [
+        "• a\n  > b\n\n• c",
+        "• a\n>   b\n\n• c",
+        "- a\n  > b\n\n- c",
+        "• a\n  <blockquote>b</blockquote>\n\n• c",
+    ];
+    for ((channel, got), want) in rendered.iter().zip(want) {
+        assert_eq!(got, want, "{channel}");
+    }
+}
+
+#[test]
+fn a_fence_after_a_quote_inside_a_list_item_keeps_both_apart() {
+    let rendered = on_every_surface("- a\n  > b\n  ```\n  code\n  ```\n- d");
+    let want = [
+        "• a\n  > b\n\n  code\n\n• d",
+        "• a\n>   b\n\n  ```\n  code\n  ```\n\n• d",
+        "- a\n  > b\n\n  ```\n  code\n  ```\n\n- d",
+        "• a\n  <blockquote>b</blockquote>\n\n  <pre>  code</pre>\n\n• d",
+    ];
+    for ((channel, got), want) in rendered.iter().zip(want) {
+        assert_eq!(got, want, "{channel}");
+    }
+    // A fence straight after the item's text, and a heading, start their own lines too.
+    for (channel, got) in on_every_surface("- a\n  ```\n  code\n  ```\n- d") {
+        assert!(
+            !got.contains("acode") && !got.contains("a```"),
+            "{channel}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn digits_and_a_dot_starting_a_line_stay_text_on_discord() {
+    // `1\. not a list` is text; unescaped on Discord it is an ordered list and the 1 is gone.
+    let parts = DiscordMarkdown::new()
+        .render(&Markdown::new(
+            "1\\. not a list\n2\\) nor this\n\\&ouml; literally",
+        ))
+        .expect("renders");
+    assert_eq!(
+        parts,
+        ["1\\. not a list\n2\\) nor this\n\\&ouml; literally"]
+    );
+}

@@ -238,12 +238,20 @@ async fn the_durable_ledger_keeps_its_newest_window_in_memory_and_every_row_on_t
     let held = sink.entries();
     assert_eq!(held.len(), DurableLedger::WINDOW);
     let first_kept = format!("r{:05}", rows - DurableLedger::WINDOW);
-    assert_eq!(held[0].attribution().run(), first_kept, "the oldest are dropped");
+    assert_eq!(
+        held[0].attribution().run(),
+        first_kept,
+        "the oldest are dropped"
+    );
     assert_eq!(
         held[DurableLedger::WINDOW - 1].attribution().run(),
         format!("r{:05}", rows - 1)
     );
-    assert_eq!(ledger.entries(), held, "the turn's ledger reads the same window");
+    assert_eq!(
+        ledger.entries(),
+        held,
+        "the turn's ledger reads the same window"
+    );
     let stored = store.ledger_entries("c-window", None).await.unwrap();
     assert_eq!(stored.len(), rows, "every row is on the store");
 }

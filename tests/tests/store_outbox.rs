@@ -306,7 +306,7 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // "Not now" leaves the part pending (it did not post); a resend sends it, then the rest.
     let lease3 = store.acquire("c3", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::RetryAfter]);
-    // Retried at once: this is the state table, not the backoff (`store_part_retry.rs`).
+    // Retried at once: this is the state table, not the backoff (`worker_retry.rs`).
     let channel = store.channel(inner.clone()).with_retry(at_once());
     channel
         .deliver(message("c3", BODY).with_ownership(lease3.ownership()))

@@ -275,10 +275,20 @@ async fn a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll(backend: B
         let_run().await;
         assert_eq!(channel.attempts().len(), k, "attempt {} went early", k + 1);
         advance_to(due).await;
-        assert_eq!(settle(&channel, k + 1).await, k + 1, "attempt {} did not go", k + 1);
+        assert_eq!(
+            settle(&channel, k + 1).await,
+            k + 1,
+            "attempt {} did not go",
+            k + 1
+        );
         assert_eq!(channel.attempts()[k], due, "attempt {}", k + 1);
         let_run().await;
-        assert_eq!(channel.attempts().len(), k + 1, "attempt {} went twice", k + 1);
+        assert_eq!(
+            channel.attempts().len(),
+            k + 1,
+            "attempt {} went twice",
+            k + 1
+        );
     }
 
     shutdown.cancel();

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::deliver::render_for;
-use super::track;
+use super::{track, unsilenced};
 use crate::channel::{Channel, Deliver, DeliveryError, Receipt, deliver_rendered};
 use crate::degrade::DegradationPolicy;
 use crate::egress::{AgentMessage, EgressError};
@@ -78,6 +78,13 @@ pub enum FollowUpOutcome {
         /// The delivery of the handoff line.
         receipt: Receipt,
         /// Follow-up tries made.
+        follow_ups: u32,
+    },
+    /// The agent chose to say nothing: its answer was only one of the policy's silence tokens
+    /// ([`DegradationPolicy::with_silence_tokens`]). Nothing was sent; the promise counts as
+    /// kept.
+    Silent {
+        /// Follow-up tries it took.
         follow_ups: u32,
     },
     /// The caller cancelled the follow-up; nothing more was sent.
@@ -158,6 +165,16 @@ impl FollowUpRunner {
             };
             // Rendered before it counts: an answer that cannot be shown on this channel is a
             // failed try like any other, not a delivery error.
+            let result = match result {
+                Ok(answer) => match unsilenced(&self.policy, answer, self.ledger.as_ref()) {
+                    Some(answer) => Ok(answer),
+                    None => {
+                        self.record(&commitment, CommitmentState::Fulfilled, k);
+                        return Ok(FollowUpOutcome::Silent { follow_ups: k });
+                    }
+                },
+                Err(error) => Err(error),
+            };
             let rendered = result.and_then(|answer| render_for(channel, answer));
             match rendered {
                 Ok(answer) => {

@@ -21,6 +21,8 @@ mod promise;
 mod stream;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 mod stream_rest;
+#[cfg(all(feature = "gate", feature = "markdown"))]
+mod stream_silence;
 
 pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -40,11 +42,14 @@ pub use stream_rest::{RestOwed, Unjoinable, rest_after};
 
 use crate::degrade::{DegradationPolicy, Mode, choose};
 use crate::egress::{AgentMessage, EgressError};
-use crate::ledger::{BoundaryErrorRecord, Ledger, LedgerRecord};
+use crate::ledger::{BoundaryErrorRecord, Ledger, LedgerRecord, SilenceRecord};
 use crate::reply::Reply;
+use crate::silence::Silenced;
 use crate::turn::Turn;
 
-/// The boundary without the macro: an answer passes through; an [`EgressError`] is recorded
+/// The boundary without the macro: an answer passes through (less the policy's
+/// [silence tokens](DegradationPolicy::with_silence_tokens): an answer that is only one is
+/// [`Reply::Silence`]); an [`EgressError`] is recorded
 /// once (the error-tracking event, target `mesh_egress::egress`, the only event that carries a
 /// cause) and replaced by what `mode` and `policy` say the person should see.
 ///
@@ -71,10 +76,53 @@ pub fn resolve(
     result: Result<AgentMessage, EgressError>,
 ) -> Reply {
     match result {
-        Ok(message) => Reply::Answer(message),
+        Ok(message) => answer(policy, message, policy.ledger()),
         Err(error) => {
             track(&error, policy.ledger());
             choose(mode, policy, &error, policy.ledger())
+        }
+    }
+}
+
+/// An answer as the agent meant it, under `policy`'s silence tokens: [`Reply::Silence`] when it
+/// is only a token, the answer without its tokens otherwise (recorded on `ledger`).
+fn answer(policy: &DegradationPolicy, message: AgentMessage, ledger: Option<&Ledger>) -> Reply {
+    match unsilenced(policy, message, ledger) {
+        Some(message) => Reply::Answer(message),
+        None => Reply::Silence,
+    }
+}
+
+/// `message` with `policy`'s silence tokens cut out, or `None` when it is only a token (the
+/// agent chose to say nothing); either is recorded on `ledger`. With no tokens declared this
+/// does no work. The follow-up runner and the worker use it too, so a kept promise obeys the
+/// same choice.
+pub(crate) fn unsilenced(
+    policy: &DegradationPolicy,
+    message: AgentMessage,
+    ledger: Option<&Ledger>,
+) -> Option<AgentMessage> {
+    let record = |record: SilenceRecord| {
+        if let Some(ledger) = ledger {
+            ledger.record(message.attribution(), LedgerRecord::Silence(record));
+        }
+    };
+    match policy.silence_tokens().apply(message.body().as_str()) {
+        Silenced::Untouched => Some(message),
+        Silenced::Silence { token } => {
+            record(SilenceRecord::Silent { token });
+            tracing::info!(
+                target: "mesh_egress::degrade",
+                agent = message.attribution().agent(),
+                conversation = message.attribution().conversation(),
+                run = message.attribution().run(),
+                "the agent answered with a silence token; nothing is sent"
+            );
+            None
+        }
+        Silenced::Removed { text, count } => {
+            record(SilenceRecord::Removed { count });
+            Some(message.with_body(text))
         }
     }
 }
@@ -105,7 +153,7 @@ pub fn resolve_in(
     result: Result<AgentMessage, EgressError>,
 ) -> Reply {
     let reply = match result {
-        Ok(message) => Reply::Answer(message),
+        Ok(message) => answer(policy, message, Some(turn.ledger())),
         Err(error) => {
             track(&error, Some(turn.ledger()));
             choose(mode, policy, &error, Some(turn.ledger()))
@@ -233,6 +281,40 @@ mod tests {
         assert_eq!(promises.len(), 1);
         assert_eq!(promises[0].1.id(), commitment.id());
         assert_eq!(promises[0].1.state(), CommitmentState::Pending);
+    }
+
+    #[test]
+    fn a_silence_token_is_the_agents_choice_recorded_on_the_ledger_never_text() {
+        use crate::ledger::SilenceRecord;
+        use crate::silence::SilenceTokens;
+        let policy = DegradationPolicy::default()
+            .with_silence_tokens(SilenceTokens::new(["NO_REPLY"]).expect("a word"));
+        let turn = Turn::new(Attribution::new("a", "c", "r"));
+        let answer = |body: &str| Ok(turn.message(body));
+        let quiet = resolve_in(&turn, Mode::Interactive, &policy, answer("NO_REPLY"));
+        assert!(matches!(quiet, Reply::Silence));
+        let cut = resolve_in(&turn, Mode::Interactive, &policy, answer("Sent. NO_REPLY"));
+        let message = cut.message().expect("an answer");
+        assert_eq!(message.body().as_str(), "Sent.");
+        assert!(message.ownership().is_some(), "still the turn's");
+        let rows: Vec<SilenceRecord> = turn
+            .ledger()
+            .entries()
+            .into_iter()
+            .filter_map(|e| match e.into_record() {
+                LedgerRecord::Silence(record) => Some(record),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                SilenceRecord::Silent {
+                    token: "NO_REPLY".into()
+                },
+                SilenceRecord::Removed { count: 1 }
+            ]
+        );
     }
 
     #[test]

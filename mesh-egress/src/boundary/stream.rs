@@ -14,6 +14,10 @@
 //!   retries next cycle).
 //!
 //! A block the gate blocks is such a failure: it and everything after it are never sent.
+//!
+//! The policy's silence tokens are cut from the text deltas before they are cut into blocks
+//! (a token split across deltas included); a stream that was only a token ends
+//! [`StreamEnd::Silent`], with nothing sent.
 //! Cancellation and a lost ownership stop the turn at once, with nothing more sent.
 //!
 //! [`stream_live`] is the same turn onto a [`StreamingChannel`]: the checked blocks' parts go
@@ -31,6 +35,7 @@ use super::deliver::{deliver, unrenderable};
 use super::promise::PromiseKeeper;
 use super::resolve_in;
 use super::stream_rest::RestOwed;
+use super::stream_silence::Unsilenced;
 use crate::block::Block;
 use crate::channel::stream::{
     ReplyStream, StreamObserver, StreamReceipt as SurfaceReceipt, StreamingChannel,
@@ -180,6 +185,9 @@ pub enum StreamEnd {
     },
     /// The turn was cancelled or lost its ownership: nothing more was sent.
     Stopped(StopReason),
+    /// The agent answered with one of its silence tokens
+    /// ([`DegradationPolicy::with_silence_tokens`]): nothing was sent, by its choice.
+    Silent,
 }
 
 /// What a streamed turn delivered: one receipt per block, the Markdown that reached the person,
@@ -293,7 +301,10 @@ where
 /// stream failed for good) are sent again as messages of their own, in order, before anything
 /// else, except [uncertain](crate::channel::stream::StreamError::uncertain) ones, which may be
 /// shown already and are not sent again; a part is counted delivered once it is committed into
-/// the stream.
+/// the stream. When a durable outbox's store fails mid-stream
+/// ([`StreamError::is_store_failure`](crate::channel::stream::StreamError::is_store_failure)),
+/// nothing more goes from here and the turn ends with [`DeliveryError::Store`]: the parts not
+/// shown are `pending` in the outbox for a worker.
 pub async fn stream_live<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,
@@ -324,6 +335,8 @@ enum Exit {
     Stopped(StreamEnd),
     /// A failure Layer C answers for.
     Failed(EgressError),
+    /// The answer was only a silence token.
+    Silent,
 }
 
 async fn run<C, S>(
@@ -337,6 +350,7 @@ where
     C: Channel + ?Sized,
     S: TextSource<Error = EgressError>,
 {
+    let source = Unsilenced::new(source, plan.policy.silence_tokens());
     let mut reader = BlockReader::new(source, BlockCutter::new(plan.cutter), plan.idle_flush);
     let mut out = StreamReceipt {
         blocks: Vec::new(),
@@ -361,6 +375,10 @@ where
             next = reader.next_block() => next,
         };
         let text = match next {
+            // Only a silence token: the agent chose to say nothing.
+            None if out.delivered.is_empty() && reader.source_mut().silence_token().is_some() => {
+                break Exit::Silent;
+            }
             None if out.delivered.is_empty() => {
                 break Exit::Failed(EgressError::semantic(
                     StreamError::NothingToShow,
@@ -444,8 +462,16 @@ where
         out.end = StreamEnd::Stopped(StopReason::OwnershipLost);
         return Ok(out);
     }
+    let silent = matches!(exit, Exit::Silent);
+    reader
+        .source_mut()
+        .record(turn.ledger(), turn.attribution(), silent);
     let failure = match exit {
         Exit::Answered => return Ok(out),
+        Exit::Silent => {
+            out.end = StreamEnd::Silent;
+            return Ok(out);
+        }
         Exit::Stopped(end) => {
             out.end = end;
             return Ok(out);
@@ -514,8 +540,20 @@ async fn finish_live<C: Channel + ?Sized>(
             out.surface = Some(receipt);
             Ok(false)
         }
-        // The outbox refused the next call: the conversation is someone else's now (or the
-        // store cannot record sends), so nothing more goes.
+        // The outbox's store failed: not a lost ownership. Nothing more goes from here (the
+        // store cannot record it); what was not shown is `pending` again, and a worker sends
+        // it once the store answers. The turn ends with the store's error.
+        Err(error) if error.is_store_failure() => {
+            out.surface = Some(error.receipt().clone());
+            tracing::error!(
+                target: "mesh_egress::boundary",
+                unconfirmed = error.unconfirmed().len(),
+                "the durable outbox failed mid-stream; the rest is left to a worker"
+            );
+            Err(DeliveryError::Store(Box::new(error)))
+        }
+        // The outbox refused the next call: the conversation is someone else's now, so
+        // nothing more goes.
         Err(error) if error.is_refused() => {
             out.surface = Some(error.receipt().clone());
             Ok(true)

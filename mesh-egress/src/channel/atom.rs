@@ -185,6 +185,7 @@ impl Atoms {
         let joins_prev = start > 0
             && !s.is_empty()
             && (!s.as_bytes()[0].is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
+            && !clearly_a_boundary(&self.text[..start], s)
             && !is_grapheme_boundary(&self.text, start);
         if joins_prev {
             if let Kind::Space { .. } = kind {
@@ -302,6 +303,23 @@ impl Atoms {
     }
 }
 
+/// Whether the end of `before` and the start of `after` are certainly in different grapheme
+/// clusters, decided from the two characters alone (`false`: ask the segmenter). An ASCII
+/// character after anything but CR or a prepended mark starts a cluster (UAX #29: only GB3
+/// and GB9b keep an ASCII character with the one before it), and two characters below U+0300
+/// are never joined but by CR LF. Every Prepend character lies in U+0600–U+0D4E or
+/// U+11000–U+11FFF, so outside those ranges the character before is not one.
+fn clearly_a_boundary(before: &str, after: &str) -> bool {
+    let (Some(p), Some(c)) = (before.chars().next_back(), after.chars().next()) else {
+        return true;
+    };
+    if p == '\r' {
+        return false;
+    }
+    let prepend_free = !matches!(u32::from(p), 0x600..=0xd4e | 0x1_1000..=0x1_1fff);
+    (c.is_ascii() && prepend_free) || (u32::from(p) < 0x300 && u32::from(c) < 0x300)
+}
+
 /// Whether byte offset `at` of `text` is an extended grapheme cluster boundary.
 pub(crate) fn is_grapheme_boundary(text: &str, at: usize) -> bool {
     use unicode_segmentation::GraphemeCursor;
@@ -314,4 +332,31 @@ pub(crate) fn is_grapheme_boundary(text: &str, at: usize) -> bool {
     let mut cursor = GraphemeCursor::new(at, text.len(), true);
     // The whole text is one chunk, so the cursor never asks for more context.
     cursor.is_boundary(text, 0).unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `clearly_a_boundary` may only say yes where the segmenter says yes.
+    fn agrees(p: char, c: char) {
+        let text = format!("{p}{c}");
+        let at = p.len_utf8();
+        if clearly_a_boundary(&text[..at], &text[at..]) {
+            assert!(is_grapheme_boundary(&text, at), "{p:?} {c:?}");
+        }
+    }
+
+    #[test]
+    fn the_quick_boundary_check_never_contradicts_the_segmenter() {
+        // Every character before an ASCII one (the Prepend rule), and every pair below U+0300.
+        for p in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            agrees(p, 'a');
+        }
+        for p in (0..0x300_u32).filter_map(char::from_u32) {
+            for c in (0..0x300_u32).filter_map(char::from_u32) {
+                agrees(p, c);
+            }
+        }
+    }
 }

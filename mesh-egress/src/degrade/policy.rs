@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::setting::{ConfigWarning, read_setting};
+use crate::silence::SilenceTokens;
 
 /// The follow-up a holding line promises: the first delay and the number of tries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +108,7 @@ struct PolicyInner {
     handoff_line: String,
     always_hand_off: bool,
     follow_up: FollowUp,
+    silence: SilenceTokens,
     ledger: Option<Ledger>,
     // Shared by every clone, so attaching a ledger or changing a line never restarts the
     // rotation of a conversation.
@@ -121,6 +123,7 @@ impl Clone for PolicyInner {
             handoff_line: self.handoff_line.clone(),
             always_hand_off: self.always_hand_off,
             follow_up: self.follow_up,
+            silence: self.silence.clone(),
             ledger: self.ledger.clone(),
             rotation: Arc::clone(&self.rotation),
         }
@@ -139,6 +142,7 @@ impl Default for DegradationPolicy {
                 handoff_line: DEFAULT_HANDOFF_LINE.to_owned(),
                 always_hand_off: false,
                 follow_up: FollowUp::default(),
+                silence: SilenceTokens::none(),
                 ledger: None,
                 rotation: Arc::new(Mutex::new(HashMap::new())),
             }),
@@ -193,6 +197,32 @@ impl DegradationPolicy {
                 attempts: attempts.max(1),
             }
         })
+    }
+
+    /// The agent's silence tokens (none by default; `NO_REPLY` and `HEARTBEAT_OK` are the usual
+    /// examples): an answer that is only one of them is [`Reply::Silence`](crate::Reply::Silence)
+    /// at the boundary, and one inside an answer is cut before rendering, never shown (see
+    /// [`silence`](crate::silence)).
+    ///
+    /// ```
+    /// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::silence::SilenceTokens;
+    /// use mesh_egress::{AgentMessage, Attribution};
+    /// let policy = DegradationPolicy::default()
+    ///     .with_silence_tokens(SilenceTokens::new(["NO_REPLY"]).expect("a word"));
+    /// let attr = Attribution::new("digest", "c1", "r1");
+    /// let quiet = resolve(Mode::Proactive, &policy, Ok(AgentMessage::new("NO_REPLY", attr.clone())));
+    /// assert!(matches!(quiet, Reply::Silence));
+    /// let answer = resolve(Mode::Interactive, &policy, Ok(AgentMessage::new("Done. NO_REPLY", attr)));
+    /// assert_eq!(answer.message().map(|m| m.body().as_str()), Some("Done."));
+    /// ```
+    pub fn with_silence_tokens(self, tokens: SilenceTokens) -> Self {
+        self.edit(|p| p.silence = tokens)
+    }
+
+    /// The agent's silence tokens.
+    pub fn silence_tokens(&self) -> &SilenceTokens {
+        &self.inner.silence
     }
 
     /// Records every outcome of the plain [`resolve`](crate::degrade::resolve) on `ledger`.
@@ -256,6 +286,7 @@ impl fmt::Debug for DegradationPolicy {
             .field("handoff_to", &self.inner.handoff_to)
             .field("always_hand_off", &self.inner.always_hand_off)
             .field("follow_up", &self.inner.follow_up)
+            .field("silence_tokens", &self.inner.silence)
             .finish_non_exhaustive()
     }
 }

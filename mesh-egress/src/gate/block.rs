@@ -7,7 +7,7 @@ use crate::block::{Block, Checked, Unchecked};
 use crate::egress::{Attribution, EgressError};
 use crate::gate::decide::{Decision, decide, decide_rest, needs_judge};
 use crate::gate::evaluation::{GateBlocked, GateInput, GateVerdict};
-use crate::gate::finding::{Confidence, Finding};
+use crate::gate::finding::{Confidence, Finding, Rule};
 use crate::gate::judge::JudgeOutcome;
 use crate::gate::sanitise::strip;
 use crate::gate::{QualityGate, record};
@@ -157,6 +157,10 @@ impl QualityGate {
                 let text = block.text().to_owned();
                 (verdict, verdict.sends().then(|| block.into_checked(text)))
             }
+            // Tool-call markup mid-stream: what was delivered stays, the rest is Layer C's.
+            Decision::Strip if findings.iter().any(stops_the_stream) => {
+                (GateVerdict::Blocked { retryable: true }, None)
+            }
             Decision::Strip => {
                 let spans: Vec<Range<usize>> = findings
                     .iter()
@@ -189,6 +193,12 @@ impl QualityGate {
             attribution,
         }
     }
+}
+
+/// A finding that ends a streamed answer even though it could be cut out of a whole one: a
+/// tool call written as text (the model stopped answering to call a tool).
+fn stops_the_stream(finding: &Finding) -> bool {
+    finding.confidence() == Confidence::High && finding.rule() == Rule::ToolCallMarkup
 }
 
 /// The last `max` bytes of `text` (at a character boundary).

@@ -42,6 +42,27 @@ pub(crate) fn asks_about(rule: Rule, user_lower: &str) -> bool {
             "exception",
             "panic",
         ],
+        // Someone asking how tool calling is written is shown how it is written.
+        Rule::ToolCallMarkup => &[
+            "tool call",
+            "tool-call",
+            "tool_call",
+            "function call",
+            "function-call",
+            "tool use",
+            "chat template",
+            "tool parser",
+        ],
+        Rule::ToolTrace => &[
+            "tool trace",
+            "tool progress",
+            "action input",
+            "react agent",
+            "react format",
+            "react prompt",
+            "react loop",
+            "react-style",
+        ],
         _ => return false,
     };
     let question = user_lower.contains('?')

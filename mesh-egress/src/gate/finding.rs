@@ -80,6 +80,13 @@ pub enum Rule {
     ApologyOnly,
     /// A tone marker (condescension, self-description as "just an AI", shouting).
     ToneMarker,
+    /// Tool-call markup written as text: a text-protocol tool call (`<tool_call>{…}`,
+    /// `[TOOL_CALLS]`, `<|python_tag|>`, …; see [`TextToolFormat`](crate::model::TextToolFormat))
+    /// or a reply that is a bare function-call JSON object.
+    ToolCallMarkup,
+    /// An agent's tool-trace line: `🔧 exec: ls -la /srv/app`, `💻 terminal: "date"`, a ReAct
+    /// `Action:` / `Action Input:` pair.
+    ToolTrace,
 }
 
 impl Rule {
@@ -108,6 +115,8 @@ impl Rule {
             Self::RefusalOpener => "refusal.opener",
             Self::ApologyOnly => "refusal.apology_only",
             Self::ToneMarker => "tone.marker",
+            Self::ToolCallMarkup => "tool.call_markup",
+            Self::ToolTrace => "tool.trace",
         }
     }
 
@@ -119,13 +128,23 @@ impl Rule {
         }
     }
 
-    /// Whether a finding of this rule can be cut out of the message (a reasoning block), so
-    /// the rest may still be sent.
+    /// Whether a finding of this rule can be cut out of the message (a reasoning block, tool
+    /// markup, a tool-trace line), so the rest may still be sent.
     pub fn is_sanitisable(self) -> bool {
         matches!(
             self,
-            Self::ReasoningBlock | Self::ReasoningUnclosed | Self::ReasoningStrayClose
+            Self::ReasoningBlock
+                | Self::ReasoningUnclosed
+                | Self::ReasoningStrayClose
+                | Self::ToolCallMarkup
+                | Self::ToolTrace
         )
+    }
+
+    /// Whether the rule finds the agent's tool use written as text (markup or trace lines):
+    /// once cut out, the rest is sent only if it is a complete answer on its own.
+    pub fn is_tool_text(self) -> bool {
+        matches!(self, Self::ToolCallMarkup | Self::ToolTrace)
     }
 
     /// Whether the matched text is a secret, so it is never logged, judged or stored verbatim.

@@ -16,6 +16,7 @@ use crate::gate::rules::{
     APOLOGY_OPENERS, Check, DEFLECTIONS, TECHNICAL_WORDS, TRIGGERS, TagFamily,
 };
 use crate::gate::seams::Seams;
+use crate::gate::tool_markup;
 
 /// How far before a hit a confirming regex may start, and after it end (bytes).
 const WINDOW_BEFORE: usize = 200;
@@ -91,6 +92,15 @@ impl Heuristics {
                     regex: regex.clone(),
                 });
             }
+        }
+        for (literal, rule, check) in tool_markup::triggers() {
+            entries.push(Entry {
+                rule,
+                check,
+                word_start: literal.starts_with(|c: char| c.is_ascii_alphanumeric()),
+                literal: literal.to_owned(),
+                regex: None,
+            });
         }
         for canary in canaries {
             // The canary as written and as the projection reads it (the projection pass looks
@@ -195,7 +205,12 @@ impl Heuristics {
                 });
             }
         }
-        for Raw { finding, key } in found {
+        // A trace is a line, and the projection folds line breaks into spaces: read there, a
+        // trace line would run on into the answer below it. The source pass finds them.
+        for Raw { finding, key } in found
+            .into_iter()
+            .filter(|r| r.finding.rule() != Rule::ToolTrace)
+        {
             let span = projection.source_span(finding.span());
             raw.push(Raw {
                 finding: Finding::new(finding.rule(), span, text),
@@ -239,6 +254,8 @@ impl Heuristics {
                     None
                 }
                 Check::Credential(shape) => credential(text, m.range(), &entry.literal, shape),
+                Check::ToolMarkup => tool_markup::markup(text, m.start()),
+                Check::ToolTrace => tool_markup::trace_line(text, m.start()),
             };
             if let Some(span) = span {
                 raw.push(Raw {
@@ -261,6 +278,12 @@ impl Heuristics {
         let trimmed = text.trim();
         if trimmed.len() <= SHORT_REPLY {
             self.short_reply(text, trimmed, user_message, raw);
+        }
+        if let Some(span) = tool_markup::whole_reply(text) {
+            raw.push(Raw {
+                finding: Finding::new(Rule::ToolCallMarkup, span, text),
+                key: None,
+            });
         }
         if let Some(prompt) = &self.prompt
             && let Some(span) = prompt.find(text)

@@ -23,12 +23,13 @@
 //! |---|---|---|---|
 //! | none | — (not asked) | — | — → sent ([`GateVerdict::Pass`]) |
 //! | low only | sent | Layer C | sent, flagged for offline review |
-//! | high, all reasoning blocks | sent (the judge downgrades) | stripped, rest re-gated | stripped, rest re-gated, flagged |
+//! | high, all reasoning blocks, tool-call markup or tool-trace lines | sent (the judge downgrades) | stripped, rest re-gated | stripped, rest re-gated, flagged |
 //! | high, system-prompt echo, canary or credential | — (not asked) | — | — → Layer C, not retryable |
 //! | high, other | sent (the judge downgrades) | Layer C | Layer C |
 //!
 //! A stripped reply with nothing left, or whose rest still holds a high-confidence finding,
-//! goes to Layer C. The judge can only downgrade a high-confidence block; it never sees, and
+//! goes to Layer C; so does one whose tool markup or trace lines were cut and whose rest does
+//! not answer on its own (`Let me check the logs:` before the call it announced). The judge can only downgrade a high-confidence block; it never sees, and
 //! so never blocks, a reply no heuristic flagged. Its own failure is never a user-facing error.
 //!
 //! **Narrower than the specification, on purpose.** The specification lets the judge
@@ -46,8 +47,9 @@
 //! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
 //! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
 //! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
-//! A reasoning block stripped whole leaves a blank checked block (skipped; the stream goes
-//! on); a blocked block stops the stream.
+//! A reasoning block or a tool-trace line stripped whole leaves a blank checked block (skipped;
+//! the stream goes on); a blocked block stops the stream, and so does tool-call markup in a
+//! block (the model stopped answering to call a tool: what follows is not the answer).
 //!
 //! Findings and review flags go to the turn's ledger ([`LedgerRecord::Gate`]) and to a
 //! `tracing` event at target `mesh_egress::gate`, never with the candidate's text.
@@ -87,6 +89,7 @@ mod overlap;
 mod rules;
 mod sanitise;
 mod seams;
+mod tool_markup;
 
 use std::fmt;
 use std::ops::Range;
@@ -326,7 +329,14 @@ impl GateInner {
                     self.heuristics
                         .scan(&rest, input.user_message, input.canaries)
                 };
-                let verdict = decide_rest(&again, rest.trim().is_empty(), judge);
+                // Tool markup or traces cut out of an answer leave it standing only when what is
+                // left answers on its own (not "Let me check:" before the call it announced).
+                let cut_tool_text = findings
+                    .iter()
+                    .any(|f| f.confidence() == Confidence::High && f.rule().is_tool_text());
+                let nothing_left = rest.trim().is_empty()
+                    || (cut_tool_text && !tool_markup::is_complete_answer(&rest));
+                let verdict = decide_rest(&again, nothing_left, judge);
                 findings.extend(again);
                 let out = verdict
                     .sends()

@@ -56,6 +56,9 @@ pub(crate) struct PromptOverlap {
     ngrams: NgramSet,
     // Most candidate n-grams are not in the prompt; one bit test rejects them before the set.
     filter: Box<[u64]>,
+    // The prompt's words, as the same kind of one-hash filter: an n-gram of the prompt is n
+    // prompt words, so until n words in a row pass it no n-gram needs hashing or looking up.
+    vocabulary: Box<[u64]>,
     n: usize,
     window: usize,
     needed: usize,
@@ -67,11 +70,12 @@ impl PromptOverlap {
     pub(crate) fn new(prompt: &str, n: usize, threshold: f64) -> Option<Self> {
         let mut ngrams = NgramSet::default();
         let mut filter = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
+        let mut vocabulary = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
+        for_each_word(prompt, |word, _, _| set_bit(&mut vocabulary, word));
         let mut total = 0usize;
         for_each_ngram(prompt, n, |hash, _| {
             ngrams.insert(hash);
-            let bit = filter_bit(hash);
-            filter[bit / 64] |= 1 << (bit % 64);
+            set_bit(&mut filter, hash);
             total += 1;
         });
         if total == 0 {
@@ -88,6 +92,7 @@ impl PromptOverlap {
         Some(Self {
             ngrams,
             filter,
+            vocabulary,
             n,
             window,
             needed,
@@ -95,30 +100,12 @@ impl PromptOverlap {
     }
 
     fn contains(&self, hash: u64) -> bool {
-        let bit = filter_bit(hash);
-        self.filter[bit / 64] & (1 << (bit % 64)) != 0 && self.ngrams.contains(&hash)
+        has_bit(&self.filter, hash) && self.ngrams.contains(&hash)
     }
 
     /// The byte range of the densest overlapping region, if it reaches the threshold.
     pub(crate) fn find(&self, text: &str) -> Option<Range<usize>> {
-        let mask: u32 = if self.window >= 32 {
-            u32::MAX
-        } else {
-            (1u32 << self.window) - 1
-        };
-        let mut bits: u32 = 0;
-        let mut best = 0u32;
-        let mut best_end = 0usize; // index (in n-grams) of the window's last n-gram
-        let mut index = 0usize;
-        for_each_ngram(text, self.n, |hash, _| {
-            bits = ((bits << 1) | u32::from(self.contains(hash))) & mask;
-            let count = bits.count_ones();
-            if count > best {
-                best = count;
-                best_end = index;
-            }
-            index += 1;
-        });
+        let (best, best_end) = self.densest(text);
         if (best as usize) < self.needed {
             return None;
         }
@@ -137,6 +124,85 @@ impl PromptOverlap {
         });
         span
     }
+}
+
+impl PromptOverlap {
+    /// The most prompt n-grams in one window of the candidate's n-grams, and the index of the
+    /// window's last n-gram where that count is first reached.
+    ///
+    /// This is the hot pass over every candidate, so it hashes an n-gram only when the words
+    /// under it could all be the prompt's: a run of `n` words the vocabulary filter passes.
+    /// Clean prose shares short words with any prompt but seldom six in a row, so most words
+    /// cost one bit test; the counts are those of hashing every n-gram, since a prompt n-gram
+    /// never fails the filter.
+    fn densest(&self, text: &str) -> (u32, usize) {
+        let n = self.n.min(MAX_NGRAM);
+        if n == 0 {
+            return (0, 0);
+        }
+        let mask: u32 = if self.window >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.window) - 1
+        };
+        let mut ring = [0u64; MAX_NGRAM];
+        let mut slot = 0usize; // where the oldest of the last n words is, and the next goes
+        let mut seen = 0usize;
+        let mut run = 0usize; // the vocabulary words in a row, ending at the last word
+        let mut bits: u32 = 0;
+        let mut best = 0u32;
+        let mut best_end = 0usize;
+        let mut index = 0usize;
+        for_each_word(text, |word, _, _| {
+            ring[slot] = word;
+            slot += 1;
+            if slot == n {
+                slot = 0;
+            }
+            seen += 1;
+            run = if has_bit(&self.vocabulary, word) {
+                run + 1
+            } else {
+                0
+            };
+            if seen < n {
+                return;
+            }
+            let hit = run >= n && {
+                // The n-gram's hash, oldest word first: the rolling hash's value, built whole.
+                let rolling = (0..n).fold(0u64, |r, k| {
+                    r.wrapping_mul(ROLL_BASE).wrapping_add(ring[(slot + k) % n])
+                });
+                self.contains(mix_ngram(rolling))
+            };
+            bits = ((bits << 1) | u32::from(hit)) & mask;
+            // The count only grows when a hit comes in.
+            if hit {
+                let count = bits.count_ones();
+                if count > best {
+                    best = count;
+                    best_end = index;
+                }
+            }
+            index += 1;
+        });
+        (best, best_end)
+    }
+}
+
+fn set_bit(bitmap: &mut [u64], hash: u64) {
+    let bit = filter_bit(hash);
+    bitmap[bit / 64] |= 1 << (bit % 64);
+}
+
+fn has_bit(bitmap: &[u64], hash: u64) -> bool {
+    let bit = filter_bit(hash);
+    bitmap[bit / 64] & (1 << (bit % 64)) != 0
+}
+
+/// The n-gram hash from the rolling sum of its word hashes.
+fn mix_ngram(rolling: u64) -> u64 {
+    (rolling ^ (rolling >> 31)).wrapping_mul(ROLL_BASE)
 }
 
 fn filter_bit(hash: u64) -> usize {
@@ -163,9 +229,7 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     let mut slot = 0usize; // where the oldest word is, and the next one goes
     let mut seen = 0usize;
     let mut rolling = 0u64;
-    let mut emit = |word: u64, start: usize, end: usize| {
-        // Mix the word hash once more so similar words spread across the rolling sum.
-        let word = (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1;
+    for_each_word(text, |word, start, end| {
         if seen >= n {
             rolling = rolling.wrapping_sub(hashes[slot].wrapping_mul(top));
         }
@@ -178,9 +242,20 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
         }
         seen += 1;
         if seen >= n {
-            let mixed = (rolling ^ (rolling >> 31)).wrapping_mul(ROLL_BASE);
-            f(mixed, starts[slot]..end);
+            f(mix_ngram(rolling), starts[slot]..end);
         }
+    });
+}
+
+/// Calls `f(word hash, start, end)` for each word of `text`, in order. The hash is mixed once
+/// more after the word's bytes, so similar words spread across a rolling sum of them.
+fn for_each_word(text: &str, mut f: impl FnMut(u64, usize, usize)) {
+    let mut emit = |word: u64, start: usize, end: usize| {
+        f(
+            (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1,
+            start,
+            end,
+        );
     };
     let bytes = text.as_bytes();
     // Word bytes are packed eight to a u64 and multiplied in once per eight: the per-byte work
@@ -271,6 +346,48 @@ mod tests {
         let text = "Your shipment is with the warehouse team; invoices go out on Friday. \
                     Ask me anything else about shipments.";
         assert_eq!(check().find(text), None);
+    }
+
+    /// `densest` as it was: every n-gram hashed and looked up.
+    fn densest_by_every_ngram(check: &PromptOverlap, text: &str) -> (u32, usize) {
+        let mask = (1u32 << check.window) - 1;
+        let (mut bits, mut best, mut best_end, mut index) = (0u32, 0u32, 0usize, 0usize);
+        for_each_ngram(text, check.n, |hash, _| {
+            bits = ((bits << 1) | u32::from(check.contains(hash))) & mask;
+            if bits.count_ones() > best {
+                best = bits.count_ones();
+                best_end = index;
+            }
+            index += 1;
+        });
+        (best, best_end)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_vocabulary_shortcut_counts_what_hashing_every_ngram_counts(
+            pieces in proptest::collection::vec(0usize..6, 0..60),
+            n in 1usize..8,
+        ) {
+            // Prompt fragments of several lengths, prompt words out of order, other words.
+            let words: Vec<&str> = PROMPT.split_whitespace().collect();
+            let mut text = String::new();
+            for (i, piece) in pieces.iter().enumerate() {
+                let from = (i * 7) % words.len();
+                let fragment = match piece {
+                    0 => words[from..(from + 12).min(words.len())].join(" "),
+                    1 => words[from..(from + 5).min(words.len())].join(" "),
+                    2 => words.iter().rev().take(6).copied().collect::<Vec<_>>().join(" "),
+                    3 => "the shipment and the invoices for the team".to_owned(),
+                    4 => "Rotterdam cleared customs on Tuesday.".to_owned(),
+                    _ => "\n\n**Note:** see `ops`".to_owned(),
+                };
+                text.push_str(&fragment);
+                text.push(' ');
+            }
+            let check = PromptOverlap::new(PROMPT, n, DEFAULT_THRESHOLD).expect("long enough");
+            proptest::prop_assert_eq!(check.densest(&text), densest_by_every_ngram(&check, &text));
+        }
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub(crate) enum Check {
     Tag(TagFamily, bool),
     /// A credential shape.
     Credential(CredShape),
+    /// A text tool call's marker: it must open a call of its format
+    /// ([`tool_markup`](crate::gate::tool_markup)).
+    ToolMarkup,
+    /// A tool-trace line's trigger: it must start a trace line.
+    ToolTrace,
 }
 
 /// One literal the automaton looks for.
@@ -446,6 +451,9 @@ pub(crate) const TECHNICAL_WORDS: &[&str] = &[
     "<reasoning",
     "<scratchpad",
     "reasoning",
+    "tool call",
+    "tool_call",
+    "function call",
 ];
 
 /// Opening words of an apology.

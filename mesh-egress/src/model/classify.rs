@@ -115,7 +115,9 @@ pub struct Classification {
 /// `...PerMinute...` a rate limit, a limit of `0` no quota at all). Only when those say nothing
 /// do message phrases decide ("per day", "tokens per minute (TPM)", "exceeded your current
 /// quota", "credit balance is too low"), and never text inside a URL: Azure's and Groq's
-/// ordinary per-minute 429s carry `quotaincrease` and `settings/billing` links.
+/// ordinary per-minute 429s carry `quotaincrease` and `settings/billing` links. A provider's
+/// error document carried as the text of a gateway's message (Gemini's OpenAI-compatible
+/// endpoint) is read first, so its structured fields decide, not the prose around them.
 ///
 /// A provider's `x-should-retry` header, when present, overrides the retry verdict for HTTP
 /// failures, except for a request too large or a context overflow: the same request can never

@@ -46,6 +46,7 @@ mod sse;
 mod stream;
 mod stream_join;
 mod stream_router;
+pub(crate) mod tool_text;
 mod wire;
 
 use std::future::Future;
@@ -79,6 +80,7 @@ pub use stream::{
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};
 pub use stream_router::RoutedStream;
+pub use tool_text::{TextToolCallError, TextToolFormat, TextToolProblem, text_tool_format};
 pub use wire::{
     ChatMessage, ChatRequest, Completion, FunctionCall, FunctionDefinition, Role, ToolCall,
     ToolDefinition,

@@ -10,7 +10,8 @@ use reqwest::header::HeaderMap;
 use super::ModelConnector;
 use super::error::ModelError;
 use super::stream::ModelStream;
-use super::wire::{ChatMessage, ChatRequest, Completion, WireRequest, WireResponse, usable};
+use super::tool_text::{Inspected, inspect, repair_request, unrepaired};
+use super::wire::{ChatRequest, Completion, WireRequest, WireResponse, usable};
 
 mod stream;
 
@@ -29,10 +30,13 @@ pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 ///
 /// It maps status codes, error bodies, `Retry-After`/`x-should-retry` headers and transport
 /// errors to [`ModelError`], keeping the provider's text only inside the error (the internal
-/// cause). A tool call whose arguments are not valid JSON gets exactly one in-attempt repair:
-/// the request is re-sent with the model's reply and a correction; if that also fails to parse
-/// the call fails with a retryable `malformed_tool_call`. Dropping the future cancels the
-/// request.
+/// cause). A tool decision that cannot be read gets exactly one in-attempt repair: a
+/// structured call whose arguments are not valid JSON, or a text-protocol call (a model served
+/// without its tool parser writing `<tool_call>…` into its text, see
+/// [`text_tool_format`](super::text_tool_format)) when the request offered tools. The request
+/// is re-sent with the model's reply and a correction; if that also fails to parse the call
+/// fails with a retryable `malformed_tool_call`. A text-protocol call when the request offered
+/// no tools fails the attempt at once (retryable). Dropping the future cancels the request.
 ///
 /// Bodies are hostile input and are read incrementally under a cap, never buffered whole: a
 /// completion body over [`DEFAULT_MAX_COMPLETION_BODY`] (8 MiB, see
@@ -149,21 +153,32 @@ impl OpenAiCompatible {
         Ok(wire.into_completion(model))
     }
 
+    /// One attempt: the request, and the one in-attempt repair a tool decision that cannot be
+    /// read gets (a structured call whose arguments are not JSON, a text-protocol call; see
+    /// [`tool_text`](super::tool_text)).
     async fn complete_with_repair(
         &self,
         model: &str,
         request: &ChatRequest,
     ) -> Result<Completion, ModelError> {
         let first = self.post(model, request).await?;
-        if !has_malformed_tool_call(&first) {
-            return usable(Ok(first));
+        let (broken, correction) = match inspect(first, request) {
+            Inspected::Usable(completion) => return usable(Ok(completion)),
+            Inspected::Failed(error) => return Err(error),
+            Inspected::Repair {
+                completion,
+                correction,
+            } => (completion, correction),
+        };
+        let second = self
+            .post(model, &repair_request(request, &broken, &correction))
+            .await?;
+        match inspect(second, request) {
+            Inspected::Usable(completion) => usable(Ok(completion)),
+            Inspected::Failed(error) => Err(error),
+            // Never a second repair.
+            Inspected::Repair { correction, .. } => Err(unrepaired(&correction)),
         }
-        let second = self.post(model, &repair_request(request, &first)).await?;
-        // Never a second repair.
-        if has_malformed_tool_call(&second) {
-            return Err(ModelError::malformed_tool_call());
-        }
-        usable(Ok(second))
     }
 }
 
@@ -198,37 +213,6 @@ impl fmt::Debug for OpenAiCompatible {
             .field("max_error_body", &self.max_error_body)
             .finish_non_exhaustive()
     }
-}
-
-fn has_malformed_tool_call(completion: &Completion) -> bool {
-    completion
-        .tool_calls
-        .iter()
-        .any(|call| call.parsed_arguments().is_err())
-}
-
-/// The original request plus the model's broken reply and a correction.
-fn repair_request(request: &ChatRequest, broken: &Completion) -> ChatRequest {
-    let calls: Vec<String> = broken
-        .tool_calls
-        .iter()
-        .map(|c| format!("{}({})", c.function.name, c.function.arguments))
-        .collect();
-    let mut repaired = request.clone();
-    repaired.messages.push(ChatMessage::assistant(format!(
-        "{}Tool call: {}",
-        broken
-            .content
-            .as_deref()
-            .map(|c| format!("{c}\n"))
-            .unwrap_or_default(),
-        calls.join(", ")
-    )));
-    repaired.messages.push(ChatMessage::user(
-        "Your tool call arguments were not valid JSON. Make the same tool call again, with \
-         arguments that are one valid JSON object and nothing else.",
-    ));
-    repaired
 }
 
 fn transport_error(error: reqwest::Error) -> ModelError {

@@ -13,10 +13,16 @@
 //!   vllm-project/vllm#20409); OpenRouter through some gateways: a bare `{"message": ...}`;
 //! - TGI and Ollama: `{"error": "text"}` (huggingface/llm-vscode#94, nano-step/nano-brain#208);
 //! - Mistral's 422: a `message` that is itself an object (editor-code-assistant/eca#231);
-//! - HTML from a CDN in front of the provider (n3d1117/chatgpt-telegram-bot#637).
+//! - HTML from a CDN in front of the provider (n3d1117/chatgpt-telegram-bot#637);
+//! - Gemini's OpenAI-compatible endpoint: an OpenAI-shaped body whose `error.message` is the
+//!   native Google document, pretty-printed, as a string (RooCodeInc/Roo-Code#3883). The
+//!   document inside is read like a body of its own and its fields win over the wrapper's
+//!   (the wrapper's `code` and `status` are generic; the document's `details` say which quota).
 //!
 //! The body is read only as deep as these shapes go: nothing here recurses on the body's
-//! nesting, and every text kept is truncated.
+//! nesting, a document inside a message is read only when it is small
+//! ([`MAX_NESTED_DOCUMENT`] bytes) and at most [`MAX_NESTED_DEPTH`] levels down, by a loop, and
+//! every text kept is truncated.
 
 use std::time::{Duration, SystemTime};
 
@@ -27,6 +33,13 @@ use crate::retry::{parse_duration_text, parse_retry_after, parse_wait_in_text};
 
 /// Provider error text kept for the internal cause, at most (bytes).
 pub(crate) const MAX_PROVIDER_TEXT: usize = 2048;
+
+/// The largest error document read from inside a message (bytes): a real one is a few KiB.
+pub(crate) const MAX_NESTED_DOCUMENT: usize = 64 * 1024;
+
+/// How many error documents inside messages are read, one inside the next: one gateway
+/// wrapping a provider is the shape seen; two leaves room for a proxy in front of it.
+pub(crate) const MAX_NESTED_DEPTH: usize = 2;
 
 impl ModelError {
     /// The error a provider's non-success response describes: HTTP `status`, its headers
@@ -112,6 +125,20 @@ impl ParsedBody {
                 ..Self::default()
             };
         };
+        let mut parsed = Self::of_document(value);
+        // A gateway in front of a provider may put the provider's whole error document, as a
+        // string, in its own message. Read inside it, a bounded number of levels, by a loop.
+        for _ in 0..MAX_NESTED_DEPTH {
+            let Some(inner) = parsed.message.as_deref().and_then(nested_document) else {
+                break;
+            };
+            parsed = Self::of_document(inner).or(parsed);
+        }
+        parsed
+    }
+
+    /// The fields of one parsed error document.
+    fn of_document(value: Value) -> Self {
         // Google sometimes wraps the error object in a one-element array.
         let value = match value {
             Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
@@ -139,6 +166,19 @@ impl ParsedBody {
             parsed.read_google_details(details);
         }
         parsed
+    }
+
+    /// Each field of `self`, else `outer`'s: a document read from inside `outer`'s message is
+    /// the more specific of the two.
+    fn or(self, outer: Self) -> Self {
+        Self {
+            message: self.message.or(outer.message),
+            code: self.code.or(outer.code),
+            error_type: self.error_type.or(outer.error_type),
+            status: self.status.or(outer.status),
+            quota: self.quota.or(outer.quota),
+            retry_delay: self.retry_delay.or(outer.retry_delay),
+        }
     }
 
     /// Google's `details`: `QuotaFailure` violations, `ErrorInfo` quota metadata, `RetryInfo`.
@@ -181,6 +221,27 @@ impl ParsedBody {
         }
         self.quota = quota;
     }
+}
+
+/// The error document a message holds as its whole text (`{"error": ...}`, or Google's
+/// one-element array of it), if it is small enough to read; any other text, JSON or not, is
+/// a message.
+fn nested_document(message: &str) -> Option<Value> {
+    let text = message.trim();
+    if text.len() > MAX_NESTED_DOCUMENT || !(text.starts_with('{') || text.starts_with('[')) {
+        return None;
+    }
+    // serde_json bounds its own nesting (128 levels) and fails past it: then it is text.
+    let value: Value = serde_json::from_str(text).ok()?;
+    let document = match &value {
+        Value::Array(items) => items.first()?,
+        other => other,
+    };
+    matches!(
+        document.get("error"),
+        Some(Value::Object(_) | Value::String(_))
+    )
+    .then_some(value)
 }
 
 /// The window a Google quota id names (`GenerateRequestsPerDayPerProjectPerModel-FreeTier`,
@@ -347,6 +408,76 @@ mod tests {
             "{}",
         );
         assert_eq!(reset.retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    /// `document` as the string in an OpenAI-shaped wrapper's `error.message`.
+    fn wrapped(document: &str) -> String {
+        serde_json::json!({"error": {"message": document, "code": 429, "status": "Too Many Requests"}})
+            .to_string()
+    }
+
+    #[test]
+    fn an_error_document_inside_a_message_is_read_and_wins_over_the_wrapper() {
+        let native = r#"{"error":{"code":429,"message":"You exceeded your current quota.",
+            "status":"RESOURCE_EXHAUSTED","details":[
+            {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[
+              {"quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaValue":"250000"}]},
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}"#;
+        let error = read(429, &[], &wrapped(&format!("{native}\n")));
+        assert_eq!(error.provider_status(), Some("RESOURCE_EXHAUSTED"));
+        assert_eq!(
+            error.provider_message(),
+            Some("You exceeded your current quota.")
+        );
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(26)));
+        let quota = error.quota_failure().expect("quota");
+        assert_eq!(quota.window, Some(QuotaWindow::PerMinute));
+        // Google's array form inside the message too.
+        let array = read(429, &[], &wrapped(&format!("[{native}]")));
+        assert_eq!(array.retry_after(), Some(Duration::from_secs(26)));
+    }
+
+    #[test]
+    fn json_in_a_message_that_is_not_an_error_document_stays_the_message() {
+        let error = read(422, &[], &wrapped(r#"{"detail":[{"loc":["body"]}]}"#));
+        assert_eq!(
+            error.provider_message(),
+            Some(r#"{"detail":[{"loc":["body"]}]}"#)
+        );
+        assert_eq!(error.provider_status(), Some("Too Many Requests"));
+    }
+
+    #[test]
+    fn nested_documents_are_read_only_to_their_depth_and_size() {
+        // Each level wraps the one below as its message; the innermost names a 7 s wait.
+        let mut document = r#"{"error":{"message":"innermost","details":[
+            {"@type":"google.rpc.RetryInfo","retryDelay":"7s"}]}}"#
+            .to_owned();
+        for _ in 0..MAX_NESTED_DEPTH {
+            document = wrapped(&document);
+        }
+        assert_eq!(
+            read(429, &[], &document).retry_after(),
+            Some(Duration::from_secs(7)),
+            "{MAX_NESTED_DEPTH} levels are read"
+        );
+        let deeper = wrapped(&document);
+        let error = read(429, &[], &deeper);
+        assert_eq!(error.retry_after(), None, "one level more is not");
+        assert!(error.provider_message().is_some_and(|m| m.starts_with('{')));
+        // A document past the size cap is text, whatever it holds.
+        let padding = "x".repeat(MAX_NESTED_DOCUMENT);
+        let big = format!(
+            r#"{{"error":{{"message":"{padding}","details":[{{"@type":"google.rpc.RetryInfo","retryDelay":"7s"}}]}}}}"#
+        );
+        assert_eq!(read(429, &[], &wrapped(&big)).retry_after(), None);
+        // Attacker nesting inside a message is refused by the parser's own bound, not a panic.
+        let hostile = format!(r#"{{"error":{}{}}}"#, "[".repeat(5_000), "]".repeat(5_000));
+        let error = read(429, &[], &wrapped(&hostile));
+        assert_eq!(
+            error.provider_message().map(str::len),
+            Some(MAX_PROVIDER_TEXT)
+        );
     }
 
     #[test]

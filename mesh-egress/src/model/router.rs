@@ -17,7 +17,8 @@ use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
 use super::route::{FallbackReason, Route};
-use super::wire::{ChatRequest, Completion, usable};
+use super::tool_text::settle;
+use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
@@ -35,7 +36,9 @@ use crate::turn::{StopReason, Turn};
 /// - a timed-out attempt abandons the route at once when a later route exists (reason
 ///   `attempt_timeout`, or `route_budget_spent` when the share ran out first), and is retried
 ///   like any retryable failure on the last route;
-/// - other retryable failures (429, 5xx, resets, empty completions) retry the same route after a
+/// - other retryable failures (429, 5xx, resets, empty completions, a tool call written as text
+///   when the request offered no tools, see [`text_tool_format`](super::text_tool_format))
+///   retry the same route after a
 ///   backoff (see [`RetryConfig`]); if the wait would outlast the route's share the next route
 ///   starts at once (`route_budget_spent`), or recovery ends when there is none;
 /// - when the attempts on a route are spent the next route starts (`retries_exhausted`);
@@ -163,7 +166,7 @@ impl<C: ModelConnector> Router<C> {
             self.connector.complete(&self.routes[0].model, request)
         ));
         let first = poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
-        let first = match first.map(usable) {
+        let first = match first.map(|result| settle(result, request)) {
             Poll::Ready(Ok(completion)) => {
                 self.record_first_answer(turn, start);
                 return Ok(completion);
@@ -297,7 +300,9 @@ impl<C: ModelConnector> Router<C> {
                 }
             };
             let outcome = match result {
-                Ok(result) => match usable(result) {
+                // Empty, or a tool decision that cannot be used (a text-protocol call with no
+                // tools offered): a failed attempt like any other.
+                Ok(result) => match settle(result, request) {
                     Ok(completion) => Outcome::Answered(completion),
                     Err(error) => Outcome::Failed(error),
                 },

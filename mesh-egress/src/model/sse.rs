@@ -4,19 +4,37 @@
 //! The wire format is the one the OpenAI API reference documents for streamed chat
 //! completions (platform.openai.com/docs/api-reference/chat-streaming): each event is
 //! `data: {chat.completion.chunk JSON}` followed by a blank line, the last one is
-//! `data: [DONE]`. Surprises seen in the field, each handled here:
+//! `data: [DONE]`. The bytes are read by the rules of the WHATWG HTML standard, "Parsing an
+//! event stream" (html.spec.whatwg.org/multipage/server-sent-events.html), in full:
 //!
-//! - keep-alive comments (`: ping`, `: OPENROUTER PROCESSING`) between events
-//!   (openrouter.ai/docs/api-reference/streaming), which are not chunks and reset nothing;
-//! - an error arriving inside a 200 stream, as `data: {"error": {...}}` (OpenAI, OpenRouter:
-//!   "errors mid-stream are sent as an SSE event with an error field and
-//!   `finish_reason: "error"`") or as `event: error` then `data: {...}` (Anthropic-style
-//!   gateways): classified like the error body of a failed response;
-//! - `\r\n` line endings, and lines split anywhere across TCP reads.
+//! - the stream is UTF-8; one leading byte order mark is dropped, even split across reads;
+//!   invalid sequences decode to U+FFFD (the standard's "UTF-8 decode"), so a stray byte in
+//!   a delta is one replacement character, not a failed answer;
+//! - a line ends in CRLF, LF or CR, alone; a CR that ends one read and an LF that starts the
+//!   next are one CRLF, not a line end and a blank line;
+//! - a blank line dispatches the event; a line starting with `:` is a comment (keep-alives:
+//!   `: ping`, `: OPENROUTER PROCESSING`, openrouter.ai/docs/api-reference/streaming);
+//! - `field:value` with at most one space dropped after the colon, a line without a colon is
+//!   a field with an empty value; `data` lines are joined with LF; `event` names the event;
+//!   `id` and `retry` only matter to a client that reconnects and resumes, which a completion
+//!   cannot do, so they are ignored like unknown fields;
+//! - an event without a `data` line is not dispatched, and a partial event at the end of the
+//!   stream is dropped.
+//!
+//! What the fields mean here: an error arriving inside a 200 stream, as
+//! `data: {"error": {...}}` (OpenAI, OpenRouter: "errors mid-stream are sent as an SSE event
+//! with an error field and `finish_reason: "error"`") or as `event: error` then `data: {...}`
+//! (Anthropic-style gateways), is classified like the error body of a failed response.
 //!
 //! Hostile input is bounded: one line (and one event's data) is at most `max_line` bytes, the
 //! whole stream at most `max_total`; past either the stream fails with a typed error. A chunk
 //! that is not valid JSON is a retryable `invalid_response`, never a panic.
+//!
+//! Why not a crate: `eventsource-stream` and `sse-stream` both implement these rules over a
+//! `Stream` of buffers, but neither bounds a line or an event (a provider that never sends a
+//! line end grows their buffer until the whole-stream cap), and `eventsource-stream` holds a
+//! CR that ends a read until the next byte arrives, so a CR-only stream's last event waits
+//! for bytes that never come.
 
 use std::time::SystemTime;
 
@@ -28,6 +46,9 @@ use super::stream::{StreamChunk, ToolCallDelta};
 /// The longest SSE line (and one event's data) read by default: 1 MiB, far above any real
 /// chunk (a whole tool call's arguments in one chunk included).
 pub const DEFAULT_MAX_SSE_LINE: usize = 1024 * 1024;
+
+/// The UTF-8 byte order mark, dropped once at the start of a stream.
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
 
 /// One event of the stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +65,15 @@ pub enum SseEvent {
     Done,
 }
 
+/// Where the decoder is in the stream's first bytes: a byte order mark is dropped only there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// This many bytes of a byte order mark have been seen, and nothing else yet.
+    Bom(usize),
+    /// Past the start: every byte is the stream's.
+    Body,
+}
+
 /// An incremental, bounded server-sent-events decoder: feed it bytes as they arrive, in any
 /// split, and it hands back whole events.
 ///
@@ -52,16 +82,20 @@ pub enum SseEvent {
 /// let mut decoder = SseDecoder::new(1024, 1 << 20);
 /// let mut events = Vec::new();
 /// decoder.feed(b": ping\n\ndata: {\"a\"", &mut events).unwrap();
-/// decoder.feed(b":1}\r\n\r\ndata: [DONE]\n\n", &mut events).unwrap();
+/// decoder.feed(b":1}\r\n\r\ndata: [DONE]\r\r", &mut events).unwrap();
 /// assert_eq!(events[0], SseEvent::Data { data: "{\"a\":1}".into(), error: false });
 /// assert_eq!(events[1], SseEvent::Done);
 /// ```
 #[derive(Debug)]
 pub struct SseDecoder {
+    /// The start of a line whose end has not arrived yet.
     line: Vec<u8>,
     data: String,
     has_data: bool,
     error_event: bool,
+    /// The last byte fed was a CR: an LF at the start of the next read completes its CRLF.
+    after_cr: bool,
+    start: Start,
     max_line: usize,
     max_total: usize,
     total: usize,
@@ -75,6 +109,8 @@ impl SseDecoder {
             data: String::new(),
             has_data: false,
             error_event: false,
+            after_cr: false,
+            start: Start::Bom(0),
             max_line,
             max_total,
             total: 0,
@@ -87,16 +123,34 @@ impl SseDecoder {
     }
 
     /// Decodes `bytes`, appending every event they complete to `out`. Fails with
-    /// `ResponseTooLarge` past the total cap and `InvalidResponse` for a line past its cap or
-    /// a line that is not UTF-8.
+    /// `ResponseTooLarge` past the total cap and `InvalidResponse` for a line (or an event's
+    /// data) past its cap.
     pub fn feed(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
         self.total = self.total.saturating_add(bytes.len());
         if self.total > self.max_total {
             return Err(ModelError::response_too_large(self.max_total));
         }
-        while let Some(at) = bytes.iter().position(|&b| b == b'\n') {
-            let (head, rest) = bytes.split_at(at);
-            bytes = &rest[1..];
+        bytes = self.skip_bom(bytes);
+        if bytes.is_empty() {
+            // An empty read settles nothing: a CR before it still waits for its LF.
+            return Ok(());
+        }
+        if std::mem::take(&mut self.after_cr)
+            && let Some(rest) = bytes.strip_prefix(b"\n")
+        {
+            bytes = rest;
+        }
+        while let Some(at) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let head = &bytes[..at];
+            let mut rest = &bytes[at + 1..];
+            if bytes[at] == b'\r' {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+            bytes = rest;
             if self.line.is_empty() {
                 self.check_line(head.len())?;
                 self.line_done(head, out)?;
@@ -115,6 +169,29 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// Drops the byte order mark's bytes at the start of the stream, however the reads split
+    /// it; bytes that turn out not to be one are handed back to the first line.
+    fn skip_bom<'a>(&mut self, mut bytes: &'a [u8]) -> &'a [u8] {
+        while let Start::Bom(seen) = self.start {
+            let Some(&byte) = bytes.first() else {
+                break;
+            };
+            if byte == BOM[seen] {
+                bytes = &bytes[1..];
+                self.start = if seen + 1 == BOM.len() {
+                    Start::Body
+                } else {
+                    Start::Bom(seen + 1)
+                };
+            } else {
+                // At most two bytes, so no line cap can be passed by them.
+                self.line.extend_from_slice(&BOM[..seen]);
+                self.start = Start::Body;
+            }
+        }
+        bytes
+    }
+
     fn check_line(&self, len: usize) -> Result<(), ModelError> {
         if len > self.max_line {
             return Err(ModelError::invalid_response(format!(
@@ -126,7 +203,6 @@ impl SseDecoder {
     }
 
     fn line_done(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
@@ -144,16 +220,19 @@ impl SseDecoder {
         };
         match field {
             b"data" => {
-                let value = std::str::from_utf8(value).map_err(ModelError::invalid_response)?;
                 if self.has_data {
                     self.data.push('\n');
                 }
                 self.has_data = true;
-                self.data.push_str(value);
+                match std::str::from_utf8(value) {
+                    Ok(value) => self.data.push_str(value),
+                    Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
+                }
                 self.check_line(self.data.len())?;
             }
             b"event" => self.error_event = value == b"error",
-            // `id`, `retry` and unknown fields mean nothing for a completion.
+            // `id` and `retry` serve a client that reconnects and resumes; a completion
+            // cannot be resumed, so they mean nothing here, like unknown fields.
             _ => {}
         }
         Ok(())

@@ -6,6 +6,11 @@
 //! delivered text (with it as the assistant's prefix on a route declared
 //! [`with_prefill`](super::Route::with_prefill), asked afresh otherwise) and only what follows
 //! it is yielded; with no later route the stream ends with an [`EgressError`] for Layer C.
+//!
+//! An attempt whose text is the whole answer holds its head back until it shows whether the
+//! reply opens with a text-protocol tool call ([`text_tool_format`](super::text_tool_format)):
+//! such an attempt fails (`malformed_tool_call`) before a word is yielded, or, when the request
+//! offered tools, yields no text and its call is read into [`RoutedStream::tool_calls`].
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -20,8 +25,9 @@ use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
 use super::route::{FallbackReason, RecoveryError};
 use super::router::{Router, saturating_after};
-use super::stream::{ModelStream, ToolCallAssembler};
+use super::stream::{ModelStream, ToolCallAssembler, ToolCallDelta};
 use super::stream_join::{JoinMode, Joined, Joiner};
+use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
 use crate::ledger::{AttemptRecord, StreamReport};
@@ -268,6 +274,9 @@ struct Attempt {
     first_by: Bound,
     last_content: Option<Instant>,
     joiner: Option<Joiner>,
+    /// The head check of an attempt whose text is the whole answer (nothing was held before
+    /// it): a reply that opens with a text tool call fails before anything is shown.
+    head: Option<HeadCheck>,
 }
 
 /// An attempt whose stream is being opened.
@@ -408,6 +417,7 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
             first_bound: opening.first_bound,
             first_by: opening.first_by,
             last_content: None,
+            head: opening.joiner.is_none().then(HeadCheck::new),
             joiner: opening.joiner,
         });
         Ok(())
@@ -527,6 +537,34 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                 if chunk.text.is_empty() {
                     return Read::Nothing;
                 }
+                if let Some(head) = attempt.head.as_mut() {
+                    return match head.push(&chunk.text) {
+                        HeadStep::Hold => Read::Nothing,
+                        HeadStep::Show(text) => {
+                            attempt.head = None;
+                            if text.is_empty() {
+                                Read::Nothing
+                            } else {
+                                Read::Text(text)
+                            }
+                        }
+                        // Markup the person's own message holds is quoted back: an answer.
+                        HeadStep::Call(_) if quoted_by_user(head.held(), recovery.request) => {
+                            let text = head.release();
+                            attempt.head = None;
+                            Read::Text(text)
+                        }
+                        // With tools offered the call is read at the end; without, the attempt
+                        // fails now, before anything was shown.
+                        HeadStep::Call(format) if recovery.request.tools.is_empty() => {
+                            match read_streamed(head.held(), format, recovery.request) {
+                                Err(error) => Read::Ended(End::Failed(error)),
+                                Ok(_) => Read::Nothing,
+                            }
+                        }
+                        HeadStep::Call(_) => Read::Nothing,
+                    };
+                }
                 match attempt.joiner.as_mut().map(|j| j.push(&chunk.text)) {
                     None => Read::Text(chunk.text),
                     Some(Joined::Text(text)) if text.is_empty() => Read::Nothing,
@@ -538,11 +576,45 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
             None if attempt.last_content.is_none() => {
                 Read::Ended(End::Failed(ModelError::empty_completion()))
             }
-            None => match attempt.joiner.as_mut().map(Joiner::finish) {
-                None => Read::Clean(String::new()),
-                Some(Joined::Text(rest)) => Read::Clean(rest),
-                Some(Joined::Unjoinable) => Read::Ended(End::Unjoinable),
-            },
+            None => {
+                if let Some(mut head) = attempt.head.take() {
+                    return match head.finish() {
+                        HeadStep::Show(rest) => Read::Clean(rest),
+                        HeadStep::Call(_) if quoted_by_user(head.held(), recovery.request) => {
+                            Read::Clean(head.release())
+                        }
+                        HeadStep::Call(format) => {
+                            match read_streamed(head.held(), format, recovery.request) {
+                                Ok((preface, calls)) => {
+                                    self.push_text_calls(calls);
+                                    Read::Clean(preface.unwrap_or_default())
+                                }
+                                Err(error) => Read::Ended(End::Failed(error)),
+                            }
+                        }
+                        HeadStep::Hold => Read::Clean(String::new()),
+                    };
+                }
+                match attempt.joiner.as_mut().map(Joiner::finish) {
+                    None => Read::Clean(String::new()),
+                    Some(Joined::Text(rest)) => Read::Clean(rest),
+                    Some(Joined::Unjoinable) => Read::Ended(End::Unjoinable),
+                }
+            }
+        }
+    }
+
+    /// Adds the calls read from a text tool call to the stream's tool calls, after any it
+    /// streamed as structured fragments.
+    fn push_text_calls(&mut self, calls: Vec<ToolCall>) {
+        let first = u32::try_from(self.tool_calls.calls().len()).unwrap_or(u32::MAX);
+        for (call, index) in calls.into_iter().zip(first..) {
+            self.tool_calls.push(&ToolCallDelta {
+                index,
+                id: Some(call.id),
+                name: Some(call.function.name),
+                arguments: call.function.arguments,
+            });
         }
     }
 

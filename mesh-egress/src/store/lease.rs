@@ -145,13 +145,14 @@ fn local_deadline(started: Instant, expires_ms: i64, now_ms: i64) -> Instant {
         .unwrap_or(started)
 }
 
-/// A lease the database granted, held until `deadline` on this process's clock.
-fn lease(conversation: &str, holder: &str, token: i64, deadline: Instant) -> Lease {
+/// A lease the database granted for `ttl`, held until `deadline` on this process's clock.
+fn lease(conversation: &str, holder: &str, token: i64, deadline: Instant, ttl: Duration) -> Lease {
     let fence = Arc::new(Fence::new(
         conversation.to_owned(),
         holder.to_owned(),
         token,
         deadline,
+        ttl,
     ));
     Lease {
         ownership: Ownership::leased(Arc::clone(&fence)),
@@ -197,6 +198,7 @@ impl Store {
             holder,
             token,
             local_deadline(started, expires_ms, now_ms),
+            ttl,
         ))
     }
 
@@ -238,6 +240,7 @@ impl Store {
                 holder,
                 token,
                 local_deadline(started, expires_ms, now_ms),
+                ttl,
             )
         }))
     }
@@ -335,7 +338,7 @@ impl Store {
         });
         match renewed {
             Some((expires_ms, now_ms)) => {
-                fence.extend_to(local_deadline(started, expires_ms, now_ms));
+                fence.extend_to(local_deadline(started, expires_ms, now_ms), ttl);
                 Ok(())
             }
             None => {
@@ -384,14 +387,23 @@ mod tests {
         let deadline = local_deadline(started, 1_030_000, 1_000_000);
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(deadline, started + Duration::from_secs(30));
-        let fence = Arc::new(Fence::new("c".into(), "w".into(), 1, deadline));
+        let fence = Arc::new(Fence::new(
+            "c".into(),
+            "w".into(),
+            1,
+            deadline,
+            Duration::from_secs(30),
+        ));
         let ownership = Ownership::leased(Arc::clone(&fence));
         tokio::time::advance(Duration::from_millis(29_994)).await;
         assert!(ownership.is_held());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(!ownership.is_held(), "held at the deadline itself");
         // A renewal moves the deadline and the same ownership holds again...
-        fence.extend_to(Instant::now() + Duration::from_secs(1));
+        fence.extend_to(
+            Instant::now() + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert!(ownership.is_held());
         // ...until it is revoked, whatever the deadline.
         ownership.revoke();

@@ -19,6 +19,6 @@ mod step_http;
 pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};
 pub use chat_stream::{FakeStream, ReceivedCall, ReceivedDraft};
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
-pub use scripted::{Call, ScriptedConnector, Step};
+pub use scripted::{Call, ScriptedConnector, SseLineEnding, Step};
 
 pub(crate) use loopback::serve_http1;

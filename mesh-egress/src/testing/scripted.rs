@@ -30,6 +30,37 @@ pub(super) struct StreamScript {
     pub(super) delay: Duration,
     pub(super) fault: Option<(usize, Fault)>,
     pub(super) keep_alive: bool,
+    pub(super) line_ending: SseLineEnding,
+}
+
+/// How the [`FakeProvider`](super::FakeProvider) ends the lines of a scripted stream's
+/// server-sent events: the WHATWG standard allows all three, and gateways send each.
+///
+/// ```
+/// use mesh_egress::testing::{SseLineEnding, Step};
+/// let step = Step::chunks(["a", "b"]).line_ending(SseLineEnding::Cr);
+/// # let _ = step;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SseLineEnding {
+    /// `\n`, as OpenAI sends them.
+    #[default]
+    Lf,
+    /// `\r\n`.
+    CrLf,
+    /// A lone `\r`.
+    Cr,
+}
+
+impl SseLineEnding {
+    /// The bytes that end a line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lf => "\n",
+            Self::CrLf => "\r\n",
+            Self::Cr => "\r",
+        }
+    }
 }
 
 /// What breaks a scripted stream.
@@ -172,6 +203,7 @@ impl Step {
             delay: Duration::ZERO,
             fault: None,
             keep_alive: false,
+            line_ending: SseLineEnding::Lf,
         }))
     }
 
@@ -216,6 +248,12 @@ impl Step {
     /// nothing to send: comments never reach a connector's caller).
     pub fn keep_alive(self) -> Self {
         self.edit_stream(|s| s.keep_alive = true)
+    }
+
+    /// Over HTTP, ends every line of the stream's events with `ending` (in memory there are
+    /// no lines, so nothing changes).
+    pub fn line_ending(self, ending: SseLineEnding) -> Self {
+        self.edit_stream(|s| s.line_ending = ending)
     }
 
     async fn play(self, model: &str) -> Result<Completion, ModelError> {

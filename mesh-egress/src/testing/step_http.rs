@@ -6,7 +6,7 @@ use std::time::Duration;
 use hyper::body::Bytes;
 
 use super::fake_provider::{Drip, FakeResponse};
-use super::scripted::{Action, Fault, Step, StreamScript};
+use super::scripted::{Action, Fault, SseLineEnding, Step, StreamScript};
 use crate::model::{Completion, ModelError, ModelErrorKind};
 
 impl From<Step> for FakeResponse {
@@ -21,7 +21,7 @@ impl From<Step> for FakeResponse {
     /// | a transport timeout, a stall | a request never answered |
     /// | an empty completion, an undecodable body, a malformed tool call | that body (the connector makes its one repair request for the tool call, which plays the next response) |
     /// | a response too large | a 200 body of 16 MiB filler, above the default cap |
-    /// | a stream ([`Step::chunks`]) | a 200 `text/event-stream` body, one `data:` event per chunk after each delay, then the fault or the finish chunk and `data: [DONE]` |
+    /// | a stream ([`Step::chunks`]) | a 200 `text/event-stream` body, one `data:` event per chunk after each delay, then the fault or the finish chunk and `data: [DONE]`, lines ended as [`Step::line_ending`] says |
     ///
     /// ```
     /// use mesh_egress::testing::{FakeProvider, Step};
@@ -90,14 +90,21 @@ fn failure_response(error: &ModelError) -> FakeResponse {
 /// (platform.openai.com/docs/api-reference/chat-streaming): `data: {chat.completion.chunk}`
 /// and a blank line per event, the first delta carrying the role, a last chunk with an empty
 /// delta and the finish reason, then `data: [DONE]`. Each event is sent in two frames split
-/// mid-line, so the client's decoder always meets a line cut across reads.
+/// mid-line, so the client's decoder always meets a line cut across reads; lines end in `\n`
+/// unless the script names another [`SseLineEnding`].
 fn sse_response(script: &StreamScript) -> FakeResponse {
     let mut pieces = Vec::new();
+    let ending = script.line_ending;
     let mut event = |delay: Duration, text: String, keep_alive: bool| {
+        // The events below are written with `\n`; the script's line ending replaces it.
+        let text = match ending {
+            SseLineEnding::Lf => text,
+            _ => text.replace('\n', ending.as_str()),
+        };
         if keep_alive {
             pieces.push(Drip::Bytes {
                 delay,
-                bytes: Bytes::from_static(b": ping\n\n"),
+                bytes: Bytes::from(format!(": ping{0}{0}", ending.as_str())),
             });
         }
         let delay = if keep_alive { Duration::ZERO } else { delay };

@@ -146,6 +146,14 @@ impl Worker {
         let rendered = match result {
             Ok(answer) => match resolve_in(&turn, mode, &self.policy, Ok(answer)) {
                 Reply::Answer(answer) => render_for(channel, answer),
+                // The agent answered with one of its silence tokens: it chose to say nothing,
+                // and the promise is kept with nothing sent.
+                Reply::Silence => {
+                    let ended = store
+                        .end_commitment(claim, CommitmentEnd::Fulfilled)
+                        .await?;
+                    return Ok(if ended { Kept::Fulfilled } else { Kept::Lost });
+                }
                 // `resolve_in` passes an answer through; nothing else can come back.
                 _ => return Ok(Kept::Lost),
             },

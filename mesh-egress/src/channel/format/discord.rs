@@ -144,12 +144,23 @@ impl Dialect for Discord {
             ']' => "\\]",
             '<' => "\\<",
             '>' => "\\>",
+            // A CommonMark reader (Slack's `markdown_text`) decodes `&ouml;`; Discord shows it
+            // as written, and shows `\&` as `&`, so the escape keeps both to the text.
+            '&' => "\\&",
             // Only a line start makes these block syntax (headings, subtext, lists).
             '#' if at_line_start => "\\#",
             '-' if at_line_start => "\\-",
             '+' if at_line_start => "\\+",
             _ => return None,
         })
+    }
+
+    fn list_number_escape(&self, c: char) -> Option<&'static str> {
+        match c {
+            '.' => Some("\\."),
+            ')' => Some("\\)"),
+            _ => None,
+        }
     }
 
     fn code_escape(&self, _c: char) -> Option<&'static str> {
@@ -165,7 +176,11 @@ impl Dialect for Discord {
 
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         // A URL shown as text is not backslash-escaped (the backslash would show), so a
-        // mention written inside one (`[x](a<@1>b)`) is set apart here.
+        // mention written inside one (`[x](a<@1>b)`) is set apart here. Every word passes
+        // through, and both guards need an `@` or a `<`: one byte scan settles most words.
+        if !word.bytes().any(|b| b == b'@' || b == b'<') {
+            return Cow::Borrowed(word);
+        }
         match defuse_mass_mentions(word) {
             Cow::Borrowed(word) => defuse_mention_syntax(word),
             Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),

@@ -12,16 +12,34 @@ impl<D: Dialect> Walker<'_, D> {
             return;
         }
         self.flush();
+        let bytes = text.as_bytes();
         let mut word = 0;
         let mut url = is_url_start(text);
         let mut space: Option<usize> = None;
-        for (at, c) in text.char_indices() {
-            let end = at + c.len_utf8();
-            if is_break_space(c) && stands_alone(text, at, end) {
+        let mut at = 0;
+        // Byte by byte for ASCII, char by char above it: chat text is mostly ASCII, and an
+        // ASCII space between ASCII bytes always stands alone.
+        while at < bytes.len() {
+            let b = bytes[at];
+            let (c, end) = if b.is_ascii() {
+                (char::from(b), at + 1)
+            } else {
+                let c = text[at..].chars().next().unwrap_or('\u{fffd}');
+                (c, at + c.len_utf8())
+            };
+            let alone = |text: &str| {
+                (b.is_ascii()
+                    && (at == 0 || bytes[at - 1].is_ascii())
+                    && bytes.get(end).is_none_or(u8::is_ascii))
+                    || stands_alone(text, at, end)
+            };
+            if is_break_space(c) && alone(text) {
                 if space.is_none() {
+                    self.word_end(&text[word..at]);
                     self.word(&text[word..at], url);
                     space = Some(at);
                 }
+                at = end;
                 continue;
             }
             if let Some(start) = space.take() {
@@ -30,20 +48,35 @@ impl<D: Dialect> Walker<'_, D> {
                 word = at;
                 url = is_url_start(&text[at..]);
             }
-            self.lines.last = [self.lines.last[1], c];
             if matches!(c, '。' | '！' | '？') && is_grapheme_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
+                self.word_end(&text[word..end]);
                 self.word(&text[word..end], url);
                 self.out.space("", Level::Sentence, false);
                 word = end;
             }
+            at = end;
         }
         match space {
             Some(start) => {
                 let level = self.break_level();
                 self.out.space(&text[start..], level, false);
             }
-            None => self.word(&text[word..], url),
+            None => {
+                self.word_end(&text[word..]);
+                self.word(&text[word..], url);
+            }
+        }
+    }
+
+    /// Notes the last two characters of a word that ends, for sentence ends (a word of one
+    /// character keeps the one before it).
+    fn word_end(&mut self, word: &str) {
+        let mut tail = word.chars().rev();
+        match (tail.next(), tail.next()) {
+            (Some(last), Some(before)) => self.lines.last = [before, last],
+            (Some(last), None) => self.lines.last = [self.lines.last[1], last],
+            _ => {}
         }
     }
 
@@ -63,10 +96,31 @@ impl<D: Dialect> Walker<'_, D> {
         }
         let d = self.d;
         let word = d.guard_word(word);
+        // The digits the line starts with, so far: a `.` or `)` after one to nine of them
+        // would make the line an ordered list item. The parser may hand the digits and the
+        // `.` over as separate texts (`1\. not a list`), so the count spans words.
+        let mut digits = if url { None } else { self.lines.leading_digits };
         let mut run = 0;
         for (at, c) in word.char_indices() {
+            // No dialect escapes an ASCII letter, nor a digit but for a list marker's count.
+            if digits.is_none() && c.is_ascii_alphanumeric() {
+                continue;
+            }
+            let marker = match digits {
+                Some(n) if c.is_ascii_digit() => {
+                    digits = Some(n + 1);
+                    false
+                }
+                Some(n) => {
+                    digits = None;
+                    (1..=9).contains(&n) && matches!(c, '.' | ')')
+                }
+                None => false,
+            };
             let escape = if url {
                 d.code_escape(c)
+            } else if marker {
+                d.list_number_escape(c)
             } else {
                 d.escape(c, self.lines.at_line_start && at == 0)
             };
@@ -78,6 +132,7 @@ impl<D: Dialect> Walker<'_, D> {
         }
         self.out.graphemes(&word[run..]);
         self.wrote();
+        self.lines.leading_digits = digits;
     }
 
     /// Code text: every character kept; spaces are breaks that stay in the part.
@@ -87,7 +142,9 @@ impl<D: Dialect> Walker<'_, D> {
         let mut space: Option<usize> = None;
         let mut leading = !inline;
         for (at, c) in code.char_indices() {
-            if (c == ' ' || c == '\t') && is_grapheme_boundary(code, at + 1) {
+            // After an ASCII space an ASCII byte (or the end) always starts a new cluster.
+            let next_ascii = code.as_bytes().get(at + 1).is_none_or(u8::is_ascii);
+            if (c == ' ' || c == '\t') && (next_ascii || is_grapheme_boundary(code, at + 1)) {
                 if !leading && space.is_none() {
                     self.out.graphemes(&code[run..at]);
                     space = Some(at);

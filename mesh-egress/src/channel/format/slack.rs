@@ -123,6 +123,9 @@ fn slack_url(url: &str) -> String {
 impl Dialect for Slack {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    // Slack reads `>` as a quote only at a line's start: in a list item it goes before the
+    // item's indentation.
+    const QUOTE_STARTS_LINE: bool = true;
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
         match c {

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Tag};
 
 use crate::channel::atom::is_grapheme_boundary;
-use crate::render::{is_hostile_control, strip_controls};
+use crate::render::{is_hostile_control, may_hold_hostile_control, strip_controls};
 
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
@@ -57,17 +57,23 @@ pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
 }
 
 /// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
-/// so the source alone cannot be filtered).
-fn clean(s: CowStr<'_>) -> CowStr<'_> {
-    if s.chars().any(is_hostile_control) {
+/// so the source alone cannot be filtered). A string borrowed from a source that holds none
+/// has none (`source_clean`): only decoded strings, which the parser owns, are checked then.
+fn clean(s: CowStr<'_>, source_clean: bool) -> CowStr<'_> {
+    if source_clean && matches!(s, CowStr::Borrowed(_)) {
+        return s;
+    }
+    if may_hold_hostile_control(&s) && s.chars().any(is_hostile_control) {
         CowStr::from(strip_controls(&s).into_owned())
     } else {
         s
     }
 }
 
-/// An event with control characters removed from every string that can reach the output.
-pub(super) fn clean_event(event: Event<'_>) -> Event<'_> {
+/// An event with control characters removed from every string that can reach the output;
+/// `source_clean`: the source the parser reads holds none.
+pub(super) fn clean_event(event: Event<'_>, source_clean: bool) -> Event<'_> {
+    let clean = |s| clean(s, source_clean);
     match event {
         Event::Text(t) => Event::Text(clean(t)),
         Event::Code(t) => Event::Code(clean(t)),

@@ -15,7 +15,7 @@ use super::table::Table;
 use super::text::clean_event;
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
-use crate::render::RenderError;
+use crate::render::{RenderError, may_hold_hostile_control};
 
 /// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
 /// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
@@ -57,6 +57,7 @@ pub(super) fn walk<D: Dialect>(
             pending: None,
             line_started: false,
             at_line_start: true,
+            leading_digits: Some(0),
             written: false,
             last: [' '; 2],
         },
@@ -70,7 +71,8 @@ pub(super) fn walk<D: Dialect>(
         code: None,
         table: None,
     };
-    let mut events = Parser::new_ext(&src, options).map(clean_event);
+    let source_clean = !may_hold_hostile_control(&src);
+    let mut events = Parser::new_ext(&src, options).map(|e| clean_event(e, source_clean));
     while let Some(event) = events.next() {
         walker.event(event, &mut events);
         between(&mut walker.out)?;
@@ -99,6 +101,8 @@ pub(super) struct Lines {
     pub(super) line_started: bool,
     /// Whether nothing has been written on this line after its prefix.
     pub(super) at_line_start: bool,
+    /// How many ASCII digits the line holds after its prefix, while it holds nothing else.
+    pub(super) leading_digits: Option<usize>,
     /// Whether any content has been written.
     pub(super) written: bool,
     /// The last two non-space characters of text, for sentence ends.
@@ -209,6 +213,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 }
             }
             Event::Rule => {
+                self.end_line();
                 self.flush();
                 self.out.graphemes("———");
                 self.wrote();
@@ -224,6 +229,19 @@ impl<'a, D: Dialect> Walker<'_, D> {
     }
 
     fn start<I: Iterator<Item = Event<'a>>>(&mut self, tag: Tag<'a>, rest: &mut I) {
+        // A block never continues the line before it. In a tight list item the item's text
+        // comes without a paragraph, so nothing else owes the break: without this a quote or
+        // a fence after it is glued to its last word (`* a\n  > b` as "• ab").
+        if matches!(
+            tag,
+            Tag::BlockQuote(_)
+                | Tag::CodeBlock(_)
+                | Tag::Heading { .. }
+                | Tag::HtmlBlock
+                | Tag::Table(_)
+        ) {
+            self.end_line();
+        }
         match tag {
             Tag::Paragraph
             | Tag::HtmlBlock
@@ -457,6 +475,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
         )
     }
 
+    /// Owes a line break if the current line has content (and only then: a run of nested
+    /// blocks opening at a line start must not write a break each).
+    fn end_line(&mut self) {
+        if self.lines.line_started && !self.lines.at_line_start {
+            self.owe(Level::Line);
+        }
+    }
+
     /// Owes at least a `level` break before the next content.
     pub(super) fn owe(&mut self, level: Level) {
         self.lines.pending = Some(self.lines.pending.map_or(level, |p| p.max(level)));
@@ -485,6 +511,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             self.out.prefix(&prefix);
             self.lines.line_started = true;
             self.lines.at_line_start = true;
+            self.lines.leading_digits = Some(0);
         }
         if let Some(prefix) = self.inline.heading_prefix.take() {
             self.out.prefix(&prefix);
@@ -501,8 +528,16 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Quote::Prefix(p) => p,
             Quote::Paired(_) => "",
         };
+        if D::QUOTE_STARTS_LINE {
+            for container in &self.blocks.containers {
+                if matches!(container, Container::Quote) {
+                    prefix.push_str(quote);
+                }
+            }
+        }
         for container in &mut self.blocks.containers {
             match container {
+                Container::Quote if D::QUOTE_STARTS_LINE => {}
                 Container::Quote => prefix.push_str(quote),
                 Container::Item {
                     bullet,
@@ -524,6 +559,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
     pub(super) fn wrote(&mut self) {
         self.lines.written = true;
         self.lines.at_line_start = false;
+        self.lines.leading_digits = None;
     }
 }
 

@@ -1,0 +1,740 @@
+//! The text protocols Layer A recognises, the markers that open each, and the one cheap check
+//! of a completion's text ([`find`]): a look at its first byte, and one Aho-Corasick pass over
+//! it for the markers, the automaton built once per process. Everything past that (where a
+//! call ends, whether it sits in code, what it says) runs only on a text that holds a marker.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use crate::code_region::code_regions;
+
+/// A text protocol in which a model family writes its tool decision into the message text,
+/// as it does when it is served without that family's tool parser (the raw output reaches
+/// `content` instead of `tool_calls`). Layer A recognises these (see
+/// [`text_tool_format`](crate::model::text_tool_format)).
+///
+/// The formats, each from its family's own documentation or chat template, or the reference
+/// parser of the servers that deploy it:
+///
+/// | format | shape | source |
+/// |---|---|---|
+/// | [`Hermes`](Self::Hermes) | `<tool_call>{"name": …, "arguments": …}</tool_call>` | NousResearch/Hermes-Function-Calling `README.md`; the Hermes 2 Pro model card; Qwen 2.5 uses it (QwenLM/Qwen3 discussion #1098: "use hermes as --tool-call-parser"); vLLM `tool_parsers/hermes_tool_parser.py` |
+/// | Qwen3-Coder body | `<tool_call><function=f><parameter=k>v</parameter></function></tool_call>` | vLLM `tool_parsers/qwen3coder_tool_parser.py` |
+/// | GLM-4.5 body | `<tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>` | the GLM-4.5 tool prompt (LLaMA-Factory `data/tool_utils.py`, `GLM4_MOE_TOOL_PROMPT`); vLLM `tool_parsers/glm4_moe_tool_parser.py` |
+/// | [`LlamaPythonTag`](Self::LlamaPythonTag) | `<\|python_tag\|>brave_search.call(query="…")`, or a JSON call | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` and `models/llama3_2/text_prompt_format.md` ("the response starts with `<\|python_tag\|>`") |
+/// | [`FunctionTag`](Self::FunctionTag) | `<function=f>{…}</function>` | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (custom tools); MeetKai/functionary v3.1 (llama.cpp `docs/function-calling.md`) |
+/// | [`Mistral`](Self::Mistral) | `[TOOL_CALLS] [{…}]`, `[TOOL_CALLS]f[ARGS]{…}` | mistralai/mistral-common (tokenizer v3 and later); vLLM `tool_parsers/mistral_tool_parser.py` ("Mistral emits tool calls in the `[TOOL_CALLS]name[ARGS]{...}` format") |
+/// | [`DeepSeek`](Self::DeepSeek) | `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a ```` ```json ```` block (V3, R1); `…begin｜>f<｜tool▁sep｜>{…}` (V3.1) | the DeepSeek-V3 chat template; vLLM `tool_parsers/deepseekv3_tool_parser.py` and `deepseekv31_tool_parser.py` |
+/// | [`KimiK2`](Self::KimiK2) | `<\|tool_calls_section_begin\|><\|tool_call_begin\|>functions.f:0<\|tool_call_argument_begin\|>{…}<\|tool_call_end\|>` | MoonshotAI/Kimi-K2 `docs/tool_call_guidance.md`; vLLM `tool_parsers/kimi_k2_tool_parser.py` |
+/// | [`Granite`](Self::Granite) | `<\|tool_call\|>[{"name": …, "arguments": …}]` | vLLM `tool_parsers/granite_tool_parser.py` ("for granite 3.0, the token `<\|tool_call\|>`") |
+/// | [`Gemma4`](Self::Gemma4) | `<\|tool_call>call:f{k:<\|"\|>v<\|"\|>}<tool_call\|>` | Google's Gemma 4 function-calling docs (ai.google.dev `gemma/docs/capabilities/text/function-calling-gemma4`); vLLM `tool_parsers/gemma4_tool_parser.py` |
+/// | [`Lfm2`](Self::Lfm2) | `<\|tool_call_start\|>[f(k="v")]<\|tool_call_end\|>` | vLLM `tool_parsers/lfm2_tool_parser.py` |
+/// | [`Functools`](Self::Functools) | `functools[{…}]` | FireFunction v2 (llama.cpp `docs/function-calling.md`); Phi-4-mini (vLLM `tool_parsers/phi4mini_tool_parser.py`) |
+/// | [`Functionary`](Self::Functionary) | the reply opens with `>>>f` then `{…}` on the next line (or with `>>>all` text, then a `>>>f` line) | MeetKai/functionary `functionary/prompt_template/llama3_prompt_template_v3.py` (`function_separator = ">>>"`) |
+/// | [`ToolCode`](Self::ToolCode) | a `` ```tool_code `` block holding `f(k=v)` | Google's Gemma docs ("Gemma will generate a code wrapped with ```` ```tool_code ````", ai.google.dev `gemma/docs/meme-generator`) |
+/// | [`Harmony`](Self::Harmony) | `<\|channel\|>commentary to=functions.f <\|constrain\|>json<\|message\|>{…}<\|call\|>` | the gpt-oss harmony response format (openai/harmony); vLLM `tool_parsers/openai_tool_parser.py` |
+/// | [`PythonicList`](Self::PythonicList) | the whole reply is `[f(k=v), g()]` | meta-llama/llama-models `models/llama3_2/text_prompt_format.md` (zero-shot function calling); Google's Gemma function-calling docs (ai.google.dev `gemma/docs/capabilities/function-calling`) |
+/// | [`BareJson`](Self::BareJson) | the whole reply is `{"name": …, "parameters": …}` (or `"arguments"`, `"type": "function"`, the OpenAI `{"function": {…}}` shape, a list of them) | meta-llama/llama-models `models/llama3_1/api/tool_utils.py` (`{"type": "function", "name": …, "parameters": …}`); the Gemma docs' JSON variant; Ollama's Llama 3.2 template |
+///
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TextToolFormat {
+    /// Hermes 2 Pro / Hermes 3 and Qwen 2.5 / Qwen 3: `<tool_call>{"name": …, "arguments":
+    /// …}</tool_call>`; also Qwen3-Coder's `<tool_call><function=…><parameter=…>` body and
+    /// GLM-4.5's `<tool_call>name<arg_key>…</arg_key><arg_value>…</arg_value>` body.
+    Hermes,
+    /// Llama 3.1–3.3: `<|python_tag|>` before a built-in call (`brave_search.call(query=…)`), a
+    /// JSON call, or code.
+    LlamaPythonTag,
+    /// Llama 3.1 custom tools and Functionary v3.1: `<function=name>{…}</function>`.
+    FunctionTag,
+    /// Mistral: `[TOOL_CALLS] [{"name": …, "arguments": …}]` (tokenizer v3) or
+    /// `[TOOL_CALLS]name[ARGS]{…}` (v11 and later).
+    Mistral,
+    /// DeepSeek V3 / R1 / V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>…<｜tool▁sep｜>…`.
+    DeepSeek,
+    /// Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
+    /// <|tool_call_argument_begin|>{…}<|tool_call_end|>`.
+    KimiK2,
+    /// IBM Granite 3.0: `<|tool_call|>[{"name": …, "arguments": …}]`.
+    Granite,
+    /// Gemma 4: `<|tool_call>call:name{key:<|"|>value<|"|>}<tool_call|>`.
+    Gemma4,
+    /// LFM2: `<|tool_call_start|>[name(key="value")]<|tool_call_end|>`.
+    Lfm2,
+    /// FireFunction v2 and Phi-4-mini: `functools[{"name": …, "arguments": …}]`.
+    Functools,
+    /// Functionary v3.2: the reply opens with `>>>name`, then the JSON arguments on the next
+    /// line (or with `>>>all` and text, then such a call).
+    Functionary,
+    /// Gemma (prompted): a fenced `` ```tool_code `` block holding a Python call.
+    ToolCode,
+    /// gpt-oss (harmony): `<|channel|>commentary to=functions.name <|constrain|>json
+    /// <|message|>{…}<|call|>`.
+    Harmony,
+    /// Llama 3.2 and Gemma 3 (prompted): the whole reply is a Python call list
+    /// `[name(key=value), …]`.
+    PythonicList,
+    /// The whole reply is a bare function-call JSON object (or a list of them): Llama 3.x's
+    /// `{"name": …, "parameters": …}`, `{"type": "function", "name": …}`, the OpenAI
+    /// `{"type": "function", "function": {…}}` shape.
+    BareJson,
+}
+
+impl TextToolFormat {
+    /// A stable snake_case label, for logs and the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hermes => "hermes",
+            Self::LlamaPythonTag => "llama_python_tag",
+            Self::FunctionTag => "function_tag",
+            Self::Mistral => "mistral",
+            Self::DeepSeek => "deepseek",
+            Self::KimiK2 => "kimi_k2",
+            Self::Granite => "granite",
+            Self::Gemma4 => "gemma4",
+            Self::Lfm2 => "lfm2",
+            Self::Functools => "functools",
+            Self::Functionary => "functionary",
+            Self::ToolCode => "tool_code",
+            Self::Harmony => "harmony",
+            Self::PythonicList => "pythonic_list",
+            Self::BareJson => "bare_json",
+        }
+    }
+}
+
+impl std::fmt::Display for TextToolFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a marker counts as the model's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// A special token of the family's vocabulary: anywhere outside code, when what follows
+    /// it opens a call (see [`opens`]).
+    Token,
+    /// A tag that also reads as prose (`<tool_call>`): the same, and gpt-oss's recipient only in
+    /// a commentary channel's header.
+    Tag,
+    /// First on its line (up to three spaces before it), outside code.
+    LineStart,
+    /// The first text of the reply.
+    Start,
+}
+
+/// One literal that opens a text tool call.
+struct Marker {
+    literal: &'static str,
+    format: TextToolFormat,
+    place: Place,
+}
+
+const fn marker(literal: &'static str, format: TextToolFormat, place: Place) -> Marker {
+    Marker {
+        literal,
+        format,
+        place,
+    }
+}
+
+use TextToolFormat as F;
+
+/// Every marker; one automaton holds them all. Sources are in the module docs.
+const MARKERS: &[Marker] = &[
+    marker("<tool_call>", F::Hermes, Place::Tag),
+    marker("<|python_tag|>", F::LlamaPythonTag, Place::Token),
+    marker("<function=", F::FunctionTag, Place::Tag),
+    marker("[TOOL_CALLS]", F::Mistral, Place::Token),
+    marker("<｜tool▁calls▁begin｜>", F::DeepSeek, Place::Token),
+    marker("<｜tool▁call▁begin｜>", F::DeepSeek, Place::Token),
+    marker("<|tool_calls_section_begin|>", F::KimiK2, Place::Token),
+    marker("<|tool_call_begin|>", F::KimiK2, Place::Token),
+    marker("<|tool_call|>", F::Granite, Place::Token),
+    marker("<|tool_call>", F::Gemma4, Place::Token),
+    marker("<|tool_call_start|>", F::Lfm2, Place::Token),
+    marker("functools[", F::Functools, Place::Start),
+    // Functionary's reply opens with its recipient (`>>>all` for text, `>>>name` for a call).
+    marker(">>>", F::Functionary, Place::Start),
+    marker("```tool_code", F::ToolCode, Place::LineStart),
+    // The commentary channel's header naming a function as its recipient.
+    marker(
+        "<|channel|>commentary to=functions.",
+        F::Harmony,
+        Place::Token,
+    ),
+];
+
+/// The literals, in table order (the gate looks for the same ones).
+pub(crate) fn literals() -> impl Iterator<Item = &'static str> {
+    MARKERS.iter().map(|m| m.literal)
+}
+
+/// The scanned markers, by their first byte: those that open with `<` (nearly all) and the rest
+/// (`[TOOL_CALLS]`, `` ```tool_code ``). One automaton over all of them spends its prefilter on
+/// several start bytes and runs about as slowly as three `str::contains` on clean prose; one
+/// per group lets each prefilter skip to its own rare byte (see `benches/tool_text.rs`). Markers
+/// that only count as the reply's first text (`functools[`, `>>>`) are checked there by
+/// [`find`] and never scanned for.
+fn groups() -> [Vec<&'static Marker>; 2] {
+    let scanned = || MARKERS.iter().filter(|m| m.place != Place::Start);
+    [
+        scanned().filter(|m| m.literal.starts_with('<')).collect(),
+        scanned().filter(|m| !m.literal.starts_with('<')).collect(),
+    ]
+}
+
+/// One group's automaton and its markers, in pattern order.
+type Group = (AhoCorasick, Vec<&'static Marker>);
+
+/// One automaton per group, built on first use. `None` only if the builder refused the table,
+/// which is a constant far below its limits (a unit test pins that it builds).
+fn automata() -> Option<&'static [Group]> {
+    static AUTOMATA: OnceLock<Option<Vec<Group>>> = OnceLock::new();
+    AUTOMATA
+        .get_or_init(|| {
+            groups()
+                .into_iter()
+                .map(|group| {
+                    // Exact case: these are tokens of a vocabulary, not words. No literal is a
+                    // prefix of another, so the leftmost match is the only one.
+                    AhoCorasickBuilder::new()
+                        .match_kind(MatchKind::LeftmostFirst)
+                        .build(group.iter().map(|m| m.literal))
+                        .ok()
+                        .map(|ac| (ac, group))
+                })
+                .collect()
+        })
+        .as_deref()
+}
+
+/// A text tool call found in a completion's text: its format and where its markup starts (the
+/// text before it is what the model said first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) format: TextToolFormat,
+    pub(crate) start: usize,
+}
+
+/// Whether what follows a marker opens a call of its format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opens {
+    Yes,
+    No,
+    /// The text ends before it can tell (a stream's head still arriving).
+    NeedMore,
+}
+
+/// The healthy-path check: the text tool call `text` holds, if any. Cost on a reply without one:
+/// a look at its first non-blank byte and one automaton pass.
+pub(crate) fn find(text: &str) -> Option<Found> {
+    let lead = text.len() - text.trim_start().len();
+    if let Some(format) = whole_reply(&text[lead..]) {
+        return Some(Found {
+            format,
+            start: lead,
+        });
+    }
+    if let Some(found) = at_start(text, lead) {
+        return Some(found);
+    }
+    let mut code: Option<Vec<Range<usize>>> = None;
+    let mut first: Option<Found> = None;
+    for (automaton, markers) in automata()? {
+        for m in automaton.find_iter(text) {
+            if first.is_some_and(|f| f.start <= m.start()) {
+                break;
+            }
+            let marker = markers[m.pattern().as_usize()];
+            if !placed(text, m.range(), marker)
+                || opens(marker.literal, &text[m.end()..]) != Opens::Yes
+            {
+                continue;
+            }
+            let regions = code.get_or_insert_with(|| code_regions(text));
+            if in_code(text, regions, m.start(), marker.format) {
+                continue;
+            }
+            first = Some(Found {
+                format: marker.format,
+                start: markup_start(text, m.start(), marker.format),
+            });
+            break;
+        }
+    }
+    first
+}
+
+/// A call of a format that opens the reply (`functools[`, `>>>`): at `lead`, or, for
+/// Functionary's `>>>all` text, at the first recipient line after it that names a function.
+fn at_start(text: &str, lead: usize) -> Option<Found> {
+    let marker = MARKERS
+        .iter()
+        .filter(|m| m.place == Place::Start)
+        .find(|m| text[lead..].starts_with(m.literal))?;
+    let opens_at = |at: usize| opens(marker.literal, &text[at + marker.literal.len()..]);
+    if opens_at(lead) == Opens::Yes {
+        return Some(Found {
+            format: marker.format,
+            start: lead,
+        });
+    }
+    if marker.format != TextToolFormat::Functionary {
+        return None;
+    }
+    let mut from = lead;
+    while let Some(i) = text[from..].find("\n>>>") {
+        let at = from + i + 1;
+        if opens_at(at) == Opens::Yes {
+            return Some(Found {
+                format: marker.format,
+                start: at,
+            });
+        }
+        from = at;
+    }
+    None
+}
+
+/// What a stream's head (`head`, everything so far) says, before any of it is shown: a text
+/// tool call starts here, it cannot be one, or it is too early to tell.
+pub(crate) fn head(head: &str) -> HeadRead {
+    let t = head.trim_start();
+    if t.is_empty() {
+        return HeadRead::Undecided;
+    }
+    for marker in MARKERS {
+        if marker.literal.starts_with(t) && marker.literal.len() > t.len() {
+            return HeadRead::Undecided;
+        }
+        if let Some(rest) = t.strip_prefix(marker.literal) {
+            return match opens(marker.literal, rest) {
+                Opens::Yes => HeadRead::Markup(marker.format),
+                Opens::NeedMore => HeadRead::Undecided,
+                Opens::No => HeadRead::Text,
+            };
+        }
+    }
+    match t.as_bytes()[0] {
+        b'{' => json_head(t),
+        b'[' => match t[1..].trim_start() {
+            // A list of call objects, or a Python call list.
+            inner if inner.starts_with('{') => json_head(inner),
+            "" => HeadRead::Undecided,
+            _ => pythonic_head(t),
+        },
+        _ => HeadRead::Text,
+    }
+}
+
+/// What a stream's head says (see [`head`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeadRead {
+    /// Too early to tell: hold it.
+    Undecided,
+    /// Markup of this format opens the reply.
+    Markup(TextToolFormat),
+    /// It may be a whole-reply call (a bare JSON object, a Python call list): hold it to the
+    /// end, within a cap.
+    WholeReply,
+    /// Ordinary text: show it.
+    Text,
+}
+
+/// `{` then a first key a function-call object starts with.
+fn json_head(t: &str) -> HeadRead {
+    let rest = t[1..].trim_start();
+    let Some(key) = rest.strip_prefix('"') else {
+        return if rest.is_empty() {
+            HeadRead::Undecided
+        } else {
+            HeadRead::Text
+        };
+    };
+    let Some(close) = key.find('"') else {
+        return if key.len() < 16 && key.bytes().all(|b| b.is_ascii_alphabetic()) {
+            HeadRead::Undecided
+        } else {
+            HeadRead::Text
+        };
+    };
+    match &key[..close] {
+        "name" | "type" | "function" | "id" => HeadRead::WholeReply,
+        _ => HeadRead::Text,
+    }
+}
+
+/// `[` then a (dotted) name and `(`.
+fn pythonic_head(t: &str) -> HeadRead {
+    let rest = t[1..].trim_start();
+    let name = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    match rest.as_bytes().get(name) {
+        None if name < 64 => HeadRead::Undecided,
+        Some(b'(') if name > 0 && !rest.as_bytes()[0].is_ascii_digit() => HeadRead::WholeReply,
+        _ => HeadRead::Text,
+    }
+}
+
+/// The formats that are the whole reply rather than markup inside it: a Python call list and
+/// a bare function-call JSON value. Only a text starting with `[` or `{` is looked at further.
+fn whole_reply(t: &str) -> Option<TextToolFormat> {
+    let t = t.trim_end();
+    let first = *t.as_bytes().first()?;
+    if first == b'['
+        && (t.ends_with(')') || t.ends_with(']'))
+        && pythonic_head(t) == HeadRead::WholeReply
+        && super::python::calls(t).is_ok()
+    {
+        return Some(TextToolFormat::PythonicList);
+    }
+    // A JSON value: an object, or a list of objects (`[{…}]`, never a Python list).
+    if matches!(first, b'{' | b'[') && (t.ends_with('}') || t.ends_with(']')) {
+        let value: serde_json::Value = serde_json::from_str(t).ok()?;
+        return super::parse::is_bare_call(&value).then_some(TextToolFormat::BareJson);
+    }
+    None
+}
+
+/// Whether the marker at `at` sits where its [`Place`] allows.
+fn placed(text: &str, at: Range<usize>, marker: &Marker) -> bool {
+    let before = &text[..at.start];
+    match marker.place {
+        Place::Token => true,
+        Place::Tag => true,
+        Place::Start => before.trim().is_empty(),
+        Place::LineStart => {
+            let line = before.rsplit('\n').next().unwrap_or(before);
+            line.len() <= 3 && line.bytes().all(|b| b == b' ')
+        }
+    }
+}
+
+/// Whether what follows the marker `literal` (`rest`) opens a call: each marker is followed by
+/// its format's payload (a JSON value, a name and its separator), so a sentence that names the
+/// marker (`[TOOL_CALLS] is the token Mistral emits`) is prose, not a call.
+pub(crate) fn opens(literal: &str, rest: &str) -> Opens {
+    match literal {
+        "<tool_call>" => {
+            if let found @ (Opens::Yes | Opens::NeedMore) =
+                starts_with_any(rest, &["{", "<function="])
+            {
+                return found;
+            }
+            // GLM-4.5: the function's name, then its `<arg_key>` pairs (or the close).
+            named_then(
+                rest,
+                &["<arg_key>", "</tool_call>", "\n<arg_key>", "\n</tool_call>"],
+            )
+        }
+        // `<function=name>` then its JSON arguments (Llama 3.1) or `<parameter=` pairs
+        // (Qwen3-Coder): a name in angle brackets alone is prose about the tag.
+        "<function=" => match named_then(rest, &[">"]) {
+            Opens::Yes => {
+                let args = &rest[ident(rest) + 1..];
+                starts_with_any(args, &["{", "<parameter="])
+            }
+            other => other,
+        },
+        // The token is followed at once by the call or the code interpreter's code; after a
+        // space it is a sentence naming the token, unless a call follows anyway.
+        "<|python_tag|>" => match rest.chars().next() {
+            None => Opens::NeedMore,
+            Some(c) if !c.is_whitespace() || c == '\n' => Opens::Yes,
+            Some(_) => match starts_with_any(rest, &["{", "["]) {
+                Opens::No => named_then(rest, &["("]),
+                other => other,
+            },
+        },
+        "[TOOL_CALLS]" => match starts_with_any(rest, &["[", "{"]) {
+            Opens::No => named_then(rest, &["[ARGS]", "[CALL_ID]"]),
+            other => other,
+        },
+        "<｜tool▁calls▁begin｜>" => starts_with_any(rest, &["<｜tool▁call▁begin｜>"]),
+        "<｜tool▁call▁begin｜>" => named_then(rest, &["<｜tool▁sep｜>"]),
+        "<|tool_calls_section_begin|>" => starts_with_any(rest, &["<|tool_call_begin|>"]),
+        "<|tool_call_begin|>" => named_then(rest, &[":", "<|tool_call_argument_begin|>"]),
+        "<|tool_call|>" => starts_with_any(rest, &["[", "{"]),
+        "<|tool_call>" => starts_with_any(rest, &["call:"]),
+        "<|tool_call_start|>" => starts_with_any(rest, &["["]),
+        "functools[" => starts_with_any(rest, &["{"]),
+        // The fence's info string ends its line; the block's first line is a call.
+        "```tool_code" => match rest.split_once('\n') {
+            None => {
+                if rest.trim().is_empty() {
+                    Opens::NeedMore
+                } else {
+                    Opens::No
+                }
+            }
+            Some((info, _)) if !info.trim().is_empty() => Opens::No,
+            Some((_, body)) => named_then(body, &["("]),
+        },
+        "<|channel|>commentary to=functions." => match (ident(rest), rest.len()) {
+            (0, 0) => Opens::NeedMore,
+            (0, _) => Opens::No,
+            _ => Opens::Yes,
+        },
+        ">>>" => {
+            let n = ident(rest);
+            let Some(after) = rest.get(n..) else {
+                return Opens::No;
+            };
+            if after.is_empty() {
+                return Opens::NeedMore;
+            }
+            if n == 0 || &rest[..n] == "all" {
+                return Opens::No;
+            }
+            match after.strip_prefix('\n') {
+                Some(args) => starts_with_any(args, &["{"]),
+                None => Opens::No,
+            }
+        }
+        _ => Opens::No,
+    }
+}
+
+/// `rest`, blanks skipped, starts with one of `prefixes` (yes), is still the start of one
+/// (need more), or neither.
+fn starts_with_any(rest: &str, prefixes: &[&str]) -> Opens {
+    let r = rest.trim_start();
+    if prefixes.iter().any(|p| r.starts_with(p)) {
+        Opens::Yes
+    } else if prefixes.iter().any(|p| p.starts_with(r)) {
+        Opens::NeedMore
+    } else {
+        Opens::No
+    }
+}
+
+/// `rest`, blanks skipped, is an identifier followed at once by one of `then`.
+fn named_then(rest: &str, then: &[&str]) -> Opens {
+    let r = rest.trim_start();
+    let n = ident(r);
+    if n == 0 {
+        return if r.is_empty() {
+            Opens::NeedMore
+        } else {
+            Opens::No
+        };
+    }
+    let after = &r[n..];
+    if then.iter().any(|p| after.starts_with(p)) {
+        Opens::Yes
+    } else if then.iter().any(|p| p.starts_with(after)) {
+        Opens::NeedMore
+    } else {
+        Opens::No
+    }
+}
+
+/// The length of the identifier (`[A-Za-z_][A-Za-z0-9_.-]*`) `s` starts with.
+pub(crate) fn ident(s: &str) -> usize {
+    let b = s.as_bytes();
+    if !b
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+    {
+        return 0;
+    }
+    b.iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        .count()
+}
+
+/// Whether a marker at `at` is inside code: a fence or an inline span (the model is quoting
+/// the format). A `` ```tool_code `` fence is the call itself, not a quotation of it.
+fn in_code(text: &str, regions: &[Range<usize>], at: usize, format: TextToolFormat) -> bool {
+    regions.iter().any(|r| {
+        r.contains(&at) && !(format == TextToolFormat::ToolCode && r.start == line_start(text, at))
+    })
+}
+
+fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |i| i + 1)
+}
+
+/// Where the markup of a call found at `at` starts: gpt-oss's frame opens with its turn's
+/// header before the channel.
+fn markup_start(text: &str, at: usize, format: TextToolFormat) -> usize {
+    match text[..at].strip_suffix("<|start|>assistant") {
+        Some(before) if format == TextToolFormat::Harmony => before.len(),
+        _ => at,
+    }
+}
+
+/// Where the markup of a call of `format` that starts at `start` ends: after its closing token
+/// (and any calls that follow it at once), or at the end of the text when it has none.
+pub(crate) fn markup_end(text: &str, start: usize, format: TextToolFormat) -> usize {
+    let closer = match format {
+        TextToolFormat::Hermes => Some(("</tool_call>", Some("<tool_call>"))),
+        TextToolFormat::FunctionTag => Some(("</function>", Some("<function="))),
+        TextToolFormat::DeepSeek => Some(("<｜tool▁calls▁end｜>", None)),
+        TextToolFormat::KimiK2 => Some(("<|tool_calls_section_end|>", None)),
+        TextToolFormat::Gemma4 => Some(("<tool_call|>", Some("<|tool_call>"))),
+        TextToolFormat::Lfm2 => Some(("<|tool_call_end|>", Some("<|tool_call_start|>"))),
+        TextToolFormat::Harmony => Some(("<|call|>", None)),
+        TextToolFormat::ToolCode => {
+            // The fence's own close: the next line that is only backticks.
+            let body = text[start..]
+                .find('\n')
+                .map_or(text.len(), |i| start + i + 1);
+            let mut at = body;
+            for line in text[body..].split_inclusive('\n') {
+                at += line.len();
+                if line.trim().len() >= 3 && line.trim().bytes().all(|b| b == b'`') {
+                    return at;
+                }
+            }
+            return text.len();
+        }
+        _ => None,
+    };
+    let Some((close, again)) = closer else {
+        return text.len();
+    };
+    let mut end = start;
+    loop {
+        let Some(i) = text[end..].find(close) else {
+            return text.len();
+        };
+        end += i + close.len();
+        match again {
+            Some(open) if text[end..].trim_start().starts_with(open) => {}
+            _ => return end,
+        }
+    }
+}
+
+/// The markup a gate finding covers: from a marker at `at` (a literal of [`literals`]) to the
+/// end of its call, when the marker opens one there; `None` otherwise. Code is the gate's own
+/// business (it lowers what the user asked about), so it is not excluded here.
+pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
+    let marker = MARKERS.iter().find(|m| text[at..].starts_with(m.literal))?;
+    let end = at + marker.literal.len();
+    if !placed(text, at..end, marker) || opens(marker.literal, &text[end..]) != Opens::Yes {
+        return None;
+    }
+    let start = markup_start(text, at, marker.format);
+    Some(start..markup_end(text, start, marker.format))
+}
+
+/// A bare function-call reply, as the gate sees it: the whole text, when it is one.
+pub(crate) fn whole_reply_call(text: &str) -> Option<Range<usize>> {
+    let lead = text.len() - text.trim_start().len();
+    whole_reply(&text[lead..]).map(|_| lead..lead + text.trim().len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(text: &str) -> Option<TextToolFormat> {
+        find(text).map(|f| f.format)
+    }
+
+    #[test]
+    fn the_marker_table_compiles() {
+        assert!(automata().is_some_and(|a| a.iter().all(|(_, m)| !m.is_empty())));
+    }
+
+    #[test]
+    fn each_marker_is_found_where_it_opens_a_call() {
+        for (text, expected) in [
+            (
+                r#"<tool_call>{"name": "f", "arguments": {}}</tool_call>"#,
+                F::Hermes,
+            ),
+            (
+                "Checking.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+                F::Hermes,
+            ),
+            (
+                "<|python_tag|>brave_search.call(query=\"x\")",
+                F::LlamaPythonTag,
+            ),
+            ("<function=f>{\"a\": 1}</function>", F::FunctionTag),
+            ("[TOOL_CALLS]f[ARGS]{}", F::Mistral),
+            ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f", F::DeepSeek),
+            (
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+                F::KimiK2,
+            ),
+            ("<|tool_call|>[{\"name\": \"f\"}]", F::Granite),
+            ("<|tool_call>call:f{}<tool_call|>", F::Gemma4),
+            ("<|tool_call_start|>[f()]<|tool_call_end|>", F::Lfm2),
+            ("functools[{\"name\": \"f\"}]", F::Functools),
+            (">>>get_weather\n{\"city\": \"Paris\"}", F::Functionary),
+            ("```tool_code\nf(a=1)\n```", F::ToolCode),
+            (
+                "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}",
+                F::Harmony,
+            ),
+            ("[get_weather(city='Paris')]", F::PythonicList),
+            (
+                r#"{"type": "function", "name": "f", "parameters": {}}"#,
+                F::BareJson,
+            ),
+        ] {
+            assert_eq!(format(text), Some(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn prose_code_and_look_alikes_are_not_calls() {
+        for text in [
+            "The weather in Paris is 18°C.",
+            "Hermes wraps calls in a `<tool_call>` tag.",
+            "```\n<tool_call>{\"name\": \"f\"}</tool_call>\n```",
+            "The <tool_call> tag holds one JSON object.",
+            "Use <function=name> tags, see above.",
+            "> > > nested quote\n>>>all\nhello",
+            "[docs](https://example.com) explain it.",
+            "{\"city\": \"Paris\", \"temp\": 18}",
+            "{\"name\": \"Alice Smith\", \"parameters\": {}}",
+            "Prefix functools[ is mid-text",
+            "```python\n>>> print(1)\n```",
+        ] {
+            assert_eq!(format(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_stream_head_is_held_until_it_can_tell() {
+        assert_eq!(head("  "), HeadRead::Undecided);
+        assert_eq!(head("<tool_"), HeadRead::Undecided);
+        assert_eq!(head("<tool_call>"), HeadRead::Undecided);
+        assert_eq!(head("<tool_call>\n{\"na"), HeadRead::Markup(F::Hermes));
+        assert_eq!(head("<tool_call> is a tag"), HeadRead::Text);
+        assert_eq!(head("[TOOL"), HeadRead::Undecided);
+        assert_eq!(head("[TOOL_CALLS]"), HeadRead::Undecided);
+        assert_eq!(head("[TOOL_CALLS] ["), HeadRead::Markup(F::Mistral));
+        assert_eq!(head("[TOOL_CALLS] is a token"), HeadRead::Text);
+        assert_eq!(head("{\"na"), HeadRead::Undecided);
+        assert_eq!(head("{\"name\""), HeadRead::WholeReply);
+        assert_eq!(head("{\"city\""), HeadRead::Text);
+        assert_eq!(head("[get_weather("), HeadRead::WholeReply);
+        assert_eq!(head("[docs]("), HeadRead::Text);
+        assert_eq!(head("[{\"name\""), HeadRead::WholeReply);
+        assert_eq!(head("Sure, "), HeadRead::Text);
+    }
+
+    #[test]
+    fn the_markup_ends_after_its_last_closing_token() {
+        let text = "Let me check.\n<tool_call>{\"name\": \"a\"}</tool_call>\n<tool_call>{\"name\": \"b\"}</tool_call>\nDone?";
+        let found = find(text).expect("found");
+        let end = markup_end(text, found.start, found.format);
+        assert_eq!(&text[end..], "\nDone?");
+        assert_eq!(&text[..found.start], "Let me check.\n");
+        let fence = "```tool_code\nf(a=1)\n```\nafter";
+        assert_eq!(&fence[markup_end(fence, 0, F::ToolCode)..], "after");
+    }
+}
