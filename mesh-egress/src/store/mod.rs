@@ -222,6 +222,12 @@
 //! hosts whose clocks disagree agree on it and a paused test clock moves it;
 //! [`Store::next_attempt_on`] says how long a worker may sleep.
 //!
+//! Retries count the surface's answers, never the [fencing](#fencing)'s: a part handed back
+//! because its ownership was lost (no try, or no further try, under a lapsed lease) is due
+//! again at once and never given up for it; and the `failed` mark of a last attempt is fenced
+//! like every mark after a send, so a stale sender whose lease moved on gives nothing up (no
+//! ledger row, no event): the new holder finds the row `sending` and settles it.
+//!
 //! # Store failures
 //!
 //! When the journal cannot write before a call (SQLite busy past its timeout, a PostgreSQL

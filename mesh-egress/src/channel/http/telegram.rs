@@ -415,7 +415,8 @@ mod tests {
                 StatusCode::from_u16(status).unwrap(),
                 &HeaderMap::new(),
                 body.to_string().as_bytes(),
-                &Token::new("t"),
+                // A bot token's shape: a one-letter token would scrub every `t` from the description.
+                &Token::new("123456:bot-token"),
             ) {
                 Outcome::Fail { kind, .. } => refuses_formatting(&kind),
                 _ => false,
