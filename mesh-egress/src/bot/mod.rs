@@ -51,7 +51,9 @@ pub use route::Route;
 
 use crate::address::{Address, Surface};
 use crate::answer::{AnswerStream, Streamed, StreamedReply};
-use crate::boundary::{Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, resolve_in};
+use crate::boundary::{
+    Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, record_delivered, resolve_in,
+};
 use crate::channel::stream::StreamingChannel;
 use crate::channel::{DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Policies};
@@ -385,7 +387,10 @@ impl Bot {
             }
             _ => false,
         };
-        let mut receipt = deliver_rendered(channel, rendered, commitment).await?;
+        let attribution = rendered.attribution().clone();
+        let delivered = deliver_rendered(channel, rendered, commitment).await;
+        record_delivered(turn.ledger(), &attribution, channel, &delivered);
+        let mut receipt = delivered?;
         let promise = receipt.take_commitment();
         let mut delivery = Delivery::new(match shown {
             Shown::Answer => Outcome::Answered,

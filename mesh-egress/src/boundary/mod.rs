@@ -26,6 +26,8 @@ mod stream_silence;
 
 pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use deliver::record_delivered;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
 pub(crate) use follow_up::record_commitment;
