@@ -25,7 +25,6 @@ mod stream_rest;
 mod stream_silence;
 
 pub use deliver::deliver;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
