@@ -33,11 +33,9 @@ impl<C: ModelConnector + 'static> Router<C> {
     /// let connector = ScriptedConnector::new().on("primary", [Step::chunks(["All ", "green."])]);
     /// let model = Arc::new(Router::new(connector, "primary", RetryConfig::default()));
     /// let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
-    /// # #[tokio::main(flavor = "current_thread")] async fn main(turn: Turn, model: Arc<Router<ScriptedConnector>>) {
-    /// let streamed = answer(&turn, &model).await;
+    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// let streamed = runtime.block_on(answer(&turn, &model));
     /// assert!(streamed.is_stream());
-    /// # }
-    /// # main(turn, model);
     /// # }
     /// ```
     pub fn answer_stream(
