@@ -352,6 +352,13 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "addresses",
         include_str!("../../migrations/sqlite/0004_addresses.sql"),
     ),
+    // 0005 and 0006 are numbered for work in flight; the migrator applies a missing lower
+    // version whenever it appears, so the gap is harmless.
+    (
+        7,
+        "web chats",
+        include_str!("../../migrations/sqlite/0007_web_chats.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -375,6 +382,13 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "addresses",
         include_str!("../../migrations/postgres/0004_addresses.sql"),
+    ),
+    // 0005 and 0006 are numbered for work in flight; the migrator applies a missing lower
+    // version whenever it appears, so the gap is harmless.
+    (
+        7,
+        "web chats",
+        include_str!("../../migrations/postgres/0007_web_chats.sql"),
     ),
 ];
 

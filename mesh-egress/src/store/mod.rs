@@ -221,6 +221,8 @@ mod readdress;
 mod resend;
 mod retention;
 mod stream;
+#[cfg(feature = "web")]
+mod web_chats;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -244,6 +246,10 @@ pub use outbox::{Durable, UnknownOutcome};
 pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
+#[cfg(feature = "web")]
+pub(crate) use web_chats::{ChatAccess, Transcript};
+#[cfg(all(feature = "web", test))]
+pub(crate) use web_chats::{DeliveredRow, TurnRow};
 
 use backend::{Pool, Sql, on_pool};
 
