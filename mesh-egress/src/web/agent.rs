@@ -38,9 +38,13 @@ use crate::turn::Turn;
 /// }
 /// ```
 ///
-/// A real agent streams its model's answer: `chat.stream(router.stream(chat.turn(),
-/// &request)).await`, the request built from [`ChatInput::history`] and
-/// [`ChatInput::text`].
+/// A real agent streams its model's answer, the request built from [`ChatInput::history`]
+/// and [`ChatInput::text`]:
+///
+/// ```ignore
+/// let turn = chat.turn();
+/// chat.stream(router.stream(turn, &request)).await
+/// ```
 pub trait ChatAgent: Send + Sync + 'static {
     /// What the page sends beside the messages (the AI SDK's `body` option: a model choice,
     /// a mode), typed. [`NoOptions`] when it sends nothing. Stored with a promise, so a
@@ -164,7 +168,8 @@ impl<'a, O> ChatTurn<'a, O> {
         }
     }
 
-    /// The turn: pass it to the model (`router.stream(chat.turn(), &request)`).
+    /// The turn: pass it to the model. It outlives `self`, so take it before
+    /// [`stream`](Self::stream) consumes the `ChatTurn`: `let turn = chat.turn();`.
     pub fn turn(&self) -> &'a Turn {
         self.turn
     }
