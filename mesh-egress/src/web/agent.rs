@@ -11,6 +11,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::deadline::Deadlined;
 use super::turn::{Collected, LiveTurn, Streamed};
 use crate::channel::BoxFuture;
 use crate::egress::{AgentMessage, EgressError};
@@ -195,6 +196,8 @@ impl<'a, O> ChatTurn<'a, O> {
     where
         S: TextSource<Error = EgressError> + 'a,
     {
+        // The turn's deadline holds whatever the source does (see `deadline`).
+        let source = Deadlined::new(source, self.turn.deadline(), self.turn.attribution());
         match self.how {
             How::Live(live) => Answered(Outcome::Streamed(live.stream(source).await)),
             How::Collect => Answered(Outcome::Collected(collect(self.turn, source).await)),

@@ -90,6 +90,7 @@
 
 mod agent;
 mod client;
+mod deadline;
 mod identity;
 mod live;
 mod messages;

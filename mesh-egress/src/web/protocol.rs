@@ -40,7 +40,11 @@ pub const KEEP_ALIVE: &str = ": keep-alive\n\n";
 /// assert_eq!(chunk.to_sse(), "data: {\"type\":\"text-delta\",\"id\":\"t0\",\"delta\":\"Hello\"}\n\n");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum UiChunk<'a> {
     /// A new assistant message: `{"type":"start","messageId":…}`.
@@ -186,7 +190,11 @@ mod tests {
         ];
         for (chunk, json) in cases {
             assert_eq!(chunk.to_sse(), format!("data: {json}\n\n"));
-            assert_eq!(chunk.to_sse().lines().count(), 2, "one event line, then a blank");
+            assert_eq!(
+                chunk.to_sse().lines().count(),
+                2,
+                "one event line, then a blank"
+            );
         }
     }
 }

@@ -7,6 +7,8 @@
 //! chat (`UIMessage`s: `{ id, role, parts: [{ type: "text", text }, …] }`). Only the last
 //! message is read, and only its text parts; the history the agent sees comes from the store.
 
+use std::time::Duration;
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,8 +16,9 @@ use serde::de::DeserializeOwned;
 
 use crate::address::WebAddress;
 
-/// How big a request may be: the body, the person's message, and how many messages the page
-/// may send along (the AI SDK sends the whole chat every time).
+/// How big a request may be: the body, the person's message, how many messages the page may
+/// send along (the AI SDK sends the whole chat every time), and how long its body may take to
+/// arrive (a body that trickles in holds a connection and its buffer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RequestLimits {
@@ -25,6 +28,8 @@ pub struct RequestLimits {
     pub message_bytes: usize,
     /// The most messages a request may carry (default 1,000).
     pub messages: usize,
+    /// How long the body may take to arrive, from the request's head (default 10 s).
+    pub body_time: Duration,
 }
 
 impl Default for RequestLimits {
@@ -33,6 +38,7 @@ impl Default for RequestLimits {
             body_bytes: 1 << 20,
             message_bytes: 32 << 10,
             messages: 1_000,
+            body_time: Duration::from_secs(10),
         }
     }
 }
@@ -48,6 +54,8 @@ pub enum Refusal {
     Unidentified,
     /// 404: no such chat for this identity (it does not exist, or it is someone else's).
     NotFound,
+    /// 408: the body did not arrive within its time.
+    TooSlow,
     /// 409: a reply is still being written in this chat.
     Busy,
     /// 413: the body, the message or the history is past its bound.
@@ -65,6 +73,7 @@ impl Refusal {
             Self::Unreadable => StatusCode::BAD_REQUEST,
             Self::Unidentified => StatusCode::UNAUTHORIZED,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::TooSlow => StatusCode::REQUEST_TIMEOUT,
             Self::Busy => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -78,6 +87,7 @@ impl Refusal {
             Self::Unreadable | Self::NotJson => "That message could not be read. Please try again.",
             Self::Unidentified => "Please reload the page to start a new session.",
             Self::NotFound => "This chat was not found.",
+            Self::TooSlow => "That message took too long to arrive. Please try again.",
             Self::Busy => "A reply is still being written in this chat. Please wait a moment.",
             Self::TooLarge => "That message is too long to send.",
             Self::Unavailable => "The chat is unavailable right now. Please try again in a moment.",
@@ -295,6 +305,7 @@ mod tests {
             Refusal::Unreadable,
             Refusal::Unidentified,
             Refusal::NotFound,
+            Refusal::TooSlow,
             Refusal::Busy,
             Refusal::TooLarge,
             Refusal::NotJson,

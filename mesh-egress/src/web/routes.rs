@@ -130,10 +130,15 @@ where
     if declared.is_some_and(|len| len > limits.body_bytes as u64) {
         return Err(Refusal::TooLarge);
     }
-    // Past the limit the read stops: a body is never held whole beyond it.
-    let bytes = axum::body::to_bytes(body, limits.body_bytes)
-        .await
-        .map_err(|_| Refusal::TooLarge)?;
+    // Past the limit the read stops: a body is never held whole beyond it, nor waited for
+    // past its time.
+    let bytes = tokio::time::timeout(
+        limits.body_time,
+        axum::body::to_bytes(body, limits.body_bytes),
+    )
+    .await
+    .map_err(|_| Refusal::TooSlow)?
+    .map_err(|_| Refusal::TooLarge)?;
     let request = read::<A::Options>(&bytes, limits)?;
     let chat = request.chat;
     open_chat(inner, &chat, &identity, true).await?;
@@ -256,7 +261,10 @@ where
         Ok(messages) => match serde_json::to_vec(&messages) {
             Ok(body) => (
                 [
-                    (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    ),
                     (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
                 ],
                 body,
@@ -320,7 +328,9 @@ fn events(
                 Ok(Ok(())) => {}
                 // The reply's sender lives as long as the reply this reader holds.
                 Ok(Err(_)) => return None,
-                Err(_quiet) => return Some((Ok(Bytes::from_static(KEEP_ALIVE.as_bytes())), reader)),
+                Err(_quiet) => {
+                    return Some((Ok(Bytes::from_static(KEEP_ALIVE.as_bytes())), reader));
+                }
             }
         }
     })

@@ -9,12 +9,14 @@
 //! text collected, only what follows the delivered prefix sent.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 
 use super::Inner;
 use super::agent::{ChatAgent, ChatInput, ChatTurn, Outcome};
+use super::deadline::Expired;
 use super::live::LiveReply;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
@@ -52,6 +54,8 @@ pub(crate) struct LiveTurn<'a> {
     turn: &'a Turn,
     plan: StreamPlan<'a>,
     channel: Durable<WebChannel>,
+    /// Whether the agent began to answer: past the deadline, [`run`] ends a turn that has not.
+    began: AtomicBool,
 }
 
 impl LiveTurn<'_> {
@@ -60,8 +64,40 @@ impl LiveTurn<'_> {
     where
         S: TextSource<Error = EgressError>,
     {
+        self.began.store(true, Ordering::Release);
         crate::boundary::stream(self.turn, &self.plan, &self.channel, source).await
     }
+
+    fn began(&self) -> bool {
+        self.began.load(Ordering::Acquire)
+    }
+}
+
+/// Runs the agent on a request's turn, bounded by the turn's deadline: an agent that has not
+/// begun to answer by then (a hung tool, a lost connection of its own) is dropped, and the
+/// boundary answers for it with a failure, so Layer C's holding line (and its promise) or
+/// handoff reaches the page. Once it has begun, its source ends at the deadline
+/// ([`Deadlined`](super::deadline::Deadlined)), so the answer ends too.
+async fn answer_in_time<A: ChatAgent>(
+    agent: &A,
+    turn: &Turn,
+    input: &ChatInput<A::Options>,
+    live: &LiveTurn<'_>,
+) -> Outcome {
+    let mut answering = agent.answer(ChatTurn::live(turn, input, live));
+    let Some(deadline) = turn.deadline() else {
+        return answering.await.0;
+    };
+    tokio::select! {
+        answered = &mut answering => return answered.0,
+        () = tokio::time::sleep_until(deadline) => {}
+    }
+    if live.began() {
+        return answering.await.0;
+    }
+    drop(answering);
+    tracing::warn!(target: "mesh_egress::web", conversation = turn.attribution().conversation(), "the agent had not begun to answer at the turn's deadline");
+    Outcome::Streamed(live.stream(Expired::new(turn.attribution())).await)
 }
 
 /// A request that was accepted: everything [`run`] needs.
@@ -123,12 +159,9 @@ pub(super) async fn run<A: ChatAgent>(inner: Arc<Inner<A>>, accepted: Accepted<A
         turn: &turn,
         plan,
         channel,
+        began: AtomicBool::new(false),
     };
-    let answered = inner
-        .agent
-        .answer(ChatTurn::live(&turn, &input, &live))
-        .await;
-    match answered.0 {
+    match answer_in_time(inner.agent.as_ref(), &turn, &input, &live).await {
         Outcome::Streamed(Ok(mut receipt)) => {
             let promised = receipt.take_rest().is_some();
             tracing::info!(target: "mesh_egress::web", chat = chat.chat(), end = ?receipt.end(), blocks = receipt.blocks().len(), promised, "web turn ended");
