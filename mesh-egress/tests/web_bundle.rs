@@ -16,7 +16,13 @@ fn page() -> PathBuf {
 fn sources(page: &Path) -> Vec<String> {
     let mut files: Vec<String> = std::fs::read_dir(page.join("src"))
         .expect("src/")
-        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|name| !name.starts_with('.'))
         .map(|name| format!("src/{name}"))
         .collect();
@@ -57,7 +63,12 @@ fn the_committed_bundle_is_built_from_the_committed_sources() {
     );
     let notices =
         std::fs::read_to_string(page.join("dist/THIRD_PARTY_NOTICES.txt")).expect("notices");
-    for package in ["react 19.2.9", "@ai-sdk/react 3.0.328", "ai 6.0.325", "react-markdown 10.1.0"] {
+    for package in [
+        "react 19.2.9",
+        "@ai-sdk/react 3.0.328",
+        "ai 6.0.325",
+        "react-markdown 10.1.0",
+    ] {
         assert!(notices.contains(package), "the notices name {package}");
     }
 }

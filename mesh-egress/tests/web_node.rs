@@ -132,7 +132,11 @@ fn texts(reply: &Value) -> Vec<String> {
 
 /// The reply the SDK read: no client error, the chunks in protocol order, never a cause.
 fn clean(name: &str, reply: &Value) -> Vec<String> {
-    assert_eq!(reply["errors"], serde_json::json!([]), "{name}: client errors");
+    assert_eq!(
+        reply["errors"],
+        serde_json::json!([]),
+        "{name}: client errors"
+    );
     let types: Vec<&str> = reply["types"]
         .as_array()
         .expect("types")
@@ -182,11 +186,7 @@ async fn the_ai_packages_own_reader_reads_our_stream() {
 fn screenshot_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     // target/<profile>/deps/<test> → target/
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .expect("target/")
-        .to_path_buf();
+    let target = exe.ancestors().nth(3).expect("target/").to_path_buf();
     let dir = target.join("web-example");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
@@ -230,12 +230,19 @@ async fn chromium_shows_the_reply_the_holding_line_and_the_kept_promise() {
     let followed = rendered(&seen["followedUp"]);
     assert_eq!(followed.len(), 3);
     assert_eq!(followed[1], holding[1], "the holding line stays");
-    assert!(followed[2].contains("You asked: And the deploy?"), "{followed:?}");
+    assert!(
+        followed[2].contains("You asked: And the deploy?"),
+        "{followed:?}"
+    );
     assert!(followed[2].contains("The rollout starts at 14:00"));
     assert_eq!(seen["causesAfter"], serde_json::json!([]));
     assert_no_cause(seen["finalHtml"].as_str().expect("html"));
     assert_eq!(seen["error"], Value::Null);
-    assert_eq!(rendered(&seen["afterReload"]), followed, "the server's record");
+    assert_eq!(
+        rendered(&seen["afterReload"]),
+        followed,
+        "the server's record"
+    );
     assert!(shot.is_file(), "a screenshot at {}", shot.display());
 }
 
@@ -251,5 +258,9 @@ async fn esbuild_rebuilds_the_committed_bundle_byte_for_byte() {
         .await
         .expect("bounded")
         .expect("node runs");
-    assert!(status.success(), "dist/ is stale: run `node build.mjs` in {}", page().display());
+    assert!(
+        status.success(),
+        "dist/ is stale: run `node build.mjs` in {}",
+        page().display()
+    );
 }

@@ -74,11 +74,17 @@ async fn a_total_outage_is_a_holding_line_whose_promise_is_kept() {
     assert!(!held.texts[0].is_empty());
     assert_no_cause(&held.text());
     assert_eq!(held.metadata, Some(json!({"followUp": true})));
-    assert_eq!(held.error, None, "Layer C's line is ordinary text, not an error");
+    assert_eq!(
+        held.error, None,
+        "Layer C's line is ordinary text, not an error"
+    );
 
     // Read to its end, the reply is seen: nothing to resume until the worker keeps the promise.
     let follow_up = read_stream(&resumed(&mut visitor, "outage1").await);
-    assert_ne!(follow_up.message_id, held.message_id, "a message of its own");
+    assert_ne!(
+        follow_up.message_id, held.message_id,
+        "a message of its own"
+    );
     assert_eq!(follow_up.text(), ANSWER.join("\n\n"));
     assert_eq!(
         visitor.get("/api/chat/outage1/stream").await.status,
@@ -101,7 +107,10 @@ async fn a_total_outage_is_a_holding_line_whose_promise_is_kept() {
     assert_eq!(messages[1]["parts"][0]["text"], held.texts[0].as_str());
     assert_eq!(messages[1].get("metadata"), None, "the promise is kept");
     assert_eq!(messages[2]["id"], follow_up.message_id.as_str());
-    assert_eq!(messages[2]["parts"][0]["text"], ANSWER.join("\n\n").as_str());
+    assert_eq!(
+        messages[2]["parts"][0]["text"],
+        ANSWER.join("\n\n").as_str()
+    );
     assert_no_cause(&listed.text());
 }
 

@@ -160,18 +160,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "web",
         &[
-            "address",
-            "boundary",
-            "channel",
-            "degrade",
-            "egress",
-            "gate",
-            "id",
-            "outbound",
-            "store",
-            "stream",
-            "turn",
-            "worker",
+            "address", "boundary", "channel", "degrade", "egress", "gate", "id", "outbound",
+            "store", "stream", "turn", "worker",
         ],
     ),
     // What the macro's expansion reaches.

@@ -131,7 +131,10 @@ impl Scripted {
                 [Step::status(503), Step::status(503), answer.stream()],
             ),
             Fault::Stall => ScriptedConnector::new()
-                .on("primary", [answer.stream().stall_after(answer.first_paragraph)])
+                .on(
+                    "primary",
+                    [answer.stream().stall_after(answer.first_paragraph)],
+                )
                 .on("fallback", [answer.stream()]),
             Fault::Outage => ScriptedConnector::new().otherwise(Step::status(503)),
             Fault::Leak => ScriptedConnector::new().on("primary", [answer.leaking()]),
@@ -150,7 +153,13 @@ struct Answer {
 impl Answer {
     fn to(prompt: &str) -> Self {
         // The person's words come back inside the model's text: the renderer escapes them.
-        let topic: String = prompt.lines().next().unwrap_or_default().chars().take(80).collect();
+        let topic: String = prompt
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(80)
+            .collect();
         // The first paragraph is past the cutter's minimum block, so it streams on its own.
         let mut chunks = vec![
             "You asked: ".to_owned(),

@@ -101,7 +101,11 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
 fn model() -> Result<Model, String> {
     if std::env::var("MESH_MODEL_BASE_URL").is_ok_and(|v| !v.trim().is_empty()) {
         let (connector, model) = model_from_env()?;
-        Ok(Model::Real(Router::new(connector, model, RetryConfig::from_env())))
+        Ok(Model::Real(Router::new(
+            connector,
+            model,
+            RetryConfig::from_env(),
+        )))
     } else {
         Ok(Model::Scripted(Scripted::default()))
     }
@@ -190,9 +194,17 @@ async fn main() -> ExitCode {
         .route("/favicon.ico", get(page::favicon))
         .route("/third-party-notices.txt", get(page::notices))
         .merge(chat.router::<identity::Visitor>())
-        .layer(axum::middleware::from_fn_with_state(key, identity::identify));
+        .layer(axum::middleware::from_fn_with_state(
+            key,
+            identity::identify,
+        ));
 
-    let listener = match tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], args.port))).await {
+    let listener = match tokio::net::TcpListener::bind(SocketAddr::from((
+        [127, 0, 0, 1],
+        args.port,
+    )))
+    .await
+    {
         Ok(listener) => listener,
         Err(error) => {
             tracing::error!(target: "mesh_egress::web", error = %error, port = args.port, "the port could not be opened");

@@ -245,7 +245,10 @@ pub fn read_stream(reply: &Reply) -> Streamed {
         assert_eq!(reply.header(name), Some(value), "header {name}");
     }
     let body = reply.text();
-    assert!(body.ends_with("\n\n"), "the last event ends with a blank line");
+    assert!(
+        body.ends_with("\n\n"),
+        "the last event ends with a blank line"
+    );
     let events: Vec<&str> = body
         .strip_suffix("\n\n")
         .unwrap_or(&body)
@@ -297,14 +300,22 @@ pub fn read_stream(reply: &Reply) -> Streamed {
                 out.texts.push(String::new());
             }
             "text-delta" => {
-                assert_eq!(open.as_deref(), Some(id().as_str()), "delta of the open part");
+                assert_eq!(
+                    open.as_deref(),
+                    Some(id().as_str()),
+                    "delta of the open part"
+                );
                 out.texts
                     .last_mut()
                     .expect("open")
                     .push_str(object["delta"].as_str().expect("a delta"));
             }
             "text-end" => {
-                assert_eq!(open.take().as_deref(), Some(id().as_str()), "end of the open part");
+                assert_eq!(
+                    open.take().as_deref(),
+                    Some(id().as_str()),
+                    "end of the open part"
+                );
             }
             "finish" => {
                 assert!(open.is_none(), "no part left open");
@@ -327,6 +338,9 @@ pub fn read_stream(reply: &Reply) -> Streamed {
 /// Fails if any fault's word is in `text`.
 pub fn assert_no_cause(text: &str) {
     for cause in CAUSES {
-        assert!(!text.contains(cause), "{cause:?} reached the person: {text}");
+        assert!(
+            !text.contains(cause),
+            "{cause:?} reached the person: {text}"
+        );
     }
 }
