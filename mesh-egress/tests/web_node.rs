@@ -12,9 +12,9 @@
 //! - esbuild rebuilds the committed bundle byte for byte (`node build.mjs --check`).
 //!
 //! Node, npm and Chromium are required, as PostgreSQL is for the store tests: a missing one
-//! fails with one line naming its package. `npm ci` runs when `node_modules` is missing
-//! (`PUPPETEER_SKIP_DOWNLOAD`: nothing downloads a browser). `cargo test` builds the example
-//! before it runs this file.
+//! fails with one line naming its package. `npm ci` runs when `node_modules` is missing or
+//! older than the lockfile (`PUPPETEER_SKIP_DOWNLOAD`: nothing downloads a browser). `cargo
+//! test` builds the example before it runs this file.
 
 mod web_support;
 
@@ -59,18 +59,31 @@ fn chromium() -> PathBuf {
     path
 }
 
-/// `npm ci` once per process when `node_modules` is missing (both tests need it).
+/// Whether `node_modules` is missing or older than the lockfile (npm writes its own copy,
+/// `node_modules/.package-lock.json`, on every install).
+fn node_modules_stale(page: &Path) -> bool {
+    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    match (
+        modified(page.join("node_modules/.package-lock.json")),
+        modified(page.join("package-lock.json")),
+    ) {
+        (Some(installed), Some(locked)) => installed < locked,
+        _ => true,
+    }
+}
+
+/// `npm ci` once per process when `node_modules` is missing or stale (every test needs it).
 fn node_modules() {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
     let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     require("node", "nodejs");
     require("npm", "npm");
-    if *installed || page().join("node_modules/.package-lock.json").is_file() {
+    if *installed || !node_modules_stale(&page()) {
         *installed = true;
         return;
     }
     let mut child = std::process::Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
+        .args(["ci", "--no-audit", "--no-fund", "--prefer-offline"])
         .current_dir(page())
         .env("PUPPETEER_SKIP_DOWNLOAD", "1")
         .stdin(Stdio::null())
