@@ -46,7 +46,7 @@ pub(crate) enum Model {
     /// The scripted fake provider, in memory.
     Scripted(Scripted),
     /// The endpoint the `MESH_MODEL_*` variables name.
-    Real(Router<OpenAiCompatible>),
+    Real(Box<Router<OpenAiCompatible>>),
 }
 
 /// The example's [`ChatAgent`].

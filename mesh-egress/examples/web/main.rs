@@ -101,11 +101,11 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
 fn model() -> Result<Model, String> {
     if std::env::var("MESH_MODEL_BASE_URL").is_ok_and(|v| !v.trim().is_empty()) {
         let (connector, model) = model_from_env()?;
-        Ok(Model::Real(Router::new(
+        Ok(Model::Real(Box::new(Router::new(
             connector,
             model,
             RetryConfig::from_env(),
-        )))
+        ))))
     } else {
         Ok(Model::Scripted(Scripted::default()))
     }

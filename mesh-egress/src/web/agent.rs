@@ -199,7 +199,7 @@ impl<'a, O> ChatTurn<'a, O> {
         // The turn's deadline holds whatever the source does (see `deadline`).
         let source = Deadlined::new(source, self.turn.deadline(), self.turn.attribution());
         match self.how {
-            How::Live(live) => Answered(Outcome::Streamed(live.stream(source).await)),
+            How::Live(live) => Answered(Outcome::Streamed(Box::new(live.stream(source).await))),
             How::Collect => Answered(Outcome::Collected(collect(self.turn, source).await)),
         }
     }
@@ -225,7 +225,8 @@ pub struct Answered(pub(super) Outcome);
 
 /// What [`ChatTurn::stream`] came to.
 pub(super) enum Outcome {
-    Streamed(Streamed),
+    /// Boxed: a stream's receipt is large, and an `Answered` moves through every agent.
+    Streamed(Box<Streamed>),
     Collected(Collected),
 }
 

@@ -170,7 +170,7 @@ mod tests {
         let mut source = Deadlined::new(inner, Some(deadline), &attribution());
         let mut text = String::new();
         while let Some(delta) = source.next().await {
-            text.push_str(&delta.ok().expect("no failure"));
+            text.push_str(&delta.expect("no failure"));
         }
         assert_eq!(text, "ab");
         let mut none = Deadlined::new(Stalls(Some("x".into())), None, &attribution());

@@ -161,19 +161,20 @@ mod tests {
 
     #[test]
     fn a_turn_lists_its_question_its_answer_and_its_kept_promise_apart() {
-        let mut transcript = Transcript::default();
-        transcript.turns = vec![
-            turn("r1", Some("u1"), Some("Is it green?")),
-            turn("r2", None, None),
-        ];
-        transcript.delivered = vec![
-            delivered("d1", "r1", "One moment."),
-            delivered("d2", "r1", "It is green."),
-            delivered("d3", "r2", "Again: green."),
-            delivered("d0", "r9", "not this chat's turn"),
-        ];
-        transcript.follow_ups.insert("d2".to_owned());
-        transcript.open_promises.insert("r2".to_owned());
+        let transcript = Transcript {
+            turns: vec![
+                turn("r1", Some("u1"), Some("Is it green?")),
+                turn("r2", None, None),
+            ],
+            delivered: vec![
+                delivered("d1", "r1", "One moment."),
+                delivered("d2", "r1", "It is green."),
+                delivered("d3", "r2", "Again: green."),
+                delivered("d0", "r9", "not this chat's turn"),
+            ],
+            follow_ups: ["d2".to_owned()].into(),
+            open_promises: ["r2".to_owned()].into(),
+        };
         let json = serde_json::to_value(ui_messages(&transcript)).unwrap();
         assert_eq!(
             json,

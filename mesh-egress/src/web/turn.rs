@@ -97,7 +97,9 @@ async fn answer_in_time<A: ChatAgent>(
     }
     drop(answering);
     tracing::warn!(target: "mesh_egress::web", conversation = turn.attribution().conversation(), "the agent had not begun to answer at the turn's deadline");
-    Outcome::Streamed(live.stream(Expired::new(turn.attribution())).await)
+    Outcome::Streamed(Box::new(
+        live.stream(Expired::new(turn.attribution())).await,
+    ))
 }
 
 /// A request that was accepted: everything [`run`] needs.
@@ -161,8 +163,12 @@ pub(super) async fn run<A: ChatAgent>(inner: Arc<Inner<A>>, accepted: Accepted<A
         channel,
         began: AtomicBool::new(false),
     };
-    match answer_in_time(inner.agent.as_ref(), &turn, &input, &live).await {
-        Outcome::Streamed(Ok(mut receipt)) => {
+    let outcome = match answer_in_time(inner.agent.as_ref(), &turn, &input, &live).await {
+        Outcome::Streamed(streamed) => Some(*streamed),
+        Outcome::Collected(_) => None,
+    };
+    match outcome {
+        Some(Ok(mut receipt)) => {
             let promised = receipt.take_rest().is_some();
             tracing::info!(target: "mesh_egress::web", chat = chat.chat(), end = ?receipt.end(), blocks = receipt.blocks().len(), promised, "web turn ended");
             if let StreamEnd::Stopped(reason) = receipt.end() {
@@ -170,13 +176,14 @@ pub(super) async fn run<A: ChatAgent>(inner: Arc<Inner<A>>, accepted: Accepted<A
             }
             reply.finish(promised.then_some(MessageMetadata { follow_up: true }));
         }
-        Outcome::Streamed(Err(error)) => {
+        Some(Err(error)) => {
             // The outbox refused a block or a line (the store failed, the lease moved on):
             // what was committed stays for a worker; the page gets the fixed sentence.
             tracing::error!(target: "mesh_egress::web", chat = chat.chat(), error = %error, "a web reply could not be delivered");
             reply.fail(Interruption::Interrupted);
         }
-        Outcome::Collected(_) => {
+        // Only a follow-up's `ChatTurn` collects; a request's cannot.
+        None => {
             tracing::error!(target: "mesh_egress::web", chat = chat.chat(), "a web turn was answered as a follow-up");
             reply.fail(Interruption::Interrupted);
         }
