@@ -7,7 +7,7 @@
 //!
 //! Each surface gets the reply split to its own limit, one API call per part, in order. The fakes
 //! also throw in each surface's own trouble (a Slack `429` with `Retry-After`, a Discord global
-//! rate limit, a Telegram `503`), which the connectors ride out within their `SendPolicy`.
+//! rate limit, a Telegram flood wait), which the connectors ride out within their `SendPolicy`.
 //!
 //! Then one streamed reply per surface through `boundary::stream_live`: a Slack native stream
 //! in a thread (`chat.startStream` / `appendStream` / `stopStream`), Telegram drafts in a
@@ -115,7 +115,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Duration::from_millis(250),
     )]);
     let telegram_api = FakeApi::start(Surface::Telegram, "123:telegram-demo").await?;
-    telegram_api.script([FakeResponse::chat_server_error(Surface::Telegram, 503)]);
+    // A flood wait posted nothing: waited out and sent again. (A 503 may have posted, and a
+    // `sendMessage` is never repeated after one.)
+    telegram_api.script([FakeResponse::chat_rate_limited(
+        Surface::Telegram,
+        Duration::from_secs(1),
+    )]);
 
     // One bot, three surfaces, one type, each with its own default renderer and limits.
     let surfaces = [

@@ -7,8 +7,12 @@
 //! variable is read once per process.
 //!
 //! The points (where each stops is in the `store` module docs): `after_commit`,
-//! `between_parts`, `after_send_before_mark`, `between_stream_calls` (the outbox), and
-//! `follow_up_claimed`, `follow_up_committed` (the worker).
+//! `between_parts`, `after_send_before_mark`, `between_stream_calls`, `drafts_only` (the
+//! outbox), and
+//! `follow_up_claimed`, `follow_up_committed` (the worker). One point makes something fail
+//! instead of stopping: `journal_unwritable`, the first write of a stream's journal after a
+//! call the surface confirmed fails once, as a database that stopped answering would
+//! ([`fails_once`]).
 
 /// The environment variable naming the point to stop at.
 #[cfg(feature = "failpoints")]
@@ -23,11 +27,7 @@ const WAIT_FOR_KILL: std::time::Duration = std::time::Duration::from_secs(60);
 #[cfg(feature = "failpoints")]
 pub(crate) async fn hit(name: &'static str) {
     use std::io::Write as _;
-    // Read once per process: a crash test names the point when it starts the child, and the
-    // sends that pass a point should not each pay an environment lookup.
-    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let chosen = CHOSEN.get_or_init(|| std::env::var(VARIABLE).ok());
-    if chosen.as_deref() != Some(name) {
+    if chosen() != Some(name) {
         return;
     }
     {
@@ -40,6 +40,26 @@ pub(crate) async fn hit(name: &'static str) {
     }
     tokio::time::sleep(WAIT_FOR_KILL).await;
     std::process::exit(86);
+}
+
+/// Whether `MESH_FAILPOINT` names `name`, the first time it is asked in this process: a point
+/// that makes something fail once rather than stop the process (`journal_unwritable`: the next
+/// write of a stream's journal fails, as a database that stopped answering would).
+#[cfg(feature = "failpoints")]
+pub(crate) fn fails_once(name: &'static str) -> bool {
+    static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    chosen() == Some(name) && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The point `MESH_FAILPOINT` names, read once per process.
+#[cfg(feature = "failpoints")]
+fn chosen() -> Option<&'static str> {
+    // Read once per process: a crash test names the point when it starts the child, and the
+    // sends that pass a point should not each pay an environment lookup.
+    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    CHOSEN
+        .get_or_init(|| std::env::var(VARIABLE).ok())
+        .as_deref()
 }
 
 /// Stops the process at `name` when `MESH_FAILPOINT` names it (see the module docs).

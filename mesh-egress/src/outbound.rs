@@ -340,8 +340,9 @@ impl CommittedPart {
         }
     }
 
-    /// The ownership the part is sent under (a lease-backed one fences the outbox's updates).
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// The ownership the part is sent under: a connector re-checks it before every try, and a
+    /// lease-backed one fences the outbox's updates.
+    #[cfg(any(feature = "http", feature = "sqlite", feature = "postgres"))]
     pub(crate) fn ownership(&self) -> Option<&Ownership> {
         self.ownership.as_ref()
     }
@@ -404,6 +405,10 @@ pub struct CommitRecord<'a> {
     /// The rendered parts, in order.
     pub parts: &'a [String],
     /// The ownership the message was committed under (a durable boundary fences on its lease).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        allow(dead_code, reason = "only the durable store fences on it")
+    )]
     pub(crate) ownership: Option<&'a Ownership>,
 }
 

@@ -106,8 +106,9 @@ pub(crate) struct Fence {
     pub(crate) holder: String,
     pub(crate) token: i64,
     // The store's expiry translated to this process's clock when the lease was taken or renewed
-    // (measured from before the request, so it errs early, never late).
-    deadline: std::sync::Mutex<tokio::time::Instant>,
+    // (measured from before the request, so it errs early, never late), and the length it was
+    // granted for: what a try's window is measured against.
+    deadline: std::sync::Mutex<(tokio::time::Instant, std::time::Duration)>,
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -117,23 +118,29 @@ impl Fence {
         holder: String,
         token: i64,
         deadline: tokio::time::Instant,
+        length: std::time::Duration,
     ) -> Self {
         Self {
             conversation,
             holder,
             token,
-            deadline: std::sync::Mutex::new(deadline),
+            deadline: std::sync::Mutex::new((deadline, length)),
         }
     }
 
-    pub(crate) fn extend_to(&self, deadline: tokio::time::Instant) {
+    /// A renewal: the lease now runs to `deadline`, granted for `length`.
+    pub(crate) fn extend_to(&self, deadline: tokio::time::Instant, length: std::time::Duration) {
         *self
             .deadline
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = deadline;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (deadline, length);
     }
 
     pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        self.deadline_and_length().0
+    }
+
+    fn deadline_and_length(&self) -> (tokio::time::Instant, std::time::Duration) {
         *self
             .deadline
             .lock()
@@ -201,6 +208,70 @@ impl Ownership {
     /// [`is_held`](Self::is_held); it cannot wake a waiter.)
     pub async fn revoked(&self) {
         self.revoked.cancelled().await;
+    }
+
+    /// Whether a request that may take up to `timeout` may start under this ownership now, and
+    /// for how long: the check every try and every stream call makes, in memory (no database
+    /// round trip: a failed renewal has revoked the ownership already).
+    ///
+    /// Without a lease, a held ownership opens the whole `timeout`. With one, no try may
+    /// outlast the lease: its timeout is cut to the time left, and when less is left than the
+    /// whole `timeout` and than half the lease's length (a healthy renewal, every third of the
+    /// length, never lets it fall that low) the try does not start at all
+    /// ([`TryWindow::TooShort`]): the part goes back to wait for a renewed lease or its next
+    /// holder.
+    #[cfg(feature = "http")]
+    pub(crate) fn try_window(&self, timeout: std::time::Duration) -> TryWindow {
+        if !self.is_held() {
+            return TryWindow::Lost;
+        }
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if let Some(fence) = &self.fence {
+            let (deadline, length) = fence.deadline_and_length();
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left < timeout.min(length / 2) {
+                return TryWindow::TooShort;
+            }
+            return TryWindow::Open(timeout.min(left));
+        }
+        TryWindow::Open(timeout)
+    }
+
+    /// Whether `other` is a clone of this ownership (the same signal, the same lease).
+    #[cfg(feature = "http")]
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.revoked.shared, &other.revoked.shared)
+    }
+}
+
+/// What [`Ownership::try_window`] allows a request.
+#[cfg(feature = "http")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TryWindow {
+    /// Ownership is lost: nothing may start.
+    Lost,
+    /// Still held, but the lease has too little time left for a try: it must not start.
+    TooShort,
+    /// It may start, with this timeout (never past the lease's end).
+    Open(std::time::Duration),
+}
+
+#[cfg(feature = "http")]
+impl TryWindow {
+    /// The window of a request under every one of `owners`: the narrowest.
+    pub(crate) fn of_all<'a>(
+        owners: impl IntoIterator<Item = &'a Ownership>,
+        timeout: std::time::Duration,
+    ) -> Self {
+        let mut window = Self::Open(timeout);
+        for owner in owners {
+            window = match (window, owner.try_window(timeout)) {
+                (Self::Lost, _) | (_, Self::Lost) => Self::Lost,
+                (Self::TooShort, _) | (_, Self::TooShort) => Self::TooShort,
+                (Self::Open(a), Self::Open(b)) => Self::Open(a.min(b)),
+            };
+        }
+        window
     }
 }
 

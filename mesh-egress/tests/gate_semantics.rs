@@ -3,7 +3,6 @@
 #![cfg(feature = "gate")]
 
 use std::future::Future;
-use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +15,8 @@ use mesh_egress::gate::{
 use mesh_egress::ledger::LedgerRecord;
 use mesh_egress::{AgentMessage, Attribution, EgressError, FailureClass, Turn};
 use tokio::time::Instant;
+
+mod support;
 
 const TIMEOUT: Duration = Duration::from_millis(250);
 
@@ -309,29 +310,10 @@ async fn a_per_request_canary_blocks_without_a_promise_to_retry_or_a_judge() {
     assert!(matches!(reply, Reply::Handoff { .. }));
 }
 
-/// A `tracing` writer that keeps everything written.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().expect("buf").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn review_flags_reach_the_ledger_and_the_gate_event_without_the_text() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = support::Logs::default();
+    let _guard = logs.install();
 
     let judge = Scripted::new(Script::Fail);
     let gate = gate(true, &judge);
@@ -371,7 +353,7 @@ async fn review_flags_reach_the_ledger_and_the_gate_event_without_the_text() {
         ("credential.api_key", "blocked", false)
     );
 
-    let logged = String::from_utf8(logs.0.lock().expect("buf").clone()).expect("utf-8");
+    let logged = logs.text();
     let events: Vec<serde_json::Value> = logged
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))

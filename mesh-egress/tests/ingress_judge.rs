@@ -5,7 +5,6 @@
 #![cfg(all(feature = "ingress", feature = "gate", feature = "testing"))]
 
 use std::future::Future;
-use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -19,6 +18,8 @@ use mesh_egress::model::{
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::{AgentMessage, Attribution, Surface, Turn};
 use tokio::time::Instant;
+
+mod support;
 
 const US: &str = "U0BOTATLAS";
 
@@ -354,34 +355,10 @@ async fn every_decision_is_on_the_ledger_without_the_text() {
     assert!(!json.contains("launch codes"), "{json}");
 }
 
-/// Collects what a `tracing` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn decisions_are_traced_at_the_ingress_target_without_the_text() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = support::Logs::default();
+    let _guard = captured.install();
     let (builder, _) = judged(Step::answer("YES"));
     let ingress = builder.build().expect("classifier");
     decide(
@@ -391,7 +368,7 @@ async fn decisions_are_traced_at_the_ingress_target_without_the_text() {
     .await;
     decide(&ingress, &slack("C2", "U2", "my password is hunter2", 2)).await;
     decide(&ingress, &slack("C3", "U3", IN_PASSING, 3)).await;
-    let logs = String::from_utf8(captured.0.lock().expect("logs").clone()).expect("utf-8");
+    let logs = captured.text();
     let lines: Vec<serde_json::Value> = logs
         .lines()
         .filter(|l| l.contains("mesh_egress::ingress"))

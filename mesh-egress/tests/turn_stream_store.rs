@@ -3,7 +3,9 @@
 //! streamed reply goes onto Discord's own stream (post, then edits) through the durable outbox,
 //! so every part ends `sent` under the message that holds it and `worker --once` then has
 //! nothing to send; a failure mid-stream stores the holding line's promise with what was shown,
-//! and `worker --once` delivers only what follows. `cargo test` builds the examples first.
+//! and `worker --once` delivers only what follows; a store that stops answering mid-stream ends
+//! the turn with exit 1 and one `error:` line, and `worker --once` sends the rest. `cargo test`
+//! builds the examples first.
 
 mod example_binary;
 #[path = "../../tests/tests/support/postgres.rs"]
@@ -300,6 +302,60 @@ async fn a_streamed_reply_to_stdout_goes_through_the_outbox_block_by_block(backe
     assert_eq!(text(&out.stdout), "", "nothing pending, nothing printed");
 }
 
+/// The store stops answering mid-reply (`MESH_FAILPOINT=journal_unwritable`: the journal's
+/// first write after the surface confirmed a block fails, as a database in failover would).
+/// That is not a lost conversation: the turn ends with exit 1 and one `error:` line, never
+/// the cause; what was not shown stays `pending`; and `worker --once`, with the store back,
+/// sends the rest, each block once.
+async fn a_store_failure_mid_stream_exits_1_and_worker_once_sends_the_rest(backend: Backend) {
+    let place = backend.place("unwritable");
+    let api = FakeApi::start(Api::Discord, TOKEN).await.expect("fake api");
+    let provider = FakeProvider::start_steps([
+        Step::chunks([P1, P2, P3]).chunk_delay(Duration::from_millis(60))
+    ])
+    .await
+    .expect("provider");
+    let mut turn = command("turn", &provider, &api, &place.url);
+    turn.env("MESH_FAILPOINT", "journal_unwritable").args([
+        "--deliver",
+        "discord",
+        "--stream",
+        "Is the deploy done?",
+    ]);
+    let out = run(turn).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(
+        errors,
+        ["error: the store failed during delivery to discord"],
+        "{stderr}"
+    );
+    assert_eq!(api.texts(), [P1.trim()], "the first block only");
+    let parts = rows(&place.url).await;
+    let states: Vec<PartState> = parts.iter().map(|p| p.state).collect();
+    assert_eq!(
+        states,
+        [PartState::Sent, PartState::Pending, PartState::Pending],
+        "{parts:?}"
+    );
+
+    let mut worker = command("worker", &provider, &api, &place.url);
+    worker.args(["--once", "--deliver", "discord"]);
+    let out = run(worker).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        api.texts(),
+        [P1.trim(), P2.trim(), P3.trim()],
+        "the rest, each block once"
+    );
+    let parts = rows(&place.url).await;
+    assert!(
+        parts.iter().all(|p| p.state == PartState::Sent),
+        "{parts:?}"
+    );
+}
+
 macro_rules! on_both_backends {
     ($($name:ident => $body:ident),* $(,)?) => {
         mod sqlite {
@@ -322,4 +378,6 @@ on_both_backends!(
         a_promise_made_mid_stream_is_kept_by_worker_once_with_only_what_follows,
     turn_stream_store_to_stdout_then_worker_once_sends_nothing =>
         a_streamed_reply_to_stdout_goes_through_the_outbox_block_by_block,
+    turn_stream_store_failure_exits_1_then_worker_once_sends_the_rest =>
+        a_store_failure_mid_stream_exits_1_and_worker_once_sends_the_rest,
 );

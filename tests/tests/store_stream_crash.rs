@@ -8,7 +8,9 @@
 //! The rules under test: what the surface confirmed before the crash is never sent again; the
 //! in-flight part follows the unknown-outcome knob (`uncertain` by default, never looked up or
 //! deduped by nonce: a streamed part may sit inside a growing message); the parts never given
-//! to a call are sent once, as messages of their own.
+//! to a call are sent once, as messages of their own. And a Telegram reply killed while it was
+//! only a draft (`drafts`, the failpoint `drafts_only`) is sent once, as messages, after the
+//! restart: a draft is not a message.
 //!
 //! Run with `--nocapture` to see one line per case.
 
@@ -41,11 +43,13 @@ const BOUND: Duration = Duration::from_secs(60);
 both_backends!(
     a_stream_killed_between_calls_never_resends_the_confirmed_and_leaves_the_in_flight_uncertain,
     a_stream_killed_between_calls_sends_the_in_flight_part_again_when_the_knob_says_so,
+    a_telegram_reply_killed_while_only_drafts_exist_arrives_once_as_messages_after_the_restart,
 );
 
 fn name(surface: Surface) -> &'static str {
     match surface {
         Surface::Slack => "slack",
+        Surface::Telegram => "telegram",
         _ => "discord",
     }
 }
@@ -94,10 +98,15 @@ impl Case {
 
     /// Streams until the child reports [`POINT`], then kills it there.
     async fn stream_until_killed(&self) {
-        let mut child = self.child("stream", Some(POINT), &[]);
+        self.run_until_killed("stream", POINT).await;
+    }
+
+    /// Runs a child in `mode` until it reports `point`, then kills it there with SIGKILL.
+    async fn run_until_killed(&self, mode: &str, point: &str) {
+        let mut child = self.child(mode, Some(point), &[]);
         let stderr = child.stderr.take().unwrap();
         let mut lines = BufReader::new(stderr).lines();
-        let wanted = format!("{{\"failpoint\":\"{POINT}\"}}");
+        let wanted = format!("{{\"failpoint\":\"{point}\"}}");
         let mut seen = Vec::new();
         let reached = tokio::time::timeout(BOUND, async {
             while let Some(line) = lines.next_line().await.unwrap() {
@@ -112,7 +121,7 @@ impl Case {
         .unwrap_or(false);
         assert!(
             reached,
-            "{POINT} was never reached; the child said {seen:?}"
+            "{point} was never reached; the child said {seen:?}"
         );
         child.start_kill().unwrap();
         let status = tokio::time::timeout(BOUND, child.wait())
@@ -284,4 +293,45 @@ async fn a_stream_killed_between_calls_sends_the_in_flight_part_again_when_the_k
             assert_eq!(case.times_shown(block), 1, "{surface}: {block:?} once");
         }
     }
+}
+
+/// A Telegram reply in a private chat exists only as a draft (`sendMessageDraft`, the whole
+/// reply) when its process is SIGKILLed at the failpoint `drafts_only`. No message ever
+/// existed: every part is still `pending` (a draft is not a message), and after the restart
+/// each drafted paragraph arrives once, as a message of its own. (Before issue 21 each part was
+/// marked `sending` before its draft, and the restart left them `uncertain`, never sent.)
+async fn a_telegram_reply_killed_while_only_drafts_exist_arrives_once_as_messages_after_the_restart(
+    backend: Backend,
+) {
+    let case = Case::new(backend, Surface::Telegram).await;
+    case.run_until_killed("drafts", "drafts_only").await;
+    let drafts = case.api.drafts();
+    assert_eq!(
+        drafts.last().map(|d| d.text.clone()),
+        Some(BLOCKS.join("\n\n")),
+        "the whole reply was on screen as a draft"
+    );
+    assert_eq!(case.api.calls_to("sendMessage"), 0, "no message existed");
+    let rows = case.rows().await;
+    assert_eq!(
+        states(&rows),
+        [PartState::Pending; 4],
+        "a draft is not a message: {rows:?}"
+    );
+
+    let resend = case.run("resend", &[]).await;
+
+    let rows = case.rows().await;
+    case.report("uncertain (default)", &rows, &resend);
+    assert_eq!(
+        (resend["sent"].as_u64(), resend["uncertain"].as_u64()),
+        (Some(4), Some(0)),
+        "{resend}"
+    );
+    assert_eq!(states(&rows), [PartState::Sent; 4]);
+    assert_eq!(
+        case.api.texts(),
+        BLOCKS,
+        "each paragraph once, as a message"
+    );
 }

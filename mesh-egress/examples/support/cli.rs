@@ -463,9 +463,9 @@ pub(crate) fn init_logs() {
         .init();
 }
 
-/// Exit 1 after a delivery that failed after its retries: one plain `error:` line naming where
-/// it went, never the cause (the log line carries only the delivery error's own text, which
-/// names parts, not causes).
+/// Exit 1 after a delivery that failed after its retries, or whose durable outbox failed: one
+/// plain `error:` line naming where it went, never the cause (the log line carries only the
+/// delivery error's own text, which names parts, not causes).
 pub(crate) fn delivery_failed(
     target: Surface,
     error: &mesh_egress::channel::DeliveryError,
@@ -474,8 +474,13 @@ pub(crate) fn delivery_failed(
         Surface::Plain => "stdout",
         surface => surface.name(),
     };
-    tracing::error!(target: "mesh_egress::egress", error = %error, to, "delivery failed");
-    eprintln!("error: delivery to {to} failed");
+    tracing::error!(target: "mesh_egress::egress", error = %error, to, store = error.is_store_failure(), "delivery failed");
+    if error.is_store_failure() {
+        // What the outbox holds is sent by `worker` once the store answers again.
+        eprintln!("error: the store failed during delivery to {to}");
+    } else {
+        eprintln!("error: delivery to {to} failed");
+    }
     ExitCode::FAILURE
 }
 

@@ -301,7 +301,10 @@ where
 /// stream failed for good) are sent again as messages of their own, in order, before anything
 /// else, except [uncertain](crate::channel::stream::StreamError::uncertain) ones, which may be
 /// shown already and are not sent again; a part is counted delivered once it is committed into
-/// the stream.
+/// the stream. When a durable outbox's store fails mid-stream
+/// ([`StreamError::is_store_failure`](crate::channel::stream::StreamError::is_store_failure)),
+/// nothing more goes from here and the turn ends with [`DeliveryError::Store`]: the parts not
+/// shown are `pending` in the outbox for a worker.
 pub async fn stream_live<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,
@@ -516,8 +519,20 @@ async fn finish_live<C: Channel + ?Sized>(
             out.surface = Some(receipt);
             Ok(false)
         }
-        // The outbox refused the next call: the conversation is someone else's now (or the
-        // store cannot record sends), so nothing more goes.
+        // The outbox's store failed: not a lost ownership. Nothing more goes from here (the
+        // store cannot record it); what was not shown is `pending` again, and a worker sends
+        // it once the store answers. The turn ends with the store's error.
+        Err(error) if error.is_store_failure() => {
+            out.surface = Some(error.receipt().clone());
+            tracing::error!(
+                target: "mesh_egress::boundary",
+                unconfirmed = error.unconfirmed().len(),
+                "the durable outbox failed mid-stream; the rest is left to a worker"
+            );
+            Err(DeliveryError::Store(Box::new(error)))
+        }
+        // The outbox refused the next call: the conversation is someone else's now, so
+        // nothing more goes.
         Err(error) if error.is_refused() => {
             out.surface = Some(error.receipt().clone());
             Ok(true)

@@ -238,6 +238,17 @@ async fn send_in_order<C: Channel + ?Sized>(
             Err(mut error) => {
                 let mut parts: Vec<CommittedPart> = error.part.take().into_iter().collect();
                 parts.extend(pending);
+                if error.is_ownership_lost() {
+                    // The connector saw it before a try: the same end as the check above.
+                    return Err(DeliveryError::OwnershipLost {
+                        undelivered: Box::new(Undelivered {
+                            delivery,
+                            parts,
+                            delivered,
+                            commitment,
+                        }),
+                    });
+                }
                 return Err(DeliveryError::Send {
                     failed: index,
                     total,
@@ -399,15 +410,29 @@ impl fmt::Debug for Undelivered {
 
 /// Why a channel could not send one part. Hand the part back with it so the delivery can
 /// resume.
+///
+/// Besides the cause it says whether sending again could work ([`retryable`](Self::retryable)),
+/// how long the surface asked to wait ([`retry_after`](Self::retry_after)), whether a try may
+/// have reached the surface all the same ([`maybe_delivered`](Self::maybe_delivered): it stays
+/// set whatever later tries of the same send answered) and whether the send stopped because
+/// the conversation is no longer this process's to speak in
+/// ([`is_ownership_lost`](Self::is_ownership_lost)).
 #[derive(thiserror::Error)]
 #[error("the channel did not accept the part")]
 pub struct SendError {
     part: Option<CommittedPart>,
     retryable: bool,
     retry_after: Option<Duration>,
+    maybe_delivered: bool,
+    ownership_lost: bool,
     #[source]
     source: Box<dyn StdError + Send + Sync>,
 }
+
+/// The cause of a [`SendError::ownership_lost`].
+#[derive(Debug, thiserror::Error)]
+#[error("the conversation's ownership was lost, or its lease had too little time left for a try")]
+struct NotOwned;
 
 impl SendError {
     /// The part `part` could not be sent because of `source`. Retryable by default.
@@ -416,8 +441,40 @@ impl SendError {
             part: Some(part),
             retryable: true,
             retry_after: None,
+            maybe_delivered: false,
+            ownership_lost: false,
             source: source.into(),
         }
+    }
+
+    /// `part` was not tried (again) because its ownership no longer holds, or holds for too
+    /// short a time for a try to end before its lease does: it goes back to whoever holds the
+    /// conversation next (or to this process once its lease is renewed). A durable outbox puts
+    /// it back to `pending`, fenced on the lease.
+    pub fn ownership_lost(part: CommittedPart) -> Self {
+        let mut error = Self::new(part, NotOwned);
+        error.ownership_lost = true;
+        error
+    }
+
+    /// Marks whether an earlier try of this send may have reached the surface (it got no
+    /// answer, a 5xx, or an answer that could not be read), so whoever sends the part next
+    /// must reconcile or dedupe it rather than send it blindly.
+    pub fn with_maybe_delivered(mut self, maybe: bool) -> Self {
+        self.maybe_delivered = maybe;
+        self
+    }
+
+    /// Whether a try of this send may have reached the surface (see
+    /// [`with_maybe_delivered`](Self::with_maybe_delivered)).
+    pub fn maybe_delivered(&self) -> bool {
+        self.maybe_delivered
+    }
+
+    /// Whether the send stopped because the conversation's ownership was lost (see
+    /// [`ownership_lost`](Self::ownership_lost)).
+    pub fn is_ownership_lost(&self) -> bool {
+        self.ownership_lost
     }
 
     /// Marks whether sending the part again could succeed.
@@ -459,6 +516,8 @@ impl fmt::Debug for SendError {
             .field("part", &self.part.as_ref().map(CommittedPart::index))
             .field("retryable", &self.retryable)
             .field("retry_after", &self.retry_after)
+            .field("maybe_delivered", &self.maybe_delivered)
+            .field("ownership_lost", &self.ownership_lost)
             .field("source", &self.source)
             .finish()
     }
@@ -483,6 +542,11 @@ pub enum DeliveryError {
         /// The parts not sent.
         undelivered: Box<Undelivered>,
     },
+    /// The durable outbox could not record the delivery (its database failed mid-reply): the
+    /// rest was not sent here; what the outbox holds is sent by a worker once the store
+    /// answers again.
+    #[error("the durable outbox could not record the delivery")]
+    Store(#[source] Box<dyn StdError + Send + Sync>),
     /// A part failed to send.
     #[error("part {} of {total} was not sent ({} had gone)", failed + 1, undelivered.delivered.len())]
     Send {
@@ -499,6 +563,12 @@ pub enum DeliveryError {
 }
 
 impl DeliveryError {
+    /// Whether the durable outbox failed (a commit it could not write, or a send it could not
+    /// record), rather than the surface or the ownership.
+    pub fn is_store_failure(&self) -> bool {
+        matches!(self, Self::Store(_) | Self::Commit(CommitError::Store(_)))
+    }
+
     /// The parts still to send, if the failure happened while sending.
     pub fn into_undelivered(self) -> Option<Undelivered> {
         match self {

@@ -62,6 +62,7 @@ pub(super) struct Sql {
     pub(super) stream_sending: String,
     pub(super) stream_confirmed: String,
     pub(super) stream_hand_back: String,
+    pub(super) stream_hand_back_maybe: String,
     pub(super) stream_uncertain: String,
     pub(super) insert_ledger: String,
     pub(super) ledger_rows: String,
@@ -106,29 +107,36 @@ const CLAIM: &str = "UPDATE mesh_outbox_parts \
             WHERE l.conversation = mesh_outbox_parts.conversation \
               AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now}))";
 
+// What a send came to is recorded only while the lease it was sent under is still the
+// conversation's latest ($4 holder, $5 token; NULL: sent without a lease): a new holder
+// (whose token is greater) may have claimed the row meanwhile, and a stale sender's mark must
+// not land on its claim. The lease need not be unexpired: a row nobody else took is still the
+// stale sender's to settle. (Starting a send, the claim, also needs it unexpired.)
+const HELD_BY_SENDER: &str = "($4 IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $4 AND l.token = $5))";
+
 const MARK_SENT: &str = "UPDATE mesh_outbox_parts \
      SET state = 'sent', platform_id = $3, last_error = NULL, updated_ms = {now} \
-     WHERE delivery = $1 AND part_index = $2 AND state = 'sending'";
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND {held_by_sender}";
 
 const MARK_RETRY: &str = "UPDATE mesh_outbox_parts \
      SET state = 'pending', last_error = $3, updated_ms = {now}, \
-         maybe_delivered = CASE WHEN $4 > 0 THEN 1 ELSE maybe_delivered END \
-     WHERE delivery = $1 AND part_index = $2 AND state = 'sending'";
+         maybe_delivered = CASE WHEN $6 > 0 THEN 1 ELSE maybe_delivered END \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND {held_by_sender}";
 
-// Fenced like the claim when a lease is given ($4, $5): only the conversation's holder settles
-// what a dead sender left.
+// Also what a resend settles a dead sender's part with, under the resend's lease.
 const MARK_UNCERTAIN: &str = "UPDATE mesh_outbox_parts \
      SET state = 'uncertain', maybe_delivered = 1, last_error = $3, updated_ms = {now} \
      WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
-       AND ($4 IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
-            WHERE l.conversation = mesh_outbox_parts.conversation \
-              AND l.holder = $4 AND l.token = $5 AND l.expires_ms > {now}))";
+       AND {held_by_sender}";
 
 // A part the surface refused for good takes the rest of its message with it: showing part 3
 // of a message whose part 2 will never arrive reads as a different message.
 const MARK_FAILED: &str = "UPDATE mesh_outbox_parts \
      SET state = 'failed', last_error = $3, updated_ms = {now} \
-     WHERE delivery = $1 AND part_index >= $2 AND state IN ('pending', 'sending')";
+     WHERE delivery = $1 AND part_index >= $2 AND state IN ('pending', 'sending') \
+       AND {held_by_sender}";
 
 const REOPEN_SENDING: &str = "UPDATE mesh_outbox_parts \
      SET state = 'pending', maybe_delivered = 1, updated_ms = {now} \
@@ -200,6 +208,13 @@ const COMMIT_FENCE: &str = "(mesh_outbox_parts.lease_holder IS NULL OR EXISTS (S
               AND l.holder = mesh_outbox_parts.lease_holder \
               AND l.token = mesh_outbox_parts.lease_token AND l.expires_ms > {now}))";
 
+// The lease a part was committed under is still the conversation's latest (expired or not):
+// what the journal's marks of a call's result are fenced on, as a send's marks are.
+const COMMIT_HELD: &str = "(mesh_outbox_parts.lease_holder IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = mesh_outbox_parts.lease_holder \
+              AND l.token = mesh_outbox_parts.lease_token))";
+
 // A surface's stream is about to make a call that may show the part: the stream's claim.
 const STREAM_SENDING: &str = "UPDATE mesh_outbox_parts \
      SET state = 'sending', streamed = 1, attempts = attempts + 1, \
@@ -208,24 +223,33 @@ const STREAM_SENDING: &str = "UPDATE mesh_outbox_parts \
 
 // The stream confirmed the part, inside message `$3` (NULL when the stream could not say
 // which). What the surface confirmed is the truth, so a part whose `sending` mark was not
-// written is recorded too; never fenced, like any mark of what the surface already did.
+// written is recorded too, while its lease is the conversation's latest.
 const STREAM_CONFIRMED: &str = "UPDATE mesh_outbox_parts \
      SET state = 'sent', streamed = 1, platform_id = $3, last_error = NULL, updated_ms = {now} \
-     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending')";
+     WHERE delivery = $1 AND part_index = $2 AND state IN ('pending', 'sending') \
+       AND {commit_held}";
 
 // The stream stopped without confirming the part and handed it back: it goes again at once, as
 // a message of its own ([`Channel::send`]), from the confirmed offset.
 const STREAM_HAND_BACK: &str = "UPDATE mesh_outbox_parts \
      SET state = 'pending', streamed = 0, last_error = $3, updated_ms = {now} \
      WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
-       AND {commit_fence}";
+       AND {commit_held}";
 
-// The stream stopped on a call that got no answer, on a surface where repeating it could post
-// twice: the part may be shown, so it is never sent again.
+// The same for a part whose call may have shown it, where a message of its own with its
+// idempotency key is deduped (a Discord create of that one part): pending, maybe delivered.
+const STREAM_HAND_BACK_MAYBE: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'pending', streamed = 0, maybe_delivered = 1, last_error = $3, \
+         updated_ms = {now} \
+     WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
+       AND {commit_held}";
+
+// The stream stopped on a call that may have been applied, on a surface where repeating it
+// could post twice: the part may be shown, so it is never sent again.
 const STREAM_UNCERTAIN: &str = "UPDATE mesh_outbox_parts \
      SET state = 'uncertain', maybe_delivered = 1, last_error = $3, updated_ms = {now} \
      WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND streamed = 1 \
-       AND {commit_fence}";
+       AND {commit_held}";
 
 const INSERT_LEDGER: &str = "INSERT INTO mesh_ledger \
      (conversation, agent, run, kind, entry, created_ms) VALUES ($1, $2, $3, $4, $5, {now})";
@@ -248,6 +272,8 @@ impl Sql {
         let f = |template: &str| {
             template
                 .replace("{commit_fence}", COMMIT_FENCE)
+                .replace("{commit_held}", COMMIT_HELD)
+                .replace("{held_by_sender}", HELD_BY_SENDER)
                 .replace("{now}", now)
                 .replace("{for_update}", for_update)
         };
@@ -276,6 +302,7 @@ impl Sql {
             stream_sending: f(STREAM_SENDING),
             stream_confirmed: f(STREAM_CONFIRMED),
             stream_hand_back: f(STREAM_HAND_BACK),
+            stream_hand_back_maybe: f(STREAM_HAND_BACK_MAYBE),
             stream_uncertain: f(STREAM_UNCERTAIN),
             insert_ledger: f(INSERT_LEDGER),
             ledger_rows: f(LEDGER_ROWS),

@@ -183,6 +183,7 @@ impl Store {
             holder.to_owned(),
             token,
             local_deadline(started, expires_ms, now_ms),
+            ttl,
         ));
         Ok(Lease {
             ownership: Ownership::leased(Arc::clone(&fence)),
@@ -283,7 +284,7 @@ impl Store {
         });
         match renewed {
             Some((expires_ms, now_ms)) => {
-                fence.extend_to(local_deadline(started, expires_ms, now_ms));
+                fence.extend_to(local_deadline(started, expires_ms, now_ms), ttl);
                 Ok(())
             }
             None => {
@@ -332,14 +333,23 @@ mod tests {
         let deadline = local_deadline(started, 1_030_000, 1_000_000);
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(deadline, started + Duration::from_secs(30));
-        let fence = Arc::new(Fence::new("c".into(), "w".into(), 1, deadline));
+        let fence = Arc::new(Fence::new(
+            "c".into(),
+            "w".into(),
+            1,
+            deadline,
+            Duration::from_secs(30),
+        ));
         let ownership = Ownership::leased(Arc::clone(&fence));
         tokio::time::advance(Duration::from_millis(29_994)).await;
         assert!(ownership.is_held());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(!ownership.is_held(), "held at the deadline itself");
         // A renewal moves the deadline and the same ownership holds again...
-        fence.extend_to(Instant::now() + Duration::from_secs(1));
+        fence.extend_to(
+            Instant::now() + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert!(ownership.is_held());
         // ...until it is revoked, whatever the deadline.
         ownership.revoke();

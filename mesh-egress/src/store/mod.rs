@@ -41,20 +41,25 @@
 //! | — | `pending` | the commit transaction (all parts of a message at once, after the lease check) |
 //! | `pending` | `sending` | a send claims it, in one statement that also checks the lease (so one worker sends it) |
 //! | `sending` | `sent` | the surface accepted it; its message id is recorded |
-//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered* |
+//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered*; or a try may have posted it and a later try of the same send was told "not now", marked *maybe delivered* (the next attempt dedupes or looks it up); or the connector stopped before a try for the conversation's ownership (its lease lapsed, or had too little time left for a try: [fencing](#fencing)), its *maybe delivered* flag kept |
 //! | `sending` | `sent` | the outcome is unknown, and a lookup ([`Channel::look_up`](crate::channel::Channel::look_up), Slack) found the part on the surface: its id is recorded, nothing is re-sent |
-//! | `sending` | `uncertain` | the outcome is unknown (timeout, 5xx, lost response) on a surface that cannot dedupe, and no lookup could tell |
+//! | `sending` | `uncertain` | the outcome is unknown (no answer, a 5xx, Slack's `internal_error`, an unreadable or over-cap 2xx) on a surface that cannot dedupe, and no lookup could tell |
 //! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
 //! | `sending` | `pending` / `sent` / `uncertain` | found still `sending` by [`Store::resend`] (its sender died mid-send): the unknown-outcome rules below |
 //! | `pending` (maybe delivered) | `sent` / `pending` / `uncertain` | [`Store::resend`], when the surface cannot dedupe the re-send any more: a lookup decides (found / absent / cannot tell) |
-//! | `pending` | `sending` (streamed) | a surface's stream is about to make the call that may show it ([streamed parts](#streamed-parts)), fenced on the lease it was committed under |
+//! | `pending` | `sending` (streamed) | a surface's stream is about to make the call that may show it in a message ([streamed parts](#streamed-parts)), fenced on the lease it was committed under; a part shown only as a draft (Telegram's `sendMessageDraft`) is no message and stays `pending` |
 //! | `sending` (streamed) | `sent` | the stream confirmed it; the id of the message that holds it is recorded (one growing message holds several parts) |
 //! | `pending` / `sending` (streamed) | `sent` | the stream confirmed it (even if its `sending` mark was not written: what the surface confirmed is the truth) |
-//! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back: re-sent at once as a message of its own, from the confirmed offset |
-//! | `sending` (streamed) | `uncertain` | the stream stopped on a call that got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`, a Slack post or start): maybe shown, never sent again |
+//! | `sending` (streamed) | `pending` | the stream stopped without confirming it and handed it back (also when the stream stopped for a [store failure](#store-failures), best effort): re-sent as a message of its own, from the confirmed offset; a part in a one-part Discord create that may have been applied comes back *maybe delivered* (its re-send carries the same nonce) |
+//! | `sending` (streamed) | `uncertain` | the stream stopped on a call that may have been applied (no answer, a 5xx, `internal_error`, an unreadable 2xx) and that nothing can dedupe or read back: Telegram's `sendMessage`, a Slack post or start, a Slack append whose stopped stream cannot be read, a Discord edit, a packed Discord create: maybe shown, never sent again |
 //! | `sending` (streamed) | `uncertain` / `pending` | found so by [`Store::resend`] (its sender died mid-stream): the unknown-outcome knob alone, never a lookup or a nonce |
 //! | `pending` / `sending` (no address) | `failed` | a [`Worker`](crate::worker::Worker) found it stored without a readable address ([rows without an address](#rows-without-an-address)): never sent to a guessed destination |
 //! | `failed` (for want of an address) | `pending` | [`Store::readdress`]: the operator gave its conversation the address |
+//!
+//! Every transition a sender makes after a send (to `sent`, `pending`, `uncertain` or
+//! `failed`), the journal's included, is [fenced](#fencing) on the lease the part was sent
+//! (or committed) under: a sender whose lease moved on never overwrites what the new holder
+//! does with the row.
 //!
 //! `sent`, `uncertain` and `failed` are final: nothing sends them again. An `uncertain` part is
 //! never re-sent blindly and never dropped silently: it stays in the outbox (see
@@ -131,21 +136,32 @@
 //!   `include_all_metadata=true`. Found: the part is `sent` with that message's `ts`, and is
 //!   not posted again. Not found: it is sent. Without the history scope (`missing_scope`), a
 //!   failed lookup, or a page full of newer messages, the part becomes `uncertain`. The
-//!   connector does the same before its own retries within one send. A sender that is still
-//!   alive after its lease expired could post after the lookup; a request timeout well below
-//!   the lease (10 s against 30 s by default) keeps that window closed in practice.
+//!   connector does the same before its own retries within one send. A sender whose lease
+//!   expired cannot post after the new holder's lookup: it re-checks its ownership before
+//!   every try, and no try's timeout outlasts its lease ([fencing](#fencing)).
 //! - **Telegram** and plain channels (stdout, a recorder) cannot dedupe and have no lookup
 //!   (the [`Channel::look_up`](crate::channel::Channel::look_up) default): such a part becomes
-//!   `uncertain`. Any channel can implement the lookup to join Slack's rule.
+//!   `uncertain`. Any channel can implement the lookup to join Slack's rule. The Telegram
+//!   connector itself never repeats a `sendMessage` that may have posted: after no answer, a
+//!   5xx or an unreadable 2xx the part comes back *maybe delivered*.
 //!
 //! The knob: [`Durable::with_unknown_outcome`]. The default, [`UnknownOutcome::Uncertain`], is
 //! at most once (a part that cannot be settled is kept as `uncertain`, logged at `warn` on
 //! `mesh_egress::store`, and never re-sent); [`UnknownOutcome::SendAgain`] is at least once (it
 //! is sent again, and the person may see it twice). Neither ever drops a part silently.
 //!
-//! A [`SendError`](crate::channel::SendError) does not say whether the request left the
-//! process, so every retryable error without a `Retry-After` counts as an unknown outcome; a
-//! non-retryable one counts as a refusal (the surface answered and did not post).
+//! The connectors follow one rule for a try that may have been applied (no answer to a request
+//! that left, a 5xx, Slack's `internal_error` or `fatal_error`, a 2xx whose body cannot be
+//! read or is over the cap): it is repeated within the send only where a repeat cannot show
+//! it twice (a Discord create under its nonce, a Slack post after a lookup found it absent, an
+//! edit or a draft carrying the whole text), and the send that hands the part back says so
+//! ([`SendError::maybe_delivered`](crate::channel::SendError::maybe_delivered)), whatever its
+//! later tries answered. The outbox treats such a part as an unknown outcome even when the
+//! last answer was a `Retry-After` (it is then `pending`, *maybe delivered*). A
+//! [`SendError`](crate::channel::SendError) from any other channel does not say whether the
+//! request left the process, so every retryable error without a `Retry-After` counts as an
+//! unknown outcome too; a non-retryable one counts as a refusal (the surface answered and did
+//! not post).
 //!
 //! # Streamed parts
 //!
@@ -155,25 +171,29 @@
 //! [`StreamObserver`](crate::channel::stream::StreamObserver). Each block is committed through
 //! the durable channel as usual (its parts `pending`, `streamed` unset); then:
 //!
-//! - **before each call** that may show parts, the journal marks the ones not marked yet
-//!   `sending` and `streamed`, in one transaction, each fenced on the lease it was committed
-//!   under. If any is refused (its lease moved on, it is not pending in this outbox, or the
-//!   database failed), none is marked and the journal refuses the call
-//!   ([`CallRefused`](crate::channel::stream::CallRefused)): that call and the rest of the
+//! - **before each call** that may show parts in a message, the journal marks the ones not
+//!   marked yet `sending` and `streamed`, in one transaction, each fenced on the lease it was
+//!   committed under. A call that shows parts only as a preview (a Telegram draft, which
+//!   confirms nothing and is no message) marks nothing: a reply that exists only as drafts is
+//!   `pending`, and after a crash it is sent as messages. If any part is refused (its lease
+//!   moved on, it is not pending in this outbox), none is marked and the journal refuses the
+//!   call ([`CallRefused`](crate::channel::stream::CallRefused)): that call and the rest of the
 //!   reply never go, and the boundary ends the turn as ownership lost, its parts still
 //!   `pending` for whoever holds the conversation next. The conversation's lease itself is
-//!   left alone.
+//!   left alone. If the database failed, see [store failures](#store-failures).
 //! - **after each call**, the parts the surface confirmed are marked `sent`, with the id of the
 //!   message that holds them (several parts share one id: one growing message). What the
 //!   surface confirmed is the truth: a confirmed part is recorded even if its `sending` mark
 //!   was not written.
-//! - **when the stream stops** short (a refusal for good), the parts it marked and did not
-//!   confirm go back to `pending` (`streamed` unset), so the boundary's re-send through
-//!   [`Channel::send`](crate::channel::Channel::send) claims, sends and records each exactly
-//!   once, as a message of its own, from the confirmed offset. The exception: parts whose call
-//!   got no answer on a surface that cannot dedupe a repeat (Telegram's `sendMessage`) may be
-//!   shown, so they become `uncertain` (reported on the ledger) and are never sent again,
-//!   in process or after a restart ([`StreamError::uncertain`](crate::channel::stream::StreamError::uncertain)).
+//! - **when the stream stops** short (a refusal for good, a refused call), the parts it marked
+//!   and did not confirm go back to `pending` (`streamed` unset), so the boundary's re-send
+//!   through [`Channel::send`](crate::channel::Channel::send) claims, sends and records each
+//!   exactly once, as a message of its own, from the confirmed offset. The exception: parts
+//!   whose call may have been applied where nothing can dedupe a repeat or read back what the
+//!   surface holds (the table above) may be shown, so they become `uncertain` (reported on the
+//!   ledger) and are never sent again, in process or after a restart
+//!   ([`StreamError::uncertain`](crate::channel::stream::StreamError::uncertain)). Every mark
+//!   after a call is fenced on the lease the part was committed under.
 //!
 //! After a crash a streamed part can be found `sending`: its call may have shown it inside a
 //! growing message, and appends and edits carry neither Slack's metadata nor Discord's nonce,
@@ -185,6 +205,40 @@
 //! Cost: per call that shows new parts, one write transaction before it and one after it
 //! (besides each block's commit), instead of a claim and a mark per part.
 //!
+//! # Store failures
+//!
+//! When the journal cannot write before a call (SQLite busy past its timeout, a PostgreSQL
+//! failover), that is not a lost ownership: the conversation is still this process's, only
+//! the record is missing. The journal refuses the call as a store failure
+//! ([`CallRefused::store_failed`](crate::channel::stream::CallRefused::store_failed)): the
+//! stream stops, and the parts it had marked for earlier calls and the surface never showed
+//! (a block whose edit was rate limited, say) go back to `pending`, best effort. The boundary
+//! sends nothing more and ends the turn with
+//! [`DeliveryError::Store`](crate::channel::DeliveryError::Store) (`turn` exits 1 with one
+//! `error:` line, never a cause); the blocks committed after the failure, and those handed
+//! back, are `pending` for a [`Worker`](crate::worker::Worker), which sends them once the
+//! store answers again. When even the hand-back cannot be written, those rows stay `sending`
+//! and a resend settles them by the unknown-outcome rules of [streamed parts](#streamed-parts)
+//! (`uncertain` by default, on the ledger): never sent twice, though a block the person never
+//! saw may then be kept from them. Tests make the journal fail with the test-only hook
+//! `Store::fail_journal_writes` (feature `failpoints`) or the failpoint `journal_unwritable`.
+//!
+//! # Fencing
+//!
+//! Every try a connector makes, and every call of a surface's stream, first re-checks the
+//! ownership of what it carries, in memory (a lease whose renewal failed is revoked already;
+//! one whose expiry passed on this process's clock no longer holds): no database round trip on
+//! the healthy path. No try starts whose request timeout could outlast the lease: the timeout
+//! is cut to the lease's time left, and when less is left than a whole timeout and than half
+//! the lease's length (a healthy renewal, every third of it, never lets it fall so low) the
+//! part goes back to `pending` untried, for the renewed lease or the next holder.
+//!
+//! Starting a send (the claim), a commit and the journal's mark before a call need the lease
+//! unexpired in the database. Every mark after a send or a call needs the lease it was made
+//! under to be the conversation's latest (its holder and token; expired or not), so a stale
+//! sender's mark never lands on a row a new holder has claimed: the new holder's token is
+//! greater.
+//!
 //! # Crash points
 //!
 //! With the test-only feature `failpoints`, a process whose `MESH_FAILPOINT` names one of
@@ -192,9 +246,11 @@
 //! none is sent yet), `between_parts` (a part is sent and marked, the next is not claimed),
 //! `after_send_before_mark` (the surface accepted a part, the outbox has not marked it),
 //! `between_stream_calls` (a surface's stream confirmed earlier parts and they are `sent`; the
-//! next call's parts are marked `sending` and that call has not gone), and in the worker
+//! next call's parts are marked `sending` and that call has not gone), `drafts_only` (a
+//! Telegram reply is on screen as a draft only; nothing of it is `sending`), and in the worker
 //! `follow_up_claimed` (a due promise is claimed, nothing delivered) and `follow_up_committed`
-//! (the follow-up and the commitment's end are committed, nothing sent).
+//! (the follow-up and the commitment's end are committed, nothing sent). One point fails
+//! instead of stopping: `journal_unwritable` (see [store failures](#store-failures)).
 //!
 //! # Leases and time
 //!
@@ -204,7 +260,8 @@
 //! expiry is ahead (translated to this process's clock, erring early) and that a failed
 //! renewal or a release revokes. A durable commit and every send's claim re-check holder and
 //! token in the database, so a worker whose lease moved on cannot commit or send even if it
-//! still believes it holds the lease. A message without a lease-backed ownership is committed and
+//! still believes it holds the lease, and every mark after a send is fenced too
+//! ([fencing](#fencing)). A message without a lease-backed ownership is committed and
 //! claimed unfenced: keeping one sender per conversation is then the caller's business (commits
 //! on one conversation are still serialised, so a resend goes in commit order).
 //! [`Store::keep_renewed`] renews a lease in the background; [`lease_ttl_from_env`] reads
@@ -263,6 +320,9 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    /// Test-only (feature `failpoints`): how many more journal writes fail.
+    #[cfg(feature = "failpoints")]
+    journal_failures: std::sync::atomic::AtomicU32,
 }
 
 impl Store {
@@ -272,8 +332,51 @@ impl Store {
         let (pool, sql) = backend::open(url).await?;
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
-            inner: Arc::new(Inner { pool, sql }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                #[cfg(feature = "failpoints")]
+                journal_failures: std::sync::atomic::AtomicU32::new(0),
+            }),
         })
+    }
+
+    /// Test-only (feature `failpoints`, never on in production): the next `writes` writes of
+    /// a stream's journal fail as a database that stopped answering would (see
+    /// [store failures](self#store-failures)). Clones of this store share it; other stores,
+    /// even on the same database, do not.
+    #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
+    pub fn fail_journal_writes(&self, writes: u32) {
+        self.inner
+            .journal_failures
+            .store(writes, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The failpoint `name` makes the next journal write fail, once per process (feature
+    /// `failpoints`; inert without it).
+    pub(crate) fn inject_failure_at(&self, name: &'static str) {
+        #[cfg(feature = "failpoints")]
+        if crate::failpoint::fails_once(name) {
+            self.fail_journal_writes(1);
+        }
+        #[cfg(not(feature = "failpoints"))]
+        let _ = name;
+    }
+
+    /// Whether the next journal write fails (only ever with the feature `failpoints`).
+    #[inline]
+    pub(crate) fn take_injected_failure(&self) -> bool {
+        #[cfg(feature = "failpoints")]
+        {
+            use std::sync::atomic::Ordering;
+            self.inner
+                .journal_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        }
+        #[cfg(not(feature = "failpoints"))]
+        false
     }
 
     /// Wraps `channel` so its commits and sends go through this store's outbox. Every part

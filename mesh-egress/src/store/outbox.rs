@@ -232,19 +232,31 @@ impl<C: Channel> Durable<C> {
         Ok(())
     }
 
-    /// Claims, sends and records one part.
+    /// Claims, sends and records one part. Every mark after the send is fenced on the lease
+    /// the part is sent under (its holder and token still the conversation's latest), so a
+    /// sender whose lease moved on never overwrites what the new holder does with the row.
     pub(super) async fn send_tracked(
         &self,
         part: CommittedPart,
     ) -> (Result<PartReceipt, SendError>, Outcome) {
+        if !part.is_owned() {
+            // In memory, before any database round trip: a revoked or expired lease starts
+            // nothing.
+            return (Err(SendError::ownership_lost(part)), Outcome::NotClaimed);
+        }
         let delivery = part.delivery_id().to_string();
         let index = part.index();
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
-        let fence = part.ownership().and_then(Ownership::fence);
-        let (holder, token) = (fence.map(|f| f.holder.clone()), fence.map(|f| f.token));
-        let claimed = self
-            .claim(&delivery, index_i64, holder.as_deref(), token)
-            .await;
+        let fence = part
+            .ownership()
+            .and_then(Ownership::fence)
+            .map(|f| (f.holder.clone(), f.token));
+        let (holder, token) = (
+            fence.as_ref().map(|f| f.0.as_str()),
+            fence.as_ref().map(|f| f.1),
+        );
+        let sender = Sender { holder, token };
+        let claimed = self.claim(&delivery, index_i64, holder, token).await;
         match claimed {
             Ok(1) => {}
             Ok(_) => {
@@ -267,7 +279,8 @@ impl<C: Channel> Durable<C> {
         match self.inner.send(part).await {
             Ok(receipt) => {
                 crate::failpoint::hit("after_send_before_mark").await;
-                self.record_sent(&delivery, index, receipt.id()).await;
+                self.record_sent(&delivery, index, receipt.id(), sender)
+                    .await;
                 if index + 1 < total {
                     crate::failpoint::hit("between_parts").await;
                 }
@@ -275,9 +288,30 @@ impl<C: Channel> Durable<C> {
             }
             Err(error) => {
                 let mut text = error_text(&error);
-                let unknown = error.retryable() && error.retry_after().is_none();
-                let (mark, outcome) = if !error.retryable() {
+                // Once a try may have reached the surface, no later answer of the same send
+                // (a "not now", a lost ownership) makes it a plain pending part again.
+                let maybe = error.maybe_delivered();
+                let unknown = maybe || (error.retryable() && error.retry_after().is_none());
+                let (mark, outcome) = if error.is_ownership_lost() {
+                    // Not tried (again): back to pending for whoever holds the conversation
+                    // (fenced: a new holder's claim is never overwritten).
+                    (
+                        Mark::Retry {
+                            maybe_delivered: maybe,
+                        },
+                        Outcome::NotClaimed,
+                    )
+                } else if !error.retryable() {
                     (Mark::Failed, Outcome::Failed)
+                } else if maybe && error.retry_after().is_some() {
+                    // Maybe delivered, then "not now": the lookup or the dedupe waits for the
+                    // next attempt, which the maybe-delivered flag sends through them.
+                    (
+                        Mark::Retry {
+                            maybe_delivered: true,
+                        },
+                        Outcome::Retry,
+                    )
                 } else if !unknown {
                     // The surface answered "not now": it did not post.
                     (
@@ -302,7 +336,8 @@ impl<C: Channel> Durable<C> {
                     match lookup {
                         PartLookup::Found(receipt) => {
                             tracing::info!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "reconciled: the surface holds the part; not sent again");
-                            self.record_sent(&delivery, index, receipt.id()).await;
+                            self.record_sent(&delivery, index, receipt.id(), sender)
+                                .await;
                             return (Ok(receipt), Outcome::Sent);
                         }
                         PartLookup::NotFound => (
@@ -326,8 +361,18 @@ impl<C: Channel> Durable<C> {
                         }
                     }
                 };
-                if let Err(store_error) = self.record(mark, &delivery, index_i64, &text).await {
-                    tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
+                match self.record(mark, &delivery, index_i64, &text, sender).await {
+                    // The lease it was sent under moved on: the new holder settles the row (it
+                    // finds it `sending`: the unknown-outcome rules), and nothing is reported
+                    // here as settled.
+                    Ok(0) => {
+                        tracing::warn!(target: "mesh_egress::store", %delivery, index, "the send's result was not recorded: the lease moved on, the new holder settles the part");
+                        return (Err(error.with_retryable(false)), Outcome::NotClaimed);
+                    }
+                    Ok(_) => {}
+                    Err(store_error) => {
+                        tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
+                    }
                 }
                 match outcome {
                     Outcome::Uncertain => {
@@ -374,25 +419,37 @@ impl<C: Channel> Durable<C> {
     }
 
     /// Marks a part the surface accepted `sent` with its id.
-    async fn record_sent(&self, delivery: &str, index: usize, id: &str) {
+    async fn record_sent(&self, delivery: &str, index: usize, id: &str, sender: Sender<'_>) {
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
-        if let Err(error) = self.record(Mark::Sent, delivery, index_i64, id).await {
-            // Sent but not recorded: the row stays `sending`, which a resend treats as an
-            // unknown outcome (deduped on Discord, looked up on Slack, `uncertain` elsewhere).
-            // Never a second post where the surface can prevent it.
-            tracing::error!(target: "mesh_egress::store", %delivery, index, error = %error, "sent, but the outbox could not record it");
+        // Sent but not recorded (the database failed, or the lease moved on and the new holder
+        // has the row): it stays as the new holder left it, or `sending`, which a resend treats
+        // as an unknown outcome (deduped on Discord, looked up on Slack, `uncertain`
+        // elsewhere). Never a second post where the surface can prevent it.
+        match self
+            .record(Mark::Sent, delivery, index_i64, id, sender)
+            .await
+        {
+            Ok(0) => {
+                tracing::warn!(target: "mesh_egress::store", %delivery, index, "sent, but the lease moved on before it was recorded");
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!(target: "mesh_egress::store", %delivery, index, error = %error, "sent, but the outbox could not record it");
+            }
         }
     }
 
-    /// Records what a send came to: `$1` delivery, `$2` index, `$3` the message id or error
-    /// text, then what the statement needs besides.
+    /// Records what a send came to, fenced on `sender`'s lease: `$1` delivery, `$2` index,
+    /// `$3` the message id or error text, `$4`/`$5` the lease, then what the statement needs
+    /// besides. The rows it changed.
     async fn record(
         &self,
         mark: Mark,
         delivery: &str,
         index: i64,
         text: &str,
-    ) -> Result<(), sqlx::Error> {
+        sender: Sender<'_>,
+    ) -> Result<u64, sqlx::Error> {
         let sql = &self.store.inner.sql;
         let statement = match mark {
             Mark::Sent => &sql.mark_sent,
@@ -401,16 +458,26 @@ impl<C: Channel> Durable<C> {
             Mark::Failed => &sql.mark_failed,
         };
         on_pool!(&self.store.inner.pool, pool => {
-            let query = sqlx::query(statement).bind(delivery).bind(index).bind(text);
+            let query = sqlx::query(statement)
+                .bind(delivery)
+                .bind(index)
+                .bind(text)
+                .bind(sender.holder)
+                .bind(sender.token);
             let query = match mark {
                 Mark::Retry { maybe_delivered } => query.bind(i64::from(maybe_delivered)),
-                // The claim was fenced already: no lease to check again.
-                Mark::Uncertain => query.bind(None::<String>).bind(None::<i64>),
-                Mark::Sent | Mark::Failed => query,
+                Mark::Uncertain | Mark::Sent | Mark::Failed => query,
             };
-            query.execute(pool).await.map(drop)
+            query.execute(pool).await.map(|done| done.rows_affected())
         })
     }
+}
+
+/// The lease a part is sent under, as its marks are fenced on (`None`: sent without a lease).
+#[derive(Clone, Copy)]
+struct Sender<'a> {
+    holder: Option<&'a str>,
+    token: Option<i64>,
 }
 
 /// Puts an `uncertain` part on `ledger`, if there is one: delivery id, part, surface, never

@@ -11,8 +11,8 @@ use super::{Store, StoreError, UnknownOutcome, on_pool};
 use crate::address::Surface;
 use crate::channel::Channel;
 use crate::channel::stream::{
-    CallRefused, CallVerdict, ObserverFuture, PartRef, ReplyStream, StreamMode, StreamObserver,
-    StreamOpenError, StreamProgress, StreamingChannel,
+    CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, ReplyStream, StreamMode,
+    StreamObserver, StreamOpenError, StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
 use crate::ledger::Ledger;
@@ -35,7 +35,7 @@ struct Journal {
 }
 
 /// Why a streamed part is `uncertain`, for operators reading the row.
-const UNANSWERED: &str = "its stream call got no answer, and the surface cannot dedupe a repeat: maybe shown, not sent again";
+const UNANSWERED: &str = "its stream call may have been applied, and the surface cannot dedupe a repeat: maybe shown, not sent again";
 
 #[derive(Default)]
 struct Marks {
@@ -107,6 +107,43 @@ impl Journal {
         tracing::warn!(target: "mesh_egress::store", conversation, parts = parts.len(), why, "stream stopped before its call: the outbox refused its parts");
         Err(CallRefused::new(why))
     }
+
+    /// Refuses the call because the outbox could not write: not a lost ownership. The
+    /// stream stops; what it had marked and not shown is handed back when the session says
+    /// it stopped (best effort: the store may still fail), and a worker sends what is
+    /// `pending` once the store answers again.
+    fn store_failed(&self, parts: &[PartRef], error: &sqlx::Error) -> Result<(), CallRefused> {
+        let conversation = self.conversation();
+        tracing::error!(target: "mesh_egress::store", conversation, parts = parts.len(), error = %error, "stream stopped before its call: the outbox could not record it");
+        Err(CallRefused::store_failed(
+            "the outbox could not record the call",
+        ))
+    }
+
+    /// Hands `parts` back (`sending → pending`, fenced on their commit lease) with
+    /// `statement`: best effort. When the store cannot write even that, the rows stay
+    /// `sending` and a resend settles them by the unknown-outcome knob (`uncertain` by
+    /// default): never sent twice, though a part that was never shown may be kept from the
+    /// person (reported on the ledger).
+    async fn hand_back(&self, parts: &[PartRef], statement: &str) {
+        if parts.is_empty() {
+            return;
+        }
+        let rows: Vec<Row<'_>> = parts
+            .iter()
+            .map(|p| Row::new(p, Some(HANDED_BACK)))
+            .collect();
+        match self.store.execute_each(statement, &rows, true, false).await {
+            Ok(changed) => {
+                tracing::info!(target: "mesh_egress::store", conversation = %self.conversation(), handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
+            }
+            // Left `sending`: the in-process re-send cannot claim them and stops; a restart
+            // settles them by the knob.
+            Err(error) => {
+                tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not hand streamed parts back")
+            }
+        }
+    }
 }
 
 impl StreamObserver for Journal {
@@ -122,6 +159,10 @@ impl StreamObserver for Journal {
             };
             if fresh.is_empty() {
                 return Ok(());
+            }
+            if self.marks().confirming_calls > 0 {
+                // The black-box tests' point: the store stops answering mid-reply.
+                self.store.inject_failure_at("journal_unwritable");
             }
             match self.mark_sending(&fresh).await {
                 Ok(true) => {
@@ -141,16 +182,20 @@ impl StreamObserver for Journal {
                     &fresh,
                     "a part is not pending in the outbox or its lease moved on",
                 ),
-                Err(error) => {
-                    tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not mark streamed parts sending");
-                    self.refuse(&fresh, "the outbox could not record the call")
-                }
+                Err(error) => self.store_failed(&fresh, &error),
             }
         })
     }
 
     fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a> {
         Box::pin(async move {
+            if progress.confirmed().is_empty()
+                && progress.updates().iter().any(MessageUpdate::is_preview)
+            {
+                // The crash tests' point: the reply is on screen as a draft only, and nothing
+                // of it is `sending`.
+                crate::failpoint::hit("drafts_only").await;
+            }
             let confirmed = progress.newly_confirmed();
             if !confirmed.is_empty() {
                 let rows: Vec<Row<'_>> = confirmed
@@ -174,24 +219,14 @@ impl StreamObserver for Journal {
             }
             if progress.stopped() {
                 let handed_back: Vec<PartRef> = self.marks().sending.drain().collect();
-                if handed_back.is_empty() {
-                    return;
-                }
-                let rows: Vec<Row<'_>> = handed_back
-                    .iter()
-                    .map(|p| Row::new(p, Some(HANDED_BACK)))
-                    .collect();
-                let sql = &self.store.inner.sql.stream_hand_back;
-                match self.store.execute_each(sql, &rows, true, false).await {
-                    Ok(changed) => {
-                        tracing::info!(target: "mesh_egress::store", conversation = %self.conversation(), handed_back = rows.len(), reopened = changed.unwrap_or(0), "the surface's stream stopped; its unconfirmed parts are pending again")
-                    }
-                    // Left `sending`: the in-process re-send cannot claim them and stops; a
-                    // restart settles them by the knob.
-                    Err(error) => {
-                        tracing::error!(target: "mesh_egress::store", error = %error, "the outbox could not hand streamed parts back")
-                    }
-                }
+                // Parts a call may have shown, where a message of their own dedupes them:
+                // pending again, marked maybe delivered (the dedupe rules of a resend).
+                let (maybe, plain): (Vec<PartRef>, Vec<PartRef>) = handed_back
+                    .into_iter()
+                    .partition(|p| progress.maybe_delivered().contains(p));
+                let sql = &self.store.inner.sql;
+                self.hand_back(&maybe, &sql.stream_hand_back_maybe).await;
+                self.hand_back(&plain, &sql.stream_hand_back).await;
             }
         })
     }
@@ -225,6 +260,10 @@ impl Store {
         bind_text: bool,
         all_or_nothing: bool,
     ) -> Result<Option<u64>, sqlx::Error> {
+        if self.take_injected_failure() {
+            // Test-only (feature `failpoints`): as a pool that cannot give a connection.
+            return Err(sqlx::Error::PoolTimedOut);
+        }
         let begin = self.inner.sql.begin;
         on_pool!(&self.inner.pool, pool => {
             let mut tx = pool.begin_with(begin).await?;

@@ -282,7 +282,8 @@ impl Shared {
 ///
 /// A Slack fake also answers `conversations.history` and `conversations.replies` (`GET`, the
 /// query parameters Slack documents: `channel`, `ts`, `oldest`, `latest`, `inclusive`, `limit`,
-/// `include_all_metadata`) from the messages it posted, newest first, in Slack's shape
+/// `include_all_metadata`) from the messages it posted (a thread's replies also hold the
+/// streams grown in it, with their text so far), newest first, in Slack's shape
 /// (`messages[].ts`, `.text`, `.thread_ts`, `.metadata.event_type/event_payload` only when
 /// `include_all_metadata` is true, `has_more`); its `ts` values are real clock times. Reads
 /// are counted apart ([`lookups`](Self::lookups)) and take their own script

@@ -65,7 +65,7 @@ pub(super) struct StreamState {
     started: Option<Instant>,
     calls: Vec<ReceivedCall>,
     scripts: HashMap<String, VecDeque<ChatStep>>,
-    streams: Vec<(FakeStream, Instant)>,
+    pub(super) streams: Vec<(FakeStream, Instant)>,
     lifetime: Option<Duration>,
     drafts: Vec<ReceivedDraft>,
     flood_until: Option<Instant>,

@@ -106,6 +106,27 @@ pub(super) fn read(
             message
         })
         .collect();
+    // A thread's replies hold its streamed messages too (Slack's native streams), with the
+    // text they were grown to.
+    if let Some(parent) = thread {
+        for (stream, _) in &state.stream.streams {
+            if stream.thread_ts.as_deref() == Some(parent) && micros(&stream.ts).is_ok_and(after) {
+                matching.push(json!({
+                    "type": "message",
+                    "user": "U0FAKEBOT",
+                    "bot_id": "B0FAKEBOT",
+                    "text": stream.text,
+                    "ts": stream.ts,
+                    "thread_ts": parent,
+                }));
+            }
+        }
+        matching.sort_by_key(|m| {
+            m.get("ts")
+                .and_then(Value::as_str)
+                .and_then(|ts| micros(ts).ok())
+        });
+    }
     // History is newest first; replies are oldest first (the parent leads).
     if thread.is_none() {
         matching.reverse();

@@ -1,9 +1,9 @@
 //! The crash tests' child process (`tests/tests/store_crash.rs`, `store_stream_crash.rs`): one
 //! durable delivery of a three-part message to a loopback chat fake, a streamed four-block
-//! reply onto the surface's own stream through the outbox (`stream`: Slack or Discord), or the
-//! restarted worker's `Store::resend`.
+//! reply onto the surface's own stream through the outbox (`stream`: Slack or Discord;
+//! `drafts`: Telegram's drafts in a private chat), or the restarted worker's `Store::resend`.
 //!
-//! `outbox_child deliver|stream|resend`, configured by the environment: `MESH_STORE_URL`,
+//! `outbox_child deliver|stream|drafts|resend`, configured by the environment: `MESH_STORE_URL`,
 //! `CHILD_SURFACE` (`slack`, `discord`, `telegram`), `CHILD_API_URL` (the fake's base URL),
 //! `CHILD_CONVERSATION`, `CHILD_TRIES` (the connector's tries per part, default 1),
 //! `CHILD_TIMEOUT_MS` (its request timeout, default 2000), `CHILD_UNKNOWN` (`send_again`: the
@@ -111,6 +111,15 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
         .acquire(&conversation, HOLDER, Duration::from_secs(60))
         .await
         .map_err(|e| e.to_string())?;
+    if mode == "drafts" {
+        // Telegram, a private chat (chat `1`, the resend's): drafts while the reply grows.
+        let telegram = TelegramChannel::new(TOKEN, "1")
+            .with_stream_budget(BudgetConfig::new(Duration::from_millis(5)))
+            .base_url(env("CHILD_API_URL")?);
+        let answer = drafts(&store.channel(telegram), &lease, &conversation).await?;
+        store.close().await;
+        return Ok(answer);
+    }
     if mode == "stream" {
         let api = env("CHILD_API_URL")?;
         let answer = match env("CHILD_SURFACE")?.as_str() {
@@ -206,13 +215,65 @@ async fn stream<C: StreamingChannel>(
     Ok(serde_json::json!({ "streamed": receipt.messages().len() }))
 }
 
+/// Commits every block of [`STREAM_BLOCKS`] through the outbox and appends them all to one
+/// Telegram stream before it makes a call, so its first call is a draft of the whole reply:
+/// with `MESH_FAILPOINT=drafts_only` the process stops there, the reply on screen as a draft
+/// only and every part `pending`.
+async fn drafts<C: StreamingChannel>(
+    channel: &Durable<C>,
+    lease: &Lease,
+    conversation: &str,
+) -> Result<serde_json::Value, String> {
+    let attribution = Attribution::new("ops", conversation, "r1");
+    let mut parts = Vec::new();
+    for block in STREAM_BLOCKS {
+        let message =
+            AgentMessage::new(block, attribution.clone()).with_ownership(lease.ownership());
+        let committed = Outbound::new(message)
+            .render(channel.renderer())
+            .map_err(|e| e.to_string())?
+            .commit(channel)
+            .await
+            .map_err(|e| e.to_string())?;
+        parts.extend(committed.into_parts());
+    }
+    let mut stream = channel
+        .open_stream(&attribution)
+        .map_err(|e| e.to_string())?;
+    let (drafted, mut watch) = tokio::sync::watch::channel(false);
+    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+        if progress.updates().iter().any(|u| u.is_preview()) {
+            drafted.send_replace(true);
+        }
+    }));
+    // No await between the appends: the stream's worker (on this current-thread runtime)
+    // takes them all at its first flush.
+    for part in parts {
+        stream.append(part);
+    }
+    tokio::time::timeout(CONFIRM_BOUND, watch.wait_for(|drafted| *drafted))
+        .await
+        .map_err(|_| "the reply was never drafted".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let receipt = stream.finish().await.map_err(|e| e.to_string())?;
+    Ok(serde_json::json!({ "streamed": receipt.messages().len() }))
+}
+
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // `drafts` appends a whole reply before its stream's first call: one thread, so nothing
+    // runs between the appends.
+    let runtime = if mode == "drafts" {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: {error}");

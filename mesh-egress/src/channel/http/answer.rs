@@ -11,20 +11,31 @@ use super::policy::MAX_RETRY_AFTER;
 use crate::retry::parse_retry_after;
 
 /// What one request ended with, as a connector reads its surface's answer.
+///
+/// The variants split what the surface did not apply (a rate limit, a refusal, a request that
+/// never left) from what it may have applied (no answer to a request that left, a 5xx, an
+/// error Slack says may follow a partial success, a 2xx that could not be read): the one rule
+/// for an unknown outcome (`exchange.rs`) never repeats the second kind unless the call is
+/// idempotent or reconciled first.
 pub(crate) enum Outcome {
     /// Posted; the surface's id for it.
     Sent(String),
-    /// Rate limited, with the surface's requested wait.
+    /// Rate limited, with the surface's requested wait: not applied.
     RateLimited {
         wait: Option<Duration>,
         global: bool,
     },
-    /// A failure that sending again may fix (5xx, a transient API error).
+    /// Not applied, and sending again may work (a connection that never opened, an error code
+    /// the surface documents as not applied).
     Retry(ChannelErrorKind),
-    /// No answer to a try that may have reached the surface, where repeating it could post
-    /// twice (Telegram): not repeated here, and reported as an unknown outcome.
+    /// May have been applied: no answer to a request that left, a 5xx, Slack's
+    /// `internal_error`, a 2xx whose body could not be read or was over the cap. Repeated only
+    /// where the call is idempotent or reconciled before the repeat.
+    MaybeApplied(ChannelErrorKind),
+    /// May have been applied, and must not be repeated within this send at all (a lookup that
+    /// could not tell): the outcome is unknown.
     Unknown(ChannelErrorKind),
-    /// A failure not retried here; `retryable` says whether delivering again later could work.
+    /// Refused: not applied; `retryable` says whether delivering again later could work.
     Fail {
         kind: ChannelErrorKind,
         retryable: bool,
@@ -62,7 +73,7 @@ pub(crate) async fn read_capped(
 }
 
 /// What an answer longer than the cap means for `status`: the same as an unreadable body (a 2xx
-/// may have posted the part, so it is not sent again), with the surface's header wait for a 429.
+/// or a 5xx may have posted the part), with the surface's header wait for a 429.
 pub(crate) fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -> Outcome {
     if status == StatusCode::TOO_MANY_REQUESTS {
         return Outcome::RateLimited {
@@ -74,12 +85,12 @@ pub(crate) fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -
         status: status.as_u16(),
         limit,
     };
-    if status.is_server_error() {
-        Outcome::Retry(kind)
+    if status.is_server_error() || status.is_success() {
+        Outcome::MaybeApplied(kind)
     } else {
         Outcome::Fail {
             kind,
-            retryable: status.is_success(),
+            retryable: false,
         }
     }
 }
@@ -103,13 +114,12 @@ pub(crate) fn seconds_field(value: Option<&serde_json::Value>) -> Option<Duratio
     ))
 }
 
-/// What a non-JSON or unexpected body means for `status`: a 5xx is a server failure worth
-/// retrying; anything else is ambiguous or a refusal.
+/// What a non-JSON or unexpected body means for `status`: a 5xx or a 2xx may have posted the
+/// part (a proxy's page after the surface took the request, an answer we cannot read); a 429 is
+/// a rate limit; anything else is a refusal.
 pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
     if status.is_server_error() {
-        Outcome::Retry(ChannelErrorKind::Server {
-            status: status.as_u16(),
-        })
+        server_error(status)
     } else if status == StatusCode::TOO_MANY_REQUESTS {
         Outcome::RateLimited {
             wait: None,
@@ -117,12 +127,9 @@ pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
         }
     } else if status.is_success() {
         // The part may have been posted: sending it again could duplicate it.
-        Outcome::Fail {
-            kind: ChannelErrorKind::Malformed {
-                status: status.as_u16(),
-            },
-            retryable: true,
-        }
+        Outcome::MaybeApplied(ChannelErrorKind::Malformed {
+            status: status.as_u16(),
+        })
     } else {
         Outcome::Fail {
             kind: ChannelErrorKind::Malformed {
@@ -131,6 +138,13 @@ pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
             retryable: false,
         }
     }
+}
+
+/// A 5xx: the surface (or a proxy in front of it) failed, possibly after it applied the request.
+pub(crate) fn server_error(status: StatusCode) -> Outcome {
+    Outcome::MaybeApplied(ChannelErrorKind::Server {
+        status: status.as_u16(),
+    })
 }
 
 #[cfg(test)]

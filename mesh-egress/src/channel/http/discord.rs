@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use super::answer::{Outcome, retry_after_header, seconds_field, server_error, unexpected_body};
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::retry::{Request, Transport};
 use super::stream_settings::{StreamSettings, discord_budget};
@@ -139,8 +139,9 @@ impl<R: Render + Clone + 'static> SurfaceClient for DiscordClient<R> {
 /// Each part is one message, in order. Every request carries the part's idempotency key
 /// (`<delivery>-<index>`) as `nonce` with `enforce_nonce: true`, so when a response is lost and
 /// the part is sent again, Discord returns the message it already created instead of posting a
-/// duplicate. A `429` is retried after the body's `retry_after` (seconds, fractional; its
-/// `global` flag is reported), within the [`SendPolicy`].
+/// duplicate: a try that may have posted (no answer, a 5xx, a 2xx it cannot read) is repeated
+/// under the same nonce. A `429` is retried after the body's `retry_after` (seconds,
+/// fractional; its `global` flag is reported), within the [`SendPolicy`].
 ///
 /// Every try spends the channel's [rate budget](Self::stream_budget), the one its streams
 /// spend: it waits for a pause a `429` or an empty rate-limit bucket put on it, is recorded so
@@ -300,9 +301,7 @@ pub(super) fn classify(
         return Outcome::RateLimited { wait, global };
     }
     if status.is_server_error() {
-        return Outcome::Retry(ChannelErrorKind::Server {
-            status: status.as_u16(),
-        });
+        return server_error(status);
     }
     let Some(answer) = answer else {
         return unexpected_body(status);

@@ -13,8 +13,8 @@ use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::{channel_stream_builders, client_stream_builders};
 use super::{DiscordChannel, DiscordClient, Surface};
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, RateBudget, ReplyStream, StreamMode,
-    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, RateBudget, ReplyStream,
+    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::channel::{DiscordMarkdown, Render};
 use crate::egress::Attribution;
@@ -50,13 +50,12 @@ impl<R: Render> StreamingChannel for DiscordChannel<R> {
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mode = self.stream_mode();
         let driver = DiscordDriver {
-            caller: Caller {
-                transport: self.client.transport.clone(),
-                budget: self.budget.clone(),
-                classify: super::discord::classify,
-                observe: Some(observe_rate_limit_headers),
-                calls: 0,
-            },
+            caller: Caller::new(
+                self.client.transport.clone(),
+                self.budget.clone(),
+                super::discord::classify,
+                Some(observe_rate_limit_headers),
+            ),
             url: format!(
                 "{}/channels/{}/messages",
                 self.client.base_url,
@@ -69,6 +68,7 @@ impl<R: Render> StreamingChannel for DiscordChannel<R> {
             confirmed: 0,
             messages: Vec::new(),
             retry_at: None,
+            maybe: MaybeShown::default(),
         };
         ReplyStream::spawn(driver, mode, attribution)
     }
@@ -102,6 +102,8 @@ struct DiscordDriver {
     messages: Vec<StreamedMessage>,
     /// When an edit met a rate limit: edit then, even without a new block.
     retry_at: Option<Instant>,
+    /// Parts of a create or edit that may have been applied without an answer.
+    maybe: MaybeShown,
 }
 
 fn fits(text: &str) -> bool {
@@ -113,12 +115,24 @@ impl DiscordDriver {
         failure.into_driver_error(Surface::Discord)
     }
 
-    /// Posts `text` as a new message whose first part is `first`.
-    async fn post(&mut self, parts: &Parts, first: usize, text: String) -> Result<(), DriverError> {
+    /// Posts `text`, parts `first..first + count`, as a new message. Its nonce is its own: the
+    /// part's idempotency key for a message of one part (so a re-send of that part as a
+    /// message of its own is deduped too), and a digest of every part's key for a packed one
+    /// (so a message repacked with more parts is never taken for an earlier one).
+    async fn post(
+        &mut self,
+        parts: &Parts,
+        first: usize,
+        count: usize,
+        text: String,
+    ) -> Result<(), DriverError> {
         let mut body = json!({ "content": text, "allowed_mentions": self.mentions });
-        let nonce = parts
-            .idempotency_key(first)
-            .filter(|n| n.len() <= NONCE_LIMIT);
+        let nonce = if count == 1 {
+            parts.idempotency_key(first)
+        } else {
+            packed_nonce((first..first + count).filter_map(|i| parts.idempotency_key(i)))
+        }
+        .filter(|n| n.len() <= NONCE_LIMIT);
         // A create carrying an enforced nonce is deduped by Discord: safe to send again.
         let repeat_safe = nonce.is_some();
         if let Some(nonce) = nonce {
@@ -132,17 +146,28 @@ impl DiscordDriver {
             body,
             repeat_safe,
         };
-        let id = self
-            .caller
-            .call(CallKind::Final, &call)
-            .await
-            .map_err(Self::fail)?;
-        self.messages.push(StreamedMessage::new(id, text));
-        Ok(())
+        match self.caller.call(CallKind::Final, &call).await {
+            Ok(id) => {
+                self.messages.push(StreamedMessage::new(id, text));
+                Ok(())
+            }
+            Err(failure) => {
+                if failure.unknown {
+                    // A one-part message's nonce is the part's own key: sent again as a
+                    // message of its own, Discord dedupes it. A packed one's is not.
+                    let deduped = count == 1 && repeat_safe;
+                    self.maybe.note(first, first + count, deduped);
+                }
+                Err(Self::fail(failure))
+            }
+        }
     }
 
-    /// Edits the last message to `text`; `Ok(false)` when a rate limit left it for later.
-    async fn edit(&mut self, text: &str, done: bool) -> Result<bool, DriverError> {
+    /// Edits the last message to `text`, which adds `added` parts; `Ok(false)` when a rate
+    /// limit left it for later. An edit that may have been applied without an answer leaves
+    /// its parts maybe shown: never posted again as a message of their own (a later edit with
+    /// the whole text, idempotent, may still confirm them).
+    async fn edit(&mut self, text: &str, added: usize, done: bool) -> Result<bool, DriverError> {
         let Some(message) = self.messages.last() else {
             return Ok(false);
         };
@@ -161,11 +186,17 @@ impl DiscordDriver {
         };
         match self.caller.call(kind, &call).await {
             Ok(_) => Ok(true),
-            Err(failure) if failure.is_transient() && !done => {
-                self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
-                Ok(false)
+            Err(failure) => {
+                if failure.unknown {
+                    self.maybe
+                        .note(self.confirmed, self.confirmed + added, false);
+                }
+                if failure.is_transient() && !done {
+                    self.retry_at = Some(self.caller.budget.next_slot(CallKind::Preview));
+                    return Ok(false);
+                }
+                Err(Self::fail(failure))
             }
-            Err(failure) => Err(Self::fail(failure)),
         }
     }
 
@@ -189,7 +220,7 @@ impl DiscordDriver {
                     continue;
                 }
                 // Once the reply is complete every edit is retried: none can be left for later.
-                if !self.edit(&text, done).await? {
+                if !self.edit(&text, added, done).await? {
                     return Ok(());
                 }
                 if let Some(message) = self.messages.last_mut() {
@@ -199,7 +230,7 @@ impl DiscordDriver {
             } else {
                 let first = self.confirmed;
                 let text = parts.text(first).to_owned();
-                self.post(parts, first, text).await?;
+                self.post(parts, first, 1, text).await?;
                 self.confirmed += 1;
                 self.open = true;
             }
@@ -213,7 +244,7 @@ impl DiscordDriver {
         groups: Vec<(usize, String)>,
     ) -> Result<(), DriverError> {
         for (count, text) in groups {
-            self.post(parts, self.confirmed, text).await?;
+            self.post(parts, self.confirmed, count, text).await?;
             self.confirmed += count;
         }
         Ok(())
@@ -232,7 +263,7 @@ impl Driver for DiscordDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        parts.check_owned_from(self.confirmed)?;
+        self.caller.own(parts, self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
@@ -247,6 +278,10 @@ impl Driver for DiscordDriver {
 
     fn confirmed(&self) -> usize {
         self.confirmed
+    }
+
+    fn maybe_shown(&self) -> MaybeShown {
+        self.maybe
     }
 
     fn messages(&self) -> &[StreamedMessage] {
@@ -273,6 +308,24 @@ impl Driver for DiscordDriver {
     }
 }
 
+/// The nonce of a message that packs several parts: `p` and 24 hex digits of two FNV-1a
+/// digests of the parts' keys, in order (within Discord's 25 characters). Stable across
+/// processes and releases (unlike `std`'s hasher), so a restarted sender's repeat of the same
+/// packed message dedupes; `None` for no keys.
+fn packed_nonce(keys: impl Iterator<Item = String>) -> Option<String> {
+    let mut first = 0xcbf2_9ce4_8422_2325_u64;
+    let mut second = 0x6c62_272e_07bb_0142_u64;
+    let mut any = false;
+    for key in keys {
+        any = true;
+        for byte in key.bytes().chain(std::iter::once(b',')) {
+            first = (first ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+            second = (second ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    any.then(|| format!("p{first:016x}{:08x}", second >> 32))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -296,6 +349,25 @@ mod tests {
             Duration::from_millis(1500),
             "calls remain: no pause"
         );
+    }
+
+    #[test]
+    fn a_packed_message_has_a_nonce_of_its_own_within_discords_limit() {
+        let keys = |n: usize| (0..n).map(|i| format!("00000000000000ab-{i}"));
+        let two = packed_nonce(keys(2)).unwrap();
+        let three = packed_nonce(keys(3)).unwrap();
+        assert_eq!(two.len(), 25);
+        assert!(two.len() <= NONCE_LIMIT);
+        assert_ne!(
+            two, three,
+            "a message repacked with more parts is another message"
+        );
+        assert_eq!(packed_nonce(keys(2)).unwrap(), two, "stable");
+        assert!(
+            !two.starts_with("00000000000000ab"),
+            "never a part's own key"
+        );
+        assert_eq!(packed_nonce(std::iter::empty()), None);
     }
 
     #[tokio::test(start_paused = true)]

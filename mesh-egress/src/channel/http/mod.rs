@@ -86,6 +86,7 @@ mod answer;
 mod budgets;
 mod discord;
 mod discord_stream;
+mod exchange;
 mod mentions;
 mod policy;
 mod retry;
@@ -177,7 +178,7 @@ pub enum ChannelErrorKind {
         detail: String,
     },
     /// The answer's body was not the JSON the surface documents. After a 2xx this is ambiguous:
-    /// the part may have been posted, so it is not retried automatically.
+    /// the part may have been posted, so it is repeated only where a repeat cannot post twice.
     #[error("the response (HTTP {status}) was not the expected JSON")]
     Malformed {
         /// The HTTP status.
@@ -189,7 +190,7 @@ pub enum ChannelErrorKind {
     /// The answer's body was longer than the policy's
     /// [`max_response_bytes`](SendPolicy::max_response_bytes); it was not read past the cap.
     /// After a 2xx this is ambiguous, as for [`Malformed`](Self::Malformed): the part may have
-    /// been posted, so it is not retried automatically.
+    /// been posted, so it is repeated only where a repeat cannot post twice.
     #[error("the response (HTTP {status}) was longer than {limit} bytes")]
     ResponseTooLarge {
         /// The HTTP status.

@@ -21,6 +21,15 @@ use crate::retry::Backoff;
 /// [`retry_after`](crate::channel::SendError::retry_after) when there was one). A requested wait
 /// is clamped to [`MAX_RETRY_AFTER`] (24 hours), whatever number the surface sent.
 ///
+/// A try that may have been applied (no answer to a request that left, a 5xx, Slack's
+/// `internal_error`, a 2xx that cannot be read) is repeated only where a repeat cannot post
+/// twice (each connector says where); the part that comes back after such a try is
+/// [maybe delivered](crate::channel::SendError::maybe_delivered), whatever the later tries
+/// answered. Before every try the part's ownership is re-checked, and no try's
+/// [`request_timeout`](Self::request_timeout) outlasts the lease the part is sent under: it is
+/// cut to the lease's time left, and a lease too close to its end hands the part back
+/// [untried](crate::channel::SendError::ownership_lost).
+///
 /// A rate limit also pauses the conversation's rate budget, which streams and clones of the
 /// connector share: later parts wait until the surface's requested instant when that is within
 /// what is left of their own wait budget, and otherwise come back at once (with the wait in

@@ -1,6 +1,8 @@
 //! The per-part send loop every HTTP connector shares: bounded tries, a bounded wait, the
-//! conversation's [`RateBudget`] spent and the surface's rate-limit answer put on it, and the
-//! part handed back when it still fails.
+//! conversation's [`RateBudget`] spent and the surface's rate-limit answer put on it, the
+//! part's ownership re-checked before each try, and the part handed back when it still fails
+//! (the loop itself, and the rule for a try that may have been applied, are `exchange.rs`'s,
+//! shared with the streams' calls).
 
 use std::fmt;
 use std::future::Future;
@@ -8,10 +10,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use tokio::time::Instant;
 
-use super::answer::{BodyError, Outcome, read_capped, too_large};
+use super::answer::Outcome;
+use super::exchange::{Failure, Plan, Repeat, Spacing, Stop, Wire, kind_name};
 use super::policy::{MAX_RETRY_AFTER, SendPolicy};
 use super::{ChannelError, ChannelErrorKind, Surface, Token};
 use crate::channel::stream::{CallKind, RateBudget};
@@ -98,7 +101,12 @@ impl Transport {
     }
 
     /// Sends `part` as `request`, spending `budget` (the conversation's) and retrying within
-    /// the policy; hands the part back on failure.
+    /// the policy; hands the part back on failure. A try that may have been applied is
+    /// repeated only where a repeat cannot post twice: Discord dedupes by nonce (every part
+    /// carries one); Telegram's `sendMessage` has nothing to dedupe by, and a timed-out send is
+    /// often delivered anyway (python-telegram-bot#1045, where one retried message arrived
+    /// three times). (Slack's connector reconciles first and calls [`retry`](Self::retry)
+    /// itself.)
     pub(crate) async fn send(
         &self,
         budget: &RateBudget,
@@ -106,12 +114,20 @@ impl Transport {
         request: Request,
         classify: Classify,
     ) -> Result<PartReceipt, SendError> {
-        self.retry(budget, part, || self.attempt(&request, classify))
-            .await
+        let repeat = match self.surface {
+            Surface::Discord => Repeat::Safe,
+            _ => Repeat::Never,
+        };
+        let request = &request;
+        self.retry(budget, part, repeat, |timeout| {
+            self.exchange(request.wire(), classify, timeout, None)
+        })
+        .await
     }
 
-    /// The retry loop, apart from HTTP so its timing can be tested on paused time (and so a
-    /// connector can put a lookup before a try: Slack's reconciliation).
+    /// The retry loop of one part (the shared call of `exchange.rs`), apart from HTTP so its
+    /// timing can be tested on paused time (and so a connector can put a lookup before a try:
+    /// Slack's reconciliation). `attempt` gets each try's timeout.
     ///
     /// Before each try it waits for the bot-wide pause and for `budget` as a
     /// [`CallKind::Final`] call without the spacing ([`RateBudget::acquire_unspaced_within`]):
@@ -123,164 +139,65 @@ impl Transport {
     /// policy's `max_wait`: when the next slot is further than what is left of it, the part
     /// comes back at once, rate limited with that wait as its `retry_after`, and nothing
     /// sleeps past the cap.
+    ///
+    /// Before each try, too, the part's ownership is re-checked and the try's timeout cut to
+    /// its lease's time left: a part whose lease is gone (or too short for a try) comes back
+    /// [`ownership_lost`](SendError::ownership_lost), untried. A part that comes back after a
+    /// try that may have been applied says so ([`SendError::maybe_delivered`]), whatever
+    /// the later tries answered.
     pub(crate) async fn retry<F, Fut>(
         &self,
         budget: &RateBudget,
         part: CommittedPart,
-        mut attempt: F,
+        repeat: Repeat,
+        attempt: F,
     ) -> Result<PartReceipt, SendError>
     where
-        F: FnMut() -> Fut,
+        F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Outcome>,
     {
-        let policy = self.policy;
         let surface = self.surface.name();
+        let plan = Plan {
+            budget,
+            kind: CallKind::Final,
+            spacing: Spacing::Unspaced,
+            max_tries: self.policy.max_tries,
+            repeat,
+            owners: part.ownership().map_or(&[], std::slice::from_ref),
+        };
+        let result = self.call(&plan, attempt).await;
+        let Failure {
+            tries,
+            maybe_applied,
+            stop,
+        } = match result {
+            Ok(id) => return Ok(PartReceipt::new(id)),
+            Err(failure) => failure,
+        };
         let delivery = part.delivery_id().to_string();
         let index = part.index();
-        let mut spent = Duration::ZERO;
-        let mut tries = 0u32;
-        // The wait the surface asked for in this send's last try, if it was rate limited: what
-        // a part handed back on that pause reports (the docs of `SendPolicy`).
-        let mut asked_last: Option<Duration> = None;
-        loop {
-            let bot = self.bot_pause_left();
-            let waited = if bot > policy.max_wait.saturating_sub(spent) {
-                Err((bot, true))
-            } else {
-                tokio::time::sleep(bot).await;
-                spent = spent.saturating_add(bot);
-                let left = policy.max_wait.saturating_sub(spent);
-                budget
-                    .acquire_unspaced_within(CallKind::Final, left)
-                    .await
-                    .map_err(|wait| (wait, false))
-            };
-            match waited {
-                Ok(waited) => spent = spent.saturating_add(waited),
-                Err((wait, global)) => {
-                    let wait = asked_last.map_or(wait, |asked| asked.max(wait));
-                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "rate budget exhausted past the wait cap; part handed back");
-                    let kind = ChannelErrorKind::RateLimited {
-                        retry_after: Some(wait),
-                        global,
-                    };
-                    let error = SendError::new(part, ChannelError::new(self.surface, tries, kind));
-                    return Err(error.with_retry_after(wait));
+        let error = match stop {
+            Stop::NotOwned => SendError::ownership_lost(part),
+            Stop::Surface {
+                kind,
+                retryable,
+                retry_after,
+            } => {
+                let failure = kind_name(&kind);
+                if retryable {
+                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure, maybe_delivered = maybe_applied, retry_after_ms = retry_after.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)), "gave up on part; handed back");
+                } else {
+                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure, "part refused");
                 }
-            }
-            tries += 1;
-            let outcome = attempt().await;
-            let (kind, wait, asked) = match outcome {
-                Outcome::Sent(id) => {
-                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, "part sent");
-                    return Ok(PartReceipt::new(id));
-                }
-                Outcome::RateLimited { wait, global } => {
-                    let wait = wait.map(|w| w.min(MAX_RETRY_AFTER));
-                    let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
-                    if global {
-                        self.pause_bot_for(pause);
-                    } else {
-                        budget.pause_for(pause);
-                    }
-                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, global, retry_after_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)), "rate limited");
-                    // The pause is waited out (or found too long) before the next try.
-                    (
-                        ChannelErrorKind::RateLimited {
-                            retry_after: wait,
-                            global,
-                        },
-                        Duration::ZERO,
-                        wait,
-                    )
-                }
-                Outcome::Retry(kind) => {
-                    tracing::debug!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "send failed; retrying");
-                    (kind, policy.backoff_for(tries), None)
-                }
-                Outcome::Unknown(kind) => {
-                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "no answer, and a repeat could post twice; the part's outcome is unknown");
-                    let error = ChannelError::new(self.surface, tries, kind);
-                    return Err(SendError::new(part, error).with_retryable(true));
-                }
-                Outcome::Fail { kind, retryable } => {
-                    tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "part refused");
-                    let error = ChannelError::new(self.surface, tries, kind);
-                    return Err(SendError::new(part, error).with_retryable(retryable));
-                }
-            };
-            asked_last = asked;
-            let left = policy.max_wait.saturating_sub(spent);
-            if tries >= policy.max_tries || left.is_zero() {
-                tracing::warn!(target: "mesh_egress::channel", surface, delivery, part = index, tries, failure = kind_name(&kind), "gave up on part");
-                let error = SendError::new(part, ChannelError::new(self.surface, tries, kind));
-                return Err(match asked {
+                let error = SendError::new(part, ChannelError::new(self.surface, tries, kind))
+                    .with_retryable(retryable);
+                match retry_after {
                     Some(wait) => error.with_retry_after(wait),
                     None => error,
-                });
-            }
-            let wait = wait.min(left);
-            tokio::time::sleep(wait).await;
-            spent += wait;
-        }
-    }
-
-    /// One try of `request`, read by `classify`.
-    pub(crate) async fn attempt(&self, request: &Request, classify: Classify) -> Outcome {
-        let mut builder = self
-            .client
-            .post(&request.url)
-            .timeout(self.policy.timeout)
-            .json(&request.body);
-        if let Some(auth) = &request.authorization {
-            let Ok(mut value) = HeaderValue::from_str(auth) else {
-                return Outcome::Fail {
-                    kind: ChannelErrorKind::InvalidToken,
-                    retryable: false,
-                };
-            };
-            // Kept out of any Debug output of the request.
-            value.set_sensitive(true);
-            builder = builder.header(reqwest::header::AUTHORIZATION, value);
-        }
-        let response = match builder.send().await {
-            Ok(response) => response,
-            // A request that could not be built (a base URL or token that makes no valid URL)
-            // will not build next time either.
-            Err(error) if error.is_builder() => {
-                return Outcome::Fail {
-                    kind: self.transport_failure(error),
-                    retryable: false,
-                };
-            }
-            Err(error) => {
-                let reached = !error.is_connect();
-                return self.unanswered(self.transport_failure(error), reached);
+                }
             }
         };
-        let status = response.status();
-        let headers = response.headers().clone();
-        match read_capped(response, self.policy.max_response_bytes).await {
-            Ok(body) => classify(status, &headers, &body, &self.token),
-            Err(BodyError::TooLarge) => too_large(status, &headers, self.policy.max_response_bytes),
-            // The surface answered, so it had the request: the outcome is unknown.
-            Err(BodyError::Transport(error)) => {
-                self.unanswered(self.transport_failure(error), true)
-            }
-        }
-    }
-
-    /// A try that got no answer. One that never reached the surface (no connection) is tried
-    /// again; one that may have reached it only where the surface
-    /// [repeats it safely](repeats_unanswered_safely). Elsewhere the part comes back
-    /// at once, retryable and without a wait: the outcome unknown, for the caller (or the
-    /// durable outbox's `UnknownOutcome` knob) to decide.
-    pub(crate) fn unanswered(&self, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
-        if maybe_reached && !repeats_unanswered_safely(self.surface) {
-            Outcome::Unknown(kind)
-        } else {
-            Outcome::Retry(kind)
-        }
+        Err(error.with_maybe_delivered(maybe_applied))
     }
 
     /// A transport failure's description, without the request URL (which may hold the token).
@@ -308,23 +225,15 @@ impl Transport {
     }
 }
 
-/// Whether a send that got no answer may be tried again within the send loop without posting
-/// twice: Discord dedupes by nonce and Slack's connector looks the part up first; Telegram's
-/// `sendMessage` has neither, and a timed-out send is often delivered anyway
-/// (python-telegram-bot#1045, where one retried message arrived three times).
-pub(crate) fn repeats_unanswered_safely(surface: Surface) -> bool {
-    matches!(surface, Surface::Slack | Surface::Discord)
-}
-
-fn kind_name(kind: &ChannelErrorKind) -> &'static str {
-    match kind {
-        ChannelErrorKind::RateLimited { .. } => "rate_limited",
-        ChannelErrorKind::Server { .. } => "server",
-        ChannelErrorKind::Refused { .. } => "refused",
-        ChannelErrorKind::Malformed { .. } => "malformed",
-        ChannelErrorKind::Transport { .. } => "transport",
-        ChannelErrorKind::InvalidToken => "invalid_token",
-        ChannelErrorKind::ResponseTooLarge { .. } => "response_too_large",
+impl Request {
+    /// The request on the wire: every plain send is a `POST`.
+    pub(crate) fn wire(&self) -> Wire<'_> {
+        Wire {
+            method: reqwest::Method::POST,
+            url: &self.url,
+            authorization: self.authorization.as_deref(),
+            body: &self.body,
+        }
     }
 }
 
@@ -386,7 +295,7 @@ mod tests {
         let script = Mutex::new(VecDeque::from(script));
         let tries = Mutex::new(Vec::new());
         let result = transport
-            .retry(budget, part, || {
+            .retry(budget, part, Repeat::Safe, |_timeout| {
                 tries.lock().unwrap().push(start.elapsed());
                 let next = script.lock().unwrap().pop_front();
                 std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))

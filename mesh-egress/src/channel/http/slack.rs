@@ -9,8 +9,11 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{BodyError, Outcome, read_capped, retry_after_header, unexpected_body};
+use super::answer::{
+    BodyError, Outcome, read_capped, retry_after_header, server_error, unexpected_body,
+};
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
+use super::exchange::Repeat;
 use super::retry::{Request, Transport};
 use super::stream_settings::{StreamSettings, slack_budget};
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
@@ -34,13 +37,12 @@ const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 const DEFAULT_BASE_URL: &str = "https://slack.com/api";
 
-/// Slack error codes its docs call transient: sending again may work.
-const TRANSIENT: &[&str] = &[
-    "internal_error",
-    "fatal_error",
-    "service_unavailable",
-    "request_timeout",
-];
+/// Slack error codes its docs say may follow a partial success ("it's possible some aspect of
+/// the operation succeeded before the error was raised"): the message may be posted.
+const MAYBE_APPLIED: &[&str] = &["internal_error", "fatal_error"];
+/// Slack error codes its docs call transient and that applied nothing (the service was down,
+/// the request's data did not arrive): sending again may work and cannot duplicate.
+const TRANSIENT: &[&str] = &["service_unavailable", "request_timeout"];
 
 /// One Slack bot (a bot token, `xoxb-…`) and everything its conversations share: the Web API
 /// base, the HTTP client, the [`SendPolicy`], the bot-wide rate-limit pause and one rate
@@ -159,8 +161,9 @@ impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
 ///
 /// # Reconciliation
 ///
-/// A try whose outcome is unknown (a timeout, a connection cut mid-answer, a 5xx, a transient
-/// error code) may have posted the part. Before trying again, the connector looks the part up
+/// A try that may have posted the part (a timeout, a connection cut mid-answer, a 5xx,
+/// `internal_error` or `fatal_error`, a 2xx it cannot read) is never repeated blindly. Before
+/// trying again, the connector looks the part up
 /// ([`Channel::look_up`]): `conversations.replies` for a thread, `conversations.history`
 /// otherwise, with `include_all_metadata=true`, one page of at most 50 messages from a minute
 /// before the first try. Found: the part counts as sent with that message's `ts`. Not found:
@@ -309,7 +312,12 @@ impl<R: Render> Channel for SlackChannel<R> {
         part: &CommittedPart,
         since: SystemTime,
     ) -> impl Future<Output = PartLookup> + Send {
-        self.find(part.delivery_id(), part.index(), since)
+        self.find(
+            part.delivery_id(),
+            part.index(),
+            since,
+            self.client.transport.policy.timeout,
+        )
     }
 }
 
@@ -328,14 +336,15 @@ impl<R: Render> SlackChannel<R> {
         let unsettled: Mutex<Option<ChannelErrorKind>> = Mutex::new(None);
         let unsettled = &unsettled;
         let request = &request;
+        // A post that may have been applied is repeated only after a lookup found it absent.
         self.client.transport
-            .retry(&self.budget, part, || async move {
+            .retry(&self.budget, part, Repeat::Safe, |timeout| async move {
                 let last = unsettled
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
                 if let Some(kind) = last {
-                    match self.find(delivery, index, started).await {
+                    match self.find(delivery, index, started, timeout).await {
                         PartLookup::Found(receipt) => {
                             tracing::info!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, "an earlier try had posted the part; not sent again");
                             return Outcome::Sent(receipt.id().to_owned());
@@ -343,15 +352,16 @@ impl<R: Render> SlackChannel<R> {
                         PartLookup::NotFound => {}
                         PartLookup::Unknown { reason } => {
                             tracing::warn!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, reason = %reason, "cannot tell whether an earlier try posted the part; not sending it again");
-                            return Outcome::Fail {
-                                kind,
-                                retryable: true,
-                            };
+                            return Outcome::Unknown(kind);
                         }
                     }
                 }
-                let outcome = self.client.transport.attempt(request, classify).await;
-                if let Outcome::Retry(kind) = &outcome {
+                let outcome = self
+                    .client
+                    .transport
+                    .exchange(request.wire(), classify, timeout, None)
+                    .await;
+                if let Outcome::MaybeApplied(kind) = &outcome {
                     *unsettled.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                 }
                 outcome
@@ -361,7 +371,13 @@ impl<R: Render> SlackChannel<R> {
 
     /// Looks for the message carrying part `index` of `delivery`, posted no earlier than a
     /// minute before `since`.
-    async fn find(&self, delivery: DeliveryId, index: usize, since: SystemTime) -> PartLookup {
+    async fn find(
+        &self,
+        delivery: DeliveryId,
+        index: usize,
+        since: SystemTime,
+        timeout: Duration,
+    ) -> PartLookup {
         let delivery = delivery.to_string();
         let (method, mut query) = match self.address.thread_ts() {
             Some(ts) => ("conversations.replies", vec![("ts", ts.to_owned())]),
@@ -383,7 +399,7 @@ impl<R: Render> SlackChannel<R> {
             .client
             .get(format!("{}/{method}", self.client.base_url))
             .query(&query)
-            .timeout(self.client.transport.policy.timeout)
+            .timeout(timeout)
             .bearer_auth(self.client.transport.token.expose())
             .send()
             .await;
@@ -497,9 +513,7 @@ pub(super) fn classify(
         return unexpected_body(status);
     };
     if status.is_server_error() {
-        return Outcome::Retry(ChannelErrorKind::Server {
-            status: status.as_u16(),
-        });
+        return server_error(status);
     }
     match answer.get("ok").and_then(Value::as_bool) {
         Some(true) if status.is_success() => Outcome::Sent(
@@ -524,7 +538,9 @@ pub(super) fn classify(
                 status: status.as_u16(),
                 detail: token.scrub(code),
             };
-            if TRANSIENT.contains(&code) {
+            if MAYBE_APPLIED.contains(&code) {
+                Outcome::MaybeApplied(kind)
+            } else if TRANSIENT.contains(&code) {
                 Outcome::Retry(kind)
             } else {
                 Outcome::Fail {
@@ -567,9 +583,13 @@ mod tests {
     }
 
     #[test]
-    fn ok_false_with_a_transient_code_is_retried() {
+    fn ok_false_with_internal_error_may_have_posted_and_a_transient_code_did_not() {
         assert!(matches!(
             read(200, r#"{"ok":false,"error":"internal_error"}"#),
+            Outcome::MaybeApplied(ChannelErrorKind::Refused { .. })
+        ));
+        assert!(matches!(
+            read(200, r#"{"ok":false,"error":"service_unavailable"}"#),
             Outcome::Retry(ChannelErrorKind::Refused { .. })
         ));
     }

@@ -10,14 +10,14 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::answer::{Outcome, unexpected_body};
+use super::answer::{Outcome, read_capped, unexpected_body};
 use super::stream_call::{CallFailure, Caller, StreamCall};
 use super::stream_settings::{channel_stream_builders, client_stream_builders};
 use super::{SlackChannel, SlackClient, Surface, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, Parts, ReplyStream, SlackMarkdown, StreamMode,
-    StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, SlackMarkdown,
+    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::egress::Attribution;
 
@@ -98,10 +98,12 @@ impl<R: Render> SlackChannel<R> {
 /// outcome is unknown (no answer, a 5xx, `internal_error`) is never sent again into the same
 /// stream. The session stops that stream (`chat.stopStream`, no text) and reads the stopped
 /// message's text from the answer: if it holds the append, the append is confirmed; if it does
-/// not, the text goes into a fresh stream. Nothing is lost or doubled. In the rare case that
-/// the stop fails too, or its answer has no readable text, the text counts as unconfirmed and
-/// goes into a fresh stream (with a `warn` log): it may then show twice, once at the end of
-/// the stopped message and once at the start of the next.
+/// not, the text goes into a fresh stream. Nothing is lost or doubled. When Slack had closed the
+/// stream already (the stop answers `message_not_in_streaming_state`), the message is read back
+/// from its thread (`conversations.replies`, with a history scope) and judged the same way. In
+/// the rare case that the stop fails otherwise, or neither answer has readable text, the
+/// append's parts may be shown and nothing can tell: the stream stops with them [uncertain](crate::channel::stream::StreamError::uncertain)
+/// (never sent again; the durable outbox reports them), and the rest goes as messages.
 ///
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
 /// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
@@ -127,13 +129,12 @@ impl<R: Render> StreamingChannel for SlackChannel<R> {
             mode => (mode, false),
         };
         let driver = SlackDriver {
-            caller: Caller {
-                transport: self.client.transport.clone(),
-                budget: self.budget.clone(),
-                classify: super::slack::classify,
-                observe: None,
-                calls: 0,
-            },
+            caller: Caller::new(
+                self.client.transport.clone(),
+                self.budget.clone(),
+                super::slack::classify,
+                None,
+            ),
             base_url: self.client.base_url.clone(),
             authorization: format!("Bearer {}", self.client.transport.token.expose()),
             channel: self.address.channel().to_owned(),
@@ -151,6 +152,7 @@ impl<R: Render> StreamingChannel for SlackChannel<R> {
             messages: Vec::new(),
             rollovers: 0,
             retry_at: None,
+            maybe: MaybeShown::default(),
         };
         ReplyStream::spawn(driver, mode, attribution)
     }
@@ -179,6 +181,18 @@ struct SlackDriver {
     rollovers: usize,
     /// When a preview append was rate limited: try again then, even without a new block.
     retry_at: Option<Instant>,
+    /// Parts of a post, start or append that may have been applied, with no way to tell.
+    maybe: MaybeShown,
+}
+
+/// What a stopped stream's message says about an append whose answer was lost.
+enum Settled {
+    /// It holds the append: confirmed.
+    Applied,
+    /// It holds the text before the append only: the append goes into a fresh stream.
+    NotApplied,
+    /// It cannot be read, or holds neither: the append's parts may be shown.
+    CannotTell,
 }
 
 impl SlackDriver {
@@ -224,15 +238,25 @@ impl SlackDriver {
                 body["thread_ts"] = Value::from(ts.as_str());
             }
             let call = self.call("chat.postMessage", body);
-            let ts = self
-                .caller
-                .call(CallKind::Final, &call)
-                .await
-                .map_err(|failure| failure.into_driver_error_for(Surface::Slack, count))?;
+            let ts = match self.caller.call(CallKind::Final, &call).await {
+                Ok(ts) => ts,
+                Err(failure) => return Err(self.unanswered(failure, count)),
+            };
             self.messages.push(StreamedMessage::new(ts, text));
             self.confirmed += count;
         }
         Ok(())
+    }
+
+    /// The driver's error for a failed call that carried the next `count` parts: when it may
+    /// have been applied they may be shown (a post or start carries nothing a lookup or a
+    /// dedupe could find), so they are reported uncertain, never sent again.
+    fn unanswered(&mut self, failure: CallFailure, count: usize) -> DriverError {
+        if failure.unknown {
+            self.maybe
+                .note(self.confirmed, self.confirmed + count, false);
+        }
+        Self::fail(failure)
     }
 
     async fn start(&mut self, text: &str) -> Result<String, CallFailure> {
@@ -262,24 +286,22 @@ impl SlackDriver {
         if let Err(failure) = self.caller.call(CallKind::Final, &call).await
             && failure.code() != Some(NOT_STREAMING)
         {
-            {
-                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.kind, "could not stop a stream; Slack closes it at its expiry");
-            }
+            tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.describe(), "could not stop a stream; Slack closes it at its expiry");
         }
     }
 
     /// After an append of `text` whose outcome is unknown: stops the live stream and reads
-    /// whether the stopped message holds the append. `true`: it does (confirmed). `false`: it
-    /// does not, or that cannot be read (the stop failed, its answer has no text, the text is
-    /// neither the message before nor after the append); the caller sends the text into a
-    /// fresh stream.
+    /// whether the stopped message holds the append ([`Settled`]). When that cannot be read
+    /// (the stop failed, its answer has no text, the text is neither the message before nor
+    /// after the append), the append's parts may be shown: the caller reports them uncertain
+    /// rather than sending them again.
     ///
     /// The stop's answer carries the message (`{ok, channel, ts, message: {text, ts,
     /// streaming_state, …}}`: `ChatStopStreamResponse` in slackapi/node-slack-sdk,
     /// `packages/web-api/src/types/response/ChatStopStreamResponse.ts`).
-    async fn settle(&mut self, text: &str) -> bool {
+    async fn settle(&mut self, text: &str) -> Settled {
         let Some(live) = self.live.take() else {
-            return false;
+            return Settled::CannotTell;
         };
         let before = self
             .messages
@@ -298,34 +320,85 @@ impl SlackDriver {
             .call_with(CallKind::Final, &call, classify_stopped)
             .await;
         self.caller.transport.policy = policy;
+        let shown = match shown {
+            // Slack had closed the stream already (its expiry): the message is read back.
+            Err(failure) if failure.code() == Some(NOT_STREAMING) => {
+                self.read_back(&live.ts).await.ok_or(failure)
+            }
+            other => other,
+        };
         match shown {
-            Ok(shown) if shown.trim() == after.trim() => true,
-            Ok(shown) if shown.trim() == before.trim() => false,
+            Ok(shown) if shown.trim() == after.trim() => Settled::Applied,
+            Ok(shown) if shown.trim() == before.trim() => Settled::NotApplied,
             Ok(_) => {
-                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", "an append's answer was lost and the stopped message's text matches neither before nor after it; the text goes into a fresh stream and may show twice");
-                false
+                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", "an append's answer was lost and the stopped message's text matches neither before nor after it; its parts may be shown and are not sent again");
+                Settled::CannotTell
             }
             Err(failure) => {
-                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.kind, "an append's answer was lost and the stream could not be read back; the text goes into a fresh stream and may show twice");
-                false
+                tracing::warn!(target: "mesh_egress::channel", surface = "Slack", failure = %failure.describe(), "an append's answer was lost and the stream could not be read back; its parts may be shown and are not sent again");
+                Settled::CannotTell
             }
         }
     }
 
-    async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
-        if self
-            .live
-            .as_ref()
-            .is_some_and(|live| live.started.elapsed() >= self.rollover_after)
-        {
-            // Proactively, before Slack's own expiry.
-            self.stop().await;
-            self.rollovers += 1;
+    /// The text of the stream message `ts`, read back from its thread
+    /// (`conversations.replies`, the one message at `ts`; it needs a history scope):
+    /// `None` when it cannot be read.
+    async fn read_back(&self, ts: &str) -> Option<String> {
+        let thread = self.thread_ts.as_deref()?;
+        let query = [
+            ("channel", self.channel.as_str()),
+            ("ts", thread),
+            ("oldest", ts),
+            ("latest", ts),
+            ("inclusive", "true"),
+            ("limit", "2"),
+        ];
+        let transport = &self.caller.transport;
+        let response = transport
+            .client
+            .get(format!("{}/conversations.replies", self.base_url))
+            .query(&query)
+            .timeout(transport.policy.timeout)
+            .header(reqwest::header::AUTHORIZATION, &self.authorization)
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
         }
+        let body = read_capped(response, STOPPED_MAX_BYTES).await.ok()?;
+        let answer: Value = serde_json::from_slice(&body).ok()?;
+        if answer.get("ok").and_then(Value::as_bool) != Some(true) {
+            return None;
+        }
+        answer
+            .get("messages")?
+            .as_array()?
+            .iter()
+            .find(|m| m.get("ts").and_then(Value::as_str) == Some(ts))?
+            .get("text")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    async fn stream(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
         let limit = SlackMarkdown::LIMIT - BLOCK_SEPARATOR.len();
         let groups = pack(parts.texts_from(self.confirmed), |t| {
             t.chars().count() <= limit
         });
+        // Proactively, before Slack's own expiry, and only when there is text for the fresh
+        // stream: with nothing left to send, the closing stop ends the old one (a rollover
+        // without a new stream was counted under load when the last call came late).
+        if !groups.is_empty()
+            && self
+                .live
+                .as_ref()
+                .is_some_and(|live| live.started.elapsed() >= self.rollover_after)
+        {
+            self.stop().await;
+            self.rollovers += 1;
+        }
         for (count, text) in groups {
             loop {
                 let Some(live) = &self.live else {
@@ -348,9 +421,7 @@ impl SlackDriver {
                             let groups = self.queued(parts);
                             return self.post(groups).await;
                         }
-                        Err(failure) => {
-                            return Err(failure.into_driver_error_for(Surface::Slack, count));
-                        }
+                        Err(failure) => return Err(self.unanswered(failure, count)),
                     }
                 };
                 let call = self.call(
@@ -366,7 +437,7 @@ impl SlackDriver {
                 } else {
                     CallKind::Preview
                 };
-                match self.caller.call_once(kind, &call).await {
+                match self.caller.call(kind, &call).await {
                     Ok(_) => {
                         if let Some(message) = self.messages.last_mut() {
                             message.push_block(&text);
@@ -377,14 +448,18 @@ impl SlackDriver {
                     Err(failure) if failure.unknown => {
                         // The append may have been applied: never sent into this stream again.
                         self.rollovers += 1;
-                        if self.settle(&text).await {
-                            if let Some(message) = self.messages.last_mut() {
-                                message.push_block(&text);
+                        match self.settle(&text).await {
+                            Settled::Applied => {
+                                if let Some(message) = self.messages.last_mut() {
+                                    message.push_block(&text);
+                                }
+                                self.confirmed += count;
+                                break;
                             }
-                            self.confirmed += count;
-                            break;
+                            // Not applied: into a fresh stream.
+                            Settled::NotApplied => {}
+                            Settled::CannotTell => return Err(self.unanswered(failure, count)),
                         }
-                        // Not applied (or not known to be): into a fresh stream.
                     }
                     Err(failure) if failure.code() == Some(NOT_STREAMING) => {
                         // Slack closed the stream: what it confirmed stays; this text goes
@@ -442,7 +517,7 @@ impl Driver for SlackDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        parts.check_owned_from(self.confirmed)?;
+        self.caller.own(parts, self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done).await,
             StreamMode::Final if !done => Ok(()),
@@ -457,6 +532,10 @@ impl Driver for SlackDriver {
 
     fn confirmed(&self) -> usize {
         self.confirmed
+    }
+
+    fn maybe_shown(&self) -> MaybeShown {
+        self.maybe
     }
 
     fn messages(&self) -> &[StreamedMessage] {

@@ -1,21 +1,23 @@
 //! One call of a streaming session: spend the conversation's [`RateBudget`], send, read the
-//! answer with the connector's own classifier, and honour the surface's rate-limit answer.
+//! answer with the connector's own classifier, and honour the surface's rate-limit answer,
+//! through the one call of `exchange.rs` that plain sends make too (ownership re-checked
+//! before every try, the rule for a try that may have been applied).
 //!
 //! Unlike the per-part send loop beside it (`retry.rs`), a call here carries no part: a stream
 //! confirms text, not parts, and the session decides what a refusal means (roll over, fall
 //! back, stop).
 
 use std::future::Future;
-use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::answer::{BodyError, Outcome, read_capped, too_large};
+use super::answer::Outcome;
+use super::exchange::{Failure, Observe, Plan, Repeat, Spacing, Stop, Wire};
 use super::retry::{Classify, Transport};
 use super::{ChannelError, ChannelErrorKind, Surface};
-use crate::channel::stream::{CallKind, DriverError, RateBudget};
+use crate::channel::stream::{CallKind, DriverError, Parts, RateBudget};
+use crate::ownership::Ownership;
 
 /// One request of a stream.
 pub(crate) struct StreamCall {
@@ -23,38 +25,65 @@ pub(crate) struct StreamCall {
     pub(crate) url: String,
     pub(crate) authorization: Option<String>,
     pub(crate) body: Value,
-    /// Whether sending it again after no answer cannot show anything twice (an edit or draft
-    /// carrying the whole text, a create deduped by nonce, a stop). A call that is not (a post,
-    /// a stream's start) gets no second try after no answer: its outcome is unknown.
+    /// Whether sending it again after a try that may have been applied cannot show anything
+    /// twice (an edit or draft carrying the whole text, a create deduped by nonce, a stop). A
+    /// call that is not (a post, a stream's start or append, Telegram's `sendMessage`) gets no
+    /// second try after no answer, a 5xx, `internal_error` or an unreadable 2xx: its outcome
+    /// is unknown.
     pub(crate) repeat_safe: bool,
 }
 
-/// Reads a surface's rate-limit headers into the budget (Discord's `X-RateLimit-*`).
-pub(crate) type Observe = fn(&HeaderMap, &RateBudget);
+impl StreamCall {
+    fn wire(&self) -> Wire<'_> {
+        Wire {
+            method: self.method.clone(),
+            url: &self.url,
+            authorization: self.authorization.as_deref(),
+            body: &self.body,
+        }
+    }
+}
 
 /// How a call ended when it did not succeed.
 #[derive(Debug)]
 pub(crate) struct CallFailure {
-    pub(crate) kind: ChannelErrorKind,
-    pub(crate) tries: u32,
-    /// Whether the last try may have been applied: no answer, a 5xx, or an error Slack says
-    /// may follow a partial success (`internal_error`). A refusal or a rate limit was not.
+    failure: Failure,
+    /// Whether a try may have been applied: no answer, a 5xx, an error Slack says may follow a
+    /// partial success (`internal_error`), an unreadable 2xx. A refusal or a rate limit was
+    /// not. Once set by a try, no later try of the same call clears it.
     pub(crate) unknown: bool,
 }
 
 impl CallFailure {
-    fn new(kind: ChannelErrorKind, tries: u32) -> Self {
+    fn new(failure: Failure) -> Self {
         Self {
-            kind,
-            tries,
-            unknown: false,
+            unknown: failure.maybe_applied,
+            failure,
         }
+    }
+
+    /// What the surface answered last, unless the call stopped for its ownership.
+    pub(crate) fn kind(&self) -> Option<&ChannelErrorKind> {
+        self.failure.kind()
+    }
+
+    /// For logs: the surface's last answer, or the lost ownership.
+    pub(crate) fn describe(&self) -> String {
+        self.kind().map_or_else(
+            || "the conversation's ownership no longer covers a call".to_owned(),
+            ToString::to_string,
+        )
+    }
+
+    /// Whether the surface refused the call (an error code or description).
+    pub(crate) fn is_refused(&self) -> bool {
+        matches!(self.kind(), Some(ChannelErrorKind::Refused { .. }))
     }
 
     /// The surface's error code or description, for a refusal.
     pub(crate) fn code(&self) -> Option<&str> {
-        match &self.kind {
-            ChannelErrorKind::Refused { detail, .. } => Some(detail),
+        match self.kind() {
+            Some(ChannelErrorKind::Refused { detail, .. }) => Some(detail),
             _ => None,
         }
     }
@@ -64,50 +93,68 @@ impl CallFailure {
     /// session leaves it unconfirmed, so the receipt never claims it.)
     pub(crate) fn is_transient(&self) -> bool {
         matches!(
-            self.kind,
-            ChannelErrorKind::RateLimited { .. }
-                | ChannelErrorKind::Server { .. }
-                | ChannelErrorKind::Transport { .. }
+            self.kind(),
+            Some(
+                ChannelErrorKind::RateLimited { .. }
+                    | ChannelErrorKind::Server { .. }
+                    | ChannelErrorKind::Transport { .. }
+            )
         )
     }
 
     pub(crate) fn into_driver_error(self, surface: Surface) -> DriverError {
-        DriverError::new(Box::new(ChannelError::new(surface, self.tries, self.kind)))
-    }
-
-    /// The driver's error for a failed call that carried the next `parts` parts: when its
-    /// outcome is unknown they may be shown, so they are reported uncertain, never re-sent.
-    pub(crate) fn into_driver_error_for(self, surface: Surface, parts: usize) -> DriverError {
-        let uncertain = if self.unknown { parts } else { 0 };
-        self.into_driver_error(surface).with_uncertain(uncertain)
+        match self.failure.stop {
+            Stop::NotOwned => DriverError::new(Box::new(crate::channel::stream::OwnershipLost)),
+            Stop::Surface { kind, .. } => DriverError::new(Box::new(ChannelError::new(
+                surface,
+                self.failure.tries,
+                kind,
+            ))),
+        }
     }
 }
 
-/// Whether a call whose outcome is unknown may be sent again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Repeat {
-    Yes,
-    No,
-}
-
-/// Makes streaming calls for one session: its transport, its conversation's budget, and the
-/// count of calls made.
+/// Makes streaming calls for one session: its transport, its conversation's budget, the
+/// ownership of the parts its calls carry, and the count of calls made.
 pub(crate) struct Caller {
     pub(crate) transport: Transport,
     pub(crate) budget: RateBudget,
     pub(crate) classify: Classify,
     pub(crate) observe: Option<Observe>,
     pub(crate) calls: usize,
+    /// The ownership of the parts not confirmed yet (the driver sets it before each flush):
+    /// every try of every call re-checks it.
+    pub(crate) owners: Vec<Ownership>,
 }
 
 impl Caller {
+    /// A caller for a new session, before any part arrived.
+    pub(crate) fn new(
+        transport: Transport,
+        budget: RateBudget,
+        classify: Classify,
+        observe: Option<Observe>,
+    ) -> Self {
+        Self {
+            transport,
+            budget,
+            classify,
+            observe,
+            calls: 0,
+            owners: Vec::new(),
+        }
+    }
+
     /// Sends `call` as a call of `kind`; returns the surface's id from the answer.
     ///
     /// A [`CallKind::Final`] call is retried within the connector's [`SendPolicy`]
     /// (tries, and total waiting); a [`CallKind::Preview`] is never retried: on a rate limit it
     /// pauses the budget and gives up at once, so a stream that cannot keep up coalesces into
     /// the next call instead of hammering the surface inside its flood window (the cascade the
-    /// Telegram surface issue warns about).
+    /// Telegram surface issue warns about). A try that may have been applied is repeated only
+    /// when the call is [`repeat_safe`](StreamCall::repeat_safe); otherwise the call ends at
+    /// once with [`CallFailure::unknown`] set, for the session to find out what the surface
+    /// holds or to report its parts uncertain.
     ///
     /// [`SendPolicy`]: super::SendPolicy
     pub(crate) async fn call(
@@ -119,26 +166,52 @@ impl Caller {
     }
 
     /// [`call`](Self::call) with another classifier (an answer shape of its own).
+    ///
+    /// Every wait the budget imposes (the bot-wide pause, the conversation's pause, spacing
+    /// and window) comes out of the policy's `max_wait`, with the backoffs: when the next slot
+    /// is further than what is left of it, the call fails at once, rate limited with that wait
+    /// as its `retry_after`, and nothing sleeps past the cap.
     pub(crate) async fn call_with(
         &mut self,
         kind: CallKind,
         call: &StreamCall,
         classify: Classify,
     ) -> Result<String, CallFailure> {
-        self.call_retrying(kind, call, classify, Repeat::Yes).await
+        let policy = self.transport.policy;
+        let plan = Plan {
+            budget: &self.budget,
+            kind,
+            spacing: Spacing::Spaced,
+            max_tries: if kind == CallKind::Preview {
+                1
+            } else {
+                policy.max_tries
+            },
+            repeat: if call.repeat_safe {
+                Repeat::Safe
+            } else {
+                Repeat::Never
+            },
+            owners: &self.owners,
+        };
+        let transport = &self.transport;
+        let calls = &mut self.calls;
+        let observe = self.observe.map(|observe| (observe, &self.budget));
+        transport
+            .call(&plan, |timeout| {
+                *calls += 1;
+                transport.exchange(call.wire(), classify, timeout, observe)
+            })
+            .await
+            .map_err(CallFailure::new)
     }
 
-    /// [`call`](Self::call) for a request that must not be repeated when its outcome is
-    /// unknown (Slack's `chat.appendStream`, which appends again): a try that may have been
-    /// applied ends the call at once with [`CallFailure::unknown`] set, for the session to find
-    /// out what the surface holds. Rate limits are still retried: they were not applied.
-    pub(crate) async fn call_once(
-        &mut self,
-        kind: CallKind,
-        call: &StreamCall,
-    ) -> Result<String, CallFailure> {
-        self.call_retrying(kind, call, self.classify, Repeat::No)
-            .await
+    /// Takes the ownership of the parts from `from` on as the one every later call re-checks,
+    /// and fails with [`OwnershipLost`](crate::channel::stream::OwnershipLost) unless it still
+    /// holds: what each driver does before a flush.
+    pub(crate) fn own(&mut self, parts: &Parts, from: usize) -> Result<(), DriverError> {
+        self.owners = parts.owners_from(from);
+        parts.check_owned_from(from)
     }
 
     /// Waits until a call of `kind` may go (the budget, without spending it), at most the
@@ -147,153 +220,6 @@ impl Caller {
     pub(crate) fn ready(&self, kind: CallKind) -> impl Future<Output = ()> + Send + '_ {
         self.budget
             .ready_within(kind, self.transport.policy.max_wait)
-    }
-
-    /// Every wait the budget imposes (the bot-wide pause, the conversation's pause, spacing
-    /// and window) comes out of the policy's `max_wait`, with the backoffs: when the next slot
-    /// is further than what is left of it, the call fails at once, rate limited with that wait
-    /// as its `retry_after`, and nothing sleeps past the cap.
-    async fn call_retrying(
-        &mut self,
-        kind: CallKind,
-        call: &StreamCall,
-        classify: Classify,
-        repeat: Repeat,
-    ) -> Result<String, CallFailure> {
-        let policy = self.transport.policy;
-        let max_tries = if kind == CallKind::Preview {
-            1
-        } else {
-            policy.max_tries
-        };
-        let mut waited = Duration::ZERO;
-        let mut tries = 0u32;
-        loop {
-            let bot = self.transport.bot_pause_left();
-            let slot = if bot > policy.max_wait.saturating_sub(waited) {
-                Err((bot, true))
-            } else {
-                tokio::time::sleep(bot).await;
-                waited = waited.saturating_add(bot);
-                let left = policy.max_wait.saturating_sub(waited);
-                self.budget
-                    .acquire_within(kind, left)
-                    .await
-                    .map_err(|wait| (wait, false))
-            };
-            match slot {
-                Ok(wait) => waited = waited.saturating_add(wait),
-                Err((wait, global)) => {
-                    let kind = ChannelErrorKind::RateLimited {
-                        retry_after: Some(wait),
-                        global,
-                    };
-                    return Err(CallFailure::new(kind, tries));
-                }
-            }
-            tries += 1;
-            self.calls += 1;
-            let (kind_of_failure, backoff, unknown) = match self.exchange(call, classify).await {
-                Outcome::Sent(id) => return Ok(id),
-                Outcome::RateLimited { wait, global } => {
-                    let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
-                    if global {
-                        self.transport.pause_bot_for(pause);
-                    } else {
-                        self.budget.pause_for(pause);
-                    }
-                    let failure = ChannelErrorKind::RateLimited {
-                        retry_after: wait,
-                        global,
-                    };
-                    // The pause is the wait: it is waited out (or found too long) above.
-                    (failure, Duration::ZERO, false)
-                }
-                Outcome::Unknown(failure) => {
-                    return Err(CallFailure {
-                        kind: failure,
-                        tries,
-                        unknown: true,
-                    });
-                }
-                Outcome::Retry(failure) if repeat == Repeat::No => {
-                    return Err(CallFailure {
-                        kind: failure,
-                        tries,
-                        unknown: true,
-                    });
-                }
-                Outcome::Retry(failure) => (failure, policy.backoff_for(tries), true),
-                Outcome::Fail { kind, .. } => return Err(CallFailure::new(kind, tries)),
-            };
-            let left = policy.max_wait.saturating_sub(waited);
-            if tries >= max_tries || left.is_zero() {
-                return Err(CallFailure {
-                    kind: kind_of_failure,
-                    tries,
-                    unknown,
-                });
-            }
-            let backoff = backoff.min(left);
-            tokio::time::sleep(backoff).await;
-            waited = waited.saturating_add(backoff);
-        }
-    }
-
-    async fn exchange(&self, call: &StreamCall, classify: Classify) -> Outcome {
-        let transport = &self.transport;
-        let mut builder = transport
-            .client
-            .request(call.method.clone(), &call.url)
-            .timeout(transport.policy.timeout)
-            .json(&call.body);
-        if let Some(auth) = &call.authorization {
-            let Ok(mut value) = HeaderValue::from_str(auth) else {
-                return Outcome::Fail {
-                    kind: ChannelErrorKind::InvalidToken,
-                    retryable: false,
-                };
-            };
-            value.set_sensitive(true);
-            builder = builder.header(reqwest::header::AUTHORIZATION, value);
-        }
-        let response = match builder.send().await {
-            Ok(response) => response,
-            Err(error) if error.is_builder() => {
-                return Outcome::Fail {
-                    kind: transport.transport_failure(error),
-                    retryable: false,
-                };
-            }
-            Err(error) => {
-                let reached = !error.is_connect();
-                return unanswered(call, transport.transport_failure(error), reached);
-            }
-        };
-        let status = response.status();
-        let headers = response.headers().clone();
-        if let Some(observe) = self.observe {
-            observe(&headers, &self.budget);
-        }
-        let limit = transport.policy.max_response_bytes;
-        match read_capped(response, limit).await {
-            Ok(body) => classify(status, &headers, &body, &transport.token),
-            Err(BodyError::TooLarge) => too_large(status, &headers, limit),
-            // The surface answered, so it had the request: the outcome is unknown.
-            Err(BodyError::Transport(error)) => {
-                unanswered(call, transport.transport_failure(error), true)
-            }
-        }
-    }
-}
-
-/// A call that got no answer: tried again unless it may have reached the surface and is not
-/// [`repeat_safe`](StreamCall::repeat_safe).
-fn unanswered(call: &StreamCall, kind: ChannelErrorKind, maybe_reached: bool) -> Outcome {
-    if maybe_reached && !call.repeat_safe {
-        Outcome::Unknown(kind)
-    } else {
-        Outcome::Retry(kind)
     }
 }
 
@@ -307,6 +233,8 @@ pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<Outcome> 
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use tokio::time::Instant;
 
     use super::*;
@@ -325,13 +253,7 @@ mod tests {
         }
         let mut transport = Transport::new(Surface::Telegram, Token::new("t"));
         transport.policy = SendPolicy::new();
-        Caller {
-            transport,
-            budget,
-            classify: super::super::telegram::classify,
-            observe: None,
-            calls: 0,
-        }
+        Caller::new(transport, budget, super::super::telegram::classify, None)
     }
 
     /// A request reqwest refuses to build: the try ends at once, without a socket.
@@ -354,14 +276,14 @@ mod tests {
             let failure = caller.call(kind, &unbuildable()).await.unwrap_err();
             assert!(
                 matches!(
-                    failure.kind,
-                    ChannelErrorKind::RateLimited { retry_after: Some(w), global: false }
-                        if w >= Duration::from_millis(30_001)
+                    failure.kind(),
+                    Some(ChannelErrorKind::RateLimited { retry_after: Some(w), global: false })
+                        if *w >= Duration::from_millis(30_001)
                 ),
                 "{kind:?}: {:?}",
-                failure.kind
+                failure.kind()
             );
-            assert_eq!(failure.tries, 0);
+            assert_eq!(failure.failure.tries, 0);
         }
         assert_eq!(caller.calls, 0, "no request went out");
         assert_eq!(start.elapsed(), Duration::from_millis(29_999), "no sleep");
@@ -378,7 +300,7 @@ mod tests {
             .unwrap_err();
         // It waited the whole cap for the slot, then made its one try.
         assert_eq!(start.elapsed(), Duration::from_secs(60));
-        assert_eq!((failure.tries, caller.calls), (1, 1));
+        assert_eq!((failure.failure.tries, caller.calls), (1, 1));
         assert!(!failure.unknown, "a request never sent was not applied");
     }
 
@@ -407,9 +329,9 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(
-            failure.kind,
-            ChannelErrorKind::RateLimited { retry_after: Some(w), global: true }
-                if w == Duration::from_secs(45)
+            failure.kind(),
+            Some(ChannelErrorKind::RateLimited { retry_after: Some(w), global: true })
+                if *w == Duration::from_secs(45)
         ));
         assert_eq!(caller.calls, 0);
     }

@@ -128,12 +128,13 @@ impl<R: Render + Clone + 'static> SurfaceClient for TelegramClient<R> {
 /// The bot token is part of the request path (`/bot<token>/sendMessage`): it is kept out of
 /// every error, `Debug` output and log line. Each part is one message, in order, in the forum
 /// topic given by [`in_topic`](Self::in_topic) if any. A `429` is retried after the answer's
-/// `parameters.retry_after`, within the [`SendPolicy`], and so are 5xx answers and
-/// connections that never opened. The Bot API has no idempotency key, and a timed-out
-/// `sendMessage` is often delivered anyway (python-telegram-bot#1045): a try whose answer was
-/// lost is never repeated within the send. The part comes back retryable and without a wait
-/// (an unknown outcome: the durable outbox marks it `uncertain` by default); sending it again
-/// is the caller's choice, and may show it twice.
+/// `parameters.retry_after`, within the [`SendPolicy`], and so are connections that never
+/// opened. The Bot API has no idempotency key, and a timed-out `sendMessage` is often
+/// delivered anyway (python-telegram-bot#1045): a try that may have posted (its answer lost,
+/// a 5xx, a 2xx that cannot be read) is never repeated within the send. The part comes back
+/// retryable, without a wait and [maybe delivered](SendError::maybe_delivered) (an unknown
+/// outcome: the durable outbox marks it `uncertain` by default); sending it again is the
+/// caller's choice, and may show it twice.
 ///
 /// Every try spends the chat's [rate budget](Self::stream_budget), the one its streams
 /// spend, as a final message: it waits for a flood wait (of a send or of a draft) and for the
@@ -315,7 +316,8 @@ pub(super) fn classify(
         };
     }
     if status.is_server_error() || code >= 500 {
-        return Outcome::Retry(ChannelErrorKind::Server {
+        // It may have posted: a `sendMessage` is never repeated after it.
+        return Outcome::MaybeApplied(ChannelErrorKind::Server {
             status: status.as_u16().max(code),
         });
     }

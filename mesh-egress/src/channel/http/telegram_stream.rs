@@ -16,8 +16,8 @@ use super::stream_settings::{channel_stream_builders, client_stream_builders};
 use super::{Surface, TelegramChannel, TelegramClient, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
-    CallKind, Driver, DriverError, Parts, ReplyStream, StreamMode, StreamOpenError, StreamReceipt,
-    StreamedMessage, StreamingChannel, pack,
+    CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, StreamMode, StreamOpenError,
+    StreamReceipt, StreamedMessage, StreamingChannel, pack,
 };
 use crate::egress::Attribution;
 
@@ -87,13 +87,12 @@ impl<R: Render> StreamingChannel for TelegramChannel<R> {
             mode => (mode, false),
         };
         let driver = TelegramDriver {
-            caller: Caller {
-                transport: self.client.transport.clone(),
-                budget: self.budget.clone(),
-                classify: super::telegram::classify,
-                observe: None,
-                calls: 0,
-            },
+            caller: Caller::new(
+                self.client.transport.clone(),
+                self.budget.clone(),
+                super::telegram::classify,
+                None,
+            ),
             api: format!(
                 "{}/bot{}",
                 self.client.base_url,
@@ -110,6 +109,7 @@ impl<R: Render> StreamingChannel for TelegramChannel<R> {
             confirmed: 0,
             messages: Vec::new(),
             retry_at: None,
+            maybe: MaybeShown::default(),
         };
         ReplyStream::spawn(driver, mode, attribution)
     }
@@ -136,8 +136,11 @@ struct TelegramDriver {
     previews: usize,
     confirmed: usize,
     messages: Vec<StreamedMessage>,
-    /// When a draft failed (a flood wait): show the latest text then, even without a block.
+    /// When a draft failed (a flood wait): show the latest text then, even without a block;
+    /// after a refused draft, at once: the messages of the fallback go then.
     retry_at: Option<Instant>,
+    /// Parts of a `sendMessage` that got no answer (maybe posted).
+    maybe: MaybeShown,
 }
 
 /// `sendMessageDraft` answers `{"ok": true, "result": true}`; anything else is read as the
@@ -173,11 +176,16 @@ impl TelegramDriver {
                 // it is not repeated, and its parts are reported uncertain, never sent again.
                 repeat_safe: false,
             };
-            let id = self
-                .caller
-                .call(CallKind::Final, &call)
-                .await
-                .map_err(|failure| failure.into_driver_error_for(Surface::Telegram, count))?;
+            let id = match self.caller.call(CallKind::Final, &call).await {
+                Ok(id) => id,
+                Err(failure) => {
+                    if failure.unknown {
+                        self.maybe
+                            .note(self.confirmed, self.confirmed + count, false);
+                    }
+                    return Err(failure.into_driver_error(Surface::Telegram));
+                }
+            };
             self.messages.push(StreamedMessage::new(id, text));
             self.confirmed += count;
             // The next message gets a draft of its own.
@@ -210,15 +218,22 @@ impl TelegramDriver {
     }
 
     /// Shows `text` as the current draft; a refused draft turns the rest into blocks.
-    async fn preview(&mut self, parts: &Parts, text: String) -> Result<(), DriverError> {
+    async fn preview(&mut self, text: String) -> Result<(), DriverError> {
         match self.show_draft(text).await {
             Ok(()) => Ok(()),
-            Err(failure) if matches!(failure.kind, super::ChannelErrorKind::Refused { .. }) => {
+            Err(failure) if failure.is_refused() => {
+                // The messages go at once, in a call of their own (a refresh), so the
+                // observers hear of them before it as of any message: this flush only showed
+                // previews.
                 tracing::info!(target: "mesh_egress::channel", surface = "Telegram", "draft refused; sending blocks");
                 self.fell_back = true;
                 self.mode = StreamMode::Blocks;
-                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
-                self.send_messages(groups).await
+                self.draft = None;
+                self.retry_at = Some(Instant::now());
+                Ok(())
+            }
+            Err(failure) if failure.kind().is_none() => {
+                Err(failure.into_driver_error(Surface::Telegram))
             }
             // A flood wait paused the budget; a transport failure loses only a preview. The
             // next draft (or the permanent message) carries this text, once the budget allows.
@@ -240,7 +255,7 @@ impl TelegramDriver {
         if let Some((_, text)) = open
             && (force || self.draft.as_ref().is_none_or(|d| d.text != text))
         {
-            self.preview(parts, text).await?;
+            self.preview(text).await?;
         }
         Ok(())
     }
@@ -258,7 +273,7 @@ impl Driver for TelegramDriver {
 
     async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
         self.retry_at = None;
-        parts.check_owned_from(self.confirmed)?;
+        self.caller.own(parts, self.confirmed)?;
         match self.mode {
             StreamMode::Stream => self.stream(parts, done, false).await,
             StreamMode::Final if !done => Ok(()),
@@ -275,6 +290,23 @@ impl Driver for TelegramDriver {
         self.confirmed
     }
 
+    /// Drafts are not messages: the parts of the message still growing are shown only as a
+    /// draft until it is made permanent, so the observers (the durable outbox) hear of them
+    /// only before the `sendMessage` that may post them. A process that dies while they are
+    /// drafts leaves them `pending`, to be sent as messages.
+    fn showing(&self, parts: &Parts, done: bool) -> usize {
+        let all = parts.len().saturating_sub(self.confirmed);
+        if done || self.mode != StreamMode::Stream {
+            return all;
+        }
+        let groups = pack(parts.texts_from(self.confirmed), Self::fits);
+        all - groups.last().map_or(0, |(count, _)| *count)
+    }
+
+    fn maybe_shown(&self) -> MaybeShown {
+        self.maybe
+    }
+
     fn messages(&self) -> &[StreamedMessage] {
         &self.messages
     }
@@ -285,7 +317,8 @@ impl Driver for TelegramDriver {
 
     fn deadline(&self) -> Option<Instant> {
         if self.mode != StreamMode::Stream {
-            return None;
+            // After a refused draft: the fallback's messages.
+            return self.retry_at;
         }
         let lapse = self.draft.as_ref().map(|d| d.shown + self.refresh);
         match (lapse, self.retry_at) {
@@ -296,6 +329,12 @@ impl Driver for TelegramDriver {
 
     async fn refresh(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
         self.retry_at = None;
+        self.caller.own(parts, self.confirmed)?;
+        if self.mode != StreamMode::Stream {
+            self.caller.ready(CallKind::Final).await;
+            let groups = pack(parts.texts_from(self.confirmed), Self::fits);
+            return self.send_messages(groups).await;
+        }
         self.caller.ready(CallKind::Preview).await;
         // Shown again even if unchanged: the draft lapses after 30 s without a call.
         self.stream(parts, false, true).await

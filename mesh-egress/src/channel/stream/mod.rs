@@ -18,9 +18,11 @@
 //! [`finish`](ReplyStream::finish) sends the rest and returns the [`StreamReceipt`]: the text
 //! each surface message holds, *as the surface confirmed it*. On failure the [`StreamError`]
 //! carries that receipt and hands back every part not confirmed, so the reply resumes from the
-//! confirmed offset, never from what was merely sent. Parts whose call got no answer on a
-//! surface that cannot dedupe a repeat (Telegram's `sendMessage`) come back apart, as
-//! [`uncertain`](StreamError::uncertain): they may be shown, and are not sent again.
+//! confirmed offset, never from what was merely sent. Parts whose call may have been applied
+//! (no answer, a 5xx, `internal_error`, an unreadable answer) where nothing can dedupe a repeat
+//! or read back what the surface holds (Telegram's `sendMessage`, a Slack post, a Discord edit)
+//! come back apart, as [`uncertain`](StreamError::uncertain): they may be shown, and are not
+//! sent again. Every call re-checks the ownership of the parts it carries first.
 //!
 //! ```
 //! use mesh_egress::channel::stream::StreamingChannel;
@@ -60,9 +62,9 @@ pub use observe::{
 };
 pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
 pub use session::ReplyStream;
-#[cfg(feature = "http")]
-pub(crate) use session::pack;
 pub(crate) use session::{Driver, DriverError, Parts};
+#[cfg(feature = "http")]
+pub(crate) use session::{MaybeShown, pack};
 #[cfg(feature = "markdown")]
 pub use slack_markdown::SlackMarkdown;
 

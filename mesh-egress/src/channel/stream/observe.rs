@@ -20,10 +20,17 @@ pub type CallVerdict<'a> = Pin<Box<dyn Future<Output = Result<(), CallRefused>> 
 /// An observer refused the stream's next call (the durable outbox could not record it): the
 /// call does not go, and the stream stops with every part not confirmed
 /// ([`StreamError::is_refused`](super::StreamError::is_refused)).
+///
+/// Two kinds: the parts are not this stream's to show any more ([`new`](Self::new): another
+/// worker holds the conversation, a part is not pending), or the observer's own store failed
+/// ([`store_failed`](Self::store_failed)): then the conversation is still ours, and what was not
+/// shown is sent once the store answers again
+/// ([`StreamError::is_store_failure`](super::StreamError::is_store_failure)).
 #[derive(Debug, thiserror::Error)]
 #[error("the stream's next call was refused: {reason}")]
 pub struct CallRefused {
     reason: String,
+    store_failed: bool,
 }
 
 impl CallRefused {
@@ -31,7 +38,22 @@ impl CallRefused {
     pub fn new(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
+            store_failed: false,
         }
+    }
+
+    /// A refusal because the observer's store could not record the call (a database that
+    /// failed), not because the conversation moved on.
+    pub fn store_failed(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            store_failed: true,
+        }
+    }
+
+    /// Whether the observer's store failed (see [`store_failed`](Self::store_failed)).
+    pub fn is_store_failure(&self) -> bool {
+        self.store_failed
     }
 }
 
@@ -108,6 +130,7 @@ pub struct StreamProgress<'a> {
     pub(crate) newly_confirmed: usize,
     pub(crate) stopped: bool,
     pub(crate) uncertain: &'a [PartRef],
+    pub(crate) maybe_delivered: &'a [PartRef],
 }
 
 impl StreamProgress<'_> {
@@ -145,6 +168,15 @@ impl StreamProgress<'_> {
     pub fn uncertain(&self) -> &[PartRef] {
         self.uncertain
     }
+
+    /// When it stopped: parts handed back that may be on the surface, in a call whose outcome
+    /// is unknown, but that a message of their own deduplicates (a Discord create of that one
+    /// part, its idempotency key as nonce). They are among the parts
+    /// [`finish`](super::ReplyStream::finish) hands back; whoever sends them must rely on the
+    /// dedupe (the durable outbox marks them maybe delivered).
+    pub fn maybe_delivered(&self) -> &[PartRef] {
+        self.maybe_delivered
+    }
 }
 
 /// Watches one [`ReplyStream`](super::ReplyStream), attached with
@@ -181,8 +213,9 @@ impl StreamProgress<'_> {
 ///
 /// [`StreamPlan`]: crate::boundary::StreamPlan
 pub trait StreamObserver: Send + Sync + 'static {
-    /// Before a call that may show `parts` (every part not confirmed yet); `Err` stops the
-    /// stream instead of making the call.
+    /// Before a call that may show `parts` in a message (every part not confirmed yet that the
+    /// call may put in a message; parts it shows only as a preview, a Telegram draft, are not
+    /// among them); `Err` stops the stream instead of making the call.
     fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> CallVerdict<'a> {
         let _ = parts;
         Box::pin(std::future::ready(Ok(())))

@@ -148,6 +148,7 @@ pub enum StreamOpenError {
 pub struct StreamError {
     receipt: StreamReceipt,
     refused: bool,
+    store_failed: bool,
     uncertain: Vec<CommittedPart>,
     unconfirmed: Vec<CommittedPart>,
     source: Box<dyn StdError + Send + Sync>,
@@ -162,6 +163,7 @@ impl StreamError {
         Self {
             receipt,
             refused: false,
+            store_failed: false,
             uncertain: Vec::new(),
             unconfirmed,
             source,
@@ -178,6 +180,19 @@ impl StreamError {
     /// Then nothing more of the reply should go: not even the unconfirmed parts as messages.
     pub fn is_refused(&self) -> bool {
         self.refused
+    }
+
+    pub(crate) fn store_failed(mut self) -> Self {
+        self.store_failed = true;
+        self
+    }
+
+    /// Whether the refusal came from the observer's store failing
+    /// ([`CallRefused::store_failed`](super::CallRefused::store_failed)), not from the
+    /// conversation moving on: nothing more goes now, and what the durable outbox holds
+    /// `pending` is sent by a worker once the store answers again.
+    pub fn is_store_failure(&self) -> bool {
+        self.store_failed
     }
 
     pub(crate) fn with_uncertain(mut self, uncertain: Vec<CommittedPart>) -> Self {

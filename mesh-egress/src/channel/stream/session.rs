@@ -67,6 +67,26 @@ impl Parts {
         }
     }
 
+    /// The ownerships of the parts from `from` on, each once: what every call that may show
+    /// them re-checks before each try.
+    #[cfg(feature = "http")]
+    pub(crate) fn owners_from(&self, from: usize) -> Vec<crate::ownership::Ownership> {
+        let mut owners: Vec<crate::ownership::Ownership> = Vec::new();
+        for ownership in self
+            .parts
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .flatten()
+            .filter_map(CommittedPart::ownership)
+        {
+            if !owners.iter().any(|o| o.same_as(ownership)) {
+                owners.push(ownership.clone());
+            }
+        }
+        owners
+    }
+
     /// Whether every part in `from..to` may still be sent (its ownership holds).
     pub(crate) fn owned(&self, from: usize, to: usize) -> bool {
         self.parts
@@ -129,24 +149,45 @@ pub(crate) fn pack(texts: &[String], fits: impl Fn(&str) -> bool) -> Vec<(usize,
 #[derive(Debug)]
 pub(crate) struct DriverError {
     source: Box<dyn StdError + Send + Sync>,
-    /// How many parts after the confirmed ones were in a call whose outcome is unknown (no
-    /// answer, on a surface where repeating it could post twice).
-    uncertain: usize,
 }
 
 impl DriverError {
     pub(crate) fn new(source: Box<dyn StdError + Send + Sync>) -> Self {
-        Self {
-            source,
-            uncertain: 0,
-        }
+        Self { source }
+    }
+}
+
+/// How far a driver's calls may have shown parts past the ones the surface confirmed: parts in
+/// a call whose outcome is unknown (no answer, a 5xx, `internal_error`, an unreadable answer),
+/// or in a call the surface applied and did not answer (a Discord edit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MaybeShown {
+    /// The parts before this index may be on the surface.
+    upto: usize,
+    /// Whether each of those parts, sent again as a message of its own with its idempotency
+    /// key, is deduped by the surface (a Discord create of that one part, its key as nonce):
+    /// then they are handed back, marked maybe delivered; otherwise they are
+    /// [uncertain](super::StreamError::uncertain) and never sent again.
+    deduped: bool,
+}
+
+impl MaybeShown {
+    /// A call that carried parts `from..to` (`from` the confirmed offset when it went) may
+    /// have been applied; `deduped` as on [`MaybeShown`].
+    pub(crate) fn note(&mut self, from: usize, to: usize, deduped: bool) {
+        // A region that began before `from` and is still unsettled stays so: it is deduped
+        // only if every call in it is.
+        self.deduped = if self.upto <= from {
+            deduped
+        } else {
+            self.deduped && deduped
+        };
+        self.upto = self.upto.max(to);
     }
 
-    /// The next `parts` parts were in the failed call, which may have shown them: they are
-    /// reported [uncertain](super::StreamError::uncertain), never sent again by the session.
-    pub(crate) fn with_uncertain(mut self, parts: usize) -> Self {
-        self.uncertain = parts;
-        self
+    /// How many parts past `confirmed` may be shown.
+    fn past(self, confirmed: usize) -> usize {
+        self.upto.saturating_sub(confirmed)
     }
 }
 
@@ -171,6 +212,21 @@ pub(crate) trait Driver: Send + Sync + 'static {
 
     /// How many leading parts the surface confirmed.
     fn confirmed(&self) -> usize;
+
+    /// How many of the parts past the confirmed ones the next flush (or refresh) may show in a
+    /// message; the observers are told of those before it. The default: all of them. A driver
+    /// that shows the rest as a preview only (a Telegram draft, which confirms nothing and is
+    /// no message) says how many may reach a message.
+    fn showing(&self, parts: &Parts, done: bool) -> usize {
+        let _ = done;
+        parts.len().saturating_sub(self.confirmed())
+    }
+
+    /// How far the calls made so far may have shown parts past the confirmed ones (see
+    /// [`MaybeShown`]). The default: not past them.
+    fn maybe_shown(&self) -> MaybeShown {
+        MaybeShown::default()
+    }
 
     /// The messages the surface confirmed so far, each with its current text.
     fn messages(&self) -> &[StreamedMessage];
@@ -364,8 +420,9 @@ async fn run<D: Driver>(
                 inbox.done
             };
             let before = driver.confirmed();
-            if let Err(refused) = before_call(&shared, &parts, before).await {
-                return Err(refuse(driver, mode, &mut parts, refused).await);
+            let showing = driver.showing(&parts, done);
+            if let Err(refused) = before_call(&shared, &parts, before, showing).await {
+                return Err(refuse(driver, mode, &shared, &mut seen, &mut parts, refused).await);
             }
             let result = driver.flush(&mut parts, done).await;
             after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
@@ -377,8 +434,9 @@ async fn run<D: Driver>(
                 () = sleep_until(deadline) => {}
             }
             let before = driver.confirmed();
-            if let Err(refused) = before_call(&shared, &parts, before).await {
-                return Err(refuse(driver, mode, &mut parts, refused).await);
+            let showing = driver.showing(&parts, false);
+            if let Err(refused) = before_call(&shared, &parts, before, showing).await {
+                return Err(refuse(driver, mode, &shared, &mut seen, &mut parts, refused).await);
             }
             let result = driver.refresh(&mut parts).await;
             after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
@@ -387,11 +445,7 @@ async fn run<D: Driver>(
         if let Err(error) = result {
             tracing::warn!(target: "mesh_egress::channel", conversation, confirmed = driver.confirmed(), "reply stream stopped");
             driver.close().await;
-            let confirmed = driver.confirmed();
-            let mut unconfirmed = parts.unconfirmed(confirmed);
-            let rest = unconfirmed.split_off(error.uncertain.min(unconfirmed.len()));
-            return Err(StreamError::new(driver.receipt(mode), rest, error.source)
-                .with_uncertain(unconfirmed));
+            return Err(stop_error(&mut driver, mode, &mut parts, error.source));
         }
         if done {
             driver.close().await;
@@ -402,9 +456,10 @@ async fn run<D: Driver>(
                 // hands the parts back for the re-send).
                 let stopped = Err(DriverError::new(Box::new(Unconfirmed)));
                 after_call(&shared, &mut seen, &driver, &parts, confirmed, &stopped).await;
-                return Err(StreamError::new(
-                    driver.receipt(mode),
-                    parts.unconfirmed(confirmed),
+                return Err(stop_error(
+                    &mut driver,
+                    mode,
+                    &mut parts,
                     Box::new(Unconfirmed),
                 ));
             }
@@ -413,29 +468,62 @@ async fn run<D: Driver>(
     }
 }
 
+/// The error of a stream that stopped: what the surface confirmed, the parts that may be shown
+/// without a way to dedupe a re-send ([uncertain](StreamError::uncertain), never sent again by
+/// the session), and the rest, to send again as messages.
+fn stop_error<D: Driver>(
+    driver: &mut D,
+    mode: StreamMode,
+    parts: &mut Parts,
+    source: Box<dyn StdError + Send + Sync>,
+) -> StreamError {
+    let confirmed = driver.confirmed();
+    let maybe = driver.maybe_shown();
+    let mut unconfirmed = parts.unconfirmed(confirmed);
+    let uncertain = if maybe.deduped {
+        0
+    } else {
+        maybe.past(confirmed).min(unconfirmed.len())
+    };
+    let rest = unconfirmed.split_off(uncertain);
+    StreamError::new(driver.receipt(mode), rest, source).with_uncertain(unconfirmed)
+}
+
 /// An observer refused the next call: the stream stops before it, nothing after the
-/// confirmed parts goes.
+/// confirmed parts goes. The observers hear that it stopped (the durable outbox hands back
+/// what it had marked for earlier calls and the surface did not confirm).
 async fn refuse<D: Driver>(
     mut driver: D,
     mode: StreamMode,
+    shared: &Shared,
+    seen: &mut Seen,
     parts: &mut Parts,
     refused: CallRefused,
 ) -> StreamError {
     tracing::warn!(target: "mesh_egress::channel", error = %refused, confirmed = driver.confirmed(), "reply stream stopped before its call");
     driver.close().await;
     let confirmed = driver.confirmed();
-    StreamError::new(
-        driver.receipt(mode),
-        parts.unconfirmed(confirmed),
-        Box::new(refused),
-    )
-    .refused()
+    let stopped = Err(DriverError::new(Box::new(Unconfirmed)));
+    after_call(shared, seen, &driver, parts, confirmed, &stopped).await;
+    let store_failed = refused.is_store_failure();
+    let error = stop_error(&mut driver, mode, parts, Box::new(refused)).refused();
+    if store_failed {
+        error.store_failed()
+    } else {
+        error
+    }
 }
 
-/// Tells the observers which parts the next call may show (all not confirmed yet).
-async fn before_call(shared: &Shared, parts: &Parts, confirmed: usize) -> Result<(), CallRefused> {
+/// Tells the observers which parts the next call may show in a message: the first `showing`
+/// of those not confirmed yet.
+async fn before_call(
+    shared: &Shared,
+    parts: &Parts,
+    confirmed: usize,
+    showing: usize,
+) -> Result<(), CallRefused> {
     let observers = shared.observers();
-    let pending = parts.keys.get(confirmed..).unwrap_or(&[]);
+    let pending = parts.keys(confirmed, confirmed.saturating_add(showing));
     if observers.is_empty() || pending.is_empty() {
         return Ok(());
     }
@@ -468,12 +556,17 @@ async fn after_call<D: Driver>(
     }
     let holders = holders(&parts.texts, confirmed, messages);
     let confirmed: Vec<(PartRef, Option<&str>)> = parts.keys.iter().copied().zip(holders).collect();
-    let uncertain = match result {
-        Err(error) => parts.keys(
-            confirmed.len(),
-            confirmed.len().saturating_add(error.uncertain),
-        ),
-        Ok(()) => &[],
+    let (uncertain, maybe_delivered) = if stopped {
+        let maybe = driver.maybe_shown();
+        let from = confirmed.len();
+        let shown = parts.keys(from, from.saturating_add(maybe.past(from)));
+        if maybe.deduped {
+            (&[][..], shown)
+        } else {
+            (shown, &[][..])
+        }
+    } else {
+        (&[][..], &[][..])
     };
     let progress = StreamProgress {
         updates: &updates,
@@ -482,6 +575,7 @@ async fn after_call<D: Driver>(
         newly_confirmed,
         stopped,
         uncertain,
+        maybe_delivered,
     };
     for observer in &observers {
         observer.after_call(&progress).await;
@@ -650,6 +744,22 @@ mod tests {
                 (1, "d".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn what_may_be_shown_is_deduped_only_while_every_call_in_it_is() {
+        let mut maybe = MaybeShown::default();
+        assert_eq!(maybe.past(0), 0);
+        // A one-part Discord create under the part's own key: deduped.
+        maybe.note(2, 3, true);
+        assert_eq!((maybe.past(2), maybe.deduped), (1, true));
+        // An edit adding two more while that is unsettled: the region is no longer deduped.
+        maybe.note(2, 5, false);
+        assert_eq!((maybe.past(2), maybe.deduped), (3, false));
+        // Confirmed past it, a new region starts afresh.
+        assert_eq!(maybe.past(5), 0);
+        maybe.note(5, 6, true);
+        assert_eq!((maybe.past(5), maybe.deduped), (1, true));
     }
 
     #[tokio::test]
