@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::live::{LiveReply, Replies};
 use crate::address::{Address, Surface, WebAddress};
@@ -14,7 +14,7 @@ use crate::channel::{
     WebMarkdown,
 };
 use crate::outbound::CommittedPart;
-use crate::store::Store;
+use crate::store::{PartState, Store};
 
 /// The web chat's [`SurfaceClient`]: what a [`Worker`](crate::worker::Worker) holds to deliver
 /// a kept promise (or a part left behind by a restart) to a chat's [`WebAddress`]. Made by
@@ -119,7 +119,18 @@ impl Channel for WebChannel {
 
     async fn send(&self, part: CommittedPart) -> Result<PartReceipt, SendError> {
         let reply = self.reply_for(&part).await;
-        reply.append(&part);
+        if reply.append(&part) {
+            // The outbox marks the part `sent` after this returns, and only `sent` parts are
+            // listed: a page that read the follow-up to its end and then listed the chat
+            // would miss it. So the reply ends once the mark is in.
+            tokio::spawn(finish_once_listed(
+                self.client.store.clone(),
+                part.attribution().conversation().to_owned(),
+                part.delivery_id().to_string(),
+                part.index(),
+                reply,
+            ));
+        }
         Ok(PartReceipt::new(part.idempotency_key()))
     }
 
@@ -134,6 +145,39 @@ impl Channel for WebChannel {
         let _ = (part, since);
         std::future::ready(PartLookup::NotFound)
     }
+}
+
+/// How long a follow-up's reply waits for its last part's mark before it ends anyway.
+const MARK_WAIT: Duration = Duration::from_secs(5);
+/// How often it looks meanwhile.
+const MARK_POLL: Duration = Duration::from_millis(10);
+
+/// Ends `reply` once its last part (`delivery`, `index`) is no longer `sending` in the outbox
+/// (sent, or settled otherwise), or after [`MARK_WAIT`]: a reader never waits unbounded.
+async fn finish_once_listed(
+    store: Store,
+    conversation: String,
+    delivery: String,
+    index: usize,
+    reply: Arc<LiveReply>,
+) {
+    let deadline = tokio::time::Instant::now() + MARK_WAIT;
+    loop {
+        let sending = match store.parts(&conversation).await {
+            Ok(parts) => parts.iter().any(|p| {
+                p.delivery == delivery && p.index == index && p.state == PartState::Sending
+            }),
+            Err(error) => {
+                tracing::warn!(target: "mesh_egress::web", error = %error, "could not read a follow-up's mark; its reply ends now");
+                false
+            }
+        };
+        if !sending || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(MARK_POLL).await;
+    }
+    reply.finish(None);
 }
 
 impl fmt::Debug for WebChannel {

@@ -67,11 +67,14 @@ impl LiveReply {
 
     /// Writes `part` as a text part of its own (`text-start`, one `text-delta`, `text-end`):
     /// each outbox part is one delivered piece of the message. Nothing is written after the end.
-    pub(crate) fn append(&self, part: &CommittedPart) {
+    /// Returns whether `part` is the last of a follow-up's detached reply: the caller ends the
+    /// reply once the outbox has marked the part sent (see `WebChannel::send`).
+    #[must_use = "a detached reply's last part asks its caller to end the reply"]
+    pub(crate) fn append(&self, part: &CommittedPart) -> bool {
         let ends = {
             let mut log = self.log();
             if log.finished {
-                return;
+                return false;
             }
             let id = format!("t{}", log.text_parts);
             log.text_parts += 1;
@@ -83,11 +86,8 @@ impl LiveReply {
             log.push(&UiChunk::TextEnd { id: &id });
             log.finish_with_delivery && part.index() + 1 == part.total()
         };
-        if ends {
-            self.finish(None);
-        } else {
-            self.announce();
-        }
+        self.announce();
+        ends
     }
 
     /// Ends the message: `finish` (with `metadata`), then `[DONE]`.
