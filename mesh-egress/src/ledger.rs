@@ -108,6 +108,28 @@ impl Ledger {
         self.store.record(LedgerEntry::new(attribution, record));
     }
 
+    /// Records that message `message` on `surface` went as plain text because the surface
+    /// refused its formatting ([`RenderRecord::SentAsPlainText`]); `delivery` and `part` name
+    /// the outbox part when it was a message of its own.
+    pub(crate) fn sent_as_plain_text(
+        &self,
+        attribution: &Attribution,
+        surface: Surface,
+        message: &str,
+        delivery: Option<String>,
+        part: Option<usize>,
+    ) {
+        self.record(
+            attribution,
+            LedgerRecord::Render(RenderRecord::SentAsPlainText {
+                surface,
+                message: message.to_owned(),
+                delivery,
+                part,
+            }),
+        );
+    }
+
     /// Every row so far, oldest first.
     pub fn entries(&self) -> Vec<LedgerEntry> {
         self.store.entries()
@@ -254,6 +276,19 @@ pub enum OutboxRecord {
         /// The surface it was stored for (`plain`, `slack`, `discord`, `telegram`).
         surface: String,
     },
+    /// The part's last allowed attempt failed (see
+    /// [`PartRetry`](crate::store::PartRetry)): it is marked `failed` with the later parts of
+    /// its message, never sent again.
+    AttemptsExhausted {
+        /// The delivery (message) id, as the outbox stores it.
+        delivery: String,
+        /// The part's index within its message, from 0.
+        part: usize,
+        /// The surface (`plain`, `slack`, `discord`, `telegram`).
+        surface: String,
+        /// How many attempts it had.
+        attempts: u32,
+    },
     /// The promise was stored without a readable address (before migration 0004): it is ended
     /// `cancelled` with nothing sent, never kept to a guessed destination, until
     /// `Store::readdress` gives it one.
@@ -281,6 +316,22 @@ pub enum RenderRecord {
     Failed {
         /// Why (its kind and sizes; never the reply's text).
         error: RenderError,
+    },
+    /// The surface refused the formatted text of a message (Telegram's 400 "Bad Request: can't
+    /// parse entities"), and the same message went once more as the plain text a person reads
+    /// (no markup, entities decoded): shown, not dropped.
+    SentAsPlainText {
+        /// The surface that refused the formatting.
+        surface: Surface,
+        /// The surface's id of the message that went as plain text.
+        message: String,
+        /// The delivery (message) id, when the part went as a message of its own (not inside a
+        /// streamed message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delivery: Option<String>,
+        /// The part's index within its message, likewise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part: Option<usize>,
     },
 }
 

@@ -415,3 +415,54 @@ async fn a_holding_line_and_its_follow_up_both_go_through_the_connector() {
     assert_eq!(texts[1], "The real answer.");
     assert_eq!(stdout(&out), format!("{}\n{}\n", texts[0], texts[1]));
 }
+
+/// Telegram's description when its parser rejects the formatted text (the Bot API's own words).
+const CANT_PARSE: &str =
+    "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 11";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_telegram_cannot_parse_goes_once_as_plain_text_and_exits_0() {
+    let provider = FakeProvider::start([FakeResponse::completion(
+        "**Deployed** <v2> & [notes](https://example.com/notes)",
+    )])
+    .await
+    .expect("provider");
+    let api = FakeApi::start(Surface::Telegram, TOKEN)
+        .await
+        .expect("fake api");
+    api.script([FakeResponse::chat_refusal(Surface::Telegram, CANT_PARSE)]);
+
+    let out = run(
+        &provider,
+        &deliver_env(Surface::Telegram, &api),
+        &["--deliver", "telegram", "--json", "ship it"],
+    )
+    .await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The refused try, then one message: the text a person reads, not parsed as anything.
+    assert_eq!(api.attempts(), 2);
+    let received = api.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(
+        received[0].text,
+        "Deployed <v2> & notes (https://example.com/notes)"
+    );
+    assert!(
+        received[0].body.get("parse_mode").is_none(),
+        "{}",
+        received[0].body
+    );
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["id"], json!(received[0].id));
+    assert!(
+        stderr(&out).contains("plain text"),
+        "the fallback is logged: {}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains(TOKEN));
+}

@@ -326,3 +326,49 @@ async fn stream_settings_that_cannot_work_are_usage_errors() {
     }
     assert!(api.calls().is_empty(), "a usage error sends nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_final_message_telegram_cannot_parse_goes_once_as_plain_text() {
+    let provider = FakeProvider::start_steps([Step::chunks([
+        "**Deployed** <v2> to production; ",
+        "the error budget is fine & the notes are at [notes](https://example.com/notes).",
+    ])])
+    .await
+    .expect("provider");
+    let api = FakeApi::start(Surface::Telegram, TOKEN)
+        .await
+        .expect("fake api");
+    api.script([mesh_egress::testing::FakeResponse::chat_refusal(
+        Surface::Telegram,
+        "Bad Request: can't parse entities: Unsupported start tag \"v2\" at byte offset 14",
+    )]);
+    let (flag, envs) = deliver(Surface::Telegram, &api);
+    let out = run(
+        &provider,
+        &envs,
+        &[
+            "--stream",
+            "--stream-mode",
+            "final",
+            "--deliver",
+            flag,
+            "--json",
+            "status?",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        api.calls_to("sendMessage"),
+        2,
+        "the refused try, then the plain one"
+    );
+    let received = api.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(
+        received[0].text,
+        "Deployed <v2> to production; the error budget is fine & the notes are at notes (https://example.com/notes)."
+    );
+    assert!(received[0].body.get("parse_mode").is_none());
+    assert_eq!(json_lines(&out).len(), 1);
+}

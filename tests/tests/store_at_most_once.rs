@@ -36,7 +36,7 @@ use mesh_egress::{
     Outbound, Turn,
 };
 
-use store_support::{Backend, LONG};
+use store_support::{Backend, LONG, at_once};
 
 const TOKEN: &str = "123456789:AAF-at-most-once-token";
 const THREAD: &str = "1699999999.000100";
@@ -765,7 +765,9 @@ async fn a_slack_part_maybe_delivered_then_rate_limited_is_looked_up_before_it_i
         serde_json::json!({ "ok": true, "messages": [], "has_more": false }).to_string(),
     )]);
     let lease = case.lease("worker-a", LONG).await;
-    let durable = case.durable(slack_plain(&case.api));
+    // Due again at once: this is about the lookup before the next attempt, not its backoff
+    // (which would hold the part for Slack's 60 s: `worker_retry.rs`).
+    let durable = case.durable(slack_plain(&case.api)).with_retry(at_once());
     let message = AgentMessage::new(
         "Deployed.",
         Attribution::new("ops", &case.conversation, "r1"),

@@ -202,9 +202,12 @@ struct Shared {
 
 impl Shared {
     fn durable(&self) -> mesh_egress::store::Durable<BoxedChannel> {
+        // Due again at once: this is about how often a part is shown, not when it is tried
+        // (the backoff: `worker_retry.rs`).
         self.store
             .channel(connector(self.spec.surface, &self.api, self.chat))
             .with_ledger(self.ledger.clone())
+            .with_retry(store_support::at_once())
     }
 }
 

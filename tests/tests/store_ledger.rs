@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use mesh_egress::channel::Deliver;
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve, resolve_in};
-use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore};
+use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore, OutboxRecord};
 use mesh_egress::store::{
-    CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PartState, PruneReport, Store,
+    CommitmentEnd, CommitmentStatus, DurableLedger, FollowUpPlan, FollowUpTask, PartState,
+    PruneReport, Store, StoreError,
 };
 use mesh_egress::{Address, Attribution, EgressError, Outbound, Turn};
 
@@ -22,6 +23,7 @@ use store_support::*;
 both_backends!(
     the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_never_the_cause,
     prune_deletes_only_final_rows_older_than_the_cutoff,
+    the_durable_ledger_keeps_its_newest_window_in_memory_and_every_row_on_the_store,
 );
 
 async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_never_the_cause(
@@ -202,4 +204,83 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
     // The pending part still goes after a prune, and the fence still holds.
     let report = store.resend(&channel, &lease).await.unwrap();
     assert_eq!(report.sent, 1);
+}
+
+/// One small row for run `run` of conversation `conversation`.
+fn record_row(ledger: &Ledger, conversation: &str, run: usize) {
+    ledger.record(
+        &Attribution::new("ops", conversation, format!("r{run:05}")),
+        LedgerRecord::Outbox(OutboxRecord::Uncertain {
+            delivery: format!("{run:016x}"),
+            part: 0,
+            surface: "plain".to_owned(),
+            after_restart: false,
+        }),
+    );
+}
+
+/// A long-running worker's ledger stays flat: past its window the handle answers from the
+/// newest rows only, and every row is still on the store.
+async fn the_durable_ledger_keeps_its_newest_window_in_memory_and_every_row_on_the_store(
+    backend: Backend,
+) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let sink = store.durable_ledger().unwrap();
+    let ledger = Ledger::new(sink.clone());
+    let rows = DurableLedger::WINDOW + 300;
+    for run in 0..rows {
+        record_row(&ledger, "c-window", run);
+        assert!(sink.entries().len() <= DurableLedger::WINDOW, "row {run}");
+    }
+    sink.flush().await.unwrap();
+
+    let held = sink.entries();
+    assert_eq!(held.len(), DurableLedger::WINDOW);
+    let first_kept = format!("r{:05}", rows - DurableLedger::WINDOW);
+    assert_eq!(
+        held[0].attribution().run(),
+        first_kept,
+        "the oldest are dropped"
+    );
+    assert_eq!(
+        held[DurableLedger::WINDOW - 1].attribution().run(),
+        format!("r{:05}", rows - 1)
+    );
+    assert_eq!(
+        ledger.entries(),
+        held,
+        "the turn's ledger reads the same window"
+    );
+    let stored = store.ledger_entries("c-window", None).await.unwrap();
+    assert_eq!(stored.len(), rows, "every row is on the store");
+}
+
+/// While the store cannot keep up, the writer's queue stops at its bound: the rows past it are
+/// counted and the next flush reports them, never held without bound. On a current-thread
+/// runtime the writer cannot run while rows are recorded, so the queue fills exactly.
+#[tokio::test(flavor = "current_thread")]
+async fn a_full_ledger_queue_counts_the_rows_past_it_and_the_flush_reports_them() {
+    let place = Backend::Sqlite.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let sink = store.durable_ledger().unwrap();
+    let ledger = Ledger::new(sink.clone());
+    let over = 5;
+    for run in 0..DurableLedger::QUEUE + over {
+        record_row(&ledger, "c-queue", run);
+    }
+    assert_eq!(sink.queued(), DurableLedger::QUEUE);
+    assert!(sink.entries().len() <= DurableLedger::WINDOW);
+
+    let flushed = sink.flush().await;
+    assert!(
+        matches!(flushed, Err(StoreError::LedgerRowsLost { rows }) if rows == over as u64),
+        "{flushed:?}"
+    );
+    assert_eq!(sink.queued(), 0);
+    let stored = store.ledger_entries("c-queue", None).await.unwrap();
+    assert_eq!(stored.len(), DurableLedger::QUEUE);
+    // Counted once: the next flush starts clean.
+    record_row(&ledger, "c-queue", DurableLedger::QUEUE + over);
+    sink.flush().await.unwrap();
 }

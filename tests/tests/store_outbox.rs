@@ -306,7 +306,8 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // "Not now" leaves the part pending (it did not post); a resend sends it, then the rest.
     let lease3 = store.acquire("c3", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::RetryAfter]);
-    let channel = store.channel(inner.clone());
+    // Retried at once: this is the state table, not the backoff (`worker_retry.rs`).
+    let channel = store.channel(inner.clone()).with_retry(at_once());
     channel
         .deliver(message("c3", BODY).with_ownership(lease3.ownership()))
         .await
@@ -325,7 +326,9 @@ async fn failed_sends_move_parts_by_the_state_table(backend: Backend) {
     // Unknown outcome on Discord: pending and maybe delivered; re-sent within the window.
     let lease4 = store.acquire("c4", "w1", LONG).await.unwrap();
     let inner = Scripted::new(10, &[Step::Unknown]);
-    let channel = store.channel(inner.clone().with_address(stand_in(Surface::Discord)));
+    let channel = store
+        .channel(inner.clone().with_address(stand_in(Surface::Discord)))
+        .with_retry(at_once());
     channel
         .deliver(message("c4", "hello").with_ownership(lease4.ownership()))
         .await
@@ -347,7 +350,8 @@ async fn the_send_again_knob_resends_what_cannot_be_settled(backend: Backend) {
     let inner = Scripted::new(10, &[Step::Unknown]);
     let channel = store
         .channel(inner.clone().with_address(stand_in(Surface::Telegram)))
-        .with_unknown_outcome(UnknownOutcome::SendAgain);
+        .with_unknown_outcome(UnknownOutcome::SendAgain)
+        .with_retry(at_once());
     channel
         .deliver(message("c1", "hello").with_ownership(lease.ownership()))
         .await

@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tokio::sync::Notify;
 
-use store_support::{Backend, LONG};
+use store_support::{Backend, LONG, at_once};
 
 /// What the surface does with the next send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,7 +256,9 @@ async fn settle(
 async fn check(store: &Store, scenario: Scenario) -> Result<(), TestCaseError> {
     let conversation = format!("prop-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let surface = ModelSurface::new(scenario.kind, scenario.script.clone());
-    let channel = store.channel(surface.clone());
+    // Due again at once: this is about what is lost or doubled, not when a part is tried
+    // (the backoff: `worker_retry.rs`).
+    let channel = store.channel(surface.clone()).with_retry(at_once());
     let mut lease = restart(store, &conversation).await;
     for (m, &parts) in scenario.messages.iter().enumerate() {
         let body: Vec<String> = (0..parts).map(|p| format!("m{m}p{p}word.")).collect();

@@ -354,7 +354,10 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
         .await
         .unwrap();
     let earlier = message("c7", "the earlier message").with_ownership(lease.ownership());
-    let refused = store.channel(Scripted::new(100, &[Step::RetryAfter]));
+    // Retried at once: this is about order, not the backoff (`worker_retry.rs`).
+    let refused = store
+        .channel(Scripted::new(100, &[Step::RetryAfter]))
+        .with_retry(at_once());
     assert!(refused.deliver(earlier).await.is_err());
     store.release(lease).await.unwrap();
     let _ = keep(&store, "c7", "r7", now_plan(3)).await;
@@ -367,6 +370,7 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
         .with_client(channel.clone())
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
+        .with_part_retry(at_once())
         .register(HANDLER, answer);
     let first = worker.pass(&Cancellation::new()).await.unwrap();
     assert_eq!(first.fulfilled, 0, "{first:?}");

@@ -1,10 +1,13 @@
 //! [`deliver`]: a reply rendered for its channel before anything is committed, so a reply that
 //! cannot be shown reaches Layer C instead of ending in nothing.
 
-use crate::channel::{Channel, DeliveryError, Receipt, RenderError, deliver_rendered};
+use crate::address::Surface;
+use crate::channel::{Channel, DeliveryError, PartReceipt, Receipt, RenderError, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Mode};
 use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::ledger::Ledger;
 use crate::ledger::{LedgerRecord, RenderRecord};
+use crate::outbound::DeliveryId;
 use crate::outbound::Outbound;
 use crate::outbound::state::Rendered;
 use crate::reply::Reply;
@@ -60,13 +63,15 @@ pub async fn deliver<C: Channel + ?Sized>(
             commitment,
         } => (message, Some(commitment), false),
     };
+    let attribution = message.attribution().clone();
     if !is_answer {
         // Layer C's own lines are short plain sentences; if even they cannot be rendered the
         // channel is misconfigured, and that is the caller's typed error.
         let rendered = Outbound::new(message).render(channel.renderer())?;
-        return deliver_rendered(channel, rendered, commitment).await;
+        let delivered = deliver_rendered(channel, rendered, commitment).await;
+        record_delivered(turn.ledger(), &attribution, channel, &delivered);
+        return delivered;
     }
-    let attribution = message.attribution().clone();
     match Outbound::new(message).render(channel.renderer()) {
         Ok(rendered) => {
             if let Some(cut) = rendered.cut() {
@@ -75,7 +80,9 @@ pub async fn deliver<C: Channel + ?Sized>(
                     LedgerRecord::Render(RenderRecord::Shortened { cut }),
                 );
             }
-            deliver_rendered(channel, rendered, commitment).await
+            let delivered = deliver_rendered(channel, rendered, commitment).await;
+            record_delivered(turn.ledger(), &attribution, channel, &delivered);
+            delivered
         }
         Err(error) => {
             turn.ledger().record(
@@ -88,6 +95,46 @@ pub async fn deliver<C: Channel + ?Sized>(
             let fallback = resolve_in(turn, mode, policy, Err(failure));
             Box::pin(deliver(turn, mode, policy, channel, fallback)).await
         }
+    }
+}
+
+/// Puts the parts of a delivery that went as plain text (the surface refused their
+/// formatting) on `ledger`, whether or not the delivery completed.
+pub(crate) fn record_delivered<C: Channel + ?Sized>(
+    ledger: &Ledger,
+    attribution: &Attribution,
+    channel: &C,
+    delivered: &Result<Receipt, DeliveryError>,
+) {
+    let (delivery, parts) = match delivered {
+        Ok(receipt) => (receipt.delivery_id(), receipt.parts()),
+        Err(error) => (error.delivery_id(), error.delivered()),
+    };
+    record_plain_text(
+        ledger,
+        attribution,
+        channel.address().surface(),
+        delivery,
+        parts,
+    );
+}
+
+/// Puts each of `parts` (of delivery `delivery`) that went as plain text on `ledger`.
+pub(crate) fn record_plain_text(
+    ledger: &Ledger,
+    attribution: &Attribution,
+    surface: Surface,
+    delivery: Option<DeliveryId>,
+    parts: &[PartReceipt],
+) {
+    for part in parts.iter().filter(|part| part.is_plain_text_fallback()) {
+        ledger.sent_as_plain_text(
+            attribution,
+            surface,
+            part.id(),
+            delivery.map(|id| id.to_string()),
+            Some(part.index()),
+        );
     }
 }
 

@@ -26,6 +26,8 @@ mod stream_silence;
 
 pub use deliver::deliver;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use deliver::record_delivered;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 pub use promise::{KeepFuture, PromiseKeeper};

@@ -437,13 +437,18 @@ where
                 }),
         };
         match sent {
-            Ok(receipt) => out.blocks.extend(receipt),
+            Ok(receipt) => {
+                if let Some(receipt) = &receipt {
+                    record_receipt(turn, channel, receipt);
+                }
+                out.blocks.extend(receipt);
+            }
             Err(DeliveryError::Commit(CommitError::OwnershipLost))
             | Err(DeliveryError::OwnershipLost { .. }) => {
                 break Exit::Stopped(StreamEnd::Stopped(StopReason::OwnershipLost));
             }
             Err(error) => {
-                finish_live(channel, live.take(), &mut out).await?;
+                finish_live(turn, channel, live.take(), &mut out).await?;
                 return Err(error);
             }
         }
@@ -453,7 +458,7 @@ where
     };
     // The surface's stream ends before anything else goes out (Layer C's line is a message of
     // its own, after the streamed one).
-    if finish_live(channel, live, &mut out).await? {
+    if finish_live(turn, channel, live, &mut out).await? {
         out.end = StreamEnd::Stopped(StopReason::OwnershipLost);
         return Ok(out);
     }
@@ -507,6 +512,7 @@ where
 /// confirm is sent as messages of their own, in order. `true` when the ownership was lost
 /// meanwhile (nothing more may be sent).
 async fn finish_live<C: Channel + ?Sized>(
+    turn: &Turn,
     channel: &C,
     live: Option<ReplyStream>,
     out: &mut StreamReceipt,
@@ -514,7 +520,22 @@ async fn finish_live<C: Channel + ?Sized>(
     let Some(session) = live else {
         return Ok(false);
     };
-    match session.finish().await {
+    let finished = session.finish().await;
+    let confirmed = match &finished {
+        Ok(receipt) => receipt,
+        Err(error) => error.receipt(),
+    };
+    // Messages the surface refused the formatting of went as plain text: on the ledger.
+    let surface = channel.address().surface();
+    for message in confirmed
+        .messages()
+        .iter()
+        .filter(|m| m.is_plain_text_fallback())
+    {
+        turn.ledger()
+            .sent_as_plain_text(turn.attribution(), surface, message.id(), None, None);
+    }
+    match finished {
         Ok(receipt) => {
             out.surface = Some(receipt);
             Ok(false)
@@ -549,6 +570,9 @@ async fn finish_live<C: Channel + ?Sized>(
             );
             match send_committed_parts(channel, error.into_unconfirmed()).await {
                 Ok(receipts) => {
+                    for receipt in &receipts {
+                        record_receipt(turn, channel, receipt);
+                    }
                     out.blocks.extend(receipts);
                     Ok(false)
                 }
@@ -557,6 +581,17 @@ async fn finish_live<C: Channel + ?Sized>(
             }
         }
     }
+}
+
+/// Puts the parts of `receipt` that went as plain text on the turn's ledger.
+fn record_receipt<C: Channel + ?Sized>(turn: &Turn, channel: &C, receipt: &Receipt) {
+    super::deliver::record_plain_text(
+        turn.ledger(),
+        turn.attribution(),
+        channel.address().surface(),
+        receipt.delivery_id(),
+        receipt.parts(),
+    );
 }
 
 /// What stopping for `reason` ends the turn as: cancellation and a lost ownership stop it; a

@@ -275,6 +275,7 @@ async fn send_in_order<C: Channel + ?Sized>(
 pub struct PartReceipt {
     index: usize,
     id: String,
+    plain_text: bool,
 }
 
 impl PartReceipt {
@@ -283,7 +284,23 @@ impl PartReceipt {
         Self {
             index: 0,
             id: id.into(),
+            plain_text: false,
         }
+    }
+
+    /// Says the part went as plain text: the surface refused its formatting (Telegram's "can't
+    /// parse entities") and the channel sent the text a person reads instead, once. The
+    /// boundary and the worker put such a part on the ledger
+    /// ([`RenderRecord::SentAsPlainText`](crate::ledger::RenderRecord)).
+    pub fn with_plain_text_fallback(mut self) -> Self {
+        self.plain_text = true;
+        self
+    }
+
+    /// Whether the part went as plain text (see
+    /// [`with_plain_text_fallback`](Self::with_plain_text_fallback)).
+    pub fn is_plain_text_fallback(&self) -> bool {
+        self.plain_text
     }
 
     /// The part's position in its message, from 0 (filled in by [`Deliver`]).
@@ -508,6 +525,12 @@ impl SendError {
     pub fn into_part(self) -> Option<CommittedPart> {
         self.part
     }
+
+    /// Takes the unsent part out, leaving the error (to send the part another way).
+    #[cfg(feature = "http")]
+    pub(crate) fn take_part(&mut self) -> Option<CommittedPart> {
+        self.part.take()
+    }
 }
 
 impl fmt::Debug for SendError {
@@ -574,6 +597,16 @@ impl DeliveryError {
         match self {
             Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
                 Some(*undelivered)
+            }
+            _ => None,
+        }
+    }
+
+    /// The delivery (message) id, if the failure happened while sending.
+    pub fn delivery_id(&self) -> Option<DeliveryId> {
+        match self {
+            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
+                Some(undelivered.delivery_id())
             }
             _ => None,
         }

@@ -41,12 +41,14 @@ pub(super) struct Sql {
     /// `seq` order is commit order. SQLite's single writer already does.
     pub(super) lock_conversation: Option<String>,
     pub(super) acquire: String,
+    pub(super) acquire_seen: String,
     pub(super) lease_holder: String,
     pub(super) renew: String,
     pub(super) release: String,
     pub(super) check_fence: String,
     pub(super) insert_part: String,
     pub(super) claim: String,
+    pub(super) claim_next: String,
     pub(super) mark_sent: String,
     pub(super) mark_retry: String,
     pub(super) mark_uncertain: String,
@@ -57,6 +59,8 @@ pub(super) struct Sql {
     pub(super) next_open: String,
     pub(super) parts: String,
     pub(super) open_destinations: String,
+    pub(super) next_attempt_on: String,
+    pub(super) clock: String,
     pub(super) fail_unaddressed: String,
     pub(super) readdress_parts: String,
     pub(super) stream_sending: String,
@@ -77,6 +81,18 @@ const ACQUIRE: &str = "INSERT INTO mesh_leases (conversation, holder, token, exp
      SET holder = excluded.holder, token = mesh_leases.token + 1, \
          expires_ms = excluded.expires_ms, updated_ms = excluded.updated_ms \
      WHERE mesh_leases.expires_ms <= excluded.updated_ms OR mesh_leases.holder = excluded.holder \
+     RETURNING token, expires_ms, updated_ms AS now_ms";
+
+// A worker's acquire of a conversation it found open: granted only if the lease is still the
+// one it saw (`$4`, the token then, 0 for none), so a conversation another worker took and
+// finished meanwhile costs this one statement, not a claim, a lookup and a release.
+const ACQUIRE_SEEN: &str = "INSERT INTO mesh_leases (conversation, holder, token, expires_ms, updated_ms) \
+     VALUES ($1, $2, 1, {now} + $3, {now}) \
+     ON CONFLICT (conversation) DO UPDATE \
+     SET holder = excluded.holder, token = mesh_leases.token + 1, \
+         expires_ms = excluded.expires_ms, updated_ms = excluded.updated_ms \
+     WHERE (mesh_leases.expires_ms <= excluded.updated_ms OR mesh_leases.holder = excluded.holder) \
+       AND mesh_leases.token = $4 \
      RETURNING token, expires_ms, updated_ms AS now_ms";
 
 const LEASE_HOLDER: &str =
@@ -105,7 +121,24 @@ const CLAIM: &str = "UPDATE mesh_outbox_parts \
      WHERE delivery = $1 AND part_index = $2 AND state = 'pending' \
        AND ($3 IS NULL OR EXISTS (SELECT 1 FROM mesh_leases l \
             WHERE l.conversation = mesh_outbox_parts.conversation \
-              AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now}))";
+              AND l.holder = $3 AND l.token = $4 AND l.expires_ms > {now})) \
+     RETURNING attempts";
+
+// A destination's next part, claimed in the statement that finds it (the healthy resend's one
+// round trip for it): only when it is plainly `pending` (not maybe delivered, not a dead
+// sender's `sending`) and due (`$3`, the store clock); anything else is left for the careful
+// path ([`NEXT_OPEN`]). Fenced like [`CLAIM`] (`$4` holder, `$5` token).
+const CLAIM_NEXT: &str = "UPDATE mesh_outbox_parts \
+     SET state = 'sending', attempts = attempts + 1, \
+         first_attempt_ms = COALESCE(first_attempt_ms, {now}), updated_ms = {now} \
+     WHERE seq = (SELECT seq FROM mesh_outbox_parts \
+            WHERE conversation = $1 AND address = $2 AND state IN ('pending', 'sending') \
+            ORDER BY seq LIMIT 1) \
+       AND state = 'pending' AND maybe_delivered = 0 AND next_attempt_ms <= $3 \
+       AND EXISTS (SELECT 1 FROM mesh_leases l \
+            WHERE l.conversation = mesh_outbox_parts.conversation \
+              AND l.holder = $4 AND l.token = $5 AND l.expires_ms > {now}) \
+     RETURNING delivery, part_index, total, agent, run, body, attempts";
 
 // What a send came to is recorded only while the lease it was sent under is still the
 // conversation's latest ($4 holder, $5 token; NULL: sent without a lease): a new holder
@@ -120,8 +153,9 @@ const MARK_SENT: &str = "UPDATE mesh_outbox_parts \
      SET state = 'sent', platform_id = $3, last_error = NULL, updated_ms = {now} \
      WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND {held_by_sender}";
 
+// `$7`: when it may be tried again (the store clock), from the part's backoff.
 const MARK_RETRY: &str = "UPDATE mesh_outbox_parts \
-     SET state = 'pending', last_error = $3, updated_ms = {now}, \
+     SET state = 'pending', last_error = $3, updated_ms = {now}, next_attempt_ms = $7, \
          maybe_delivered = CASE WHEN $6 > 0 THEN 1 ELSE maybe_delivered END \
      WHERE delivery = $1 AND part_index = $2 AND state = 'sending' AND {held_by_sender}";
 
@@ -164,7 +198,7 @@ const REOPEN_NOT_FOUND: &str = "UPDATE mesh_outbox_parts \
 
 // A conversation's next open part for one destination (`$2`, the stored address text).
 const NEXT_OPEN: &str = "SELECT delivery, part_index, total, agent, run, body, state, \
-            maybe_delivered, streamed, first_attempt_ms, {now} AS now_ms \
+            maybe_delivered, streamed, first_attempt_ms, next_attempt_ms, {now} AS now_ms \
      FROM mesh_outbox_parts \
      WHERE conversation = $1 AND address = $2 AND state IN ('pending', 'sending') \
      ORDER BY seq LIMIT 1";
@@ -173,11 +207,30 @@ const PARTS: &str = "SELECT delivery, part_index, total, surface, address, body,
             platform_id, attempts, maybe_delivered, streamed, last_error \
      FROM mesh_outbox_parts WHERE conversation = $1 ORDER BY seq";
 
-// The destinations with open parts on surface `$1`, the one waiting longest first: each
-// conversation once per address (NULL: a row from before migration 0004).
-const OPEN_DESTINATIONS: &str = "SELECT conversation, address, MIN(seq) AS first \
-     FROM mesh_outbox_parts WHERE surface = $1 AND state IN ('pending', 'sending') \
-     GROUP BY conversation, address ORDER BY first LIMIT $2";
+// One page of the destinations with open parts on surface `$1`, in (conversation, address)
+// order after the cursor (`$2`, `$3`; `$2` NULL: from the start): each conversation once per
+// address (NULL: a row from before migration 0004), with how many parts it has open and the
+// token of its lease (NULL: never leased). Left out: destinations whose first open part is not
+// due yet (`$5`, the store clock), and conversations someone other than `$4` holds a live lease
+// on (that holder sends them).
+const OPEN_DESTINATIONS: &str = "SELECT p.conversation, MAX(p.address) AS address, \
+            COUNT(*) AS open, MAX(l.token) AS token \
+     FROM mesh_outbox_parts p LEFT JOIN mesh_leases l ON l.conversation = p.conversation \
+     WHERE p.surface = $1 AND p.state IN ('pending', 'sending') \
+       AND ($2 IS NULL OR p.conversation > $2 \
+            OR (p.conversation = $2 AND COALESCE(p.address, '') > $3)) \
+       AND (l.expires_ms IS NULL OR l.expires_ms <= {now} OR l.holder = $4) \
+     GROUP BY p.conversation, COALESCE(p.address, '') \
+     HAVING MIN(p.seq) = MIN(CASE WHEN p.next_attempt_ms <= $5 THEN p.seq END) \
+     ORDER BY p.conversation, COALESCE(p.address, '') \
+     LIMIT $6";
+
+// When the next part on surface `$1` that waits for its backoff may be tried (the store clock).
+const NEXT_ATTEMPT_ON: &str = "SELECT MIN(next_attempt_ms) AS next_ms FROM mesh_outbox_parts \
+     WHERE surface = $1 AND state = 'pending' AND next_attempt_ms > $2";
+
+// The database's clock, read once when a store opens (see `Store::clock_ms`).
+const CLOCK: &str = "SELECT {now} AS now_ms";
 
 // A conversation's open parts on surface `$2` that have no address (`$3` NULL) or the
 // unreadable address `$3`: failed, never sent to a guessed destination, fenced on the lease
@@ -281,12 +334,14 @@ impl Sql {
             begin,
             lock_conversation: lock.map(str::to_owned),
             acquire: f(ACQUIRE),
+            acquire_seen: f(ACQUIRE_SEEN),
             lease_holder: f(LEASE_HOLDER),
             renew: f(RENEW),
             release: f(RELEASE),
             check_fence: f(CHECK_FENCE),
             insert_part: f(INSERT_PART),
             claim: f(CLAIM),
+            claim_next: f(CLAIM_NEXT),
             mark_sent: f(MARK_SENT),
             mark_retry: f(MARK_RETRY),
             mark_uncertain: f(MARK_UNCERTAIN),
@@ -297,6 +352,8 @@ impl Sql {
             next_open: f(NEXT_OPEN),
             parts: f(PARTS),
             open_destinations: f(OPEN_DESTINATIONS),
+            next_attempt_on: f(NEXT_ATTEMPT_ON),
+            clock: f(CLOCK),
             fail_unaddressed: f(FAIL_UNADDRESSED),
             readdress_parts: f(READDRESS_PARTS),
             stream_sending: f(STREAM_SENDING),
@@ -379,8 +436,14 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "addresses",
         include_str!("../../migrations/sqlite/0004_addresses.sql"),
     ),
-    // 0005 and 0006 are numbered for work in flight; the migrator applies a missing lower
-    // version whenever it appears, so the gap is harmless.
+    (
+        5,
+        "part retries",
+        include_str!("../../migrations/sqlite/0005_part_retries.sql"),
+    ),
+    // 0006 is numbered for work in flight: the migrator applies a missing lower version
+    // whenever it appears (sqlx applies every unapplied version, in order), so the gap is
+    // harmless.
     (
         7,
         "web chats",
@@ -410,8 +473,14 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         "addresses",
         include_str!("../../migrations/postgres/0004_addresses.sql"),
     ),
-    // 0005 and 0006 are numbered for work in flight; the migrator applies a missing lower
-    // version whenever it appears, so the gap is harmless.
+    (
+        5,
+        "part retries",
+        include_str!("../../migrations/postgres/0005_part_retries.sql"),
+    ),
+    // 0006 is numbered for work in flight: the migrator applies a missing lower version
+    // whenever it appears (sqlx applies every unapplied version, in order), so the gap is
+    // harmless.
     (
         7,
         "web chats",

@@ -65,6 +65,38 @@ const OPEN_CONVERSATIONS: &str = "SELECT conversation, MIN(seq) AS first \
 
 const STATUS: &str = "SELECT state FROM mesh_commitments WHERE id = $1";
 
+/// Where a worker's walk over one surface's open destinations stands: the last destination of
+/// its last page (the address as stored, `""` for none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DestinationKey {
+    pub(crate) conversation: String,
+    pub(crate) address: String,
+}
+
+/// A destination with open parts, as a page of [`Store::open_destinations`] lists it.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenDestination {
+    /// The conversation.
+    pub(crate) conversation: String,
+    /// Its stored address text (`None`: a row from before migration 0004).
+    pub(crate) address: Option<String>,
+    /// How many parts it had open when the page was read.
+    pub(crate) open: usize,
+    /// The token of the conversation's lease when the page was read (0: never leased), for
+    /// [`Store::acquire_seen`].
+    pub(crate) token: i64,
+}
+
+impl OpenDestination {
+    /// Where a walk stands after this destination.
+    pub(crate) fn key(&self) -> DestinationKey {
+        DestinationKey {
+            conversation: self.conversation.clone(),
+            address: self.address.clone().unwrap_or_default(),
+        }
+    }
+}
+
 impl Store {
     /// [`claim_due`](Self::claim_due) for the commitments whose follow-up goes to `surface`:
     /// a worker serves one surface and leaves the others' promises to their workers.
@@ -165,31 +197,67 @@ impl Store {
         })
     }
 
-    /// Up to `limit` destinations with parts still `pending` or `sending` on `surface`, the
-    /// one waiting longest first: each conversation once per address, as stored (`None` for
-    /// rows from before migration 0004). What a worker serving `surface` sends.
+    /// One page of at most `limit` destinations with open parts on `surface`, in
+    /// (conversation, address) order after `after` (from the start when `None`): what a worker
+    /// serving `surface` sends next (see [`OpenDestination`]). Destinations whose first open part
+    /// waits for its backoff are left out, and so are conversations someone other than `holder`
+    /// holds a live lease on (that holder sends them).
     pub(crate) async fn open_destinations(
         &self,
         surface: Surface,
+        holder: &str,
+        after: Option<&DestinationKey>,
         limit: u32,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    ) -> Result<Vec<OpenDestination>, StoreError> {
         let statement = &self.inner.sql.open_destinations;
+        let now = self.clock_ms();
         on_pool!(&self.inner.pool, pool => {
             let rows = sqlx::query(statement)
                 .bind(surface.as_str())
+                .bind(after.map(|key| key.conversation.as_str()))
+                .bind(after.map_or("", |key| key.address.as_str()))
+                .bind(holder)
+                .bind(now)
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await
                 .map_err(StoreError::database)?;
             rows.iter()
                 .map(|row| {
-                    Ok((
-                        row.try_get("conversation").map_err(StoreError::database)?,
-                        row.try_get("address").map_err(StoreError::database)?,
-                    ))
+                    let get_i64 = |name: &str| {
+                        row.try_get::<Option<i64>, _>(name).map_err(StoreError::database)
+                    };
+                    Ok(OpenDestination {
+                        conversation: row.try_get("conversation").map_err(StoreError::database)?,
+                        address: row.try_get("address").map_err(StoreError::database)?,
+                        open: usize::try_from(get_i64("open")?.unwrap_or(0).max(0))
+                            .unwrap_or(usize::MAX),
+                        token: get_i64("token")?.unwrap_or(0),
+                    })
                 })
                 .collect()
         })
+    }
+
+    /// How long until the next part on `surface` that waits for its backoff may be tried, if
+    /// one does: how long a worker with nothing else to do may sleep.
+    pub async fn next_attempt_on(&self, surface: Surface) -> Result<Option<Duration>, StoreError> {
+        let statement = &self.inner.sql.next_attempt_on;
+        let now = self.clock_ms();
+        let next: Option<i64> = on_pool!(&self.inner.pool, pool => {
+            sqlx::query(statement)
+                .bind(surface.as_str())
+                .bind(now)
+                .fetch_one(pool)
+                .await
+                .and_then(|row| row.try_get("next_ms"))
+                .map_err(StoreError::database)?
+        });
+        Ok(
+            next.map(|at| {
+                Duration::from_millis(u64::try_from(at.saturating_sub(now)).unwrap_or(0))
+            }),
+        )
     }
 
     /// Where commitment `id` is, or `None` when the store has no such commitment.

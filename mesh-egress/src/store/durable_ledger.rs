@@ -1,8 +1,9 @@
 //! [`DurableLedger`]: the run ledger written to the store, and read back per conversation and
 //! run ([`Store::ledger_entries`]).
 
+use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sqlx::Row;
@@ -22,9 +23,14 @@ const BATCH: usize = 256;
 /// written by a background task, in order, several rows to a transaction. Call
 /// [`flush`](Self::flush) to wait until every row recorded so far is durable (before a
 /// process exits, say); a row that could not be written is logged at `error` on target
-/// `mesh_egress::store` and counted, and the next `flush` reports it. [`entries`](LedgerStore::entries)
-/// answers from the rows recorded through this handle (and its clones) in this process, as the
-/// in-memory ledger does; give each turn or run its own handle in a long-lived worker.
+/// `mesh_egress::store` and counted, and the next `flush` reports it.
+///
+/// Memory is bounded, so a worker that runs for months keeps a flat footprint: the queue holds
+/// at most [`QUEUE`](Self::QUEUE) rows not yet written (past that, while the database cannot
+/// keep up, a row is counted as lost and logged, never held without bound), and
+/// [`entries`](LedgerStore::entries) answers from the last [`WINDOW`](Self::WINDOW) rows
+/// recorded through this handle (and its clones) in this process. Every row is on the store:
+/// read a conversation's with [`Store::ledger_entries`].
 ///
 /// ```no_run
 /// use mesh_egress::ledger::Ledger;
@@ -46,10 +52,13 @@ pub struct DurableLedger {
 }
 
 struct Inner {
-    rows: Mutex<Vec<LedgerEntry>>,
-    queue: mpsc::UnboundedSender<Job>,
-    /// Rows the writer could not write since the last flush.
+    /// The last [`DurableLedger::WINDOW`] rows recorded.
+    rows: Mutex<VecDeque<LedgerEntry>>,
+    queue: mpsc::Sender<Job>,
+    /// Rows the writer could not write (or the full queue could not take) since the last flush.
     lost: Arc<AtomicU64>,
+    /// Whether a full queue was logged since the last flush (once, not once per row).
+    overflow_logged: AtomicBool,
 }
 
 enum Job {
@@ -71,14 +80,15 @@ impl Store {
     /// the current Tokio runtime: [`StoreError::NoRuntime`] outside one.
     pub fn durable_ledger(&self) -> Result<DurableLedger, StoreError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StoreError::NoRuntime)?;
-        let (queue, jobs) = mpsc::unbounded_channel();
+        let (queue, jobs) = mpsc::channel(DurableLedger::QUEUE);
         let lost = Arc::new(AtomicU64::new(0));
         runtime.spawn(write_rows(self.clone(), jobs, Arc::clone(&lost)));
         Ok(DurableLedger {
             inner: Arc::new(Inner {
-                rows: Mutex::new(Vec::new()),
+                rows: Mutex::new(VecDeque::with_capacity(DurableLedger::WINDOW)),
                 queue,
                 lost,
+                overflow_logged: AtomicBool::new(false),
             }),
         })
     }
@@ -113,12 +123,24 @@ impl Store {
 }
 
 impl DurableLedger {
+    /// How many recorded rows [`entries`](LedgerStore::entries) answers from at most: the
+    /// newest ones.
+    pub const WINDOW: usize = 1024;
+    /// How many rows may wait for the writer at most.
+    pub const QUEUE: usize = 8192;
+
+    /// How many rows wait for the writer now (at most [`QUEUE`](Self::QUEUE)).
+    pub fn queued(&self) -> usize {
+        Self::QUEUE.saturating_sub(self.inner.queue.capacity())
+    }
+
     /// Waits until every row recorded so far is written. Fails with
     /// [`StoreError::LedgerRowsLost`] when rows could not be written since the last flush (or
     /// when the writer is gone).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (done, written) = oneshot::channel();
-        let gone = self.inner.queue.send(Job::Flush(done)).is_err() || written.await.is_err();
+        let gone = self.inner.queue.send(Job::Flush(done)).await.is_err() || written.await.is_err();
+        self.inner.overflow_logged.store(false, Ordering::Release);
         let lost = self.inner.lost.swap(0, Ordering::AcqRel);
         if gone {
             return Err(StoreError::LedgerRowsLost { rows: lost.max(1) });
@@ -151,9 +173,18 @@ impl LedgerStore for DurableLedger {
                     kind,
                     entry: text,
                 };
-                if self.inner.queue.send(Job::Row(row)).is_err() {
-                    self.inner.lost.fetch_add(1, Ordering::AcqRel);
-                    tracing::error!(target: "mesh_egress::store", "ledger row not written: the writer is gone");
+                match self.inner.queue.try_send(Job::Row(row)) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        self.inner.lost.fetch_add(1, Ordering::AcqRel);
+                        if !self.inner.overflow_logged.swap(true, Ordering::AcqRel) {
+                            tracing::error!(target: "mesh_egress::store", queued = DurableLedger::QUEUE, "ledger rows not written: the store cannot keep up and the queue is full (counted until the next flush)");
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        self.inner.lost.fetch_add(1, Ordering::AcqRel);
+                        tracing::error!(target: "mesh_egress::store", "ledger row not written: the writer is gone");
+                    }
                 }
             }
             Err(error) => {
@@ -161,11 +192,15 @@ impl LedgerStore for DurableLedger {
                 tracing::error!(target: "mesh_egress::store", error = %error, "ledger row not written: it could not be encoded");
             }
         }
-        self.inner
+        let mut rows = self
+            .inner
             .rows
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(entry);
+            .unwrap_or_else(PoisonError::into_inner);
+        if rows.len() == Self::WINDOW {
+            rows.pop_front();
+        }
+        rows.push_back(entry);
     }
 
     fn entries(&self) -> Vec<LedgerEntry> {
@@ -173,7 +208,9 @@ impl LedgerStore for DurableLedger {
             .rows
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .iter()
+            .cloned()
+            .collect()
     }
 }
 
@@ -185,7 +222,7 @@ impl fmt::Debug for DurableLedger {
 
 /// The writer: takes what is queued, writes it in one transaction, answers the flushes that
 /// were queued behind it. Ends when every handle is dropped.
-async fn write_rows(store: Store, mut jobs: mpsc::UnboundedReceiver<Job>, lost: Arc<AtomicU64>) {
+async fn write_rows(store: Store, mut jobs: mpsc::Receiver<Job>, lost: Arc<AtomicU64>) {
     let mut batch = Vec::with_capacity(BATCH);
     while jobs.recv_many(&mut batch, BATCH).await > 0 {
         let mut rows = Vec::new();

@@ -145,6 +145,21 @@ fn local_deadline(started: Instant, expires_ms: i64, now_ms: i64) -> Instant {
         .unwrap_or(started)
 }
 
+/// A lease the database granted for `ttl`, held until `deadline` on this process's clock.
+fn lease(conversation: &str, holder: &str, token: i64, deadline: Instant, ttl: Duration) -> Lease {
+    let fence = Arc::new(Fence::new(
+        conversation.to_owned(),
+        holder.to_owned(),
+        token,
+        deadline,
+        ttl,
+    ));
+    Lease {
+        ownership: Ownership::leased(Arc::clone(&fence)),
+        fence,
+    }
+}
+
 impl Store {
     /// Takes the lease on `conversation` for `holder`, for `ttl`: granted when nobody holds a
     /// live lease on it (or `holder` itself does, which starts a new lease and ends the old
@@ -178,17 +193,56 @@ impl Store {
             return Err(self.held_error(conversation).await);
         };
         tracing::debug!(target: "mesh_egress::store", conversation, holder, token, "lease acquired");
-        let fence = Arc::new(Fence::new(
-            conversation.to_owned(),
-            holder.to_owned(),
+        Ok(lease(
+            conversation,
+            holder,
             token,
             local_deadline(started, expires_ms, now_ms),
             ttl,
-        ));
-        Ok(Lease {
-            ownership: Ownership::leased(Arc::clone(&fence)),
-            fence,
-        })
+        ))
+    }
+
+    /// Takes the lease on `conversation` for `holder` only if it is still the one a page of
+    /// [`open_destinations`](Self::open_destinations) saw (`seen_token`; 0 for none) and
+    /// nobody else holds it live: `None` otherwise, in one statement (no lookup of who holds
+    /// it). A conversation another worker took meanwhile is left to it; the next pass sees it
+    /// again if it still has open parts.
+    pub(crate) async fn acquire_seen(
+        &self,
+        conversation: &str,
+        holder: &str,
+        ttl: Duration,
+        seen_token: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let started = Instant::now();
+        let sql = &self.inner.sql;
+        let granted: Option<(i64, i64, i64)> = on_pool!(&self.inner.pool, pool => {
+            let row = sqlx::query(&sql.acquire_seen)
+                .bind(conversation)
+                .bind(holder)
+                .bind(millis(ttl))
+                .bind(seen_token)
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::database)?;
+            match row {
+                Some(row) => Some((
+                    row.try_get("token").map_err(StoreError::database)?,
+                    row.try_get("expires_ms").map_err(StoreError::database)?,
+                    row.try_get("now_ms").map_err(StoreError::database)?,
+                )),
+                None => None,
+            }
+        });
+        Ok(granted.map(|(token, expires_ms, now_ms)| {
+            lease(
+                conversation,
+                holder,
+                token,
+                local_deadline(started, expires_ms, now_ms),
+                ttl,
+            )
+        }))
     }
 
     async fn held_error(&self, conversation: &str) -> StoreError {

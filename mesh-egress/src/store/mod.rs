@@ -41,7 +41,8 @@
 //! | — | `pending` | the commit transaction (all parts of a message at once, after the lease check) |
 //! | `pending` | `sending` | a send claims it, in one statement that also checks the lease (so one worker sends it) |
 //! | `sending` | `sent` | the surface accepted it; its message id is recorded |
-//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered*; or a try may have posted it and a later try of the same send was told "not now", marked *maybe delivered* (the next attempt dedupes or looks it up); or the connector stopped before a try for the conversation's ownership (its lease lapsed, or had too little time left for a try: [fencing](#fencing)), its *maybe delivered* flag kept |
+//! | `sending` | `pending` | the surface answered that it did not post (a `Retry-After`), or a lookup found the part absent: safe to send again anywhere; or the outcome is unknown on a surface that dedupes (Discord), marked *maybe delivered*; or a try may have posted it and a later try of the same send was told "not now", marked *maybe delivered* (the next attempt dedupes or looks it up); or the connector stopped before a try for the conversation's ownership (its lease lapsed, or had too little time left for a try: [fencing](#fencing)), its *maybe delivered* flag kept. Not before its next-attempt time ([part retries](#part-retries)) |
+//! | `sending` | `failed` (attempts exhausted) | any of the above on the part's last allowed attempt; the later parts of the same message become `failed` with it |
 //! | `sending` | `sent` | the outcome is unknown, and a lookup ([`Channel::look_up`](crate::channel::Channel::look_up), Slack) found the part on the surface: its id is recorded, nothing is re-sent |
 //! | `sending` | `uncertain` | the outcome is unknown (no answer, a 5xx, Slack's `internal_error`, an unreadable or over-cap 2xx) on a surface that cannot dedupe, and no lookup could tell |
 //! | `sending` | `failed` | the surface refused for good (a non-retryable error); the later parts of the same message become `failed` with it |
@@ -205,6 +206,28 @@
 //! Cost: per call that shows new parts, one write transaction before it and one after it
 //! (besides each block's commit), instead of a claim and a mark per part.
 //!
+//! # Part retries
+//!
+//! A part that goes back to `pending` gets a next-attempt time from its [`PartRetry`] (on the
+//! durable channel, [`Durable::with_retry`]; a worker's from `MESH_WORKER_RETRY_BASE_MS`,
+//! `MESH_WORKER_RETRY_MAX_MS`, `MESH_WORKER_MAX_ATTEMPTS`): exponential backoff from 1 s to
+//! 5 minutes with jitter, honouring a surface's `Retry-After` up to the cap. Nothing sends it
+//! before then: [`Store::resend`] stops at it (the rest of the conversation waits behind it, in
+//! order; [`ResendReport::retry_in`] says for how long), and a worker's pass leaves its
+//! conversation out. After its last attempt (12 by default) it is `failed`, with an
+//! [`OutboxRecord::AttemptsExhausted`](crate::ledger::OutboxRecord) row on the channel's ledger
+//! and one `error` event at target `mesh_egress::egress` naming the conversation, never the
+//! text. The time is on the store's clock as this process counts it (migration 0005): the
+//! database's clock read once at [`Store::open`] and counted on with Tokio's, so processes on
+//! hosts whose clocks disagree agree on it and a paused test clock moves it;
+//! [`Store::next_attempt_on`] says how long a worker may sleep.
+//!
+//! Retries count the surface's answers, never the [fencing](#fencing)'s: a part handed back
+//! because its ownership was lost (no try, or no further try, under a lapsed lease) is due
+//! again at once and never given up for it; and the `failed` mark of a last attempt is fenced
+//! like every mark after a send, so a stale sender whose lease moved on gives nothing up (no
+//! ledger row, no event): the new holder finds the row `sending` and settles it.
+//!
 //! # Store failures
 //!
 //! When the journal cannot write before a call (SQLite busy past its timeout, a PostgreSQL
@@ -274,6 +297,7 @@ mod durable_ledger;
 mod follow_up;
 mod lease;
 mod outbox;
+mod part_retry;
 mod readdress;
 mod resend;
 mod retention;
@@ -292,6 +316,7 @@ use sqlx::Row;
 use crate::address::Surface;
 use crate::address::{Address, AddressError};
 
+pub(crate) use claims::{DestinationKey, OpenDestination};
 pub use commitments::{
     Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
     StoredCommitment,
@@ -300,6 +325,7 @@ pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
 pub use outbox::{Durable, UnknownOutcome};
+pub use part_retry::{PartRetry, part_retry_from_env, part_retry_from_lookup};
 pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
@@ -320,9 +346,30 @@ pub struct Store {
 struct Inner {
     pool: Pool,
     sql: Sql,
+    clock: Clock,
     /// Test-only (feature `failpoints`): how many more journal writes fail.
     #[cfg(feature = "failpoints")]
     journal_failures: std::sync::atomic::AtomicU32,
+}
+
+/// The store's clock as this process counts it: the database's clock read once when the store
+/// opened, counted on with Tokio's monotonic clock. Part retries are scheduled on it (see
+/// migration 0005): every process reads the same database, so hosts whose wall clocks disagree
+/// agree on it, and a paused test clock moves it (time-dependent logic runs on `tokio::time`).
+/// Leases stay on the database's own clock.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// The database's clock, in milliseconds since the Unix epoch, when it was read.
+    read_ms: i64,
+    /// When that answer arrived.
+    at: tokio::time::Instant,
+}
+
+impl Clock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.at);
+        self.read_ms.saturating_add(millis(elapsed))
+    }
 }
 
 impl Store {
@@ -330,11 +377,23 @@ impl Store {
     /// `sqlite`) or `postgres://…` (feature `postgres`).
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let (pool, sql) = backend::open(url).await?;
+        let read_ms: i64 = on_pool!(&pool, pool => {
+            sqlx::query(&sql.clock)
+                .fetch_one(pool)
+                .await
+                .and_then(|row| row.try_get("now_ms"))
+                .map_err(StoreError::database)?
+        });
+        let clock = Clock {
+            read_ms,
+            at: tokio::time::Instant::now(),
+        };
         tracing::debug!(target: "mesh_egress::store", backend = pool.name(), "store opened");
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
                 sql,
+                clock,
                 #[cfg(feature = "failpoints")]
                 journal_failures: std::sync::atomic::AtomicU32::new(0),
             }),
@@ -377,6 +436,12 @@ impl Store {
         }
         #[cfg(not(feature = "failpoints"))]
         false
+    }
+
+    /// The store's clock as this process counts it, in milliseconds since the Unix epoch: the
+    /// clock part retries are scheduled on (see [part retries](self#part-retries)).
+    pub(crate) fn clock_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
     }
 
     /// Wraps `channel` so its commits and sends go through this store's outbox. Every part

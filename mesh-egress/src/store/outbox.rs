@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use super::follow_up::Seal;
-use super::{Store, StoreError, address_text, on_pool};
+use super::{PartRetry, Store, StoreError, address_text, millis, on_pool};
 use crate::address::{Address, Surface};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
@@ -34,6 +34,7 @@ pub struct Durable<C> {
     pub(super) address: Address,
     pub(super) dedupe_window: Duration,
     pub(super) unknown_outcome: UnknownOutcome,
+    pub(super) retry: PartRetry,
     ledger: Option<Ledger>,
 }
 
@@ -69,8 +70,21 @@ impl<C: Channel> Durable<C> {
             inner,
             dedupe_window: DEFAULT_DEDUPE_WINDOW,
             unknown_outcome: UnknownOutcome::default(),
+            retry: PartRetry::default(),
             ledger: None,
         }
+    }
+
+    /// When a part this channel could not send is tried again, and after how many attempts it
+    /// is given up (default [`PartRetry::default`]: 1 s doubling to 5 min, 12 attempts).
+    pub fn with_retry(mut self, retry: PartRetry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Its per-part retries (see [`with_retry`](Self::with_retry)).
+    pub fn retry(&self) -> PartRetry {
+        self.retry
     }
 
     /// Reports every part this channel marks `uncertain` on `ledger` too
@@ -247,33 +261,42 @@ impl<C: Channel> Durable<C> {
         let delivery = part.delivery_id().to_string();
         let index = part.index();
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
-        let fence = part
-            .ownership()
-            .and_then(Ownership::fence)
-            .map(|f| (f.holder.clone(), f.token));
-        let (holder, token) = (
-            fence.as_ref().map(|f| f.0.as_str()),
-            fence.as_ref().map(|f| f.1),
-        );
-        let sender = Sender { holder, token };
-        let claimed = self.claim(&delivery, index_i64, holder, token).await;
+        let fence = fence_of(&part);
+        let sender = Sender::of(fence.as_ref());
+        let claimed = self
+            .claim(&delivery, index_i64, sender.holder, sender.token)
+            .await;
         match claimed {
-            Ok(1) => {}
-            Ok(_) => {
+            Ok(Some(attempts)) => self.send_claimed(part, attempts).await,
+            Ok(None) => {
                 let refused = StoreError::NotClaimable { delivery, index };
-                return (
+                (
                     Err(SendError::new(part, refused).with_retryable(false)),
                     Outcome::NotClaimed,
-                );
+                )
             }
             Err(error) => {
                 // Nothing was sent and the row is unchanged: trying again later is safe.
-                return (
+                (
                     Err(SendError::new(part, StoreError::database(error))),
                     Outcome::Retry,
-                );
+                )
             }
         }
+    }
+
+    /// Sends and records one part already claimed (`sending`), its `attempts`-th attempt.
+    pub(super) async fn send_claimed(
+        &self,
+        part: CommittedPart,
+        attempts: u32,
+    ) -> (Result<PartReceipt, SendError>, Outcome) {
+        let delivery = part.delivery_id().to_string();
+        let index = part.index();
+        let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
+        // Every mark after the send is fenced on the lease the part was claimed under.
+        let fence = fence_of(&part);
+        let sender = Sender::of(fence.as_ref());
         let total = part.total();
         let started = SystemTime::now();
         match self.inner.send(part).await {
@@ -361,16 +384,39 @@ impl<C: Channel> Durable<C> {
                         }
                     }
                 };
-                match self.record(mark, &delivery, index_i64, &text, sender).await {
+                // A part to try again waits for its backoff, or is given up after its last
+                // attempt. Not one handed back for lost ownership: that is not the surface's
+                // answer, and the renewed lease or the next holder tries it at once (its
+                // maybe-delivered flag kept); nor is it ever given up for it.
+                let (mark, outcome) = match mark {
+                    Mark::Retry { maybe_delivered } if !matches!(outcome, Outcome::NotClaimed) => {
+                        match self
+                            .retry
+                            .next_wait(attempts, error.retry_after(), fastrand::f64())
+                        {
+                            Some(wait) => (
+                                Mark::RetryAt {
+                                    maybe_delivered,
+                                    at_ms: self.store.clock_ms().saturating_add(millis(wait)),
+                                },
+                                outcome,
+                            ),
+                            None => (Mark::GaveUp, Outcome::Failed),
+                        }
+                    }
+                    other => (other, outcome),
+                };
+                let recorded = self.record(mark, &delivery, index_i64, &text, sender).await;
+                match recorded {
                     // The lease it was sent under moved on: the new holder settles the row (it
                     // finds it `sending`: the unknown-outcome rules), and nothing is reported
-                    // here as settled.
+                    // here as settled (nor as given up).
                     Ok(0) => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, "the send's result was not recorded: the lease moved on, the new holder settles the part");
                         return (Err(error.with_retryable(false)), Outcome::NotClaimed);
                     }
                     Ok(_) => {}
-                    Err(store_error) => {
+                    Err(ref store_error) => {
                         tracing::error!(target: "mesh_egress::store", %delivery, index, error = %store_error, "the outbox could not record a failed send");
                     }
                 }
@@ -385,6 +431,14 @@ impl<C: Channel> Durable<C> {
                         );
                         (Err(error.with_retryable(false)), outcome)
                     }
+                    Outcome::Failed if matches!(mark, Mark::GaveUp) => {
+                        // Only once the row is `failed`: a mark the database did not take
+                        // leaves it `sending`, for the next resend's unknown-outcome rules.
+                        if recorded.is_ok() {
+                            self.report_gave_up(&error, &delivery, index, attempts, &text);
+                        }
+                        (Err(error.with_retryable(false)), outcome)
+                    }
                     Outcome::Failed => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, "part failed: the surface refused it; the rest of its message is failed with it");
                         (Err(error), outcome)
@@ -395,27 +449,69 @@ impl<C: Channel> Durable<C> {
         }
     }
 
-    /// Claims a part for a send (`pending → sending`, fenced); the rows it changed. (A part a
-    /// surface's stream handed back is `pending` again already: the session tells its
-    /// observers whenever it stops short, and the journal hands the part back.)
+    /// Claims a part for a send (`pending → sending`, fenced): how many attempts it has had
+    /// with this one, or `None` when it was not claimable. (A part a surface's stream handed
+    /// back is `pending` again already: the session tells its observers whenever it stops
+    /// short, and the journal hands the part back.)
     async fn claim(
         &self,
         delivery: &str,
         index: i64,
         holder: Option<&str>,
         token: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
+    ) -> Result<Option<u32>, sqlx::Error> {
+        use sqlx::Row;
         let sql = &self.store.inner.sql;
         on_pool!(&self.store.inner.pool, pool => {
-            Ok(sqlx::query(&sql.claim)
+            let row = sqlx::query(&sql.claim)
                 .bind(delivery)
                 .bind(index)
                 .bind(holder)
                 .bind(token)
-                .execute(pool)
-                .await?
-                .rows_affected())
+                .fetch_optional(pool)
+                .await?;
+            row.map(|row| row.try_get::<i64, _>("attempts").map(attempts_count))
+                .transpose()
         })
+    }
+
+    /// Puts a part given up after its last attempt on the ledger and on the one error event.
+    fn report_gave_up(
+        &self,
+        error: &SendError,
+        delivery: &str,
+        index: usize,
+        attempts: u32,
+        text: &str,
+    ) {
+        let surface = self.surface().as_str();
+        let Some(attribution) = error.part().map(CommittedPart::attribution) else {
+            return;
+        };
+        // The one event that carries the cause; never the part's text.
+        tracing::error!(
+            target: "mesh_egress::egress",
+            conversation = attribution.conversation(),
+            agent = attribution.agent(),
+            run = attribution.run(),
+            delivery,
+            index,
+            surface,
+            attempts,
+            error = text,
+            "part failed after its last attempt; the rest of its message is failed with it"
+        );
+        if let Some(ledger) = &self.ledger {
+            ledger.record(
+                attribution,
+                LedgerRecord::Outbox(OutboxRecord::AttemptsExhausted {
+                    delivery: delivery.to_owned(),
+                    part: index,
+                    surface: surface.to_owned(),
+                    attempts,
+                }),
+            );
+        }
     }
 
     /// Marks a part the surface accepted `sent` with its id.
@@ -453,9 +549,9 @@ impl<C: Channel> Durable<C> {
         let sql = &self.store.inner.sql;
         let statement = match mark {
             Mark::Sent => &sql.mark_sent,
-            Mark::Retry { .. } => &sql.mark_retry,
+            Mark::Retry { .. } | Mark::RetryAt { .. } => &sql.mark_retry,
             Mark::Uncertain => &sql.mark_uncertain,
-            Mark::Failed => &sql.mark_failed,
+            Mark::Failed | Mark::GaveUp => &sql.mark_failed,
         };
         on_pool!(&self.store.inner.pool, pool => {
             let query = sqlx::query(statement)
@@ -465,8 +561,14 @@ impl<C: Channel> Durable<C> {
                 .bind(sender.holder)
                 .bind(sender.token);
             let query = match mark {
-                Mark::Retry { maybe_delivered } => query.bind(i64::from(maybe_delivered)),
-                Mark::Uncertain | Mark::Sent | Mark::Failed => query,
+                Mark::Retry { maybe_delivered } => {
+                    query.bind(i64::from(maybe_delivered)).bind(0_i64)
+                }
+                Mark::RetryAt {
+                    maybe_delivered,
+                    at_ms,
+                } => query.bind(i64::from(maybe_delivered)).bind(at_ms),
+                Mark::Uncertain | Mark::Sent | Mark::Failed | Mark::GaveUp => query,
             };
             query.execute(pool).await.map(|done| done.rows_affected())
         })
@@ -478,6 +580,22 @@ impl<C: Channel> Durable<C> {
 struct Sender<'a> {
     holder: Option<&'a str>,
     token: Option<i64>,
+}
+
+impl<'a> Sender<'a> {
+    fn of(fence: Option<&'a (String, i64)>) -> Self {
+        Self {
+            holder: fence.map(|f| f.0.as_str()),
+            token: fence.map(|f| f.1),
+        }
+    }
+}
+
+/// The holder and token of the lease `part` is sent under, if any.
+fn fence_of(part: &CommittedPart) -> Option<(String, i64)> {
+    part.ownership()
+        .and_then(Ownership::fence)
+        .map(|f| (f.holder.clone(), f.token))
 }
 
 /// Puts an `uncertain` part on `ledger`, if there is one: delivery id, part, surface, never
@@ -507,9 +625,24 @@ pub(super) fn report_uncertain(
 #[derive(Clone, Copy)]
 enum Mark {
     Sent,
-    Retry { maybe_delivered: bool },
+    /// Back to `pending`, to be tried at once.
+    Retry {
+        maybe_delivered: bool,
+    },
+    /// Back to `pending`, to be tried at `at_ms` (the store clock): after the part's backoff.
+    RetryAt {
+        maybe_delivered: bool,
+        at_ms: i64,
+    },
     Uncertain,
     Failed,
+    /// `failed` after the part's last allowed attempt.
+    GaveUp,
+}
+
+/// An attempt count as the store holds it.
+pub(super) fn attempts_count(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
 }
 
 fn error_text(error: &SendError) -> String {
@@ -570,6 +703,7 @@ impl<C> fmt::Debug for Durable<C> {
             .field("address", &self.address)
             .field("dedupe_window", &self.dedupe_window)
             .field("unknown_outcome", &self.unknown_outcome)
+            .field("retry", &self.retry)
             .field("ledger", &self.ledger.is_some())
             .finish_non_exhaustive()
     }

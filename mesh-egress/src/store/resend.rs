@@ -6,9 +6,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use sqlx::Row;
 
-use super::outbox::{Durable, Outcome, bounded};
+use super::outbox::{Durable, Outcome, attempts_count, bounded};
 use super::{Store, StoreError, UnknownOutcome, address_text, millis, on_pool, to_usize};
-use crate::channel::{Channel, PartLookup};
+use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
 use crate::outbound::{CommittedPart, DeliveryId};
 use crate::ownership::Fence;
@@ -29,8 +29,19 @@ pub struct ResendReport {
     /// Parts the surface refused for good (with the rest of their messages).
     pub failed: usize,
     /// Whether it stopped at a part to try later (the surface said "not now", or the outcome
-    /// was unknown on a deduping surface); the parts after it were left, to keep the order.
+    /// was unknown on a deduping surface, or it waits for its backoff); the parts after it
+    /// were left, to keep the order.
     pub stopped: bool,
+    /// When it stopped at a part that waits for its backoff: how long until that part may be
+    /// tried again.
+    pub retry_in: Option<Duration>,
+}
+
+impl ResendReport {
+    /// How many parts it settled (sent, reconciled, uncertain or failed).
+    fn settled(&self) -> usize {
+        self.sent + self.uncertain + self.reconciled + self.failed
+    }
 }
 
 /// One open part, as the resend loop reads it.
@@ -45,6 +56,8 @@ struct OpenPart {
     maybe_delivered: bool,
     streamed: bool,
     first_attempt_ms: Option<i64>,
+    /// When it may be tried again (the store clock).
+    next_attempt_ms: i64,
     now_ms: i64,
 }
 
@@ -60,12 +73,29 @@ impl Store {
     /// unknown: it is re-sent where the surface dedupes and within the window. Elsewhere the
     /// channel is asked to look it up ([`Channel::look_up`]): found, it is marked `sent` with
     /// the surface's id; not found, it is sent; when the channel cannot tell (no lookup, no
-    /// history scope), it becomes `uncertain` and the next part goes. The first part to try later stops the
-    /// resend, so nothing is ever sent out of order.
+    /// history scope), it becomes `uncertain` and the next part goes. The first part to try
+    /// later stops the resend, so nothing is ever sent out of order; so does a part whose
+    /// next attempt is not due yet ([`PartRetry`](super::PartRetry): its backoff), and
+    /// [`ResendReport::retry_in`] says when it will be.
+    ///
+    /// Cost, for a plainly pending part: one statement that finds and claims it, the send, and
+    /// one that records it; and one more to find that nothing is left.
     pub async fn resend<C: Channel>(
         &self,
         channel: &Durable<C>,
         lease: &Lease,
+    ) -> Result<ResendReport, StoreError> {
+        self.resend_up_to(channel, lease, usize::MAX).await
+    }
+
+    /// [`resend`](Self::resend), stopping once `limit` parts are settled: a worker that
+    /// counted a destination's open parts sends those and leaves what was committed since to
+    /// its next pass, without a last statement to find that nothing is left.
+    pub(crate) async fn resend_up_to<C: Channel>(
+        &self,
+        channel: &Durable<C>,
+        lease: &Lease,
+        limit: usize,
     ) -> Result<ResendReport, StoreError> {
         let mut report = ResendReport::default();
         let conversation = lease.conversation();
@@ -78,14 +108,49 @@ impl Store {
                     conversation: conversation.to_owned(),
                 });
             }
+            if report.settled() >= limit {
+                return Ok(report);
+            }
+            // The healthy path: the next part is plainly pending and due, found and claimed in
+            // one statement.
+            if let Some((part, attempts)) = self.claim_next(conversation, &address, lease).await? {
+                let attribution = part.attribution().clone();
+                let (delivery, index) = (part.delivery_id().to_string(), part.index());
+                let (sent, outcome) = channel.send_claimed(part, attempts).await;
+                match outcome {
+                    Outcome::Sent => {
+                        report.sent += 1;
+                        report_plain_text(channel, &attribution, &delivery, index, &sent);
+                    }
+                    Outcome::Uncertain => report.uncertain += 1,
+                    Outcome::Failed => report.failed += 1,
+                    Outcome::Retry => {
+                        report.stopped = true;
+                        return Ok(report);
+                    }
+                    Outcome::NotClaimed => {
+                        return Err(StoreError::LeaseLost {
+                            conversation: conversation.to_owned(),
+                        });
+                    }
+                }
+                continue;
+            }
             let Some(open) = self.next_open(conversation, &address).await? else {
                 return Ok(report);
             };
+            let wait_ms = open.next_attempt_ms.saturating_sub(self.clock_ms());
+            if !open.sending && wait_ms > 0 {
+                // Its backoff runs: the rest of the conversation waits behind it, in order.
+                report.stopped = true;
+                report.retry_in = Some(Duration::from_millis(
+                    u64::try_from(wait_ms).unwrap_or(u64::MAX),
+                ));
+                return Ok(report);
+            }
             let index_i64 = i64::try_from(open.index).unwrap_or(i64::MAX);
-            let raw = u64::from_str_radix(&open.delivery, 16)
-                .map_err(|_| StoreError::Corrupt(format!("delivery id {:?}", open.delivery)))?;
             let part = CommittedPart::restored(
-                DeliveryId::from_stored(raw),
+                stored_delivery(&open.delivery)?,
                 open.index,
                 open.total,
                 open.text,
@@ -206,8 +271,13 @@ impl Store {
                     });
                 }
             }
-            match channel.send_tracked(part).await.1 {
-                Outcome::Sent => report.sent += 1,
+            let attribution = part.attribution().clone();
+            let (sent, outcome) = channel.send_tracked(part).await;
+            match outcome {
+                Outcome::Sent => {
+                    report.sent += 1;
+                    report_plain_text(channel, &attribution, &open.delivery, open.index, &sent);
+                }
                 Outcome::Uncertain => report.uncertain += 1,
                 Outcome::Failed => report.failed += 1,
                 Outcome::Retry => {
@@ -252,9 +322,59 @@ impl Store {
                 maybe_delivered: get_i64("maybe_delivered")? != 0,
                 streamed: get_i64("streamed")? != 0,
                 first_attempt_ms: row.try_get("first_attempt_ms").map_err(StoreError::database)?,
+                next_attempt_ms: get_i64("next_attempt_ms")?,
                 now_ms: get_i64("now_ms")?,
             }))
         })
+    }
+
+    /// Finds and claims the destination's next part (`address`, stored text) when it is plainly
+    /// pending and due, fenced on `lease`: the part, ready to send, and its attempt count with
+    /// this one. `None` when the next part is not such a part, or there is none.
+    async fn claim_next(
+        &self,
+        conversation: &str,
+        address: &str,
+        lease: &Lease,
+    ) -> Result<Option<(CommittedPart, u32)>, StoreError> {
+        let sql = &self.inner.sql.claim_next;
+        let fence = lease.fence();
+        let now = self.clock_ms();
+        let row = on_pool!(&self.inner.pool, pool => {
+            let Some(row) = sqlx::query(sql)
+                .bind(conversation)
+                .bind(address)
+                .bind(now)
+                .bind(fence.holder.as_str())
+                .bind(fence.token)
+                .fetch_optional(pool)
+                .await
+                .map_err(StoreError::database)?
+            else {
+                return Ok(None);
+            };
+            let get_i64 = |name: &str| row.try_get::<i64, _>(name).map_err(StoreError::database);
+            let get_text = |name: &str| row.try_get::<String, _>(name).map_err(StoreError::database);
+            (
+                get_text("delivery")?,
+                to_usize(get_i64("part_index")?)?,
+                to_usize(get_i64("total")?)?,
+                get_text("agent")?,
+                get_text("run")?,
+                get_text("body")?,
+                attempts_count(get_i64("attempts")?),
+            )
+        });
+        let (delivery, index, total, agent, run, text, attempts) = row;
+        let part = CommittedPart::restored(
+            stored_delivery(&delivery)?,
+            index,
+            total,
+            text,
+            Attribution::new(agent, conversation, run),
+            Some(lease.ownership()),
+        );
+        Ok(Some((part, attempts)))
     }
 
     /// Runs `reopen_sending`/`reopen_not_found` (`$3` holder, `$4` token) or
@@ -283,6 +403,35 @@ impl Store {
                 .map_err(StoreError::database)
         })
     }
+}
+
+/// Puts a part that went as plain text (its surface refused the formatting) on the channel's
+/// ledger: a resend has no boundary above it to do so.
+fn report_plain_text<C: Channel>(
+    channel: &Durable<C>,
+    attribution: &Attribution,
+    delivery: &str,
+    index: usize,
+    sent: &Result<PartReceipt, SendError>,
+) {
+    if let (Some(ledger), Ok(receipt)) = (channel.ledger(), sent)
+        && receipt.is_plain_text_fallback()
+    {
+        ledger.sent_as_plain_text(
+            attribution,
+            channel.surface(),
+            receipt.id(),
+            Some(delivery.to_owned()),
+            Some(index),
+        );
+    }
+}
+
+/// A delivery id as the outbox stores it (hex), read back.
+fn stored_delivery(text: &str) -> Result<DeliveryId, StoreError> {
+    u64::from_str_radix(text, 16)
+        .map(DeliveryId::from_stored)
+        .map_err(|_| StoreError::Corrupt(format!("delivery id {text:?}")))
 }
 
 fn lease_fence(lease: &Lease) -> &Fence {

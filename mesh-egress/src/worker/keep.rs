@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use super::{Worker, sleep_unless};
 use crate::address::Address;
-use crate::boundary::{render_for, resolve_in, track};
+use crate::boundary::{record_delivered, render_for, resolve_in, track};
 use crate::channel::{BoxedChannel, Channel, DeliveryError, deliver_rendered};
 use crate::egress::{AgentMessage, EgressError};
+use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
 use crate::outbound::{CommitError, Outbound};
 use crate::ownership::Cancellation;
 use crate::reply::Reply;
@@ -93,6 +94,7 @@ impl Worker {
         }
         let kept = kept?;
         tracing::info!(target: "mesh_egress::store", conversation, commitment = %claim.id(), holder = %self.holder, kept = ?kept, "follow-up kept");
+        self.record_end(claim, kept);
         Ok(kept)
     }
 
@@ -108,9 +110,12 @@ impl Worker {
         // The conversation's earlier parts go first, so the follow-up never overtakes them.
         match store.resend(channel, lease).await {
             // An earlier part must be tried later: the follow-up waits behind it, untried
-            // (due again at once, uncounted; the pass stops and waits, as for a held lease).
+            // (uncounted, due again when that part's backoff ends, or at once; the pass stops
+            // and waits, as for a held lease).
             Ok(report) if report.stopped => {
-                store.release_claim(claim, Duration::ZERO).await?;
+                store
+                    .release_claim(claim, report.retry_in.unwrap_or(Duration::ZERO))
+                    .await?;
                 return Ok(Kept::Released);
             }
             Ok(_) => {}
@@ -122,6 +127,11 @@ impl Worker {
             .with_address(address.clone())
             .with_ownership(lease.ownership())
             .with_cancellation(cancellation.clone());
+        // The follow-up's rows (model attempts, gate, Layer C) go on the worker's ledger.
+        let turn = match &self.outbox.ledger {
+            Some(ledger) => turn.with_ledger(ledger.clone()),
+            None => turn,
+        };
         let Some(result) = self
             .run_guarded(claim, lease, &turn, shutdown, &cancellation)
             .await?
@@ -152,12 +162,12 @@ impl Worker {
         match rendered {
             Ok(answer) => {
                 let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
-                Ok(
-                    match settle(deliver_rendered(&sealing, answer, None).await) {
-                        Delivered::Committed => Kept::Fulfilled,
-                        Delivered::Refused => Kept::Lost,
-                    },
-                )
+                let delivered = deliver_rendered(&sealing, answer, None).await;
+                record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
+                Ok(match settle(delivered) {
+                    Delivered::Committed => Kept::Fulfilled,
+                    Delivered::Refused => Kept::Lost,
+                })
             }
             Err(error) if error.retryable() && !claim.is_last_try() => {
                 track(&error, Some(turn.ledger()));
@@ -304,12 +314,36 @@ impl Worker {
             }
         };
         let sealing = channel.sealing(claim, CommitmentEnd::HandedOff);
-        Ok(
-            match settle(deliver_rendered(&sealing, rendered, None).await) {
-                Delivered::Committed => Kept::HandedOff,
-                Delivered::Refused => Kept::Lost,
-            },
-        )
+        let delivered = deliver_rendered(&sealing, rendered, None).await;
+        record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
+        Ok(match settle(delivered) {
+            Delivered::Committed => Kept::HandedOff,
+            Delivered::Refused => Kept::Lost,
+        })
+    }
+}
+
+impl Worker {
+    /// Puts how a promise ended on the worker's ledger, as the in-process follow-up runner
+    /// does: its state and how many tries it took.
+    fn record_end(&self, claim: &Claim, kept: Kept) {
+        let state = match kept {
+            Kept::Fulfilled => CommitmentState::Fulfilled,
+            Kept::HandedOff => CommitmentState::HandedOff,
+            Kept::Cancelled => CommitmentState::Cancelled,
+            _ => return,
+        };
+        if let Some(ledger) = &self.outbox.ledger {
+            ledger.record(
+                claim.attribution(),
+                LedgerRecord::Commitment(CommitmentRecord::new(
+                    claim.id(),
+                    state,
+                    claim.attempts_made().saturating_add(1),
+                    claim.plan().attempts(),
+                )),
+            );
+        }
     }
 }
 

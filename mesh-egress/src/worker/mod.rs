@@ -9,7 +9,10 @@
 //!
 //! 1. sends the parts still open in the outbox, surface by surface and destination by
 //!    destination, under the conversation's lease ([`Store::resend`] through a durable channel
-//!    to the stored address), and
+//!    to the stored address): one page of up to 64 destinations a surface, going on from
+//!    where the last pass stopped, so every conversation is reached within a bounded number of
+//!    passes (see [`Worker::pass`]); a part its surface did not take waits for its backoff and
+//!    is given up after its last attempt ([`PartRetry`], [`with_part_retry`](Worker::with_part_retry)), and
 //! 2. claims due commitments one at a time, surface by surface ([`Store::claim_due_on`]:
 //!    PostgreSQL skips rows another worker is claiming, SQLite has one writer) and keeps each:
 //!    it takes the conversation's lease (fencing) and renews lease and claim in the background,
@@ -38,6 +41,7 @@
 //!
 //! | stored row | what the worker does |
 //! |---|---|
+//! | waiting for its backoff ([`PartRetry`]) | nothing until its next-attempt time: its conversation is left out of the pass (the worker sleeps no longer than until then); after its last attempt, `failed` with an [`OutboxRecord::AttemptsExhausted`](crate::ledger::OutboxRecord) row and one `error` event at `mesh_egress::egress` |
 //! | on a surface it has no client for | nothing: left `pending` for a worker that has one; one `warn` per surface for the worker's lifetime |
 //! | an address its client refuses ([`UnservedAddress`]) | nothing: left `pending`; one `warn` per address |
 //! | no address (before migration 0004), or one it cannot read | a part: `failed`; a commitment: ended `cancelled`; an [`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord)/`UnaddressedCommitment` row on the ledger ([`with_ledger`](Worker::with_ledger)); one `warn` per conversation per pass. [`Store::readdress`] sends them after all |
@@ -81,13 +85,18 @@ use crate::degrade::DegradationPolicy;
 use crate::ledger::Ledger;
 use crate::ownership::Cancellation;
 use crate::store::{
-    Durable, FollowUpPlan, PendingWork, ResendReport, Store, StoreError, UnknownOutcome,
+    DestinationKey, Durable, FollowUpPlan, OpenDestination, PartRetry, PendingWork, ResendReport,
+    Store, StoreError, UnknownOutcome,
 };
 
 /// How long a worker sleeps between passes when there was nothing to do.
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
-/// How many destinations with open parts one pass looks at, per surface.
+/// How many destinations with open parts one pass looks at, per surface: one page of the walk
+/// (see [`Worker::pass`]).
 const RESEND_BATCH: u32 = 64;
+/// How many times one pass reads a surface's page again after finding a destination another
+/// worker took (see `Worker::resend_page`).
+const PAGE_READS: usize = 4;
 /// How often a worker looks for work on the surfaces it has no client for (to warn once).
 const UNSERVED_CHECK: Duration = Duration::from_secs(60);
 /// How many refused addresses a worker remembers having warned about.
@@ -111,6 +120,11 @@ pub struct Worker {
     #[cfg(feature = "gate")]
     gate: Option<GateFactory>,
     reports: Mutex<Reports>,
+    /// Where each surface's walk over its open destinations stands.
+    cursors: Mutex<HashMap<Surface, DestinationKey>>,
+    /// Where in a page this worker starts (from its holder name), so workers reading the same
+    /// page start apart.
+    offset: usize,
 }
 
 /// How the worker's durable channels treat what they cannot settle (see [`Durable`]).
@@ -119,6 +133,17 @@ struct Outbox {
     ledger: Option<Ledger>,
     unknown_outcome: UnknownOutcome,
     dedupe_window: Option<Duration>,
+    retry: PartRetry,
+}
+
+/// What visiting one destination of a page came to.
+enum Visit {
+    /// Its lease was ours and its open parts went through the outbox's rules.
+    Resent,
+    /// Another holder took its lease since the page was read.
+    Taken,
+    /// Nothing to send here: no client can serve it, or it had no readable address.
+    Left,
 }
 
 /// What the worker has warned about, so each warning goes out once.
@@ -208,14 +233,19 @@ impl Worker {
     /// A worker on `store` with no client yet (add one per surface with
     /// [`with_client`](Self::with_client)), holding claims and leases as `holder` (unique per
     /// worker process), with the lease length of `MESH_WORKER_LEASE_MS` (see
-    /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)) and the default policy's
-    /// handoff line.
+    /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)), the per-part retries of
+    /// `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and `MESH_WORKER_MAX_ATTEMPTS`
+    /// (see [`part_retry_from_env`](crate::store::part_retry_from_env)) and the default
+    /// policy's handoff line.
     pub fn new(store: Store, holder: impl Into<String>) -> Self {
         Self {
             store,
             holder: holder.into(),
             clients: BTreeMap::new(),
-            outbox: Outbox::default(),
+            outbox: Outbox {
+                retry: crate::store::part_retry_from_env().0,
+                ..Outbox::default()
+            },
             ttl: crate::store::lease_ttl_from_env().0,
             poll: DEFAULT_POLL,
             policy: DegradationPolicy::default(),
@@ -223,7 +253,19 @@ impl Worker {
             #[cfg(feature = "gate")]
             gate: None,
             reports: Mutex::new(Reports::default()),
+            cursors: Mutex::new(HashMap::new()),
+            offset: 0,
         }
+        .with_offset()
+    }
+
+    /// Sets where in a page this worker starts, from its holder name.
+    fn with_offset(mut self) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.holder.hash(&mut hasher);
+        self.offset = usize::try_from(hasher.finish() % u64::from(RESEND_BATCH)).unwrap_or(0);
+        self
     }
 
     /// Serves `client`'s surface: the parts and commitments stored for that surface go to
@@ -254,6 +296,14 @@ impl Worker {
     /// dedupes (see [`Durable::with_dedupe_window`]).
     pub fn with_dedupe_window(mut self, window: Duration) -> Self {
         self.outbox.dedupe_window = Some(window);
+        self
+    }
+
+    /// When a part the worker could not send is tried again, and after how many attempts it is
+    /// given up (see [`PartRetry`]; by default from the environment, as [`new`](Self::new)
+    /// says).
+    pub fn with_part_retry(mut self, retry: PartRetry) -> Self {
+        self.outbox.retry = retry;
         self
     }
 
@@ -315,24 +365,25 @@ impl Worker {
     /// One pass: sends the parts open on the surfaces the worker has a client for, each to
     /// its stored address, then claims and keeps due commitments one at a time, surface by
     /// surface, until none is due or `shutdown` fires.
+    ///
+    /// The open parts of a surface are walked destination by destination in (conversation,
+    /// address) order, one page of up to 64 destinations a pass, each pass going on from where
+    /// the last one stopped and starting over once a page comes back short (a cursor). Left out
+    /// of a page: destinations whose first open part waits for its backoff
+    /// ([`PartRetry`]), and conversations another holder has a live lease on. So however many
+    /// conversations are busy or failing, a destination with a part due is reached within
+    /// `⌈due destinations / 64⌉ + 1` passes: none waits behind the others forever.
     pub async fn pass(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut report = WorkerReport::default();
         self.lock_reports().unaddressed.clear();
         self.report_unserved().await?;
         let store = self.store();
         for (&surface, client) in &self.clients {
-            for (conversation, stored) in store.open_destinations(surface, RESEND_BATCH).await? {
-                if shutdown.is_cancelled() {
-                    return Ok(report);
-                }
-                self.resend_destination(
-                    surface,
-                    client.as_ref(),
-                    &conversation,
-                    stored.as_deref(),
-                    &mut report,
-                )
-                .await?;
+            if !self
+                .resend_page(surface, client.as_ref(), shutdown, &mut report)
+                .await?
+            {
+                return Ok(report);
             }
         }
         for &surface in self.clients.keys() {
@@ -355,6 +406,64 @@ impl Worker {
         Ok(report)
     }
 
+    /// Sends one page of `surface`'s open destinations, from where the last page ended; `false`
+    /// when `shutdown` fired meanwhile.
+    ///
+    /// Workers walking the same surface read the same pages, so each starts its page at its
+    /// own offset (from a hash of its holder name) and, once it finds a destination another
+    /// worker took since the page was read, reads the page again (what is done or taken is no
+    /// longer in it) rather than try the rest one by one: a few page reads instead of a failed
+    /// lease per destination and worker. At most [`PAGE_READS`] reads a pass.
+    async fn resend_page(
+        &self,
+        surface: Surface,
+        client: &dyn SurfaceClient,
+        shutdown: &Cancellation,
+        report: &mut WorkerReport,
+    ) -> Result<bool, StoreError> {
+        let after = self.lock_cursors().get(&surface).cloned();
+        let mut page = Vec::new();
+        for _ in 0..PAGE_READS {
+            page = self
+                .store
+                .open_destinations(surface, &self.holder, after.as_ref(), RESEND_BATCH)
+                .await?;
+            if page.is_empty() {
+                break;
+            }
+            let offset = self.offset % page.len();
+            let mut sent_any = false;
+            let mut taken = false;
+            for destination in page[offset..].iter().chain(&page[..offset]) {
+                if shutdown.is_cancelled() {
+                    return Ok(false);
+                }
+                match self
+                    .resend_destination(surface, client, destination, report)
+                    .await?
+                {
+                    Visit::Taken if sent_any => {
+                        taken = true;
+                        break;
+                    }
+                    Visit::Taken | Visit::Left => {}
+                    Visit::Resent => sent_any = true,
+                }
+            }
+            if !taken {
+                break;
+            }
+        }
+        let mut cursors = self.lock_cursors();
+        match page.last() {
+            Some(last) if page.len() >= RESEND_BATCH as usize => {
+                cursors.insert(surface, last.key())
+            }
+            _ => cursors.remove(&surface),
+        };
+        Ok(true)
+    }
+
     /// Passes until nothing is pending or due on the surfaces the worker has a client for
     /// (due-later commitments do not count; one whose claim expired does), or until
     /// `shutdown` fires. Work on other surfaces is left to their workers; parts a client of
@@ -369,8 +478,8 @@ impl Worker {
             if shutdown.is_cancelled() || self.served_work().await?.is_idle() {
                 return Ok(total);
             }
-            // Work is left that someone else holds (a live lease, a claim about to expire):
-            // wait for it instead of spinning.
+            // Work is left that someone else holds (a live lease, a claim about to expire) or
+            // that waits for its backoff: wait for it instead of spinning.
             if idle && !self.pause(shutdown).await {
                 return Ok(total);
             }
@@ -451,59 +560,71 @@ impl Worker {
         }
     }
 
-    /// Sends what `conversation` still has open for the destination stored as `stored` on
-    /// `surface`, through `client`; ends it when it has no readable address.
+    /// Sends what `destination` (a conversation and its stored address) had open when its
+    /// page was read, on `surface`, through `client`; ends it when it has no readable address.
     async fn resend_destination(
         &self,
         surface: Surface,
         client: &dyn SurfaceClient,
-        conversation: &str,
-        stored: Option<&str>,
+        destination: &OpenDestination,
         report: &mut WorkerReport,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Visit, StoreError> {
+        let conversation = destination.conversation.as_str();
+        let stored = destination.address.as_deref();
         let address = match crate::store::read_address(conversation, stored) {
             Ok(Some(address)) => address,
             Ok(None) => {
-                return self
-                    .end_unaddressed_parts(surface, conversation, None, report)
-                    .await;
+                self.end_unaddressed_parts(surface, conversation, None, report)
+                    .await?;
+                return Ok(Visit::Left);
             }
             Err(error) => {
                 tracing::error!(target: "mesh_egress::store", conversation, error = %error, "stored parts have an address that cannot be read");
-                return self
-                    .end_unaddressed_parts(surface, conversation, stored, report)
-                    .await;
+                self.end_unaddressed_parts(surface, conversation, stored, report)
+                    .await?;
+                return Ok(Visit::Left);
             }
         };
         let channel = match client.channel_for(&address) {
             Ok(channel) => channel,
             Err(refused) => {
                 self.report_refused(&refused);
-                return Ok(());
+                return Ok(Visit::Left);
             }
         };
         let durable = self.durable(channel);
-        if let Some(resend) = self.resend_conversation(conversation, &durable).await? {
-            report.add_resend(&resend);
-        }
-        Ok(())
+        Ok(
+            match self.resend_conversation(destination, &durable).await? {
+                Some(resend) => {
+                    report.add_resend(&resend);
+                    Visit::Resent
+                }
+                None => Visit::Taken,
+            },
+        )
     }
 
-    /// Sends what `conversation` still has open through `channel`, under its lease; `None`
-    /// when another holder has it (that holder sends them).
+    /// Sends the parts `destination` had open through `channel`, under its lease: four
+    /// statements for a healthy one-part message (the lease, the part found and claimed, its
+    /// mark, the release). `None` when the lease is not the one the page saw (another holder
+    /// took the conversation meanwhile: it sends them, or the next pass finds what is left).
     async fn resend_conversation(
         &self,
-        conversation: &str,
+        destination: &OpenDestination,
         channel: &Durable<BoxedChannel>,
     ) -> Result<Option<ResendReport>, StoreError> {
         let store = self.store();
-        let lease = match store.acquire(conversation, &self.holder, self.ttl).await {
-            Ok(lease) => lease,
-            Err(StoreError::LeaseHeld { .. }) => return Ok(None),
-            Err(error) => return Err(error),
+        let conversation = destination.conversation.as_str();
+        let Some(lease) = store
+            .acquire_seen(conversation, &self.holder, self.ttl, destination.token)
+            .await?
+        else {
+            return Ok(None);
         };
         let renewal = store.keep_renewed(&lease, self.ttl);
-        let resent = store.resend(channel, &lease).await;
+        let resent = store
+            .resend_up_to(channel, &lease, destination.open.max(1))
+            .await;
         drop(renewal);
         store.release(lease).await?;
         match resent {
@@ -526,7 +647,8 @@ impl Worker {
         let mut durable = self
             .store
             .channel(channel)
-            .with_unknown_outcome(self.outbox.unknown_outcome);
+            .with_unknown_outcome(self.outbox.unknown_outcome)
+            .with_retry(self.outbox.retry);
         if let Some(window) = self.outbox.dedupe_window {
             durable = durable.with_dedupe_window(window);
         }
@@ -538,6 +660,10 @@ impl Worker {
 
     fn lock_reports(&self) -> std::sync::MutexGuard<'_, Reports> {
         self.reports.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_cursors(&self) -> std::sync::MutexGuard<'_, HashMap<Surface, DestinationKey>> {
+        self.cursors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Warns once per surface that has work and no client here (looked at every minute at
@@ -581,9 +707,16 @@ impl Worker {
         }
     }
 
-    /// Waits one poll interval; `false` when `shutdown` fired instead.
+    /// Waits one poll interval, or less when a part's backoff ends sooner; `false` when
+    /// `shutdown` fired instead. (A database error here waits the whole interval.)
     async fn pause(&self, shutdown: &Cancellation) -> bool {
-        sleep_unless(self.poll, shutdown).await
+        let mut wait = self.poll;
+        for &surface in self.clients.keys() {
+            if let Ok(Some(next)) = self.store().next_attempt_on(surface).await {
+                wait = wait.min(next);
+            }
+        }
+        sleep_unless(wait, shutdown).await
     }
 }
 

@@ -14,7 +14,7 @@ use mesh_egress::address::{DiscordAddress, SlackAddress, TelegramAddress};
 use mesh_egress::channel::{
     BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
 };
-use mesh_egress::store::{PartState, Store};
+use mesh_egress::store::{PartRetry, PartState, Store};
 use mesh_egress::{Address, AgentMessage, Attribution, CommittedPart, Surface};
 
 /// What a [`Scripted`] channel does with the next send.
@@ -125,6 +125,11 @@ impl SurfaceClient for Scripted {
             Err(UnservedAddress::new(self.surface(), address.clone()))
         }
     }
+}
+
+/// Per-part retries with no wait: for tests of what the outbox does, not of when.
+pub(crate) fn at_once() -> PartRetry {
+    PartRetry::new(Duration::ZERO, Duration::ZERO, PartRetry::DEFAULT_ATTEMPTS)
 }
 
 /// Where each test's store lives: a fresh SQLite file, or a fresh PostgreSQL database.

@@ -176,11 +176,20 @@ impl Cluster {
                 "--no-sync",
             ],
         );
-        let options = format!(
+        let mut options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
             cluster.port,
             cluster.data.display()
         );
+        // The worker bench counts statements per part with pg_stat_statements when the
+        // server ships it (Debian's `postgresql` package does); nothing else needs it.
+        let contrib = cluster
+            .bin
+            .parent()
+            .map(|dir| dir.join("lib/pg_stat_statements.so"));
+        if contrib.is_some_and(|lib| lib.is_file()) {
+            options.push_str(" -c shared_preload_libraries=pg_stat_statements");
+        }
         let log = cluster.data.join("log");
         cluster.run(
             "pg_ctl",

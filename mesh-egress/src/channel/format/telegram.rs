@@ -130,6 +130,106 @@ fn attribute(value: &str) -> String {
     out
 }
 
+/// The text a person reads in Telegram HTML: tags dropped, the entities Telegram's HTML style
+/// knows (`&lt;`, `&gt;`, `&amp;`, `&quot;` and numeric ones) decoded, each link's target kept
+/// after its label (`label (url)`, unless they are the same) when the result still fits
+/// `limit` UTF-16 units, its label alone otherwise. What a message falls back to when Telegram
+/// refuses its formatting ("can't parse entities"); sent without `parse_mode`, so nothing in
+/// it is read as markup. One pass, no recursion: the input may be any renderer's output.
+///
+/// An entity that does not decode to a printable character (an unknown name, a control
+/// character, a number past Unicode) stays as written: the control-character rule holds for
+/// the plain text too.
+pub(crate) fn plain_text(html: &str, limit: usize) -> String {
+    let with_targets = strip(html, true);
+    if with_targets.encode_utf16().count() <= limit {
+        with_targets
+    } else {
+        strip(html, false)
+    }
+}
+
+fn strip(html: &str, link_targets: bool) -> String {
+    let mut out = String::with_capacity(html.len());
+    // The open link: its target and where its label starts in `out`.
+    let mut link: Option<(String, usize)> = None;
+    let mut rest = html;
+    while let Some(at) = rest.find(['<', '&']) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if rest.starts_with('&') {
+            match decode_entity(rest) {
+                Some((c, used)) => {
+                    out.push(c);
+                    rest = &rest[used..];
+                }
+                None => {
+                    out.push('&');
+                    rest = &rest[1..];
+                }
+            }
+            continue;
+        }
+        let Some(end) = rest.find('>') else {
+            // A `<` that opens no tag is text.
+            out.push_str(rest);
+            rest = "";
+            break;
+        };
+        let tag = &rest[1..end];
+        rest = &rest[end + 1..];
+        if let Some(target) = link_target(tag) {
+            link = Some((target, out.len()));
+        } else if tag.trim().eq_ignore_ascii_case("/a")
+            && let Some((target, start)) = link.take()
+            && link_targets
+        {
+            let label = out[start..].trim();
+            if label.is_empty() {
+                out.push_str(&target);
+            } else if label != target {
+                out.push_str(" (");
+                out.push_str(&target);
+                out.push(')');
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The decoded `href` of an `<a …>` tag's inside, if it is one.
+fn link_target(tag: &str) -> Option<String> {
+    let attributes = tag.strip_prefix('a')?;
+    if !attributes.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let value = attributes.split_once("href=\"")?.1.split('"').next()?;
+    Some(strip(value, false))
+}
+
+/// The character `text` starts with as an entity (`&…;`), and how many bytes the entity takes.
+fn decode_entity(text: &str) -> Option<(char, usize)> {
+    // The longest entity Telegram knows is a numeric one of a few digits: `&#x10FFFF;`.
+    let end = text.get(..12).unwrap_or(text).find(';')?;
+    let name = &text[1..end];
+    let c = match name {
+        "lt" => '<',
+        "gt" => '>',
+        "amp" => '&',
+        "quot" => '"',
+        _ => {
+            let number = name.strip_prefix('#')?;
+            let value = match number.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => number.parse::<u32>().ok()?,
+            };
+            char::from_u32(value).filter(|c| !crate::render::is_hostile_control(*c))?
+        }
+    };
+    Some((c, end + 1))
+}
+
 impl Dialect for Telegram {
     const UNIT: Unit = Unit::Utf16;
     const MARKUP_COUNTS: bool = false;

@@ -247,31 +247,84 @@ impl<R: Render> Channel for TelegramChannel<R> {
         Address::Telegram(self.address.clone())
     }
 
+    /// Sends the part with `parse_mode: "HTML"`; if Telegram refuses its formatting (400
+    /// "Bad Request: can't parse entities: …"), sends it once more as the plain text a person
+    /// reads, without `parse_mode` ([`PartReceipt::is_plain_text_fallback`] says so).
     fn send(
         &self,
         part: CommittedPart,
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
-        let mut body = json!({
-            "chat_id": self.chat,
-            "text": part.text(),
-            "parse_mode": "HTML",
-        });
-        if let Some(topic) = self.address.topic() {
-            body["message_thread_id"] = Value::from(topic);
+        let request = self.send_message(part.text(), true);
+        async move {
+            let transport = &self.client.transport;
+            let mut refused = match transport.send(&self.budget, part, request, classify).await {
+                Err(error) if send_refused_formatting(&error) => error,
+                other => return other,
+            };
+            let Some(part) = refused.take_part() else {
+                return Err(refused);
+            };
+            let plain = plain_text(part.text());
+            tracing::warn!(target: "mesh_egress::channel", surface = "Telegram", delivery = %part.delivery_id(), part = part.index(), "Telegram could not parse the formatting; sending the part once more as plain text");
+            let request = self.send_message(&plain, false);
+            transport
+                .send(&self.budget, part, request, classify)
+                .await
+                .map(PartReceipt::with_plain_text_fallback)
         }
-        let request = Request {
+    }
+}
+
+impl<R> TelegramChannel<R> {
+    /// A `sendMessage` request for `text`, in HTML parse mode or as plain text.
+    fn send_message(&self, text: &str, html: bool) -> Request {
+        Request {
             url: format!(
                 "{}/bot{}/sendMessage",
                 self.client.base_url,
                 self.client.transport.token.expose()
             ),
             authorization: None,
-            body,
-        };
-        self.client
-            .transport
-            .send(&self.budget, part, request, classify)
+            body: message_body(&self.chat, self.address.topic(), text, html),
+        }
     }
+}
+
+/// A `sendMessage` (or `sendMessageDraft`) body: `text` to `chat` (in forum topic `topic`), with
+/// `parse_mode: "HTML"` when `html`, and none otherwise (plain text: nothing is read as markup).
+pub(super) fn message_body(chat: &Value, topic: Option<i64>, text: &str, html: bool) -> Value {
+    let mut body = json!({ "chat_id": chat, "text": text });
+    if html {
+        body["parse_mode"] = Value::from("HTML");
+    }
+    if let Some(topic) = topic {
+        body["message_thread_id"] = Value::from(topic);
+    }
+    body
+}
+
+/// Whether Telegram refused a message because its parser rejected the formatted text: the Bot
+/// API's 400 "Bad Request: can't parse entities: …" (an unclosed or unsupported tag, a bad
+/// entity; <https://core.telegram.org/bots/api#formatting-options>). Such a reply is not lost
+/// for a quirk of the parser: it goes once more as plain text (the failure that made
+/// microsoft/agent-framework#6956 drop whole replies).
+pub(super) fn refuses_formatting(kind: &ChannelErrorKind) -> bool {
+    matches!(
+        kind,
+        ChannelErrorKind::Refused { status: 400, detail }
+            if detail.to_ascii_lowercase().contains("can't parse entities")
+    )
+}
+
+fn send_refused_formatting(error: &SendError) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<super::ChannelError>())
+        .is_some_and(|channel| refuses_formatting(channel.kind()))
+}
+
+/// The text a person reads in a Telegram HTML message, within Telegram's length limit.
+pub(super) fn plain_text(html: &str) -> String {
+    crate::channel::format::telegram_plain_text(html, crate::channel::TelegramHtml::LIMIT)
 }
 
 /// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
@@ -352,6 +405,68 @@ mod tests {
             outcome,
             Outcome::RateLimited { wait: Some(w), global: false } if w == Duration::from_secs(3)
         ));
+    }
+
+    #[test]
+    fn only_the_parse_entities_refusal_is_a_formatting_refusal() {
+        let refused = |status: u16, description: &str| {
+            let body = json!({"ok": false, "error_code": status, "description": description});
+            match classify(
+                StatusCode::from_u16(status).unwrap(),
+                &HeaderMap::new(),
+                body.to_string().as_bytes(),
+                // A bot token's shape: a one-letter token would scrub every `t` from the description.
+                &Token::new("123456:bot-token"),
+            ) {
+                Outcome::Fail { kind, .. } => refuses_formatting(&kind),
+                _ => false,
+            }
+        };
+        assert!(refused(
+            400,
+            "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 12"
+        ));
+        assert!(refused(
+            400,
+            "Bad Request: can't parse entities: Unsupported start tag \"foo\" at byte offset 0"
+        ));
+        assert!(!refused(400, "Bad Request: chat not found"));
+        assert!(!refused(400, "Bad Request: message is too long"));
+        assert!(!refused(403, "Forbidden: can't parse entities"));
+    }
+
+    #[test]
+    fn the_plain_text_is_what_a_person_reads() {
+        assert_eq!(
+            plain_text(
+                "<b>Deploy</b> &lt;v2&gt; &amp; <i>roll</i> to <a href=\"https://example.com/?a=1&amp;b=2\">prod</a>"
+            ),
+            "Deploy <v2> & roll to prod (https://example.com/?a=1&b=2)"
+        );
+        assert_eq!(
+            plain_text("<pre><code class=\"language-rust\">let x = 1 &lt; 2;</code></pre>"),
+            "let x = 1 < 2;"
+        );
+        assert_eq!(
+            plain_text("<a href=\"https://x.io\">https://x.io</a> &#65;&#x42; &quot;q&quot;"),
+            "https://x.io AB \"q\""
+        );
+        // What is not markup stays as written: a lone `<`, an unknown entity, a control
+        // character as a number.
+        assert_eq!(
+            plain_text("1 < 2 &nbsp; &#0; &#x202E;"),
+            "1 < 2 &nbsp; &#0; &#x202E;"
+        );
+        // Unclosed tags (what made Telegram refuse) are dropped like the others.
+        assert_eq!(plain_text("<b>bold <i>both</b>"), "bold both");
+    }
+
+    #[test]
+    fn a_plain_text_too_long_with_link_targets_keeps_the_labels_only() {
+        let label = "x".repeat(TelegramHtml::LIMIT - 2);
+        let html = format!("<a href=\"https://example.com/long\">{label}</a>");
+        let plain = plain_text(&html);
+        assert_eq!(plain, label);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::answer::Outcome;
@@ -154,11 +154,30 @@ const CLASSIFY_DRAFT: Classify = classify_draft;
 
 impl TelegramDriver {
     fn body(&self, text: &str) -> Value {
-        let mut body = json!({ "chat_id": self.chat, "text": text, "parse_mode": "HTML" });
-        if let Some(topic) = self.topic {
-            body["message_thread_id"] = Value::from(topic);
+        super::telegram::message_body(&self.chat, self.topic, text, true)
+    }
+
+    /// A permanent message's `sendMessage`: in HTML parse mode, or as plain text.
+    fn final_call(&self, text: &str, html: bool) -> StreamCall {
+        StreamCall {
+            method: Method::POST,
+            url: format!("{}/sendMessage", self.api),
+            authorization: None,
+            body: super::telegram::message_body(&self.chat, self.topic, text, html),
+            // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
+            // it is not repeated, and its parts are reported uncertain, never sent again.
+            repeat_safe: false,
         }
-        body
+    }
+
+    /// The driver's error for a final message's `sendMessage` that failed, carrying the next
+    /// `count` parts: when it may have posted, they are noted maybe shown (never sent again).
+    fn final_failed(&mut self, failure: CallFailure, count: usize) -> DriverError {
+        if failure.unknown {
+            self.maybe
+                .note(self.confirmed, self.confirmed + count, false);
+        }
+        failure.into_driver_error(Surface::Telegram)
     }
 
     fn fits(text: &str) -> bool {
@@ -167,26 +186,27 @@ impl TelegramDriver {
 
     async fn send_messages(&mut self, groups: Vec<(usize, String)>) -> Result<(), DriverError> {
         for (count, text) in groups {
-            let call = StreamCall {
-                method: Method::POST,
-                url: format!("{}/sendMessage", self.api),
-                authorization: None,
-                body: self.body(&text),
-                // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
-                // it is not repeated, and its parts are reported uncertain, never sent again.
-                repeat_safe: false,
-            };
-            let id = match self.caller.call(CallKind::Final, &call).await {
-                Ok(id) => id,
-                Err(failure) => {
-                    if failure.unknown {
-                        self.maybe
-                            .note(self.confirmed, self.confirmed + count, false);
+            let call = self.final_call(&text, true);
+            let message = match self.caller.call(CallKind::Final, &call).await {
+                Ok(id) => StreamedMessage::new(id, text),
+                // Telegram's parser refused the formatting (a refusal: nothing was posted):
+                // the same message once more, as the plain text a person reads (never a
+                // dropped reply).
+                Err(failure)
+                    if failure
+                        .kind()
+                        .is_some_and(super::telegram::refuses_formatting) =>
+                {
+                    tracing::warn!(target: "mesh_egress::channel", surface = "Telegram", "Telegram could not parse the formatting; sending the message once more as plain text");
+                    let call = self.final_call(&super::telegram::plain_text(&text), false);
+                    match self.caller.call(CallKind::Final, &call).await {
+                        Ok(id) => StreamedMessage::new(id, text).with_plain_text(),
+                        Err(failure) => return Err(self.final_failed(failure, count)),
                     }
-                    return Err(failure.into_driver_error(Surface::Telegram));
                 }
+                Err(failure) => return Err(self.final_failed(failure, count)),
             };
-            self.messages.push(StreamedMessage::new(id, text));
+            self.messages.push(message);
             self.confirmed += count;
             // The next message gets a draft of its own.
             self.draft = None;

@@ -12,6 +12,7 @@ use crate::outbound::CommittedPart;
 pub struct StreamedMessage {
     id: String,
     text: String,
+    plain_text: bool,
 }
 
 impl StreamedMessage {
@@ -19,7 +20,21 @@ impl StreamedMessage {
         Self {
             id: id.into(),
             text: text.into(),
+            plain_text: false,
         }
+    }
+
+    /// The message went as plain text: the surface refused its formatting.
+    pub(crate) fn with_plain_text(mut self) -> Self {
+        self.plain_text = true;
+        self
+    }
+
+    /// Whether the surface refused the message's formatting (Telegram's "can't parse
+    /// entities") and it went, once more, as the plain text a person reads. Its
+    /// [`text`](Self::text) is still the text the parts carried.
+    pub fn is_plain_text_fallback(&self) -> bool {
+        self.plain_text
     }
 
     /// The surface's id for the message (Slack `ts`, Discord snowflake, Telegram message id).
