@@ -122,9 +122,19 @@ pub mod stream;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod turn;
+#[cfg(all(feature = "web", any(feature = "sqlite", feature = "postgres")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "web", any(feature = "sqlite", feature = "postgres"))))
+)]
+pub mod web;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod worker;
+
+// Every web reply goes through the outbox: the surface has no meaning without a store.
+#[cfg(all(feature = "web", not(any(feature = "sqlite", feature = "postgres"))))]
+compile_error!("the `web` feature needs a store: enable `sqlite` or `postgres` too");
 
 #[doc(hidden)]
 #[path = "private.rs"]

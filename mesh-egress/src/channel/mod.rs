@@ -95,7 +95,7 @@ pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
 #[cfg(feature = "markdown")]
-pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml};
+pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml, WebMarkdown};
 pub use lookup::PartLookup;
 pub use plain::PlainText;
 pub use recorder::{InjectedFailure, Recorder};

@@ -441,6 +441,14 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "part retries",
         include_str!("../../migrations/sqlite/0005_part_retries.sql"),
     ),
+    // 0006 is numbered for work in flight: the migrator applies a missing lower version
+    // whenever it appears (sqlx applies every unapplied version, in order), so the gap is
+    // harmless.
+    (
+        7,
+        "web chats",
+        include_str!("../../migrations/sqlite/0007_web_chats.sql"),
+    ),
 ];
 
 #[cfg(feature = "postgres")]
@@ -469,6 +477,14 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "part retries",
         include_str!("../../migrations/postgres/0005_part_retries.sql"),
+    ),
+    // 0006 is numbered for work in flight: the migrator applies a missing lower version
+    // whenever it appears (sqlx applies every unapplied version, in order), so the gap is
+    // harmless.
+    (
+        7,
+        "web chats",
+        include_str!("../../migrations/postgres/0007_web_chats.sql"),
     ),
 ];
 

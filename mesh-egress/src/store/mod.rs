@@ -302,6 +302,8 @@ mod readdress;
 mod resend;
 mod retention;
 mod stream;
+#[cfg(feature = "web")]
+mod web_chats;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -327,6 +329,10 @@ pub use part_retry::{PartRetry, part_retry_from_env, part_retry_from_lookup};
 pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;
+#[cfg(feature = "web")]
+pub(crate) use web_chats::{ChatAccess, Transcript};
+#[cfg(all(feature = "web", test))]
+pub(crate) use web_chats::{DeliveredRow, TurnRow};
 
 use backend::{Pool, Sql, on_pool};
 

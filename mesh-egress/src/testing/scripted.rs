@@ -343,9 +343,13 @@ impl ScriptedStream {
             self.due = None;
         }
         if let Some(fault) = self.script.fault_at(self.sent) {
-            self.finished = true;
             return match fault.error() {
-                Some(error) => Some(Err(error)),
+                Some(error) => {
+                    self.finished = true;
+                    Some(Err(error))
+                }
+                // Still stalled on the next call: a read cancelled by a racing timer (the
+                // block reader's idle flush) must not turn a stall into a clean end.
                 None => std::future::pending().await,
             };
         }
@@ -537,6 +541,35 @@ impl ModelConnector for ScriptedConnector {
                     "scripted connector has no step left for model {model}"
                 ))),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::ChatMessage;
+
+    /// A stalled stream stays stalled when a read of it is cancelled (the block reader races
+    /// every read against its idle flush): before, the cancelled read had marked the stream
+    /// finished, and the next read ended it cleanly, so a stall looked like a short answer.
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_outlives_a_cancelled_read() {
+        let connector = ScriptedConnector::new().on(
+            "m",
+            [Step::chunks(["one ", "two"])
+                .chunk_delay(Duration::from_millis(10))
+                .stall_after(1)],
+        );
+        let request = ChatRequest::new(vec![ChatMessage::user("hi")]);
+        let mut stream = connector.stream("m", &request).await.expect("opens");
+        let first = stream.next().await.expect("a chunk").expect("no failure");
+        assert_eq!(first.text, "one ");
+        for _ in 0..3 {
+            let read = tokio::time::timeout(Duration::from_millis(500), stream.next()).await;
+            assert!(read.is_err(), "still stalled, not ended: {:?}", read.ok());
         }
     }
 }

@@ -22,12 +22,14 @@ mod table;
 mod telegram;
 mod text;
 mod walker;
+mod web;
 
 pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
 pub use slack::SlackMrkdwn;
 pub use telegram::TelegramHtml;
 pub(crate) use telegram::plain_text as telegram_plain_text;
+pub use web::WebMarkdown;
 // The Discord dialect is CommonMark with mention openers escaped: `stream::SlackMarkdown`
 // writes Slack's `markdown_text` with it.
 pub(crate) use discord::Discord;

@@ -9,6 +9,7 @@ use crate::Markdown;
 use crate::channel::chunk::BUDGET_MARKER;
 use crate::channel::{
     DEFAULT_MAX_PARTS, DiscordMarkdown, PlainText, Render, RenderError, SlackMrkdwn, TelegramHtml,
+    WebMarkdown,
 };
 
 /// What opens one level of nesting, and what closes it (empty: closed by the line's end).
@@ -85,6 +86,7 @@ fn renderers() -> Vec<(&'static str, Box<dyn Render>)> {
         ("slack-small", Box::new(SlackMrkdwn::new().with_limit(300))),
         ("discord", Box::new(DiscordMarkdown::new())),
         ("telegram", Box::new(TelegramHtml::new())),
+        ("web", Box::new(WebMarkdown::new())),
     ]
 }
 

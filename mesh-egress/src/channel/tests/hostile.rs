@@ -5,7 +5,7 @@
 use crate::Markdown;
 use crate::channel::{
     DEFAULT_MAX_PARTS, DiscordMarkdown, PlainText, Render, RenderError, RenderedParts, SlackMrkdwn,
-    TelegramHtml,
+    TelegramHtml, WebMarkdown,
 };
 
 /// Every built-in renderer with its defaults, by name.
@@ -15,6 +15,7 @@ fn renderers() -> Vec<(&'static str, Box<dyn Render>)> {
         ("slack", Box::new(SlackMrkdwn::new())),
         ("discord", Box::new(DiscordMarkdown::new())),
         ("telegram", Box::new(TelegramHtml::new())),
+        ("web", Box::new(WebMarkdown::new())),
     ]
 }
 
@@ -143,6 +144,7 @@ fn past_the_part_budget_a_reply_is_cut_with_a_visible_marker() {
             "slack" => Box::new(SlackMrkdwn::new().with_limit(300)),
             "discord" => Box::new(DiscordMarkdown::new().with_limit(300)),
             "telegram" => Box::new(TelegramHtml::new().with_limit(300)),
+            "web" => Box::new(WebMarkdown::new().with_limit(300)),
             _ => Box::new(PlainText::new().with_limit(300)),
         };
         let rendered = r.render_parts(&body).unwrap();
@@ -186,7 +188,7 @@ fn forbidden_link_targets_are_shown_as_text_on_every_surface() {
             let text = parts.concat();
             match name {
                 "slack" => assert!(!text.contains("|the link>"), "{name}: {text}"),
-                "discord" => assert!(!text.contains("[the link]("), "{name}: {text}"),
+                "discord" | "web" => assert!(!text.contains("[the link]("), "{name}: {text}"),
                 "telegram" => assert!(!text.contains("<a "), "{name}: {text}"),
                 _ => {}
             }
@@ -197,6 +199,7 @@ fn forbidden_link_targets_are_shown_as_text_on_every_surface() {
     assert!(live[1].1[0].contains("<https://docs.example/a|docs>"));
     assert!(live[2].1[0].contains("[docs](<https://docs.example/a>)"));
     assert!(live[3].1[0].contains("<a href=\"mailto:a@b.example\">mail</a>"));
+    assert!(live[4].1[0].contains("[docs](<https://docs.example/a>) [mail](<mailto:a@b.example>)"));
 }
 
 #[test]
@@ -240,7 +243,7 @@ fn a_label_naming_another_address_shows_the_real_target() {
         // The address opened is visible as text, not only inside the link markup.
         let visible = match name {
             "slack" => text.replace("<https://evil.example/login|", ""),
-            "discord" => text.replace("](<https://evil.example/login>)", ""),
+            "discord" | "web" => text.replace("](<https://evil.example/login>)", ""),
             "telegram" => text.replace("<a href=\"https://evil.example/login\">", ""),
             _ => text.clone(),
         };
@@ -270,7 +273,7 @@ fn no_surface_gets_nested_links() {
                 }
             }
             "slack" => assert_eq!(text.matches("<https://").count(), 2, "{text}"),
-            "discord" => assert_eq!(text.matches("](<https://").count(), 2, "{text}"),
+            "discord" | "web" => assert_eq!(text.matches("](<https://").count(), 2, "{text}"),
             _ => {}
         }
         assert!(
