@@ -11,13 +11,21 @@ use proc_macro::TokenStream;
 /// ```ignore
 /// #[egress_boundary(interactive)]            // or (proactive); optional `policy = <expr>`, `crate = <path>`
 /// async fn answer(turn: &Turn, router: &Router) -> Result<AgentMessage, EgressError> { .. }
+///
+/// #[egress_boundary(interactive)]            // a streamed answer
+/// async fn stream(turn: &Turn, model: &Arc<Router>) -> Result<AnswerStream, EgressError> { .. }
 /// ```
 ///
 /// The body is kept as written; what leaves the function changes: callers receive a
-/// `mesh_egress::Reply`. An `Err` is recorded once (the error-tracking event) and replaced by
-/// what the mode's `DegradationPolicy` says the person sees. `policy = <expr>` (a policy, a
-/// reference to one or an `Arc`) is evaluated before the body runs, so `self.policy` works;
-/// without it, one process-wide default policy is shared, so holding lines rotate across calls.
+/// `mesh_egress::Reply` (for `Result<AgentMessage, EgressError>` or `Egress`), or a
+/// `mesh_egress::StreamedReply` (for `Result<AnswerStream, EgressError>`: the stream, which
+/// only the front door delivers, block by block). An `Err` is recorded once (the
+/// error-tracking event) and replaced by what the mode's `DegradationPolicy` says the person
+/// sees; every message that leaves carries the declared mode. `policy = <expr>` (a policy, a
+/// reference to one or an `Arc`) is evaluated before the body runs, so `self.policy` works.
+/// Without it, a handler with a turn resolves with the turn's policy for its mode (a bot's
+/// `Policies`, see `Turn::policy_for`), and one without a turn with one process-wide default
+/// policy, shared so holding lines rotate across calls.
 ///
 /// # The turn
 ///
@@ -45,7 +53,8 @@ use proc_macro::TokenStream;
 ///
 /// # Errors
 ///
-/// The handler must return `Result<AgentMessage, EgressError>` or `Egress` (aliases resolve);
+/// The handler must return `Result<AgentMessage, EgressError>`, `Result<AnswerStream,
+/// EgressError>` or `Egress` (aliases resolve);
 /// anything else is a compile error in every build profile. Mistakes in the arguments, the
 /// parameters and the return type are all reported in one compile; errors in the body point
 /// into the body, with rustc's "return type" note at the declared return type.

@@ -1,142 +1,49 @@
-//! Three handlers behind the egress boundary: one answers, one fails while a person waits, one
-//! fails in a background job. For each, what the person saw beside what the operator's log saw.
-//!
-//! Run: `cargo run -p mesh-egress --example quickstart`
+//! The README's front door: two surfaces (loopback fakes), one streamed handler, a durable promise.
+use mesh_egress::model::Router;
+use mesh_egress::store::Store;
+use mesh_egress::testing::{FakeApi, ScriptedConnector, Step};
+use mesh_egress::{Address, AnswerStream, Attribution, Bot, EgressError, Turn, egress_boundary};
+use std::{sync::Arc, time::Duration};
 
-use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use mesh_egress::channel::{Deliver, Recorder};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Turn, egress_boundary};
-
-/// A handler that answers.
+type Model = Arc<Router<ScriptedConnector>>;
 #[egress_boundary(interactive)]
-async fn build_status(turn: &Turn) -> Result<AgentMessage, EgressError> {
-    Ok(AgentMessage::new(
-        "The nightly build is **green**: 412 tests, 0 failures.",
-        turn.attribution().clone(),
-    ))
+async fn answer(turn: &Turn, model: &Model, question: String) -> Result<AnswerStream, EgressError> {
+    Ok(model.answer_stream(turn, question))
 }
 
-/// A handler whose model call failed while a person was waiting.
-#[egress_boundary(interactive)]
-async fn summarise_incident(turn: &Turn) -> Result<AgentMessage, EgressError> {
-    let provider_said = r#"LLM request failed: 503 {"error":{"message":"upstream overloaded","type":"server_error"}}"#;
-    Err(EgressError::transport(
-        provider_said,
-        turn.attribution().clone(),
-    ))
-}
-
-/// A scheduled digest whose data source is down.
-#[egress_boundary(proactive)]
-async fn morning_digest(turn: &Turn) -> Result<AgentMessage, EgressError> {
-    let cause = io::Error::new(
-        io::ErrorKind::ConnectionRefused,
-        "metrics db: connection refused (os error 111)",
-    );
-    Err(EgressError::transport(cause, turn.attribution().clone()))
-}
-
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Log {
-    fn take(&self) -> Vec<String> {
-        let mut buf = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        buf.clear();
-        text.lines().map(str::to_owned).collect()
-    }
-}
-
-impl io::Write for Log {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(data);
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-fn show(title: &str, user_saw: &[String], operator_saw: &[String]) {
-    println!(
-        "── {title} {}",
-        "─".repeat(70usize.saturating_sub(title.len()))
-    );
-    let user = if user_saw.is_empty() {
-        vec!["(nothing: silence)".to_owned()]
-    } else {
-        user_saw.to_vec()
-    };
-    for line in user {
-        println!("  user saw      │ {line}");
-    }
-    if operator_saw.is_empty() {
-        println!("  operator saw  │ (no events)");
-    }
-    for line in operator_saw {
-        println!("  operator saw  │ {line}");
-    }
-    println!();
-}
-
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let log = Log::default();
-    let writer = log.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .compact()
-        .init();
-
-    let attribution = |conversation: &str| Attribution::new("ops-bot", conversation, "run-7");
-
-    let channel = Recorder::new();
-    let _answered = channel
-        .deliver(build_status(&Turn::new(attribution("dm-alice"))).await)
-        .await?;
-    show("1. a handler that answers", &channel.sent(), &log.take());
-
-    let channel = Recorder::new();
-    let mut receipt = channel
-        .deliver(summarise_incident(&Turn::new(attribution("dm-bob"))).await)
-        .await?;
-    let promise = receipt
-        .take_commitment()
-        .expect("a holding line carries a promise");
-    let mut operator = log.take();
-    operator.push(format!(
-        "commitment {} : follow up with {} in {:?}, up to {} tries",
-        promise.id(),
-        promise.attribution().conversation(),
-        promise.first_delay(),
-        promise.attempts()
-    ));
-    show(
-        "2. an interactive handler whose model call failed",
-        &channel.sent(),
-        &operator,
-    );
-
-    let channel = Recorder::new();
-    let _silent = channel
-        .deliver(morning_digest(&Turn::new(attribution("#standup"))).await)
-        .await?;
-    show(
-        "3. a proactive digest whose data source is down",
-        &channel.sent(),
-        &log.take(),
-    );
-
-    println!(
-        "The cause is in the operator's log exactly once per failure, and never in what a person saw."
-    );
+    let (alice, bob) = (Address::slack("C0ALICE"), Address::discord("2234567890"));
+    let slack = FakeApi::serving(&alice).await?;
+    let discord = FakeApi::serving(&bob).await?;
+    let db = std::env::temp_dir().join(format!("quickstart-{}.db", std::process::id()));
+    let url = format!("sqlite:{}", db.display());
+    let start = async |script: Step| -> Result<_, Box<dyn std::error::Error>> {
+        let connector = ScriptedConnector::new().otherwise(Step::status(503));
+        let connector = connector.on("m", [script]); // then the model is down
+        let model: Model = Arc::new(Router::new(connector, "m", Default::default()));
+        let bot = Bot::new().with_follow_up(Duration::ZERO, 2);
+        let bot = bot.with_clients([slack.client(), discord.client()]);
+        let bot = bot.with_store(Store::open(&url).await?); // the one value, built once
+        let ask = bot.route("answer", move |turn: Turn, question: String| {
+            let model = Arc::clone(&model);
+            async move { answer(&turn, &model, question).await }
+        });
+        Ok((bot, ask))
+    };
+    // Alice is answered as the model streams; Bob asks while it is down, and is held.
+    let (bot, ask) = start(Step::chunks(["The build ", "is **green**."])).await?;
+    for (to, who) in [(alice, "alice"), (bob, "bob")] {
+        let turn = bot.turn(to, Attribution::new("ops-bot", who, "run-1"));
+        let delivery = bot.run(&turn, &ask, format!("{who}: status?")).await?;
+        println!("{who}: {:?}", delivery.outcome()); // alice: Answered, bob: Holding
+    }
+    // The restart: a new process opens the same file; its worker re-runs the route for Bob.
+    let (bot, _) = start(Step::chunks(["Deployed ", "at 09:12."])).await?;
+    let worker = bot.worker("worker-2").ok_or("the bot has no store")?;
+    worker.run_once(&Default::default()).await?;
+    let sent = [slack.texts(), discord.texts()].concat();
+    assert!(!sent.iter().any(|text| text.contains("503"))); // never a cause
+    println!("sent: {sent:#?}");
     Ok(())
 }

@@ -404,6 +404,30 @@ pub enum Address {
 }
 
 impl Address {
+    /// A Slack channel or DM (see [`SlackAddress::new`]; a thread or stream recipient is set
+    /// on the [`SlackAddress`]).
+    ///
+    /// ```
+    /// use mesh_egress::{Address, Surface};
+    /// assert_eq!(Address::slack("C0123456789").surface(), Surface::Slack);
+    /// assert_eq!(Address::discord("223456789012345678").surface(), Surface::Discord);
+    /// assert_eq!(Address::telegram("-1001234567890").surface(), Surface::Telegram);
+    /// ```
+    pub fn slack(channel: impl Into<String>) -> Self {
+        Self::Slack(SlackAddress::new(channel))
+    }
+
+    /// A Discord channel or thread (see [`DiscordAddress::new`]).
+    pub fn discord(channel_id: impl Into<String>) -> Self {
+        Self::Discord(DiscordAddress::new(channel_id))
+    }
+
+    /// A Telegram chat (see [`TelegramAddress::new`]; a forum topic is set on the
+    /// [`TelegramAddress`]).
+    pub fn telegram(chat_id: impl Into<String>) -> Self {
+        Self::Telegram(TelegramAddress::new(chat_id))
+    }
+
     /// The surface the address belongs to.
     pub fn surface(&self) -> Surface {
         match self {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::mode::Mode;
 use crate::ownership::Ownership;
 
 /// Canonical CommonMark text, before any channel has rendered it.
@@ -147,6 +148,10 @@ pub struct AgentMessage {
     // Set by `Turn::message` and the turn-aware boundary: every channel refuses the message once
     // it is lost. `None` for `AgentMessage::new`: the caller checks ownership itself.
     ownership: Option<Ownership>,
+    // Stamped by the boundary (`resolve`, `resolve_in`, `#[egress_boundary]`): the mode the
+    // handler declared, so a failure found later on the way out (the gate blocks the answer,
+    // it cannot be rendered) is decided the way the handler's own failure would have been.
+    mode: Option<Mode>,
 }
 
 impl AgentMessage {
@@ -163,6 +168,7 @@ impl AgentMessage {
             body: body.into(),
             attribution,
             ownership: None,
+            mode: None,
         }
     }
 
@@ -196,6 +202,19 @@ impl AgentMessage {
         self
     }
 
+    /// The mode of the handler this message left, when it left through the boundary
+    /// ([`resolve`](crate::degrade::resolve), `#[egress_boundary]`); `None` for a message built
+    /// by hand (the front door then uses its turn's mode).
+    pub fn mode(&self) -> Option<Mode> {
+        self.mode
+    }
+
+    /// The message stamped with the mode of the handler it left.
+    pub(crate) fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
     /// The ownership this message is tied to, if any.
     pub fn ownership(&self) -> Option<&Ownership> {
         self.ownership.as_ref()
@@ -209,7 +228,7 @@ impl AgentMessage {
 
 impl PartialEq for AgentMessage {
     // Two messages are equal when a person would see the same thing from the same speaker;
-    // the ownership handle is delivery plumbing, not content.
+    // the ownership handle and the mode stamp are delivery plumbing, not content.
     fn eq(&self, other: &Self) -> bool {
         self.body == other.body && self.attribution == other.attribution
     }
@@ -223,6 +242,7 @@ impl fmt::Debug for AgentMessage {
             .field("body", &self.body)
             .field("attribution", &self.attribution)
             .field("owned", &self.ownership.is_some())
+            .field("mode", &self.mode)
             .finish()
     }
 }

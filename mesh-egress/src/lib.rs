@@ -1,5 +1,18 @@
 //! # mesh-egress
 //!
+//! One front door: a [`Bot`] built once, an `#[egress_boundary]` handler that answers whole or
+//! streams, and one path from handler to person that never shows a cause (the README's example,
+//! `examples/quickstart.rs`: two surfaces, a streamed answer, a durable promise kept by a
+//! worker after a restart; it needs the `testing` and `sqlite` features):
+//!
+#![cfg_attr(all(feature = "testing", feature = "sqlite"), doc = "```rust,no_run")]
+#![cfg_attr(
+    not(all(feature = "testing", feature = "sqlite")),
+    doc = "```rust,ignore"
+)]
+#![doc = include_str!("../examples/quickstart.rs")]
+#![doc = "```"]
+//!
 //! A typed egress boundary for LLM agents that talk to people. The compiler guards the types:
 //! an [`EgressError`] or unrendered [`Markdown`] cannot be sent to a user channel. Layer A
 //! absorbs transient model failures with bounded retries and route fallback that cost nothing
@@ -64,7 +77,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod address;
+mod answer;
 pub mod block;
+pub mod bot;
 pub mod boundary;
 pub mod channel;
 #[cfg(feature = "model")]
@@ -77,6 +92,7 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
+mod future;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
 pub mod gate;
@@ -85,6 +101,7 @@ mod id;
 #[cfg_attr(docsrs, doc(cfg(feature = "ingress")))]
 pub mod ingress;
 pub mod ledger;
+mod mode;
 #[cfg(feature = "model")]
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod model;
@@ -129,6 +146,8 @@ pub mod __private;
 pub struct ReadmeDoctests;
 
 pub use address::{Address, Surface};
+pub use answer::{AnswerStream, StreamedReply};
+pub use bot::Bot;
 pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,

@@ -8,26 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::egress::{AgentMessage, Attribution};
-
-/// The shape of the conversation, which decides what a failure looks like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// A person is waiting on a direct reply.
-    Interactive,
-    /// Nobody asked: a digest, a heads-up, a background result.
-    Proactive,
-}
-
-impl Mode {
-    /// `interactive` or `proactive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Interactive => "interactive",
-            Self::Proactive => "proactive",
-        }
-    }
-}
+pub use crate::mode::Mode;
 
 /// What leaves an `#[egress_boundary]` handler, and what [`resolve`](crate::degrade::resolve) returns: always something
 /// safe to deliver.
@@ -60,6 +41,24 @@ impl Reply {
                 Some(message)
             }
             Self::Silence => None,
+        }
+    }
+
+    /// The same reply with `edit` applied to its message (if it has one).
+    pub(crate) fn map_message(self, edit: impl FnOnce(AgentMessage) -> AgentMessage) -> Self {
+        match self {
+            Self::Answer(message) => Self::Answer(edit(message)),
+            Self::Holding {
+                message,
+                commitment,
+            } => Self::Holding {
+                message: edit(message),
+                commitment,
+            },
+            Self::Handoff { message } => Self::Handoff {
+                message: edit(message),
+            },
+            Self::Silence => Self::Silence,
         }
     }
 
@@ -98,6 +97,17 @@ impl Commitment {
             attribution,
             first_delay,
             attempts,
+        }
+    }
+
+    /// The same promise, for the one keeper that keeps it past the turn (the id is kept: it
+    /// is one promise, not a second).
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            id: self.id,
+            attribution: self.attribution.clone(),
+            first_delay: self.first_delay,
+            attempts: self.attempts,
         }
     }
 

@@ -9,6 +9,12 @@ use std::time::Duration;
 #[cfg(feature = "model")]
 use std::time::SystemTime;
 
+/// The longest wait anyone asked us for that is honoured (one day): a provider's or a chat
+/// surface's `Retry-After` of years, or one that would overflow a caller's `Instant +
+/// Duration`, reads as this. Layer A's errors and the chat connectors' send errors both clamp
+/// to it (the Router clamps further, to its max delay).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
 /// Exponential backoff with optional jitter that never waits less than the (clamped) wait a
 /// server asked for.
 ///

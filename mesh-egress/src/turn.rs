@@ -1,19 +1,26 @@
-//! [`Turn`]: the context of one agent turn — attribution, deadline, cancellation, ownership and
-//! the ledger that records what happened.
+//! [`Turn`]: the context of one agent turn — attribution, where the conversation lives, its
+//! mode and Layer C's policies, deadline, cancellation, ownership, the person's message and the
+//! ledger that records what happened.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 
 use crate::address::Address;
-use crate::egress::{AgentMessage, Attribution, Markdown};
+use crate::degrade::{DegradationPolicy, Policies};
+use crate::egress::{AgentMessage, Attribution, EgressError, Markdown};
 use crate::ledger::Ledger;
 use crate::ownership::{Cancellation, Ownership};
+use crate::reply::Mode;
 
-/// The context of one turn: who is speaking, until when, whether it was cancelled, whether this
-/// process still owns the conversation, and the ledger that records what happened.
+/// The context of one turn: who is speaking, where the conversation lives, its mode and Layer C's
+/// policies, until when, whether it was cancelled, whether this process still owns the
+/// conversation, what the person said, and the ledger that records what happened.
 ///
-/// Handlers and the [`Router`](crate::model::Router) take `&Turn`.
+/// Handlers and the [`Router`](crate::model::Router) take `&Turn`. A front door
+/// ([`Bot::turn`](crate::Bot::turn)) makes it with the bot's policies and ledger; the boundary
+/// reads them from here, so nothing is passed again per call.
 ///
 /// ```
 /// use std::time::Duration;
@@ -35,11 +42,27 @@ pub struct Turn {
     cancellation: Cancellation,
     ownership: Ownership,
     ledger: Ledger,
+    mode: Mode,
+    policies: Policies,
+    input: Option<Arc<str>>,
+    follow_up: Option<FollowUpSlot>,
+}
+
+/// Where the boundary leaves a follow-up turn's failure for whoever keeps the promise (see
+/// [`Turn::is_follow_up`]). Shared by the turn's clones.
+#[derive(Clone, Default)]
+struct FollowUpSlot(Arc<Mutex<Option<EgressError>>>);
+
+impl fmt::Debug for FollowUpSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FollowUpSlot")
+    }
 }
 
 impl Turn {
     /// A turn with no deadline, a fresh cancellation token, held ownership, a fresh in-memory
-    /// ledger, and the plain address ([`Address::Plain`]).
+    /// ledger, the plain address ([`Address::Plain`]), the interactive mode and the default
+    /// [`Policies`].
     pub fn new(attribution: Attribution) -> Self {
         Self {
             attribution,
@@ -48,7 +71,44 @@ impl Turn {
             cancellation: Cancellation::new(),
             ownership: Ownership::held(),
             ledger: Ledger::in_memory(),
+            mode: Mode::Interactive,
+            policies: Policies::default(),
+            input: None,
+            follow_up: None,
         }
+    }
+
+    /// The mode a reply of this turn is decided by when nothing says otherwise (a message
+    /// built by hand; an `#[egress_boundary]` handler's declared mode always wins).
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Layer C's policy per mode for this turn (a front door gives its own).
+    pub fn with_policies(mut self, policies: Policies) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// What the person said, for the quality gate (an answer that quotes it is not a leak).
+    ///
+    /// ```
+    /// use mesh_egress::{Attribution, Turn};
+    /// let turn = Turn::new(Attribution::new("helper", "conv-1", "run-1")).with_input("Is it green?");
+    /// assert_eq!(turn.input(), Some("Is it green?"));
+    /// ```
+    pub fn with_input(mut self, input: impl Into<String>) -> Self {
+        self.input = Some(Arc::from(input.into()));
+        self
+    }
+
+    /// Marks the turn as a promise's follow-up: the boundary then records a failure and leaves
+    /// it here ([`take_follow_up_failure`](Self::take_follow_up_failure)) instead of making a
+    /// second promise, and whoever keeps the first decides (retry on its plan, or hand off).
+    pub(crate) fn into_follow_up(mut self) -> Self {
+        self.follow_up = Some(FollowUpSlot::default());
+        self
     }
 
     /// Where the conversation lives: the chat its replies go to. Code that learns it from an
@@ -111,6 +171,51 @@ impl Turn {
     /// [`with_address`](Self::with_address) set one).
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// The turn's mode (see [`with_mode`](Self::with_mode)).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Layer C's policies for this turn.
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    /// The policy of `mode` for this turn.
+    pub fn policy_for(&self, mode: Mode) -> &DegradationPolicy {
+        self.policies.for_mode(mode)
+    }
+
+    /// What the person said, if the turn was told ([`with_input`](Self::with_input)).
+    pub fn input(&self) -> Option<&str> {
+        self.input.as_deref()
+    }
+
+    /// Whether this turn keeps a promise made earlier (a worker's or the in-memory keeper's
+    /// re-run of the promised handler): its failure is the promise keeper's to decide, never a
+    /// second holding line.
+    pub fn is_follow_up(&self) -> bool {
+        self.follow_up.is_some()
+    }
+
+    /// On a follow-up turn, leaves `error` for the promise keeper; gives it back on any other.
+    pub(crate) fn stash_follow_up_failure(&self, error: EgressError) -> Result<(), EgressError> {
+        match &self.follow_up {
+            Some(slot) => {
+                *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                Ok(())
+            }
+            None => Err(error),
+        }
+    }
+
+    /// The failure the boundary left on this follow-up turn, if any.
+    pub(crate) fn take_follow_up_failure(&self) -> Option<EgressError> {
+        self.follow_up
+            .as_ref()
+            .and_then(|slot| slot.0.lock().unwrap_or_else(PoisonError::into_inner).take())
     }
 
     /// A message from this turn: the turn's attribution, tied to the turn's ownership, so every

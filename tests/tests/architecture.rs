@@ -15,16 +15,18 @@ use syn::visit::Visit;
 /// Keep in step with ARCHITECTURE.md.
 const ALLOWED: &[(&str, &[&str])] = &[
     // Leaf values: they import nothing of ours but other leaf values.
-    ("egress", &["ownership"]),
+    ("egress", &["ownership", "mode"]),
     ("ownership", &[]),
     ("address", &[]),
     ("engagement", &[]),
-    ("reply", &["egress", "id"]),
+    ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
     ("retry", &[]),
     ("setting", &[]),
     ("id", &[]),
     ("failpoint", &[]),
+    ("mode", &[]),
+    ("future", &[]),
     // Where Markdown holds code; an agent's silence tokens.
     ("code_region", &[]),
     ("silence", &[]),
@@ -37,7 +39,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "ledger",
         &["egress", "reply", "render", "address", "engagement"],
     ),
-    ("turn", &["egress", "ownership", "ledger", "address"]),
+    (
+        "turn",
+        &[
+            "egress",
+            "ownership",
+            "ledger",
+            "address",
+            "reply",
+            "degrade",
+        ],
+    ),
+    // A streamed answer as a handler returns it, and what the boundary makes of it.
+    ("answer", &["egress", "future", "reply", "turn"]),
     // Layer B: the typestate, then the channels.
     (
         "outbound",
@@ -55,6 +69,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "retry",
             "setting",
             "block",
+            "future",
         ],
     ),
     // Layer A, Layer C and the gate never see the channels.
@@ -68,6 +83,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "setting",
             "ownership",
             "code_region",
+            "answer",
         ],
     ),
     (
@@ -116,6 +132,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "boundary",
         &[
+            "answer",
             "address",
             "channel",
             "degrade",
@@ -155,6 +172,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "failpoint",
         ],
     ),
+    // The front door: one value over every layer (the glue, the store, the worker).
+    (
+        "bot",
+        &[
+            "address", "answer", "boundary", "channel", "degrade", "egress", "future", "gate",
+            "ledger", "outbound", "reply", "retry", "store", "turn", "worker",
+        ],
+    ),
     // The web chat surface: a front door on the boundary, the store and the worker, with its
     // own surface client; nothing of ours imports it.
     (
@@ -167,7 +192,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // What the macro's expansion reaches.
     (
         "__private",
-        &["boundary", "degrade", "egress", "reply", "turn"],
+        &["answer", "boundary", "degrade", "egress", "reply", "turn"],
     ),
     // Test support may use anything; nothing but the crate root uses it.
     (

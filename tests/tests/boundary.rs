@@ -379,3 +379,21 @@ async fn a_reply_from_a_turn_handler_is_refused_once_ownership_is_lost() {
     assert!(channel.sent().is_empty());
     assert_eq!(channel.attempts(), 0);
 }
+
+#[tokio::test]
+async fn a_handler_with_a_turn_and_no_policy_resolves_with_the_turns_policy_for_its_mode() {
+    use mesh_egress::degrade::{Mode, Policies};
+    let own = DegradationPolicy::default()
+        .with_holding_lines(["The bot's own holding line."])
+        .with_handoff("the desk", "The desk has it.");
+    let turn =
+        turn("conv-policies").with_policies(Policies::default().with(Mode::Interactive, own));
+    let reply = interactive(&turn, Some(marker("policies"))).await;
+    assert_eq!(holding_line(reply), "The bot's own holding line.");
+    // Stamped with the handler's mode, for the front door's later steps.
+    let answered = interactive(&turn, None).await;
+    assert_eq!(
+        answered.message().expect("an answer").mode(),
+        Some(Mode::Interactive)
+    );
+}

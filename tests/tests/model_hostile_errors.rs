@@ -4,7 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use mesh_egress::model::{MAX_RETRY_AFTER, ModelError, classify};
+use mesh_egress::model::{ModelError, classify};
+use mesh_egress::retry::MAX_RETRY_AFTER;
 use mesh_egress::retry::{parse_duration_text, parse_wait_in_text};
 use proptest::prelude::*;
 

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use mesh_egress::boundary::{KeepFuture, PromiseKeeper, StreamEnd, StreamPlan, stream};
+use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::DeliveryError;
-use mesh_egress::degrade::{Commitment, DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
 use mesh_egress::model::{
@@ -438,7 +438,8 @@ struct NotingKeeper {
 }
 
 impl PromiseKeeper for NotingKeeper {
-    fn keep<'a>(&'a self, _commitment: &'a Commitment, delivered: &'a str) -> KeepFuture<'a> {
+    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+        let delivered = promise.delivered();
         Box::pin(async move {
             let sent = self.channel.texts().len();
             self.seen.lock().unwrap().push((sent, delivered.to_owned()));

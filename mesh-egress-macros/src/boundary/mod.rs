@@ -59,8 +59,9 @@ fn not_a_function(item: TokenStream) -> TokenStream {
 }
 
 /// The handler as written, with what leaves it changed: the body runs unchanged (its own spans,
-/// so its errors point into it), then its output goes through `resolve_in` (with the `&Turn`)
-/// or `resolve` (without one).
+/// so its errors point into it), then its output goes through the boundary: `resolve_in` (with
+/// the `&Turn`) or `resolve` (without one), into a `Reply` (a whole answer) or a
+/// `StreamedReply` (a stream).
 fn rewrite(
     func: &ItemFn,
     mut sig: Signature,
@@ -77,27 +78,48 @@ fn rewrite(
     let vis = &func.vis;
     let block = &func.block;
     let runtime = args.runtime();
-    sig.output = syn::parse_quote_spanned! {ret_span=> -> #runtime::Reply };
+    let reply_type = signature::reply_type(declared);
+    sig.output = match reply_type {
+        signature::ReplyType::Reply => syn::parse_quote_spanned! {ret_span=> -> #runtime::Reply },
+        signature::ReplyType::Streamed => {
+            syn::parse_quote_spanned! {ret_span=> -> #runtime::StreamedReply }
+        }
+        // An alias: what its callers receive is whatever the sealed trait says it resolves to.
+        signature::ReplyType::Projected => syn::parse_quote_spanned! {ret_span=>
+            -> <#declared as #runtime::__private::HandlerOutput>::Reply
+        },
+    };
 
     let policy_var = Ident::new("__mesh_egress_policy", Span::mixed_site());
     let output_var = Ident::new("__mesh_egress_output", Span::mixed_site());
 
-    // An explicit policy is evaluated (and cheaply cloned) before the body; the default one is
-    // a `&'static` borrow.
-    let (policy, policy_ref) = match &args.policy {
-        Some(expr) => (
-            quote_spanned! {expr.span()=> #runtime::__private::policy(&(#expr)) },
-            quote! { &#policy_var },
-        ),
-        None => (
-            quote! { #runtime::__private::default_policy() },
-            quote! { #policy_var },
-        ),
-    };
     let mode = match args.mode {
         Mode::Interactive => quote! { #runtime::__private::Mode::Interactive },
         Mode::Proactive => quote! { #runtime::__private::Mode::Proactive },
     };
+    // An explicit policy is evaluated (and cheaply cloned) before the body. Without one, a
+    // handler with a turn resolves with the turn's policy for its mode (a front door's
+    // policies); one without a turn with the process-wide default, a `&'static` borrow.
+    let (policy, policy_ref) = match (&args.policy, turn) {
+        (Some(expr), _) => (
+            Some(quote_spanned! {expr.span()=> #runtime::__private::policy(&(#expr)) }),
+            quote! { &#policy_var },
+        ),
+        (None, Some(TurnParam { expr, .. })) => (
+            None,
+            quote! { #runtime::__private::Turn::policy_for(#expr, #mode) },
+        ),
+        (None, None) => (
+            Some(quote! { #runtime::__private::default_policy(#mode) }),
+            quote! { #policy_var },
+        ),
+    };
+    let policy = policy.map(|policy| {
+        quote! {
+            // Evaluated before the body runs, so `self.policy` is read while `self` is intact.
+            let #policy_var = #policy;
+        }
+    });
 
     let run_body = if sig.asyncness.is_some() {
         // The "fake return edge" (as tracing-attributes and tokio-macros do) fixes the async
@@ -138,26 +160,39 @@ fn rewrite(
 
     // The sealed `HandlerOutput` check, spanned at the declared type so aliases resolve and the
     // error points at the signature.
-    let convert = quote_spanned! {ret_span=>
-        #runtime::__private::into_result::<#declared>(#output_var)
+    // One function per shape, each with a fixed return type, so a declared type that is not a
+    // handler output is one error at its span (an alias takes the generic one).
+    let (plain, in_turn) = match reply_type {
+        signature::ReplyType::Reply => ("resolve_answer", "resolve_answer_in"),
+        signature::ReplyType::Streamed => ("resolve_stream", "resolve_stream_in"),
+        signature::ReplyType::Projected => ("resolve", "resolve_in"),
     };
     let (rebind, resolve) = match turn {
-        Some(TurnParam { expr, rebind }) => (
-            rebind.clone(),
-            quote! { #runtime::__private::resolve_in(#expr, #mode, #policy_ref, #convert) },
-        ),
-        None => (
-            None,
-            quote! { #runtime::__private::resolve(#mode, #policy_ref, #convert) },
-        ),
+        Some(TurnParam { expr, rebind }) => {
+            let function = Ident::new(in_turn, ret_span);
+            (
+                rebind.clone(),
+                quote_spanned! {ret_span=>
+                    #runtime::__private::#function::<#declared>(#output_var, #expr, #mode, #policy_ref)
+                },
+            )
+        }
+        None => {
+            let function = Ident::new(plain, ret_span);
+            (
+                None,
+                quote_spanned! {ret_span=>
+                    #runtime::__private::#function::<#declared>(#output_var, #mode, #policy_ref)
+                },
+            )
+        }
     };
 
     quote! {
         #(#attrs)*
         #vis #sig {
             #rebind
-            // Evaluated before the body runs, so `self.policy` is read while `self` is intact.
-            let #policy_var = #policy;
+            #policy
             #[allow(clippy::redundant_closure_call)]
             let #output_var = #run_body;
             #resolve

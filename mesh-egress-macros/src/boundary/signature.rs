@@ -5,11 +5,49 @@ use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
 use syn::{FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature, Type};
 
+/// What the handler's callers receive, read from how the return type is spelled.
+pub(super) enum ReplyType {
+    /// `Result<AgentMessage, _>` or `Egress`: a `Reply`.
+    Reply,
+    /// `Result<AnswerStream, _>`: a `StreamedReply`.
+    Streamed,
+    /// Anything else (an alias): the sealed trait's associated type, so aliases still resolve.
+    Projected,
+}
+
+/// Reads the reply type from the declared return type's spelling (the sealed trait checks the
+/// type itself); an alias gets the trait's projection.
+pub(super) fn reply_type(declared: &Type) -> ReplyType {
+    let Type::Path(p) = strip(declared) else {
+        return ReplyType::Projected;
+    };
+    let Some(last) = p.path.segments.last() else {
+        return ReplyType::Projected;
+    };
+    if last.ident == "Egress" && last.arguments.is_none() {
+        return ReplyType::Reply;
+    }
+    if last.ident != "Result" {
+        return ReplyType::Projected;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return ReplyType::Projected;
+    };
+    let Some(GenericArgument::Type(Type::Path(ok))) = args.args.first() else {
+        return ReplyType::Projected;
+    };
+    match ok.path.segments.last() {
+        Some(ok) if ok.ident == "AgentMessage" => ReplyType::Reply,
+        Some(ok) if ok.ident == "AnswerStream" => ReplyType::Streamed,
+        _ => ReplyType::Projected,
+    }
+}
+
 /// The spellings a newcomer reaches for get a message of their own; everything else is checked
 /// by the `HandlerOutput` trait at the declared type, so aliases resolve.
 pub(super) fn check_return_type(func: &ItemFn) -> syn::Result<()> {
     const SHAPE: &str = "an `#[egress_boundary]` handler returns `Result<AgentMessage, EgressError>` \
-(or `Egress`)";
+(or `Result<AnswerStream, EgressError>` for a streamed answer, or `Egress`)";
     let ty = match &func.sig.output {
         ReturnType::Default => {
             return Err(syn::Error::new(

@@ -18,16 +18,50 @@ fn a_turn_parameter_anywhere_selects_resolve_in() {
     let out = expanded(
         quote!(interactive),
         quote!(
-            async fn a(&self, x: u8, ctx: &'a mesh_egress::Turn) -> R {
+            async fn a(&self, x: u8, ctx: &'a mesh_egress::Turn) -> Result<AgentMessage, E> {
                 todo()
             }
         ),
     );
     assert!(
-        out.contains("::mesh_egress::__private::resolve_in(ctx,"),
+        out.contains("::mesh_egress::__private::resolve_answer_in::<Result<AgentMessage,E>>(__mesh_egress_output,ctx,"),
+        "{out}"
+    );
+    // No `policy = …`: the turn's policy for the handler's mode.
+    assert!(
+        out.contains("::mesh_egress::__private::Turn::policy_for(ctx,::mesh_egress::__private::Mode::Interactive)"),
         "{out}"
     );
     assert_eq!(errors(&out), 0, "{out}");
+}
+
+#[test]
+fn the_callers_receive_a_reply_a_streamed_reply_or_what_an_alias_resolves_to() {
+    for (ret, expected) in [
+        (
+            quote!(Result<AgentMessage, EgressError>),
+            "->::mesh_egress::Reply",
+        ),
+        (quote!(mesh_egress::Egress), "->::mesh_egress::Reply"),
+        (
+            quote!(Result<mesh_egress::AnswerStream, EgressError>),
+            "->::mesh_egress::StreamedReply",
+        ),
+        (
+            quote!(Answer),
+            "-><Answeras::mesh_egress::__private::HandlerOutput>::Reply",
+        ),
+    ] {
+        let out = expanded(
+            quote!(interactive),
+            quote!(
+                async fn a(turn: &Turn) -> #ret {
+                    todo()
+                }
+            ),
+        );
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
 }
 
 #[test]
@@ -55,7 +89,11 @@ fn a_handler_without_a_shared_turn_reference_uses_plain_resolve() {
         ),
     ] {
         let out = expanded(quote!(proactive), item);
-        assert!(out.contains("::mesh_egress::__private::resolve("), "{out}");
+        assert!(
+            out.contains("::mesh_egress::__private::resolve::<R>(__mesh_egress_output,"),
+            "{out}"
+        );
+        assert!(out.contains("__private::default_policy("), "{out}");
         assert!(!out.contains("resolve_in"), "{out}");
     }
 }
@@ -72,7 +110,10 @@ fn an_unnamed_turn_is_reached_through_a_hidden_name_and_rebound() {
     );
     assert!(out.contains("fna(turn:&Turn)"), "{out}");
     assert!(out.contains("let_:&Turn=turn;"), "{out}");
-    assert!(out.contains("resolve_in(turn,"), "{out}");
+    assert!(
+        out.contains("resolve_in::<R>(__mesh_egress_output,turn,"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -87,7 +128,10 @@ fn two_turns_are_one_error_and_the_first_is_used() {
     );
     assert_eq!(errors(&out), 1, "{out}");
     assert!(out.contains("bothtakea`&Turn`"), "{out}");
-    assert!(out.contains("resolve_in(first,"), "{out}");
+    assert!(
+        out.contains("resolve_in::<R>(__mesh_egress_output,first,"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -96,14 +140,17 @@ fn crate_path_replaces_every_absolute_runtime_path() {
         let out = expanded(
             quote!(interactive, policy = p, crate = #krate),
             quote!(
-                async fn a(turn: &Turn) -> R {
+                async fn a(turn: &Turn) -> Result<AgentMessage, EgressError> {
                     todo()
                 }
             ),
         );
         assert!(!out.contains("mesh_egress::"), "{out}");
         assert!(out.contains("->rt::runtime::Reply"), "{out}");
-        assert!(out.contains("rt::runtime::__private::resolve_in("), "{out}");
+        assert!(
+            out.contains("rt::runtime::__private::resolve_answer_in::<"),
+            "{out}"
+        );
         assert!(out.contains("rt::runtime::__private::policy("), "{out}");
         assert_eq!(errors(&out), 0, "{out}");
     }

@@ -10,7 +10,7 @@ use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::DeliveryId;
 use crate::outbound::Outbound;
 use crate::outbound::state::Rendered;
-use crate::reply::Reply;
+use crate::reply::{Commitment, Reply};
 use crate::turn::Turn;
 
 use super::resolve_in;
@@ -54,48 +54,101 @@ pub async fn deliver<C: Channel + ?Sized>(
     channel: &C,
     reply: Reply,
 ) -> Result<Receipt, DeliveryError> {
-    let (message, commitment, is_answer) = match reply {
-        Reply::Silence => return Ok(Receipt::silent()),
-        Reply::Answer(message) => (message, None, true),
-        Reply::Handoff { message } => (message, None, false),
-        Reply::Holding {
-            message,
+    match prepare(turn, mode, policy, channel, reply)? {
+        Ready::Silence => Ok(Receipt::silent()),
+        Ready::Send {
+            rendered,
             commitment,
-        } => (message, Some(commitment), false),
-    };
-    let attribution = message.attribution().clone();
-    if !is_answer {
-        // Layer C's own lines are short plain sentences; if even they cannot be rendered the
-        // channel is misconfigured, and that is the caller's typed error.
-        let rendered = Outbound::new(message).render(channel.renderer())?;
-        let delivered = deliver_rendered(channel, rendered, commitment).await;
-        record_delivered(turn.ledger(), &attribution, channel, &delivered);
-        return delivered;
-    }
-    match Outbound::new(message).render(channel.renderer()) {
-        Ok(rendered) => {
-            if let Some(cut) = rendered.cut() {
-                turn.ledger().record(
-                    &attribution,
-                    LedgerRecord::Render(RenderRecord::Shortened { cut }),
-                );
-            }
+            ..
+        } => {
+            let attribution = rendered.attribution().clone();
             let delivered = deliver_rendered(channel, rendered, commitment).await;
             record_delivered(turn.ledger(), &attribution, channel, &delivered);
             delivered
         }
-        Err(error) => {
-            turn.ledger().record(
-                &attribution,
-                LedgerRecord::Render(RenderRecord::Failed {
-                    error: error.clone(),
-                }),
-            );
-            let failure = unrenderable(error, attribution);
-            let fallback = resolve_in(turn, mode, policy, Err(failure));
-            Box::pin(deliver(turn, mode, policy, channel, fallback)).await
-        }
     }
+}
+
+/// What a reply is once it is ready for its channel.
+pub(crate) enum Ready {
+    /// Nothing goes out.
+    Silence,
+    /// `rendered` goes out (with `commitment`, for a holding line).
+    Send {
+        rendered: Outbound<Rendered>,
+        commitment: Option<Commitment>,
+        shown: Shown,
+    },
+}
+
+/// What a ready reply shows the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// The answer.
+    Answer,
+    /// Layer C's holding line (with its promise).
+    Holding,
+    /// Layer C's handoff line.
+    Handoff,
+}
+
+/// Renders `reply` for `channel` before anything is committed: an answer that cannot be shown
+/// there is recorded and goes to Layer C once (with `mode` and `policy`), whose line is
+/// rendered in turn; a Layer C line that cannot be rendered is the caller's typed error (the
+/// channel is misconfigured). A shortened answer's cut is recorded on the turn's ledger.
+pub(crate) fn prepare<C: Channel + ?Sized>(
+    turn: &Turn,
+    mode: Mode,
+    policy: &DegradationPolicy,
+    channel: &C,
+    reply: Reply,
+) -> Result<Ready, RenderError> {
+    let reply = match reply {
+        Reply::Answer(message) => {
+            let attribution = message.attribution().clone();
+            match Outbound::new(message).render(channel.renderer()) {
+                Ok(rendered) => {
+                    if let Some(cut) = rendered.cut() {
+                        turn.ledger().record(
+                            &attribution,
+                            LedgerRecord::Render(RenderRecord::Shortened { cut }),
+                        );
+                    }
+                    return Ok(Ready::Send {
+                        rendered,
+                        commitment: None,
+                        shown: Shown::Answer,
+                    });
+                }
+                Err(error) => {
+                    turn.ledger().record(
+                        &attribution,
+                        LedgerRecord::Render(RenderRecord::Failed {
+                            error: error.clone(),
+                        }),
+                    );
+                    resolve_in(turn, mode, policy, Err(unrenderable(error, attribution)))
+                }
+            }
+        }
+        other => other,
+    };
+    // Layer C's own lines are short plain sentences.
+    let (message, commitment, shown) = match reply {
+        Reply::Silence => return Ok(Ready::Silence),
+        // Layer C never answers for the agent; a hand-built reply that does is rendered as is.
+        Reply::Answer(message) => (message, None, Shown::Answer),
+        Reply::Handoff { message } => (message, None, Shown::Handoff),
+        Reply::Holding {
+            message,
+            commitment,
+        } => (message, Some(commitment), Shown::Holding),
+    };
+    Ok(Ready::Send {
+        rendered: Outbound::new(message).render(channel.renderer())?,
+        commitment,
+        shown,
+    })
 }
 
 /// Puts the parts of a delivery that went as plain text (the surface refused their

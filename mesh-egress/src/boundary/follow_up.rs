@@ -215,28 +215,38 @@ impl FollowUpRunner {
     }
 
     fn record(&self, commitment: &Commitment, state: CommitmentState, follow_ups: u32) {
-        let attr = commitment.attribution();
-        tracing::info!(
-            target: "mesh_egress::degrade",
-            agent = attr.agent(),
-            conversation = attr.conversation(),
-            run = attr.run(),
-            commitment = %commitment.id(),
-            state = state.as_str(),
-            follow_ups,
-            "commitment updated"
+        record_commitment(self.ledger.as_ref(), commitment, state, follow_ups);
+    }
+}
+
+/// A kept promise's new state: one event and, given a ledger, one row.
+pub(crate) fn record_commitment(
+    ledger: Option<&Ledger>,
+    commitment: &Commitment,
+    state: CommitmentState,
+    follow_ups: u32,
+) {
+    let attr = commitment.attribution();
+    tracing::info!(
+        target: "mesh_egress::degrade",
+        agent = attr.agent(),
+        conversation = attr.conversation(),
+        run = attr.run(),
+        commitment = %commitment.id(),
+        state = state.as_str(),
+        follow_ups,
+        "commitment updated"
+    );
+    if let Some(ledger) = ledger {
+        ledger.record(
+            attr,
+            LedgerRecord::Commitment(CommitmentRecord::new(
+                commitment.id(),
+                state,
+                follow_ups,
+                commitment.attempts(),
+            )),
         );
-        if let Some(ledger) = &self.ledger {
-            ledger.record(
-                attr,
-                LedgerRecord::Commitment(CommitmentRecord::new(
-                    commitment.id(),
-                    state,
-                    follow_ups,
-                    commitment.attempts(),
-                )),
-            );
-        }
     }
 }
 

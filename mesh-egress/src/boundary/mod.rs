@@ -25,21 +25,21 @@ mod stream_rest;
 mod stream_silence;
 
 pub use deliver::deliver;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
+pub(crate) use deliver::{Ready, Shown, prepare};
+pub(crate) use follow_up::record_commitment;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
-pub use promise::{KeepFuture, PromiseKeeper};
+pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream::{
-    DEFAULT_IDLE_FLUSH, StreamEnd, StreamError, StreamPlan, StreamReceipt, stream, stream_live,
-};
+pub use stream::{DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamReceipt, stream, stream_live};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream_rest::{RestOwed, Unjoinable, rest_after};
 
+use crate::answer::{AnswerStream, StreamedReply};
 use crate::degrade::{DegradationPolicy, Mode, choose};
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{BoundaryErrorRecord, Ledger, LedgerRecord, SilenceRecord};
@@ -75,13 +75,14 @@ pub fn resolve(
     policy: &DegradationPolicy,
     result: Result<AgentMessage, EgressError>,
 ) -> Reply {
-    match result {
+    let reply = match result {
         Ok(message) => answer(policy, message, policy.ledger()),
         Err(error) => {
             track(&error, policy.ledger());
             choose(mode, policy, &error, policy.ledger())
         }
-    }
+    };
+    reply.map_message(|message| message.with_mode(mode))
 }
 
 /// An answer as the agent meant it, under `policy`'s silence tokens: [`Reply::Silence`] when it
@@ -135,6 +136,11 @@ pub(crate) fn unsilenced(
 /// The policy only supplies configuration and its shared holding-line rotation: consecutive
 /// holding lines in one conversation differ, whichever turn carries them.
 ///
+/// On a follow-up turn (a promise's keeper re-running the promised handler,
+/// [`Turn::is_follow_up`]) a failure is recorded the same way but makes no second promise: it is
+/// left on the turn for the keeper, which retries on the promise's plan or hands off, and the
+/// reply is [`Reply::Silence`].
+///
 /// ```
 /// use mesh_egress::{Attribution, EgressError, Turn};
 /// use mesh_egress::degrade::{resolve_in, DegradationPolicy, Mode, Reply};
@@ -156,31 +162,46 @@ pub fn resolve_in(
         Ok(message) => answer(policy, message, Some(turn.ledger())),
         Err(error) => {
             track(&error, Some(turn.ledger()));
-            choose(mode, policy, &error, Some(turn.ledger()))
+            match turn.stash_follow_up_failure(error) {
+                Ok(()) => Reply::Silence,
+                Err(error) => choose(mode, policy, &error, Some(turn.ledger())),
+            }
         }
     };
-    owned_by(turn, reply)
+    reply.map_message(|message| owned_by(turn, message).with_mode(mode))
 }
 
-/// Ties every message of `reply` that carries no ownership yet to the turn's.
-fn owned_by(turn: &Turn, reply: Reply) -> Reply {
-    let own = |message: AgentMessage| match message.ownership() {
+/// The boundary for a handler that streams, without a turn: its stream and `mode`, or Layer C's
+/// reply for a failure before the first word (see [`resolve`]).
+pub(crate) fn resolve_stream(
+    mode: Mode,
+    policy: &DegradationPolicy,
+    result: Result<AnswerStream, EgressError>,
+) -> StreamedReply {
+    match result {
+        Ok(stream) => StreamedReply::stream(stream, mode),
+        Err(error) => StreamedReply::resolved(resolve(mode, policy, Err(error))),
+    }
+}
+
+/// The turn-aware boundary for a handler that streams (see [`resolve_in`]).
+pub(crate) fn resolve_stream_in(
+    turn: &Turn,
+    mode: Mode,
+    policy: &DegradationPolicy,
+    result: Result<AnswerStream, EgressError>,
+) -> StreamedReply {
+    match result {
+        Ok(stream) => StreamedReply::stream(stream, mode),
+        Err(error) => StreamedReply::resolved(resolve_in(turn, mode, policy, Err(error))),
+    }
+}
+
+/// `message`, tied to the turn's ownership unless it carries one already.
+pub(crate) fn owned_by(turn: &Turn, message: AgentMessage) -> AgentMessage {
+    match message.ownership() {
         Some(_) => message,
         None => message.with_ownership(turn.ownership().clone()),
-    };
-    match reply {
-        Reply::Answer(message) => Reply::Answer(own(message)),
-        Reply::Holding {
-            message,
-            commitment,
-        } => Reply::Holding {
-            message: own(message),
-            commitment,
-        },
-        Reply::Handoff { message } => Reply::Handoff {
-            message: own(message),
-        },
-        Reply::Silence => Reply::Silence,
     }
 }
 
@@ -315,6 +336,41 @@ mod tests {
                 SilenceRecord::Removed { count: 1 }
             ]
         );
+    }
+
+    #[test]
+    fn a_follow_up_turn_leaves_its_failure_for_the_keeper_and_makes_no_second_promise() {
+        let turn = Turn::new(Attribution::new("a", "conv-f", "r")).into_follow_up();
+        let policy = DegradationPolicy::default();
+        let reply = resolve_in(&turn, Mode::Interactive, &policy, failure(&turn));
+        assert!(matches!(reply, Reply::Silence), "{reply:?}");
+        assert!(turn.ledger().commitments().is_empty(), "no second promise");
+        let rows = turn.ledger().entries();
+        assert!(
+            rows.iter()
+                .any(|r| matches!(r.record(), LedgerRecord::BoundaryError(_))),
+            "the failure is recorded once, as at the boundary"
+        );
+        let left = turn.take_follow_up_failure().expect("left for the keeper");
+        assert!(left.retryable());
+        assert!(turn.take_follow_up_failure().is_none());
+        // A turn that is not a follow-up degrades as always.
+        let plain = Turn::new(Attribution::new("a", "conv-f", "r2"));
+        assert!(matches!(
+            resolve_in(&plain, Mode::Interactive, &policy, failure(&plain)),
+            Reply::Holding { .. }
+        ));
+    }
+
+    #[test]
+    fn the_boundary_stamps_the_mode_on_every_message_it_lets_out() {
+        let turn = Turn::new(Attribution::new("a", "conv-m", "r"));
+        let policy = DegradationPolicy::default();
+        let held = resolve_in(&turn, Mode::Interactive, &policy, failure(&turn));
+        assert_eq!(held.message().unwrap().mode(), Some(Mode::Interactive));
+        let answer = resolve(Mode::Proactive, &policy, Ok(turn.message("hi")));
+        assert_eq!(answer.message().unwrap().mode(), Some(Mode::Proactive));
+        assert_eq!(turn.message("by hand").mode(), None);
     }
 
     #[test]

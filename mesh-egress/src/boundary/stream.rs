@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::deliver::{deliver, unrenderable};
-use super::promise::PromiseKeeper;
+use super::promise::{Promise, PromiseKeeper, Rerun};
 use super::resolve_in;
 use super::stream_rest::RestOwed;
 use super::stream_silence::Unsilenced;
@@ -84,6 +84,8 @@ pub struct StreamPlan<'a> {
     idle_flush: Option<Duration>,
     observer: Option<Observer>,
     keeper: Option<Keeper>,
+    /// The route a kept promise re-runs (the front door's).
+    rerun: Option<Rerun>,
 }
 
 /// A [`StreamPlan`]'s keeper of a holding line's promise.
@@ -118,6 +120,7 @@ impl<'a> StreamPlan<'a> {
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
             observer: None,
             keeper: None,
+            rerun: None,
         }
     }
 
@@ -154,6 +157,12 @@ impl<'a> StreamPlan<'a> {
     /// ([`StreamReceipt::take_rest`]) once the line went.
     pub fn with_promise_keeper(mut self, keeper: Arc<dyn PromiseKeeper>) -> Self {
         self.keeper = Some(Keeper(keeper));
+        self
+    }
+
+    /// The route a kept promise names, so its keeper can re-run the same handler.
+    pub(crate) fn with_rerun(mut self, rerun: Option<Rerun>) -> Self {
+        self.rerun = rerun;
         self
     }
 
@@ -232,6 +241,13 @@ impl StreamReceipt {
         self.rest.take()
     }
 
+    /// Every message's receipt: the blocks sent as messages, then Layer C's line.
+    pub(crate) fn into_receipts(self) -> Vec<Receipt> {
+        let mut receipts = self.blocks;
+        receipts.extend(self.layer_c);
+        receipts
+    }
+
     /// For [`stream_live`]: what the surface's stream confirmed (each message's text and id,
     /// the calls it made). `None` for [`stream`].
     pub fn surface(&self) -> Option<&SurfaceReceipt> {
@@ -239,14 +255,12 @@ impl StreamReceipt {
     }
 }
 
-/// Why a streamed answer could not be shown, as the internal cause of its [`EgressError`].
+/// The internal cause of the [`EgressError`] of a stream that ended without a single visible
+/// block (empty, or only reasoning). Crate-private: the only stream error a caller names is the
+/// surface's, [`channel::stream::StreamError`](crate::channel::stream::StreamError).
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StreamError {
-    /// The stream ended without a single visible block (empty, or only reasoning).
-    #[error("the streamed answer had nothing to show")]
-    NothingToShow,
-}
+#[error("the streamed answer had nothing to show")]
+struct NothingToShow;
 
 /// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
 /// passes the gate's block check to `channel` as a message of its own, then hands any failure
@@ -381,7 +395,7 @@ where
             }
             None if out.delivered.is_empty() => {
                 break Exit::Failed(EgressError::semantic(
-                    StreamError::NothingToShow,
+                    NothingToShow,
                     turn.attribution().clone(),
                 ));
             }
@@ -495,8 +509,11 @@ where
     }
     if let (Reply::Holding { commitment, .. }, Some(Keeper(keeper))) = (&reply, &plan.keeper) {
         // Kept before the line goes: a crash after it leaves a promise a worker keeps.
+        let address = channel.address();
+        let promise = Promise::new(commitment, &address, plan.mode, &out.delivered)
+            .with_rerun(plan.rerun.as_ref());
         keeper
-            .keep(commitment, &out.delivered)
+            .keep(promise)
             .await
             .map_err(|error| DeliveryError::Commit(CommitError::Store(error)))?;
     }

@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use super::follow_up::{FollowUpOutcome, FollowUpRunner};
+use crate::answer::AnswerStream;
 use crate::channel::{Channel, DeliveryError};
 use crate::egress::{AgentMessage, EgressError};
 use crate::model::{JoinMode, Joined, Joiner, RoutedStream};
@@ -21,6 +22,21 @@ impl TextSource for RoutedStream<'_> {
 
     fn mark_delivered(&mut self, text: &str) {
         RoutedStream::mark_delivered(self, text);
+    }
+}
+
+/// An [`AnswerStream`] is cancel-safe too: a chunk list and a Tokio channel lose nothing to a
+/// dropped read, and a driven stream keeps its pull outstanding (and its driver where it was)
+/// until the next read takes the item.
+impl TextSource for AnswerStream {
+    type Error = EgressError;
+
+    fn next(&mut self) -> impl Future<Output = Option<Result<String, EgressError>>> + Send {
+        AnswerStream::next(self)
+    }
+
+    fn mark_delivered(&mut self, text: &str) {
+        AnswerStream::mark_delivered(self, text);
     }
 }
 

@@ -2,18 +2,17 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use std::time::SystemTime;
 
+use super::stream::{ReplyStream, SendEach, StreamMode, StreamOpenError, StreamingChannel};
 use super::{Channel, PartLookup, PartReceipt, Render, RenderError, RenderedParts, SendError};
 use crate::address::Address;
-use crate::egress::Markdown;
+use crate::egress::{Attribution, Markdown};
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
-/// A boxed future, as [`DynChannel`] returns them.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 mod sealed {
     /// Seals [`DynChannel`](super::DynChannel): only the blanket impl for channels exists.
@@ -92,6 +91,11 @@ impl<C: Channel + ?Sized> DynChannel for C {
 /// Any [`Channel`] behind one type: a `Channel` itself, so delivering to it takes the usual
 /// sealed [`Deliver`](super::Deliver) path and only committed parts reach the surface.
 ///
+/// Every boxed channel can stream (it is a [`StreamingChannel`]): one boxed with
+/// [`streaming`](Self::streaming) streams the way its surface does (a Slack stream, Telegram
+/// drafts, Discord edits); any other sends each streamed block as a message of its own
+/// ([`StreamMode::Blocks`]).
+///
 /// Clones share the channel.
 ///
 /// ```
@@ -112,12 +116,43 @@ impl<C: Channel + ?Sized> DynChannel for C {
 #[derive(Clone)]
 pub struct BoxedChannel {
     renderer: BoxedRenderer,
+    /// The channel's own streaming, when it was boxed as a streaming channel.
+    streaming: Option<Arc<dyn DynStreaming>>,
+}
+
+/// The dyn-compatible face of a [`StreamingChannel`] (crate-private: only a [`BoxedChannel`]
+/// holds one).
+trait DynStreaming: Send + Sync {
+    fn stream_mode_dyn(&self) -> StreamMode;
+    fn open_stream_dyn(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError>;
+}
+
+impl<C: StreamingChannel> DynStreaming for C {
+    fn stream_mode_dyn(&self) -> StreamMode {
+        self.stream_mode()
+    }
+
+    fn open_stream_dyn(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        self.open_stream(attribution)
+    }
 }
 
 impl BoxedChannel {
-    /// Boxes `channel`.
+    /// Boxes `channel`; a reply streamed to it goes block by block, each a message of its own.
     pub fn new(channel: impl Channel + 'static) -> Self {
         Self::from(Arc::new(channel) as Arc<dyn DynChannel>)
+    }
+
+    /// Boxes a channel that streams the way its surface does, and keeps that: a reply streamed
+    /// to the box streams as it would to `channel`.
+    pub fn streaming(channel: impl StreamingChannel + 'static) -> Self {
+        let channel = Arc::new(channel);
+        Self {
+            renderer: BoxedRenderer {
+                channel: Arc::clone(&channel) as Arc<dyn DynChannel>,
+            },
+            streaming: Some(channel),
+        }
     }
 
     /// The shared channel inside.
@@ -130,6 +165,25 @@ impl From<Arc<dyn DynChannel>> for BoxedChannel {
     fn from(channel: Arc<dyn DynChannel>) -> Self {
         Self {
             renderer: BoxedRenderer { channel },
+            streaming: None,
+        }
+    }
+}
+
+/// Streams as the boxed channel does ([`BoxedChannel::streaming`]), or block by block.
+impl StreamingChannel for BoxedChannel {
+    fn stream_mode(&self) -> StreamMode {
+        self.streaming
+            .as_ref()
+            .map_or(StreamMode::Blocks, |s| s.stream_mode_dyn())
+    }
+
+    fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
+        match &self.streaming {
+            Some(streaming) => streaming.open_stream_dyn(attribution),
+            None => {
+                ReplyStream::spawn(SendEach::new(self.clone()), StreamMode::Blocks, attribution)
+            }
         }
     }
 }
@@ -236,6 +290,29 @@ mod tests {
             crate::channel::DeliveryError::Commit(CommitError::OwnershipLost)
         ));
         assert!(inner.sent().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_boxed_channel_streams_as_its_surface_does_or_block_by_block() {
+        let plain = BoxedChannel::new(Recorder::new());
+        assert_eq!(plain.stream_mode(), StreamMode::Blocks);
+        let recorder = Recorder::new();
+        let boxed = BoxedChannel::streaming(recorder.clone());
+        assert_eq!(boxed.stream_mode(), recorder.stream_mode());
+        let attribution = Attribution::new("a", "c", "r");
+        for channel in [&plain, &boxed] {
+            let mut stream = channel.open_stream(&attribution).unwrap();
+            let committed = crate::outbound::Outbound::new(msg("one block"))
+                .render(channel.renderer())
+                .unwrap()
+                .commit(&Ownership::held())
+                .await
+                .unwrap();
+            committed.into_parts().for_each(|part| stream.append(part));
+            let receipt = stream.finish().await.unwrap();
+            assert_eq!(receipt.confirmed_text(), "one block");
+        }
+        assert_eq!(recorder.sent(), ["one block"]);
     }
 
     #[tokio::test]

@@ -51,7 +51,8 @@ use sealed::Delivery;
     label = "only an `AgentMessage`, a `Reply`, a checked `Block` or an `Undelivered` remainder can be delivered",
     note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
     note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`",
-    note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver"
+    note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver",
+    note = "a `StreamedReply` is delivered block by block by the front door, each block checked first: `bot.send(&turn, reply)`"
 )]
 pub trait Deliverable: sealed::SealedDeliverable + Send + 'static {}
 
@@ -565,6 +566,10 @@ pub enum DeliveryError {
         /// The parts not sent.
         undelivered: Box<Undelivered>,
     },
+    /// No client serves the conversation's address (a front door's turn addressed to a
+    /// surface it has no client for); nothing was rendered or sent.
+    #[error(transparent)]
+    Unserved(#[from] super::UnservedAddress),
     /// The durable outbox could not record the delivery (its database failed mid-reply): the
     /// rest was not sent here; what the outbox holds is sent by a worker once the store
     /// answers again.

@@ -26,8 +26,10 @@
 //! ));
 //! ```
 
+mod policies;
 mod policy;
 
+pub use policies::Policies;
 pub use policy::{DegradationPolicy, FollowUp};
 // The boundary glue lives in `crate::boundary`; these re-exports keep the paths DESIGN.md names.
 pub use crate::boundary::{FollowUpOutcome, FollowUpRunner, resolve, resolve_in};

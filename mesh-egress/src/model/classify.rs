@@ -87,7 +87,7 @@ pub struct Classification {
     pub retryable: bool,
     /// Why it failed.
     pub reason: FailureReason,
-    /// The wait the provider asked for, at most [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)
+    /// The wait the provider asked for, at most [`MAX_RETRY_AFTER`](crate::retry::MAX_RETRY_AFTER)
     /// (the Router clamps it further, to its max delay).
     pub retry_after: Option<Duration>,
 }
@@ -122,7 +122,7 @@ pub struct Classification {
 /// A provider's `x-should-retry` header, when present, overrides the retry verdict for HTTP
 /// failures, except for a request too large or a context overflow: the same request can never
 /// fit, whatever the header says. The provider's wait is passed through as the error holds it (at most
-/// [`MAX_RETRY_AFTER`](super::MAX_RETRY_AFTER)); the Router clamps it to its max delay.
+/// [`MAX_RETRY_AFTER`](crate::retry::MAX_RETRY_AFTER)); the Router clamps it to its max delay.
 ///
 /// ```
 /// use mesh_egress::model::{classify, FailureReason, ModelError};
@@ -322,6 +322,6 @@ mod tests {
         let c = classify(&err(429).with_retry_after(Duration::from_secs(3600)));
         assert_eq!(c.retry_after, Some(Duration::from_secs(3600)));
         let c = classify(&err(429).with_retry_after(Duration::MAX));
-        assert_eq!(c.retry_after, Some(crate::model::MAX_RETRY_AFTER));
+        assert_eq!(c.retry_after, Some(crate::retry::MAX_RETRY_AFTER));
     }
 }

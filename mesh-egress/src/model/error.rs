@@ -5,10 +5,7 @@ use std::time::Duration;
 
 use crate::egress::Cause;
 
-/// The longest provider wait a [`ModelError`] hands on (one day): a `Retry-After` of years, or
-/// one that would overflow a caller's `Instant + Duration`, reads as this. The Router clamps
-/// further, to its max delay.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+use crate::retry::MAX_RETRY_AFTER;
 
 /// What kind of failure a [`ModelError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+mod answer_stream;
 mod backoff;
 mod classify;
 mod config;
@@ -62,7 +63,7 @@ pub use config::{
     ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
     ENV_STREAM_IDLE_TIMEOUT_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
 };
-pub use error::{MAX_RETRY_AFTER, ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -74,7 +75,7 @@ pub use route::{FallbackReason, RecoveryError, Route};
 pub use router::Router;
 pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
 pub use stream::{
-    ChunkFuture, ChunkSource, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
+    ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
 };
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]

@@ -14,17 +14,19 @@ use std::pin::Pin;
 use super::error::ModelError;
 use super::wire::{Completion, ToolCall};
 
-/// A boxed, `Send` future, as a [`ChunkSource`] returns it.
+/// A boxed, `Send` future, as a [`ChunkTransport`] returns it.
 pub type ChunkFuture<'a> =
     Pin<Box<dyn Future<Output = Option<Result<StreamChunk, ModelError>>> + Send + 'a>>;
 
-/// What a [`ModelStream`] reads from: anything that yields chunks one at a time.
+/// What a [`ModelStream`] reads from: a connector's transport, yielding a streamed
+/// completion's chunks one at a time (named apart from [`stream::ChunkSource`](crate::stream::ChunkSource),
+/// the text deltas a block reader cuts).
 ///
 /// Implement it for a connector's own transport; [`ModelStream::new`] boxes it. Dropping the
 /// source must cancel the underlying request. `next_chunk` should be cancel-safe (dropping its
 /// future loses no chunk and restarts no delay, as a socket read is): the Router races it
 /// against its bounds and a streaming boundary races it against an idle flush.
-pub trait ChunkSource: Send {
+pub trait ChunkTransport: Send {
     /// The next chunk, a failure (after which the stream is over), or `None` at a clean end.
     fn next_chunk(&mut self) -> ChunkFuture<'_>;
 }
@@ -115,7 +117,7 @@ impl ToolCallAssembler {
     }
 }
 
-/// One streamed model call: a boxed, `Send` [`ChunkSource`].
+/// One streamed model call: a boxed, `Send` [`ChunkTransport`].
 ///
 /// ```
 /// use mesh_egress::model::{ModelStream, StreamChunk};
@@ -132,12 +134,12 @@ impl ToolCallAssembler {
 /// # }
 /// ```
 pub struct ModelStream {
-    source: Box<dyn ChunkSource>,
+    source: Box<dyn ChunkTransport>,
 }
 
 impl ModelStream {
     /// A stream reading from `source`.
-    pub fn new(source: impl ChunkSource + 'static) -> Self {
+    pub fn new(source: impl ChunkTransport + 'static) -> Self {
         Self {
             source: Box::new(source),
         }
@@ -184,7 +186,7 @@ impl fmt::Debug for ModelStream {
 /// Chunks known up front.
 struct Ready(VecDeque<Result<StreamChunk, ModelError>>);
 
-impl ChunkSource for Ready {
+impl ChunkTransport for Ready {
     fn next_chunk(&mut self) -> ChunkFuture<'_> {
         let next = self.0.pop_front();
         if matches!(next, Some(Err(_))) {

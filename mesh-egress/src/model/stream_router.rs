@@ -90,7 +90,7 @@ impl<'a> RoutedStream<'a> {
     /// Cancel-safe: dropping the future before it completes loses no text and changes no
     /// bound (an attempt being opened, a chunk being read and a backoff wait all resume where
     /// they were on the next call), so it can be raced against a timer, as the block reader's
-    /// idle flush does. This holds for every connector whose [`ChunkSource`](super::ChunkSource)
+    /// idle flush does. This holds for every connector whose [`ChunkTransport`](super::ChunkTransport)
     /// is cancel-safe, as the built-in ones are.
     pub async fn next(&mut self) -> Option<Result<String, EgressError>> {
         let item = match &mut self.source {

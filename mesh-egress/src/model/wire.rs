@@ -192,6 +192,20 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
 }
 
+/// A request that is one user message, nothing else: `router.answer_stream(&turn, "Is it green?")`.
+impl From<&str> for ChatRequest {
+    fn from(question: &str) -> Self {
+        Self::new(vec![ChatMessage::user(question.to_owned())])
+    }
+}
+
+/// A request that is one user message, nothing else.
+impl From<String> for ChatRequest {
+    fn from(question: String) -> Self {
+        Self::new(vec![ChatMessage::user(question)])
+    }
+}
+
 impl ChatRequest {
     /// A request with `messages` and nothing else.
     pub fn new(messages: Vec<ChatMessage>) -> Self {

@@ -10,6 +10,7 @@
 
 mod chat_api;
 mod chat_stream;
+mod fake_client;
 mod fake_provider;
 mod loopback;
 mod scripted;

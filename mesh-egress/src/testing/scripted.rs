@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::model::{
-    ChatRequest, ChunkFuture, ChunkSource, Completion, ModelConnector, ModelError, ModelStream,
+    ChatRequest, ChunkFuture, ChunkTransport, Completion, ModelConnector, ModelError, ModelStream,
     StreamChunk,
 };
 
@@ -325,7 +325,7 @@ struct ScriptedStream {
     sent: usize,
     finished: bool,
     /// When the next event is due: kept across calls, so a read cancelled by a racing timer
-    /// does not restart the event's delay (cancel safety, as `ChunkSource` asks).
+    /// does not restart the event's delay (cancel safety, as `ChunkTransport` asks).
     due: Option<tokio::time::Instant>,
 }
 
@@ -365,7 +365,7 @@ impl ScriptedStream {
     }
 }
 
-impl ChunkSource for ScriptedStream {
+impl ChunkTransport for ScriptedStream {
     fn next_chunk(&mut self) -> ChunkFuture<'_> {
         Box::pin(self.next())
     }

@@ -20,9 +20,9 @@ use super::deadline::Expired;
 use super::live::LiveReply;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
-use crate::boundary::{KeepFuture, PromiseKeeper, StreamEnd, StreamPlan, StreamReceipt};
+use crate::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamReceipt};
 use crate::channel::DeliveryError;
-use crate::degrade::{Commitment, Mode};
+use crate::degrade::Mode;
 use crate::egress::{AgentMessage, Attribution, EgressError};
 use crate::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store};
 use crate::stream::TextSource;
@@ -221,7 +221,8 @@ struct WebKeeper {
 }
 
 impl PromiseKeeper for WebKeeper {
-    fn keep<'a>(&'a self, commitment: &'a Commitment, delivered: &'a str) -> KeepFuture<'a> {
+    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+        let (commitment, delivered) = (promise.commitment(), promise.delivered());
         Box::pin(async move {
             let mut task = self.task.clone();
             if let Some(input) = task.input.as_object_mut() {

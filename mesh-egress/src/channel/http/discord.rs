@@ -127,7 +127,7 @@ impl<R: Render + Clone + 'static> SurfaceClient for DiscordClient<R> {
 
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
         match address {
-            Address::Discord(discord) => Ok(BoxedChannel::new(self.channel(discord.clone()))),
+            Address::Discord(discord) => Ok(BoxedChannel::streaming(self.channel(discord.clone()))),
             other => Err(UnservedAddress::new(Surface::Discord, other.clone())),
         }
     }

@@ -103,7 +103,7 @@ use std::time::Duration;
 pub use budgets::DEFAULT_BUDGET_CAPACITY;
 pub use discord::{DiscordChannel, DiscordClient};
 pub use mentions::AllowedMentions;
-pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, SendPolicy};
+pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, SendPolicy};
 pub use slack::{SlackChannel, SlackClient};
 pub use telegram::{TelegramChannel, TelegramClient};
 

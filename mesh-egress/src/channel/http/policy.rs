@@ -19,7 +19,7 @@ use crate::retry::Backoff;
 /// budget; once the budget or the tries are spent, the part comes back in a
 /// [`SendError`](crate::channel::SendError) (with the surface's requested wait in
 /// [`retry_after`](crate::channel::SendError::retry_after) when there was one). A requested wait
-/// is clamped to [`MAX_RETRY_AFTER`] (24 hours), whatever number the surface sent.
+/// is clamped to [`MAX_RETRY_AFTER`](crate::retry::MAX_RETRY_AFTER) (24 hours), whatever number the surface sent.
 ///
 /// A try that may have been applied (no answer to a request that left, a 5xx, Slack's
 /// `internal_error`, a 2xx that cannot be read) is repeated only where a repeat cannot post
@@ -66,9 +66,9 @@ pub struct SendPolicy {
 }
 
 /// The most a connector waits for a surface's requested wait, and reports in
-/// [`SendError::retry_after`](crate::channel::SendError::retry_after): a surface may send any
-/// number, and a day is plenty.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+/// [`SendError::retry_after`](crate::channel::SendError::retry_after): the one bound on asked
+/// waits, shared with Layer A.
+pub(crate) use crate::retry::MAX_RETRY_AFTER;
 
 /// The default cap on one answer's body: 64 KiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024;

@@ -135,7 +135,7 @@ impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
 
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
         match address {
-            Address::Slack(slack) => Ok(BoxedChannel::new(self.channel(slack.clone()))),
+            Address::Slack(slack) => Ok(BoxedChannel::streaming(self.channel(slack.clone()))),
             other => Err(UnservedAddress::new(Surface::Slack, other.clone())),
         }
     }

@@ -116,7 +116,9 @@ impl<R: Render + Clone + 'static> SurfaceClient for TelegramClient<R> {
 
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
         match address {
-            Address::Telegram(telegram) => Ok(BoxedChannel::new(self.channel(telegram.clone()))),
+            Address::Telegram(telegram) => {
+                Ok(BoxedChannel::streaming(self.channel(telegram.clone())))
+            }
             other => Err(UnservedAddress::new(Surface::Telegram, other.clone())),
         }
     }

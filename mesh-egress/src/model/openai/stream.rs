@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{Capped, OpenAiCompatible, read_capped, status_error, transport_error};
 use crate::model::error::ModelError;
 use crate::model::sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
-use crate::model::stream::{ChunkFuture, ChunkSource, ModelStream, StreamChunk};
+use crate::model::stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk};
 use crate::model::wire::{ChatRequest, WireResponse};
 
 /// The body of a streamed chat-completions request.
@@ -136,7 +136,7 @@ impl SseBody {
     }
 }
 
-impl ChunkSource for SseBody {
+impl ChunkTransport for SseBody {
     fn next_chunk(&mut self) -> ChunkFuture<'_> {
         Box::pin(self.next())
     }

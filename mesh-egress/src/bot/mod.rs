@@ -1,0 +1,640 @@
+//! [`Bot`]: the front door. One value, built once, holds what every turn needs — Layer C's
+//! policy per mode, the optional quality gate (feature `gate`) and store (features
+//! `sqlite`/`postgres`), one [`SurfaceClient`] per surface, the routes registered for
+//! follow-ups and the promise keeper — so nothing is passed again per call.
+//!
+//! One path from handler to person, for a whole answer and a streamed one alike:
+//!
+//! resolve (the `#[egress_boundary]` handler) → gate → render first (an answer that cannot be
+//! shown goes to Layer C) → keep the promise of a holding line (before the line goes) → commit
+//! (through the store's outbox when the bot has a store) → send or stream (every channel
+//! streams; where the surface has no native stream, each block is a message of its own).
+//!
+//! - [`Bot::turn`]: a [`Turn`] with the bot's policies (and the store's ledger, with a store).
+//! - [`Bot::send`]: delivers a [`Reply`] or a [`StreamedReply`] to the turn's address.
+//! - [`Bot::route`] / [`Bot::run`]: a handler registered under a name with typed input, so a
+//!   promise it makes is kept by re-running **the same handler** ([`Route`]).
+//! - [`Bot::worker`]: the durable promise keeper built from the same value.
+//!
+//! ```
+//! use mesh_egress::channel::Recorder;
+//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, Bot, EgressError, Turn};
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn, healthy: bool) -> Result<AgentMessage, EgressError> {
+//!     if !healthy {
+//!         return Err(EgressError::transport("LLM request failed: 503", turn.attribution().clone()));
+//!     }
+//!     Ok(turn.message("The build is **green**."))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let recorder = Recorder::new();
+//! let bot = Bot::new().with_client(recorder.clone());
+//! let turn = bot.turn(mesh_egress::Address::Plain, Attribution::new("ci-bot", "conv-1", "run-1"));
+//! bot.send(&turn, answer(&turn, true).await).await?;
+//! let held = bot.send(&turn, answer(&turn, false).await).await?;
+//! assert!(held.promise().is_some(), "no route: the promise comes back to the caller");
+//! assert_eq!(recorder.sent()[0], "The build is green.");
+//! assert!(!recorder.sent()[1].contains("503")); // a holding line, never the cause
+//! # Ok(()) }
+//! ```
+
+mod keeper;
+mod route;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+pub use route::Route;
+
+use crate::address::{Address, Surface};
+use crate::answer::{AnswerStream, Streamed, StreamedReply};
+use crate::boundary::{
+    Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, record_delivered, resolve_in,
+};
+use crate::channel::stream::StreamingChannel;
+use crate::channel::{DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered};
+use crate::degrade::{DegradationPolicy, Policies};
+use crate::egress::{AgentMessage, Attribution};
+use crate::future::BoxFuture;
+use crate::outbound::CommitError;
+use crate::reply::{Commitment, Mode, Reply};
+use crate::turn::{StopReason, Turn};
+
+/// The front door (see the [module docs](self)): built once with `Bot::new()` and `with_*`,
+/// cheap to clone (clones share everything, routes included).
+#[derive(Clone)]
+pub struct Bot {
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    policies: Policies,
+    clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
+    routes: Arc<RwLock<HashMap<String, Arc<dyn route::Erased>>>>,
+    keeper: Option<Arc<dyn PromiseKeeper>>,
+    #[cfg(feature = "gate")]
+    gate: crate::gate::QualityGate,
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    store: Option<crate::store::Store>,
+}
+
+impl Default for Bot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Bot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bot")
+            .field("surfaces", &self.shared.clients.keys().collect::<Vec<_>>())
+            .field("routes", &self.route_names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bot {
+    /// A bot with the default [`Policies`], no client, the gate off, no store and the in-memory
+    /// promise keeper.
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                policies: Policies::default(),
+                clients: BTreeMap::new(),
+                routes: Arc::default(),
+                keeper: None,
+                #[cfg(feature = "gate")]
+                gate: crate::gate::QualityGate::off(),
+                #[cfg(any(feature = "sqlite", feature = "postgres"))]
+                store: None,
+            }),
+        }
+    }
+
+    fn edit(mut self, edit: impl FnOnce(&mut Shared)) -> Self {
+        edit(Arc::make_mut(&mut self.shared));
+        self
+    }
+
+    /// Layer C's policy per mode, for every turn of this bot.
+    pub fn with_policies(self, policies: Policies) -> Self {
+        self.edit(|shared| shared.policies = policies)
+    }
+
+    /// `policy` for both modes (see [`with_policies`](Self::with_policies)).
+    pub fn with_policy(self, policy: DegradationPolicy) -> Self {
+        self.with_policies(Policies::uniform(policy))
+    }
+
+    /// The follow-up a holding line promises, in both modes: the first try `first_delay` after
+    /// the line, at most `attempts` tries (see [`DegradationPolicy::with_follow_up`]).
+    pub fn with_follow_up(self, first_delay: std::time::Duration, attempts: u32) -> Self {
+        let policies = self.shared.policies.clone();
+        self.with_policies(policies.map(|policy| policy.with_follow_up(first_delay, attempts)))
+    }
+
+    /// Serves `client`'s surface: a turn addressed there is delivered through it. One client
+    /// per surface; a second for the same surface replaces the first.
+    pub fn with_client(self, client: impl SurfaceClient + 'static) -> Self {
+        self.edit(|shared| {
+            shared.clients.insert(client.surface(), Arc::new(client));
+        })
+    }
+
+    /// Serves each of `clients`' surfaces (see [`with_client`](Self::with_client)).
+    pub fn with_clients(self, clients: impl IntoIterator<Item = Arc<dyn SurfaceClient>>) -> Self {
+        clients
+            .into_iter()
+            .fold(self, |bot, client| bot.with_client(client))
+    }
+
+    /// Keeps holding lines' promises with `keeper` instead of the default (the in-memory keeper
+    /// without a store, the store's with one).
+    pub fn with_promise_keeper(self, keeper: Arc<dyn PromiseKeeper>) -> Self {
+        self.edit(|shared| shared.keeper = Some(keeper))
+    }
+
+    /// Checks every answer (and every streamed block) with `gate` before it is rendered.
+    #[cfg(feature = "gate")]
+    pub fn with_gate(self, gate: crate::gate::QualityGate) -> Self {
+        self.edit(|shared| shared.gate = gate)
+    }
+
+    /// Commits every delivery through `store`'s outbox, and keeps promises durably: stored
+    /// before their holding line goes, kept by a [`worker`](Self::worker) (after a restart too).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub fn with_store(self, store: crate::store::Store) -> Self {
+        self.edit(|shared| shared.store = Some(store))
+    }
+
+    /// Layer C's policies.
+    pub fn policies(&self) -> &Policies {
+        &self.shared.policies
+    }
+
+    /// The surfaces the bot has a client for, in a fixed order.
+    pub fn surfaces(&self) -> impl Iterator<Item = Surface> + '_ {
+        self.shared.clients.keys().copied()
+    }
+
+    /// The worker that keeps this bot's durable promises, built from the same value: the
+    /// store, the clients, the policies and a handler for every route registered so far (it
+    /// re-runs the same route with the stored input, on a follow-up turn). `None` without a
+    /// store. Register routes before building it; `holder` names the worker process (unique
+    /// per process, see [`Worker::new`](crate::worker::Worker::new)).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub fn worker(&self, holder: impl Into<String>) -> Option<crate::worker::Worker> {
+        let store = self.shared.store.clone()?;
+        let mut worker = crate::worker::Worker::new(store, holder)
+            .with_policy(self.shared.policies.for_mode(Mode::Interactive).clone());
+        for client in self.shared.clients.values() {
+            worker = worker.with_client(Arc::clone(client));
+        }
+        for name in self.route_names() {
+            let bot = self.clone();
+            worker = worker.register(name, move |task: crate::store::FollowUpTask, turn: Turn| {
+                let bot = bot.clone();
+                async move { bot.kept_by_worker(task, turn).await }
+            });
+        }
+        Some(worker)
+    }
+
+    /// A worker's follow-up of a route's promise: the route re-run on a follow-up turn, gated;
+    /// its failure (left on the turn) for the worker to retry or hand off.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    async fn kept_by_worker(
+        &self,
+        task: crate::store::FollowUpTask,
+        turn: Turn,
+    ) -> Result<AgentMessage, crate::egress::EgressError> {
+        use crate::egress::EgressError;
+        let mode = task.mode;
+        let stored: keeper::StoredRun = serde_json::from_value(task.input).map_err(|error| {
+            EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
+        })?;
+        let turn = turn
+            .with_policies(self.shared.policies.clone())
+            .with_mode(mode)
+            .into_follow_up();
+        let rerun = Rerun::new(task.handler, stored.input);
+        let reply = self
+            .follow_up_reply(&turn, mode, &rerun, &stored.delivered)
+            .await;
+        let policy = turn.policy_for(mode);
+        match self.gate(&turn, mode, policy, reply).await {
+            Reply::Answer(message) => Ok(message),
+            other => match turn.take_follow_up_failure() {
+                Some(failure) => Err(failure),
+                // The agent chose silence with one of its tokens: the worker's boundary reads
+                // the same token and keeps the promise with nothing sent.
+                None => match policy.silence_tokens().tokens().first() {
+                    Some(token) => Ok(turn.message(token.as_str())),
+                    None => Err(EgressError::semantic(
+                        UnexpectedFollowUp(other.kind()),
+                        turn.attribution().clone(),
+                    )
+                    .with_retryable(false)),
+                },
+            },
+        }
+    }
+
+    fn route_names(&self) -> Vec<String> {
+        let routes = self
+            .shared
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut names: Vec<String> = routes.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// A turn of the conversation at `address`, spoken as `attribution`, with the bot's
+    /// policies; the rest as [`Turn::new`] (add a deadline, the person's message for the gate,
+    /// ... with `Turn`'s own `with_*`).
+    pub fn turn(&self, address: impl Into<Address>, attribution: Attribution) -> Turn {
+        Turn::new(attribution)
+            .with_address(address)
+            .with_policies(self.shared.policies.clone())
+    }
+
+    /// Delivers what a handler gave (a [`Reply`], or the [`StreamedReply`] of one that
+    /// streams) to the turn's address, through the client of its surface, on the one path of
+    /// the [module docs](self). A promise the reply makes comes back in the [`Delivery`] (no
+    /// route started the turn, so there is no handler to re-run: see [`run`](Self::run)).
+    pub fn send<'a>(
+        &'a self,
+        turn: &'a Turn,
+        reply: impl Sendable,
+    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
+        // Converted before the future is made (and the future's type names no `Sendable`), so
+        // a misuse is one error, at the argument.
+        let reply = sealed::Sealed::into_outgoing(reply);
+        Box::pin(self.send_rerun(turn, reply, None))
+    }
+
+    /// [`send`](Self::send) to a channel the caller built (any [`StreamingChannel`]: a
+    /// `BoxedChannel` streams every channel), instead of the client of the turn's surface.
+    pub fn send_to<'a, C: StreamingChannel>(
+        &'a self,
+        turn: &'a Turn,
+        channel: &'a C,
+        reply: impl Sendable,
+    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
+        let reply = sealed::Sealed::into_outgoing(reply);
+        Box::pin(self.deliver(turn, channel, reply, None))
+    }
+
+    async fn send_rerun(
+        &self,
+        turn: &Turn,
+        reply: Outgoing,
+        rerun: Option<&Rerun>,
+    ) -> Result<Delivery, DeliveryError> {
+        let channel = match self.channel_for(turn.address()) {
+            Ok(channel) => channel,
+            Err(unserved) => return Err(unserved_error(turn, unserved)),
+        };
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if let Some(store) = &self.shared.store {
+            let durable = store.channel(channel);
+            return self.deliver(turn, &durable, reply, rerun).await;
+        }
+        self.deliver(turn, &channel, reply, rerun).await
+    }
+
+    fn channel_for(
+        &self,
+        address: &Address,
+    ) -> Result<crate::channel::BoxedChannel, UnservedAddress> {
+        match self.shared.clients.get(&address.surface()) {
+            Some(client) => client.channel_for(address),
+            None => Err(UnservedAddress::new(address.surface(), address.clone())),
+        }
+    }
+
+    async fn deliver<C: StreamingChannel>(
+        &self,
+        turn: &Turn,
+        channel: &C,
+        reply: Outgoing,
+        rerun: Option<&Rerun>,
+    ) -> Result<Delivery, DeliveryError> {
+        match reply.0 {
+            Shape::Whole(reply) => self.whole(turn, channel, reply, rerun).await,
+            Shape::Streamed(streamed) => match streamed.into_inner() {
+                Streamed::Resolved(reply) => self.whole(turn, channel, reply, rerun).await,
+                Streamed::Stream { stream, mode } => {
+                    self.streamed(turn, channel, stream, mode, rerun).await
+                }
+            },
+        }
+    }
+
+    /// The promise keeper: the one set, the store's with a store, the in-memory one otherwise.
+    fn keeper(&self) -> Arc<dyn PromiseKeeper> {
+        if let Some(keeper) = &self.shared.keeper {
+            return Arc::clone(keeper);
+        }
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if let Some(store) = &self.shared.store {
+            return Arc::new(store.clone());
+        }
+        Arc::new(keeper::InMemory::new(self.clone()))
+    }
+
+    async fn whole<C: StreamingChannel>(
+        &self,
+        turn: &Turn,
+        channel: &C,
+        reply: Reply,
+        rerun: Option<&Rerun>,
+    ) -> Result<Delivery, DeliveryError> {
+        let mode = reply
+            .message()
+            .and_then(AgentMessage::mode)
+            .unwrap_or(turn.mode());
+        let policy = turn.policy_for(mode);
+        let reply = self.gate(turn, mode, policy, reply).await;
+        let answer = match &reply {
+            Reply::Answer(message) => message.body().as_str().to_owned(),
+            _ => String::new(),
+        };
+        let (rendered, commitment, shown) = match prepare(turn, mode, policy, channel, reply)? {
+            Ready::Silence => return Ok(Delivery::new(Outcome::Silent)),
+            Ready::Send {
+                rendered,
+                commitment,
+                shown,
+            } => (rendered, commitment, shown),
+        };
+        let kept = match (&commitment, rerun) {
+            (Some(commitment), Some(rerun)) => {
+                let address = channel.address();
+                let promise = Promise::new(commitment, &address, mode, "").with_rerun(Some(rerun));
+                // Kept before the line goes: a crash after it leaves a promise to keep.
+                self.keeper()
+                    .keep(promise)
+                    .await
+                    .map_err(|error| DeliveryError::Commit(CommitError::Store(error)))?;
+                true
+            }
+            _ => false,
+        };
+        let attribution = rendered.attribution().clone();
+        let delivered = deliver_rendered(channel, rendered, commitment).await;
+        record_delivered(turn.ledger(), &attribution, channel, &delivered);
+        let mut receipt = delivered?;
+        let promise = receipt.take_commitment();
+        let mut delivery = Delivery::new(match shown {
+            Shown::Answer => Outcome::Answered,
+            Shown::Holding => Outcome::Holding,
+            Shown::Handoff => Outcome::Handoff,
+        });
+        if shown == Shown::Answer {
+            delivery.delivered = answer;
+        }
+        delivery.receipts.push(receipt);
+        delivery.kept = kept;
+        delivery.promise = if kept { None } else { promise };
+        Ok(delivery)
+    }
+
+    #[cfg(feature = "gate")]
+    async fn gate(
+        &self,
+        turn: &Turn,
+        mode: Mode,
+        policy: &DegradationPolicy,
+        reply: Reply,
+    ) -> Reply {
+        let gate = &self.shared.gate;
+        match reply {
+            Reply::Answer(message) if gate.is_on() => {
+                let input = turn.input().unwrap_or_default();
+                match gate.check(turn, input, Ok(message)).await {
+                    Ok(message) => Reply::Answer(message),
+                    Err(blocked) => resolve_in(turn, mode, policy, Err(blocked)),
+                }
+            }
+            other => other,
+        }
+    }
+
+    #[cfg(not(feature = "gate"))]
+    async fn gate(&self, _: &Turn, _: Mode, _: &DegradationPolicy, reply: Reply) -> Reply {
+        reply
+    }
+
+    /// A stream, block by block through the gate's block check onto the channel's own stream.
+    #[cfg(all(feature = "gate", feature = "markdown"))]
+    async fn streamed<C: StreamingChannel>(
+        &self,
+        turn: &Turn,
+        channel: &C,
+        stream: AnswerStream,
+        mode: Mode,
+        rerun: Option<&Rerun>,
+    ) -> Result<Delivery, DeliveryError> {
+        use crate::boundary::{StreamEnd, StreamPlan, stream_live};
+        let policy = turn.policy_for(mode);
+        let mut plan = StreamPlan::new(mode, policy)
+            .with_gate(&self.shared.gate, turn.input().unwrap_or_default());
+        if let Some(rerun) = rerun {
+            plan = plan
+                .with_promise_keeper(self.keeper())
+                .with_rerun(Some(rerun.clone()));
+        }
+        let mut receipt = stream_live(turn, &plan, channel, stream).await?;
+        let rest = receipt.take_rest();
+        let outcome = match receipt.end() {
+            StreamEnd::Answered => Outcome::Answered,
+            StreamEnd::Stopped(reason) => Outcome::Stopped(reason),
+            StreamEnd::Degraded { .. } if rest.is_some() => Outcome::Holding,
+            StreamEnd::Degraded { .. } if receipt.layer_c().is_some() => Outcome::Handoff,
+            _ => Outcome::Silent,
+        };
+        let mut delivery = Delivery::new(outcome);
+        delivery.delivered = receipt.delivered().to_owned();
+        delivery.kept = rerun.is_some() && rest.is_some();
+        if !delivery.kept {
+            delivery.promise = rest.map(|rest| rest.into_parts().0);
+        }
+        delivery.receipts = receipt.into_receipts();
+        Ok(delivery)
+    }
+
+    /// Without the block check (features `gate` and `markdown`), a stream is read to its end
+    /// and delivered as one answer: nothing reached the person before it ended, so a failure
+    /// anywhere in it is a failure before the first word.
+    #[cfg(not(all(feature = "gate", feature = "markdown")))]
+    async fn streamed<C: StreamingChannel>(
+        &self,
+        turn: &Turn,
+        channel: &C,
+        stream: AnswerStream,
+        mode: Mode,
+        rerun: Option<&Rerun>,
+    ) -> Result<Delivery, DeliveryError> {
+        let reply = collect(turn, stream, mode).await;
+        self.whole(turn, channel, reply, rerun).await
+    }
+}
+
+/// `stream` read to its end as one reply of `turn` in `mode` (the boundary's: a failure goes
+/// to Layer C, or is left for the keeper on a follow-up turn).
+pub(crate) async fn collect(turn: &Turn, mut stream: AnswerStream, mode: Mode) -> Reply {
+    let mut text = String::new();
+    loop {
+        match stream.next().await {
+            Some(Ok(delta)) => text.push_str(&delta),
+            Some(Err(error)) => return resolve_in(turn, mode, turn.policy_for(mode), Err(error)),
+            None => break,
+        }
+    }
+    stream.mark_delivered(&text);
+    resolve_in(turn, mode, turn.policy_for(mode), Ok(turn.message(text)))
+}
+
+/// A turn whose address no client of the bot serves: nothing was rendered or sent.
+fn unserved_error(turn: &Turn, unserved: UnservedAddress) -> DeliveryError {
+    tracing::warn!(
+        target: "mesh_egress::bot",
+        conversation = turn.attribution().conversation(),
+        error = %unserved,
+        "no client of this bot serves the turn's address; nothing was sent"
+    );
+    DeliveryError::Unserved(unserved)
+}
+
+/// A route's follow-up gave a Layer C line of its own (a hand-built reply): not an answer.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[derive(Debug, thiserror::Error)]
+#[error("the follow-up gave a {0} line, not an answer")]
+struct UnexpectedFollowUp(&'static str);
+
+/// What the front door sends: only what an `#[egress_boundary]` handler returns, a [`Reply`]
+/// or a [`StreamedReply`] (sealed: text, an [`AnswerStream`] or a block never skips the
+/// boundary).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent by the front door",
+    label = "only what an `#[egress_boundary]` handler returns can be sent: a `Reply` or a `StreamedReply`",
+    note = "an `AnswerStream` must leave through the boundary first: return `Result<AnswerStream, EgressError>` from an `#[egress_boundary]` handler and send the `StreamedReply` it gives you",
+    note = "text (a delta, a `String`, `Markdown`) or an unchecked `Block` is never sent as it is: return `Ok(turn.message(text))` (or an `AnswerStream`) from an `#[egress_boundary]` handler, so it is gated, rendered and committed on the way",
+    note = "an `EgressError` (or an unresolved `Result`) goes through the boundary too: the handler's `Err` becomes Layer C's reply"
+)]
+pub trait Sendable: sealed::Sealed {}
+
+mod sealed {
+    /// The conversion the front door makes (unnameable outside the crate: the trait cannot
+    /// be implemented there).
+    pub trait Sealed {
+        fn into_outgoing(self) -> Outgoing;
+    }
+
+    /// What a handler gave, in the shape the front door delivers.
+    #[derive(Debug)]
+    pub struct Outgoing(pub(in crate::bot) super::Shape);
+}
+
+use sealed::Outgoing;
+
+impl Sendable for Reply {}
+impl Sendable for StreamedReply {}
+
+impl sealed::Sealed for Reply {
+    fn into_outgoing(self) -> Outgoing {
+        Outgoing(Shape::Whole(self))
+    }
+}
+
+impl sealed::Sealed for StreamedReply {
+    fn into_outgoing(self) -> Outgoing {
+        Outgoing(Shape::Streamed(self))
+    }
+}
+
+#[derive(Debug)]
+enum Shape {
+    Whole(Reply),
+    Streamed(StreamedReply),
+}
+
+impl From<Reply> for Outgoing {
+    fn from(reply: Reply) -> Self {
+        Self(Shape::Whole(reply))
+    }
+}
+
+/// What the person was shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The answer (all of it).
+    Answered,
+    /// A holding line: the answer, or the rest of a stream, is promised.
+    Holding,
+    /// A handoff line.
+    Handoff,
+    /// Nothing (a proactive failure, or the agent's silence token).
+    Silent,
+    /// The turn stopped (cancelled, or its ownership was lost): nothing more was sent.
+    Stopped(StopReason),
+}
+
+/// What [`Bot::send`] and [`Bot::run`] delivered.
+#[derive(Debug)]
+#[must_use = "a holding line's promise may be in it: see `promise`"]
+pub struct Delivery {
+    outcome: Outcome,
+    receipts: Vec<Receipt>,
+    delivered: String,
+    promise: Option<Commitment>,
+    kept: bool,
+}
+
+impl Delivery {
+    fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            receipts: Vec::new(),
+            delivered: String::new(),
+            promise: None,
+            kept: false,
+        }
+    }
+
+    /// What the person was shown.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The receipt of each message sent (a stream's blocks sent as messages, then Layer C's
+    /// line), in order.
+    pub fn receipts(&self) -> &[Receipt] {
+        &self.receipts
+    }
+
+    /// The answer's Markdown that reached the person.
+    pub fn delivered(&self) -> &str {
+        &self.delivered
+    }
+
+    /// Whether the bot's promise keeper took the holding line's promise (a route started the
+    /// turn): it will re-run the route.
+    pub fn is_kept(&self) -> bool {
+        self.kept
+    }
+
+    /// The holding line's promise when nobody keeps it yet (no route started the turn): keep
+    /// it yourself, e.g. by running the turn again through a route.
+    pub fn promise(&self) -> Option<&Commitment> {
+        self.promise.as_ref()
+    }
+}
