@@ -28,6 +28,7 @@ pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
 pub use slack::SlackMrkdwn;
 pub use telegram::TelegramHtml;
+#[cfg(feature = "http")]
 pub(crate) use telegram::plain_text as telegram_plain_text;
 pub use web::WebMarkdown;
 // The Discord dialect is CommonMark with mention openers escaped: `stream::SlackMarkdown`

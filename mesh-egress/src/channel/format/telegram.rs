@@ -140,6 +140,7 @@ fn attribute(value: &str) -> String {
 /// An entity that does not decode to a printable character (an unknown name, a control
 /// character, a number past Unicode) stays as written: the control-character rule holds for
 /// the plain text too.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
 pub(crate) fn plain_text(html: &str, limit: usize) -> String {
     let with_targets = strip(html, true);
     if with_targets.encode_utf16().count() <= limit {
@@ -149,6 +150,7 @@ pub(crate) fn plain_text(html: &str, limit: usize) -> String {
     }
 }
 
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
 fn strip(html: &str, link_targets: bool) -> String {
     let mut out = String::with_capacity(html.len());
     // The open link: its target and where its label starts in `out`.
@@ -199,6 +201,7 @@ fn strip(html: &str, link_targets: bool) -> String {
 }
 
 /// The decoded `href` of an `<a …>` tag's inside, if it is one.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
 fn link_target(tag: &str) -> Option<String> {
     let attributes = tag.strip_prefix('a')?;
     if !attributes.starts_with(char::is_whitespace) {
@@ -209,6 +212,7 @@ fn link_target(tag: &str) -> Option<String> {
 }
 
 /// The character `text` starts with as an entity (`&…;`), and how many bytes the entity takes.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
 fn decode_entity(text: &str) -> Option<(char, usize)> {
     // The longest entity Telegram knows is a numeric one of a few digits: `&#x10FFFF;`.
     let end = text.get(..12).unwrap_or(text).find(';')?;

@@ -617,6 +617,7 @@ pub(crate) fn markup_end(text: &str, start: usize, format: TextToolFormat) -> us
 /// The markup a gate finding covers: from a marker at `at` (a literal of [`literals`]) to the
 /// end of its call, when the marker opens one there; `None` otherwise. Code is the gate's own
 /// business (it lowers what the user asked about), so it is not excluded here.
+#[cfg_attr(not(feature = "gate"), allow(dead_code))] // read by the gate only
 pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
     let marker = MARKERS.iter().find(|m| text[at..].starts_with(m.literal))?;
     let end = at + marker.literal.len();
@@ -628,6 +629,7 @@ pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
 }
 
 /// A bare function-call reply, as the gate sees it: the whole text, when it is one.
+#[cfg_attr(not(feature = "gate"), allow(dead_code))] // read by the gate only
 pub(crate) fn whole_reply_call(text: &str) -> Option<Range<usize>> {
     let lead = text.len() - text.trim_start().len();
     whole_reply(&text[lead..]).map(|_| lead..lead + text.trim().len())

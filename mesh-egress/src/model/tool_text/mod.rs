@@ -34,6 +34,7 @@ mod python;
 
 pub(crate) use head::{HeadCheck, HeadStep};
 pub use markers::TextToolFormat;
+#[cfg(feature = "gate")]
 pub(crate) use markers::{literals, markup_at, whole_reply_call};
 pub use parse::TextToolProblem;
 
@@ -92,6 +93,7 @@ pub(crate) enum Correction {
 
 impl Correction {
     /// The correction as the model reads it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
     fn message(&self, tools: &[ToolDefinition]) -> String {
         match self {
             Self::ArgumentsNotJson => "Your tool call arguments were not valid JSON. Make the \
@@ -124,6 +126,7 @@ pub(crate) enum Inspected {
     Usable(Completion),
     /// A tool decision that could not be read: the connector's one repair, if it makes one.
     Repair {
+        #[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
         completion: Completion,
         correction: Correction,
     },
@@ -278,6 +281,7 @@ fn read(
 
 /// The second request of the connector's one repair: the original request, the model's reply
 /// as it came, and the correction.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the HTTP connectors only
 pub(crate) fn repair_request(
     request: &ChatRequest,
     broken: &Completion,
