@@ -22,7 +22,7 @@ use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };
 use mesh_egress::store::{Durable, Lease, Store, UnknownOutcome};
-use mesh_egress::{AgentMessage, Attribution, Outbound};
+use mesh_egress::{AgentMessage, Attribution, CommittedPart, Outbound};
 
 /// The bot token every fake accepts.
 const TOKEN: &str = "crash-token";
@@ -175,16 +175,12 @@ async fn run(mode: &str) -> Result<serde_json::Value, String> {
     Ok(answer)
 }
 
-/// Commits every block of [`STREAM_BLOCKS`] through the outbox, then streams them one call at
-/// a time: each block is appended once the surface confirmed the one before, so with
-/// `MESH_FAILPOINT=between_stream_calls` the process stops after the first block is `sent`,
-/// the second `sending` and its call not made, the last two `pending` (never given to a call).
-async fn stream<C: StreamingChannel>(
+/// Renders and commits every block of [`STREAM_BLOCKS`] through the outbox, under `lease`.
+async fn commit_blocks<C: StreamingChannel>(
     channel: &Durable<C>,
     lease: &Lease,
-    conversation: &str,
-) -> Result<serde_json::Value, String> {
-    let attribution = Attribution::new("ops", conversation, "r1");
+    attribution: &Attribution,
+) -> Result<Vec<CommittedPart>, String> {
     let mut parts = Vec::new();
     for block in STREAM_BLOCKS {
         let message =
@@ -197,6 +193,20 @@ async fn stream<C: StreamingChannel>(
             .map_err(|e| e.to_string())?;
         parts.extend(committed.into_parts());
     }
+    Ok(parts)
+}
+
+/// Commits every block of [`STREAM_BLOCKS`] through the outbox, then streams them one call at
+/// a time: each block is appended once the surface confirmed the one before, so with
+/// `MESH_FAILPOINT=between_stream_calls` the process stops after the first block is `sent`,
+/// the second `sending` and its call not made, the last two `pending` (never given to a call).
+async fn stream<C: StreamingChannel>(
+    channel: &Durable<C>,
+    lease: &Lease,
+    conversation: &str,
+) -> Result<serde_json::Value, String> {
+    let attribution = Attribution::new("ops", conversation, "r1");
+    let parts = commit_blocks(channel, lease, &attribution).await?;
     let mut stream = channel
         .open_stream(&attribution)
         .map_err(|e| e.to_string())?;
@@ -225,18 +235,7 @@ async fn drafts<C: StreamingChannel>(
     conversation: &str,
 ) -> Result<serde_json::Value, String> {
     let attribution = Attribution::new("ops", conversation, "r1");
-    let mut parts = Vec::new();
-    for block in STREAM_BLOCKS {
-        let message =
-            AgentMessage::new(block, attribution.clone()).with_ownership(lease.ownership());
-        let committed = Outbound::new(message)
-            .render(channel.renderer())
-            .map_err(|e| e.to_string())?
-            .commit(channel)
-            .await
-            .map_err(|e| e.to_string())?;
-        parts.extend(committed.into_parts());
-    }
+    let parts = commit_blocks(channel, lease, &attribution).await?;
     let mut stream = channel
         .open_stream(&attribution)
         .map_err(|e| e.to_string())?;

@@ -197,23 +197,11 @@ impl Dialect for Discord {
     }
 
     fn code_span(&self, code: &str) -> Option<Pair> {
-        Some(if code.contains('`') {
-            Pair::new("`` ", " ``", 0)
-        } else {
-            Pair::new("`", "`", 0)
-        })
+        Some(Pair::backtick_span(code))
     }
 
     fn fence(&self, lang: &str, prefix: &str) -> Option<Pair> {
-        let lang: String = lang
-            .chars()
-            .filter(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '#' | '.' | '_'))
-            .collect();
-        Some(Pair::new(
-            format!("```{lang}\n"),
-            format!("\n{prefix}```"),
-            0,
-        ))
+        Some(Pair::backtick_fence(lang, prefix))
     }
 
     fn heading(&self, level: u8) -> Heading {

@@ -81,6 +81,25 @@ impl Pair {
             entities,
         }
     }
+
+    /// A Markdown code span: two backticks and spaces when the code holds one itself.
+    pub(crate) fn backtick_span(code: &str) -> Self {
+        if code.contains('`') {
+            Self::new("`` ", " ``", 0)
+        } else {
+            Self::new("`", "`", 0)
+        }
+    }
+
+    /// A Markdown fence, its language kept to the characters an info string needs, its
+    /// closing line under `prefix` (a quote's or a list item's).
+    pub(crate) fn backtick_fence(lang: &str, prefix: &str) -> Self {
+        let lang: String = lang
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '#' | '.' | '_'))
+            .collect();
+        Self::new(format!("```{lang}\n"), format!("\n{prefix}```"), 0)
+    }
 }
 
 /// An inline style.
