@@ -38,7 +38,7 @@ use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
     CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
-pub use crate::reply::{Commitment, Mode, Reply};
+pub use crate::reply::{Commitment, Mode, Reply, ReplyKind};
 
 /// What the person sees instead of `error`: Layer C's decision for `mode` under `policy`,
 /// recorded on `ledger` (the degradation and any commitment). Never the cause.
@@ -103,7 +103,7 @@ pub(crate) fn choose(
         conversation = attribution.conversation(),
         run = attribution.run(),
         mode = mode.as_str(),
-        reply = reply.kind(),
+        reply = reply.kind().as_str(),
         "degraded reply chosen"
     );
     if let Some(ledger) = ledger {
