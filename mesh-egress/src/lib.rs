@@ -122,6 +122,7 @@ pub mod stream;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod turn;
+mod verdict;
 #[cfg(all(feature = "web", any(feature = "sqlite", feature = "postgres")))]
 #[cfg_attr(
     docsrs,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::DeliveryError;
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
-use mesh_egress::gate::QualityGate;
+use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
@@ -331,7 +331,7 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
         .ledger()
         .entries()
         .into_iter()
-        .filter(|e| matches!(e.record(), LedgerRecord::Gate(g) if g.verdict == "blocked"))
+        .filter(|e| matches!(e.record(), LedgerRecord::Gate(g) if matches!(g.verdict(), GateVerdict::Blocked { .. })))
         .count();
     assert!(gate_rows >= 1);
 }

@@ -100,7 +100,7 @@ pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
-pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
+pub use judge::{Judge, JudgeError, JudgeFailure, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
 // importable from here.
@@ -358,18 +358,16 @@ impl GateInner {
 /// whole reply or of one streamed block).
 fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option<JudgeOutcome>) {
     let attr = turn.attribution();
-    let judge = judge.map(JudgeOutcome::as_str);
     for f in findings {
         turn.ledger().record(
             attr,
-            LedgerRecord::Gate(GateRecord {
-                rule: f.rule_id().to_owned(),
-                confidence: f.confidence().as_str().to_owned(),
-                verdict: verdict.as_str().to_owned(),
-                review: verdict.review(),
-                judge: judge.map(str::to_owned),
-                span: Some((f.span().start, f.span().end)),
-            }),
+            LedgerRecord::Gate(GateRecord::new(
+                f.rule(),
+                f.confidence(),
+                verdict,
+                judge,
+                (f.span().start, f.span().end),
+            )),
         );
     }
     let rules = findings
@@ -392,7 +390,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = true,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "reply flagged for offline review"
@@ -405,7 +403,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = false,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "gate verdict"
