@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mesh_egress::Address;
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::Recorder;
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
 use mesh_egress::{AgentMessage, Attribution, Cancellation, EgressError, Turn};

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use std::future::Future;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::{
     BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
 };
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{CommitmentState, Ledger, LedgerEntry, LedgerRecord, LedgerStore};
 use mesh_egress::store::{DurableLedger, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;

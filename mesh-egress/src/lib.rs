@@ -27,7 +27,7 @@
 //! provider for your own tests.
 //!
 //! The boundary is [`channel::Deliver`] (render → commit → send each part in order, for every
-//! [`channel::Channel`]) and [`egress_boundary`] / [`degrade::resolve`] on the handler side.
+//! [`channel::Channel`]) and [`egress_boundary`] / [`boundary::resolve`] on the handler side.
 //! Layer C lives in [`degrade`]: [`degrade::DegradationPolicy`] chooses a holding line (with a
 //! [`degrade::Commitment`] that a [`degrade::FollowUpRunner`] keeps), a handoff or silence. The
 //! renderers (plain, Slack, Discord, Telegram) and the HTTP chat connectors are in [`channel`];

@@ -49,7 +49,7 @@ use sealed::Delivery;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be delivered to a user channel",
     label = "only an `AgentMessage`, a `Reply`, a checked `Block` or an `Undelivered` remainder can be delivered",
-    note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
+    note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::boundary::resolve`) and deliver the `Reply` you get back",
     note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`",
     note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver",
     note = "a `StreamedReply` is delivered block by block by the front door, each block checked first: `bot.send(&turn, reply)`"
@@ -634,8 +634,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::boundary::resolve;
     use crate::channel::Recorder;
-    use crate::degrade::{DegradationPolicy, Mode, resolve};
+    use crate::degrade::{DegradationPolicy, Mode};
     use crate::egress::{Attribution, EgressError};
 
     /// Collects what a subscriber writes, so a test can read the events.

@@ -4,7 +4,7 @@
 //! reasoning, echoed system prompts, credentials, and failure text that arrives disguised as
 //! ordinary model output. It is opt-in per agent ([`QualityGate::off`] is the default) and
 //! runs on the candidate [`AgentMessage`] before the boundary, so a handler does
-//! `gate.check(..).await` and hands the result to [`degrade::resolve`](crate::degrade::resolve).
+//! `gate.check(..).await` and hands the result to [`boundary::resolve`](crate::boundary::resolve).
 //!
 //! 1. **Heuristics**, compiled once: one Aho-Corasick pass over the candidate, each hit
 //!    confirmed where it occurs, plus the system-prompt n-gram check when a prompt is
@@ -104,7 +104,7 @@ pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
 // importable from here.
-pub use crate::model::fast::{JudgeBudget, SharedBudget};
+use crate::model::SharedBudget;
 
 use crate::egress::AgentMessage;
 use crate::egress::EgressError;
@@ -199,7 +199,8 @@ impl QualityGate {
     /// off this does no work.
     ///
     /// ```
-    /// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::boundary::resolve;
     /// use mesh_egress::gate::QualityGate;
     /// use mesh_egress::{AgentMessage, Attribution, Turn};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -39,7 +39,8 @@ pub enum IngressConfigError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mesh_egress::ingress::{Identity, Ingress, JudgeBudget, ThreadWindow};
+/// use mesh_egress::ingress::{Identity, Ingress, ThreadWindow};
+/// use mesh_egress::model::JudgeBudget;
 /// use mesh_egress::model::{RetryConfig, Router};
 /// use mesh_egress::testing::{ScriptedConnector, Step};
 /// let fast = Router::new(

@@ -70,8 +70,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-pub use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
-pub use crate::model::fast::{JudgeBudget, SharedBudget};
+use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
 pub use builder::{DEFAULT_BOT_TURN_CAP, IngressBuilder, IngressConfigError};
 pub use identity::Identity;
 pub use inbound::{

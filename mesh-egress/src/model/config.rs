@@ -3,37 +3,38 @@
 use std::time::Duration;
 
 use crate::setting::read_setting;
-pub use crate::setting::{ConfigProblem, ConfigWarning};
+use crate::setting::{ConfigProblem, ConfigWarning};
 
 /// `MESH_MODEL_RETRY_ATTEMPTS`: attempts per route.
-pub const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
+pub(crate) const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
 /// `MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS`: the per-attempt bound (`0` disables it).
-pub const ENV_ATTEMPT_TIMEOUT_MS: &str = "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS";
+pub(crate) const ENV_ATTEMPT_TIMEOUT_MS: &str = "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS";
 /// `MESH_MODEL_RETRY_TOTAL_DEADLINE_MS`: the whole recovery, attempts and waits.
-pub const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
+pub(crate) const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
 /// `MESH_MODEL_RETRY_MAX_DELAY_MS`: the ceiling of any one wait.
-pub const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
+pub(crate) const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
 /// `MESH_MODEL_FALLBACK_MODELS`: comma-separated fallback models, in order.
-pub const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
+pub(crate) const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
 /// `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS`: how long a stream may take to its first content
 /// (`0` disables it).
-pub const ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS";
+pub(crate) const ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS: &str =
+    "MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS";
 /// `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`: the longest silence between two content chunks of a
 /// stream (`0` disables it).
-pub const ENV_STREAM_IDLE_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_IDLE_TIMEOUT_MS";
+pub(crate) const ENV_STREAM_IDLE_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_IDLE_TIMEOUT_MS";
 
 /// Default attempts per route.
-pub const DEFAULT_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_ATTEMPTS: u32 = 3;
 /// Default per-attempt timeout.
-pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(60_000);
+pub(crate) const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(60_000);
 /// Default total recovery deadline.
-pub const DEFAULT_TOTAL_DEADLINE: Duration = Duration::from_millis(180_000);
+pub(crate) const DEFAULT_TOTAL_DEADLINE: Duration = Duration::from_millis(180_000);
 /// Default ceiling of one wait.
-pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
+pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
 /// Default first backoff step.
-pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
 /// Default share of a backoff step that jitter may take away.
-pub const DEFAULT_JITTER: f64 = 0.25;
+pub(crate) const DEFAULT_JITTER: f64 = 0.25;
 /// Default bound on a stream's time to its first content: 30 s.
 ///
 /// Published practice, for comparison: the Vercel AI SDK added `timeout.firstChunkMs`
@@ -45,7 +46,7 @@ pub const DEFAULT_JITTER: f64 = 0.25;
 /// (reasoning models excepted: raise it for them), so a route silent for 30 s is stalled and
 /// the fallback still has most of the total deadline. It is always capped by the attempt
 /// timeout, which for a stream bounds only the time to the first token.
-pub const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(30_000);
+pub(crate) const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(30_000);
 /// Default bound on the silence between two content chunks of a stream: 30 s.
 ///
 /// Published practice: opencode recommends 15–30 s for its `chunkTimeout`, passed to the
@@ -55,7 +56,7 @@ pub const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(3
 /// LangChain's 120 s default is the conservative end. 30 s sits where those converged: a
 /// token stream that pauses for 30 s has stalled, and keep-alive comments (which a byte-level
 /// read timeout would count as life) do not reset it.
-pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
+pub(crate) const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
 
 /// How one model call is retried and bounded: the spec's "Shipped model deadline policy".
 ///

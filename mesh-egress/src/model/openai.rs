@@ -16,15 +16,15 @@ use super::wire::{ChatRequest, Completion, WireRequest, WireResponse, usable};
 mod stream;
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
-pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long connecting may take.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest completion body read, by default (8 MiB): far above any real chat completion,
 /// far below what would hurt a bot's memory.
-pub const DEFAULT_MAX_COMPLETION_BODY: usize = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_COMPLETION_BODY: usize = 8 * 1024 * 1024;
 /// The largest error body read, by default (64 KiB): error bodies are small; past this the rest
 /// is dropped unread and the status still decides.
-pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
+pub(crate) const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The OpenAI-compatible connector: `POST {base_url}/chat/completions` with a bearer key.
 ///

@@ -106,10 +106,11 @@ use axum::extract::FromRequestParts;
 
 pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
 pub use client::{WebChannel, WebClient};
-pub use identity::{Identity, IdentityError, MAX_IDENTITY};
-pub use protocol::{DONE, Interruption, KEEP_ALIVE, MessageMetadata, STREAM_HEADERS, UiChunk};
+pub use identity::{Identity, IdentityError};
+pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
 pub use request::{Refusal, RequestLimits};
-pub use turn::{FOLLOW_UP_HANDLER, FollowUp};
+use turn::FOLLOW_UP_HANDLER;
+pub use turn::FollowUp;
 
 #[cfg(doc)]
 use crate::address::WebAddress;
@@ -179,7 +180,7 @@ impl<A: ChatAgent> WebChat<A> {
             renderer: WebMarkdown::new(),
             agent_name: "web-chat".to_owned(),
             turn_timeout: DEFAULT_TURN_TIMEOUT,
-            lease_ttl: crate::store::lease_ttl_from_env().0,
+            lease_ttl: crate::store::Lease::ttl_from_env().0,
             holder: format!("web-{:x}", crate::id::unique_u128()),
             replies: Arc::new(Replies::default()),
         }
