@@ -268,7 +268,7 @@ impl FailureClass {
 }
 
 /// The boxed internal cause an [`EgressError`] carries.
-pub type Cause = Box<dyn StdError + Send + Sync + 'static>;
+pub(crate) type Cause = Box<dyn StdError + Send + Sync + 'static>;
 
 /// A structured failure that must never be rendered to a user.
 ///

@@ -150,7 +150,7 @@ pub use answer::{AnswerStream, StreamedReply};
 pub use bot::Bot;
 pub use degrade::Reply;
 pub use egress::{
-    AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
+    AgentMessage, Attribution, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
 };
 pub use mesh_egress_macros::egress_boundary;
 pub use outbound::state;

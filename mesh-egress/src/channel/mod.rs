@@ -170,8 +170,9 @@ mod tests;
 use std::future::Future;
 use std::time::SystemTime;
 
-pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
-pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
+pub(crate) use crate::render::RenderedParts;
+pub use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError};
+pub use boxed::{BoxFuture, BoxedChannel, DynChannel};
 pub use client::{SurfaceClient, UnservedAddress};
 pub(crate) use deliver::deliver_rendered;
 #[cfg(all(feature = "gate", feature = "markdown"))]
@@ -183,7 +184,7 @@ pub use deliver::{
 pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml, WebMarkdown};
 pub use lookup::PartLookup;
 pub use plain::PlainText;
-pub use recorder::{InjectedFailure, Recorder};
+pub use recorder::Recorder;
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]

@@ -17,7 +17,7 @@ use crate::turn::Turn;
 /// block. A failure shape or a prompt echo that straddles a cut is seen whole, while the work
 /// per block stays bounded: a hostile stream of a thousand blocks is not rescanned from its
 /// start each time (that would be quadratic in the reply).
-pub const BLOCK_CONTEXT: usize = 8 * 1024;
+pub(crate) const BLOCK_CONTEXT: usize = 8 * 1024;
 
 /// The gate's account of one streamed block: the verdict, the findings that touch the block,
 /// the judge's part, and the checked block (unless it was blocked).

@@ -96,10 +96,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use block::{BLOCK_CONTEXT, BlockEvaluation};
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
-pub use finding::{Confidence, Demotion, Finding, Rule};
+pub use finding::{Confidence, Finding, Rule};
 pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
@@ -118,7 +117,7 @@ use sanitise::{redact_credentials, strip};
 
 /// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality
 /// (the one bound every fast-model judge shares).
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
+pub(crate) const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
 
 /// A good starting threshold for [`QualityGateBuilder::system_prompt`].
 pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;

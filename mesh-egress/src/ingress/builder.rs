@@ -18,7 +18,7 @@ use crate::model::fast::{
 use crate::model::{ModelConnector, Router};
 
 /// The default cap on consecutive bot-to-bot turns in one conversation.
-pub const DEFAULT_BOT_TURN_CAP: u32 = 3;
+pub(crate) const DEFAULT_BOT_TURN_CAP: u32 = 3;
 
 /// A configuration mistake in [`IngressBuilder`].
 #[derive(Debug, thiserror::Error)]

@@ -71,7 +71,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
-pub use builder::{DEFAULT_BOT_TURN_CAP, IngressBuilder, IngressConfigError};
+pub use builder::{IngressBuilder, IngressConfigError};
 pub use identity::Identity;
 pub use inbound::{
     Author, ChatKind, Command, DeliveryId, Inbound, InboundError, MAX_DEPTH, MAX_EVENT_BYTES,

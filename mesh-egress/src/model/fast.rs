@@ -9,6 +9,8 @@
 //! clones of the same [`SharedBudget`], and a judge call either makes counts against the agent
 //! for both (`clones_draw_on_one_budget_and_fresh_accounts_on_their_own`, below).
 
+// Only the gate's judge and the ingress classifier make fast-model calls.
+#![cfg_attr(not(any(feature = "gate", feature = "ingress")), allow(dead_code))]
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -264,7 +266,8 @@ impl<C: ModelConnector + 'static> FastModel<C> {
         }
     }
 
-    /// The router asked.
+    /// The router asked (the gate's model judge reads it).
+    #[cfg_attr(not(feature = "gate"), allow(dead_code))]
     pub(crate) fn router(&self) -> &Router<C> {
         &self.router
     }

@@ -55,20 +55,17 @@ use std::sync::Arc;
 
 pub use crate::ledger::RecoveryReport;
 pub use backoff::Jitter;
-pub use classify::{Classification, FailureReason, classify};
+pub use classify::{FailureReason, classify};
 pub use config::RetryConfig;
-pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use error::{ModelError, ModelErrorKind, QuotaFailure};
 pub use fast::{JudgeBudget, SharedBudget};
-pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use openai::OpenAiCompatible;
-pub use route::{FallbackReason, RecoveryError, Route};
+pub use route::{RecoveryError, Route};
 pub use router::Router;
-pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
-pub use stream::{
-    ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
-};
+pub use sse::{SseDecoder, SseEvent, decode_chunk};
+pub use stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};
