@@ -170,9 +170,8 @@ mod tests;
 use std::future::Future;
 use std::time::SystemTime;
 
-pub(crate) use crate::render::RenderedParts;
-pub use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError};
-pub use boxed::{BoxFuture, BoxedChannel, DynChannel};
+pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
+pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
 pub use client::{SurfaceClient, UnservedAddress};
 pub(crate) use deliver::deliver_rendered;
 #[cfg(all(feature = "gate", feature = "markdown"))]

@@ -96,9 +96,10 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use block::BlockEvaluation;
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
-pub use finding::{Confidence, Finding, Rule};
+pub use finding::{Confidence, Demotion, Finding, Rule};
 pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay

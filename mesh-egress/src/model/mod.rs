@@ -55,9 +55,9 @@ use std::sync::Arc;
 
 pub use crate::ledger::RecoveryReport;
 pub use backoff::Jitter;
-pub use classify::{FailureReason, classify};
+pub use classify::{Classification, FailureReason, classify};
 pub use config::RetryConfig;
-pub use error::{ModelError, ModelErrorKind, QuotaFailure};
+pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use fast::{JudgeBudget, SharedBudget};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -65,7 +65,7 @@ pub use openai::OpenAiCompatible;
 pub use route::{RecoveryError, Route};
 pub use router::Router;
 pub use sse::{SseDecoder, SseEvent, decode_chunk};
-pub use stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk};
+pub use stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};

@@ -317,9 +317,12 @@ use crate::address::Surface;
 use crate::address::{Address, AddressError};
 
 pub(crate) use claims::{DestinationKey, OpenDestination};
-pub(crate) use commitments::{Claim, PendingWork};
-pub use commitments::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask};
+pub use commitments::{
+    Claim, CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, PendingWork,
+    StoredCommitment,
+};
 pub use durable_ledger::DurableLedger;
+pub use follow_up::Sealing;
 pub use lease::{Lease, Renewal};
 pub use outbox::{Durable, UnknownOutcome};
 pub use part_retry::PartRetry;

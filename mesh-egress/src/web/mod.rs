@@ -104,10 +104,10 @@ use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 
-pub use agent::{Answered, ChatAgent, ChatInput, ChatRole, ChatTurn, NoOptions};
-pub(crate) use client::WebClient;
+pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
+pub use client::WebClient;
 pub use identity::{Identity, IdentityError};
-pub use protocol::{DONE, UiChunk};
+pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
 pub use request::RequestLimits;
 use turn::FOLLOW_UP_HANDLER;
 pub use turn::FollowUp;
