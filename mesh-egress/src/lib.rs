@@ -74,6 +74,8 @@
 //! # }
 //! ```
 #![forbid(unsafe_code)]
+// A type a public signature shows must be nameable; only the sealed helpers are exempt.
+#![warn(unnameable_types)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod address;

@@ -101,7 +101,10 @@ fn the_values_behave_as_the_page_says() {
     let io: Result<(), std::io::Error> = Err(std::io::Error::other("disk"));
     let wrapped = io.egress(&turn).expect_err("an error stays an error");
     assert_eq!(wrapped.class(), FailureClass::Transport);
-    assert!(wrapped.retryable(), "the extension trait wraps as a retryable transport error");
+    assert!(
+        wrapped.retryable(),
+        "the extension trait wraps as a retryable transport error"
+    );
 
     // `degrade::resolve` is the deprecated alias of `boundary::resolve`: the same decision.
     let policy = DegradationPolicy::default();

@@ -19,9 +19,11 @@ mod sealed {
     use crate::reply::Commitment;
 
     /// Seals [`Deliver`](super::Deliver): only the blanket impl for channels exists.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDeliver {}
 
     /// What a deliverable value amounts to.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     #[derive(Debug)]
     pub enum Delivery {
         Message {
@@ -33,6 +35,7 @@ mod sealed {
     }
 
     /// Seals [`Deliverable`](super::Deliverable).
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDeliverable {
         fn into_delivery(self) -> Delivery;
     }
