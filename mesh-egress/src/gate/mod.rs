@@ -45,7 +45,7 @@
 //! failure ([`JudgeVerdict::parse`]).
 //!
 //! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
-//! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
+//! what was already delivered (its last 8 KiB) followed by the new block, applies the same
 //! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
 //! A reasoning block or a tool-trace line stripped whole leaves a blank checked block (skipped;
 //! the stream goes on); a blocked block stops the stream, and so does tool-call markup in a
