@@ -15,9 +15,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use mesh_egress::boundary::FollowUpOutcome;
 use mesh_egress::boundary::{StreamEnd, StreamPlan, deliver, stream};
 use mesh_egress::channel::{Channel, Deliver, PartReceipt, PlainText, Recorder, SendError};
-use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
+use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};

@@ -2,9 +2,10 @@
 //! finding and its [`Confidence`], the [`GateVerdict`], and how the judge's part ended
 //! ([`JudgeOutcome`], [`JudgeFailure`]).
 //!
-//! A leaf value, like `engagement` for the ingress classifier: the ledger records these in every
-//! build, and reads them back from a durable ledger, without knowing the gate (which imports the
-//! ledger). The gate (feature `gate`) names them `mesh_egress::gate::…`.
+//! Leaf values, like [`engagement`](crate::engagement) for the ingress classifier: the ledger
+//! records them ([`GateRecord`](crate::ledger::GateRecord)) and reads them back from a durable
+//! ledger in every build, without knowing the gate (which imports the ledger). The gate (feature
+//! `gate`) names the ones it always had under `mesh_egress::gate::…` too.
 
 use std::fmt;
 
@@ -40,8 +41,8 @@ impl fmt::Display for Confidence {
     }
 }
 
-/// The heuristic rule behind a [`Finding`](crate::gate::Finding). Each has a stable dotted id
-/// ([`Rule::id`]) used in the ledger, logs and the corpus.
+/// The heuristic rule behind a gate finding. Each has a stable dotted id ([`Rule::id`]) used in
+/// the ledger, logs and the corpus.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Rule {
@@ -149,9 +150,8 @@ rule_ids! {
 impl Rule {
     /// The rule whose [`id`](Self::id) is `id`, if any (a ledger row, a corpus label).
     ///
-    #[cfg_attr(feature = "gate", doc = "```")]
-    #[cfg_attr(not(feature = "gate"), doc = "```ignore")]
-    /// use mesh_egress::gate::Rule;
+    /// ```
+    /// use mesh_egress::verdict::Rule;
     /// assert_eq!(Rule::from_id("reasoning.block"), Some(Rule::ReasoningBlock));
     /// assert_eq!(Rule::from_id("no.such_rule"), None);
     /// ```
@@ -315,7 +315,7 @@ pub enum JudgeOutcome {
     Block,
     /// The judge did not answer within the time bound.
     Timeout,
-    /// The judge failed (the [`JudgeError::kind`](crate::gate::JudgeError::kind)).
+    /// The judge failed (the kind of its error).
     Error(JudgeFailure),
     /// The agent's judge budget was spent; the judge was not called.
     BudgetExhausted,
@@ -352,8 +352,8 @@ impl fmt::Display for JudgeOutcome {
     }
 }
 
-/// Why the judge gave no ruling ([`JudgeOutcome::Error`]): the kind of its
-/// [`JudgeError`](crate::gate::JudgeError), never its cause.
+/// Why the judge gave no ruling ([`JudgeOutcome::Error`]): the kind of the gate's
+/// `JudgeError`, never its cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

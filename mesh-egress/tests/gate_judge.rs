@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use mesh_egress::gate::{GateVerdict, JudgeFailure, JudgeOutcome, ModelJudge, QualityGate};
+use mesh_egress::gate::{GateVerdict, JudgeOutcome, ModelJudge, QualityGate};
 use mesh_egress::model::{OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse};
+use mesh_egress::verdict::JudgeFailure;
 use mesh_egress::{AgentMessage, Attribution, Turn};
 
 const USER: &str = "Is the Hamburg shipment delayed?";

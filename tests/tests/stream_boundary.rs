@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
+use mesh_egress::boundary::FollowUpOutcome;
 use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::DeliveryError;
-use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
+use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode, ReplyKind};
 use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
 use mesh_egress::model::{

@@ -45,7 +45,8 @@ use crate::egress::{Attribution, Cause, EgressError};
 use crate::gate::finding::Finding;
 use crate::model::fast::{Fence, one_word};
 use crate::turn::Turn;
-pub use crate::verdict::{JudgeFailure, JudgeOutcome};
+use crate::verdict::JudgeFailure;
+pub use crate::verdict::JudgeOutcome;
 
 /// The judge's ruling on a flagged candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

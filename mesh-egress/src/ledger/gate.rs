@@ -12,10 +12,9 @@ use crate::verdict::{Confidence, GateVerdict, JudgeFailure, JudgeOutcome, Rule};
 /// written before these fields were typed read back; a blocked row also says whether a re-run
 /// could succeed (`"retryable"`), and a judge failure its kind (`"judge_failure"`).
 ///
-#[cfg_attr(feature = "gate", doc = "```")]
-#[cfg_attr(not(feature = "gate"), doc = "```ignore")]
-/// use mesh_egress::gate::{GateVerdict, Rule};
+/// ```
 /// use mesh_egress::ledger::GateRecord;
+/// use mesh_egress::verdict::{GateVerdict, Rule};
 /// let row = r#"{"rule": "refusal.opener", "confidence": "low", "verdict": "send",
 ///               "review": true, "judge": "error", "span": [0, 4]}"#;
 /// let record: GateRecord = serde_json::from_str(row).unwrap();
