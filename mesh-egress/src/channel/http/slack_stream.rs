@@ -103,8 +103,9 @@ impl<R: Render> SlackChannel<R> {
 /// stream already (the stop answers `message_not_in_streaming_state`), the message is read back
 /// from its thread (`conversations.replies`, with a history scope) and judged the same way. In
 /// the rare case that the stop fails otherwise, or neither answer has readable text, the
-/// append's parts may be shown and nothing can tell: the stream stops with them [uncertain](crate::channel::stream::SurfaceStreamError::uncertain)
-/// (never sent again; the durable outbox reports them), and the rest goes as messages.
+/// append's parts may be shown and nothing can tell: the stream stops with them
+/// [uncertain](crate::channel::stream::SurfaceStreamError::uncertain) (never sent again; the
+/// durable outbox reports them), and the rest goes as messages.
 ///
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
 /// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
