@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ownership", &[]),
     ("address", &[]),
     ("engagement", &[]),
+    ("verdict", &[]),
     ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -37,7 +38,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The record of what happened, and the context of one turn.
     (
         "ledger",
-        &["egress", "reply", "render", "address", "engagement"],
+        &[
+            "egress",
+            "reply",
+            "render",
+            "address",
+            "engagement",
+            "verdict",
+        ],
     ),
     (
         "turn",
@@ -101,6 +109,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "block",
             "code_region",
+            "verdict",
         ],
     ),
     // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's

@@ -359,18 +359,16 @@ impl GateInner {
 /// whole reply or of one streamed block).
 fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option<JudgeOutcome>) {
     let attr = turn.attribution();
-    let judge = judge.map(JudgeOutcome::as_str);
     for f in findings {
         turn.ledger().record(
             attr,
-            LedgerRecord::Gate(GateRecord {
-                rule: f.rule_id().to_owned(),
-                confidence: f.confidence().as_str().to_owned(),
-                verdict: verdict.as_str().to_owned(),
-                review: verdict.review(),
-                judge: judge.map(str::to_owned),
-                span: Some((f.span().start, f.span().end)),
-            }),
+            LedgerRecord::Gate(GateRecord::new(
+                f.rule(),
+                f.confidence(),
+                verdict,
+                judge,
+                (f.span().start, f.span().end),
+            )),
         );
     }
     let rules = findings
@@ -393,7 +391,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = true,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "reply flagged for offline review"
@@ -406,7 +404,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = false,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "gate verdict"

@@ -20,7 +20,9 @@ use super::deadline::Expired;
 use super::live::LiveReply;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamReceipt};
+use crate::boundary::{
+    KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamedTurnReceipt,
+};
 use crate::channel::DeliveryError;
 use crate::degrade::Mode;
 use crate::egress::{AgentMessage, Attribution, EgressError};
@@ -39,7 +41,7 @@ pub const FOLLOW_UP_HANDLER: &str = "mesh-egress.web.answer";
 const MAX_FOLLOW_UP_DELAY: Duration = Duration::from_secs(600);
 
 /// What a streamed answer came to on a request.
-pub(super) type Streamed = Result<StreamReceipt, DeliveryError>;
+pub(super) type Streamed = Result<StreamedTurnReceipt, DeliveryError>;
 /// What a collected answer came to on a follow-up.
 pub(super) type Collected = Result<AgentMessage, EgressError>;
 
