@@ -250,17 +250,20 @@ impl Atoms {
         self.push(s, units, Kind::Space { level, keep });
     }
 
-    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen`; returns its
-    /// index for [`close`](Self::close).
+    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen` (`None`: as
+    /// `open`); returns its index for [`close`](Self::close).
     pub(crate) fn open(
         &mut self,
         open: Cow<'static, str>,
         close: Cow<'static, str>,
-        reopen: Cow<'static, str>,
+        reopen: Option<Cow<'static, str>>,
         entities: usize,
         mid_line_only: bool,
     ) -> u32 {
         let id = small(self.markers.len());
+        let units = self.markup_units(&open);
+        self.push(&open, units, Kind::Open(id));
+        let reopen = reopen.unwrap_or(open);
         self.markers.push(Marker {
             close_units: self.markup_units(&close),
             close,
@@ -269,8 +272,6 @@ impl Atoms {
             entities,
             mid_line_only,
         });
-        let units = self.markup_units(&open);
-        self.push(&open, units, Kind::Open(id));
         id
     }
 
@@ -284,9 +285,12 @@ impl Atoms {
             self.atoms.pop();
             return;
         }
-        let close = self.marker(id).close.clone();
-        let units = self.marker(id).close_units;
+        // Taken for the write and put back: no copy of the text.
+        let marker = &mut self.markers[id as usize];
+        let units = marker.close_units;
+        let close = std::mem::take(&mut marker.close);
         self.push(&close, units, Kind::Close(id));
+        self.markers[id as usize].close = close;
     }
 
     /// The marker with index `id`.

@@ -206,7 +206,8 @@ impl Dialect for Discord {
 
     fn heading(&self, level: u8) -> Heading {
         // Discord draws `#` to `###`; deeper levels show as the smallest.
-        Heading::Prefix(format!("{} ", "#".repeat(usize::from(level.clamp(1, 3)))))
+        let prefix = ["# ", "## ", "### "][usize::from(level.clamp(1, 3)) - 1];
+        Heading::Prefix(prefix.to_owned())
     }
 
     fn quote(&self) -> Quote {
@@ -218,7 +219,10 @@ impl Dialect for Discord {
     }
 
     fn link(&self, url: &str) -> Option<Pair> {
-        let url = url.replace('>', "%3E").replace(' ', "%20");
-        Some(Pair::new("[", format!("](<{url}>)"), 0))
+        Some(Pair::masked_link(url, |c| match c {
+            '>' => Some("%3E"),
+            ' ' => Some("%20"),
+            _ => None,
+        }))
     }
 }

@@ -175,7 +175,7 @@ impl<D: Dialect> Walker<'_, D> {
     pub(super) fn code_span(&mut self, code: &str) {
         self.flush();
         let code = self.d.code_text(code, true);
-        let id = self.d.code_span(&code).map(|pair| self.open(&pair));
+        let id = self.d.code_span(&code).map(|pair| self.open(pair));
         self.code_text(&code, true);
         if let Some(id) = id {
             self.out.close(id);
@@ -188,7 +188,7 @@ impl<D: Dialect> Walker<'_, D> {
         let prefix = self.line_prefix(false);
         let body = self.d.code_text(body, false);
         let body = body.strip_suffix('\n').unwrap_or(&body);
-        let id = self.d.fence(lang, &prefix).map(|pair| self.open(&pair));
+        let id = self.d.fence(lang, &prefix).map(|pair| self.open(pair));
         if id.is_some() {
             self.out.prefix(&prefix);
         }

@@ -15,7 +15,7 @@ use super::table::Table;
 use super::text::clean_event;
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
-use crate::render::{RenderError, may_hold_hostile_control};
+use crate::render::{RenderError, holds_hostile_control};
 
 /// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
 /// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
@@ -71,16 +71,37 @@ pub(super) fn walk<D: Dialect>(
         code: None,
         table: None,
     };
-    let source_clean = !may_hold_hostile_control(&src);
-    let mut events = Parser::new_ext(&src, options).map(|e| clean_event(e, source_clean));
-    while let Some(event) = events.next() {
-        walker.event(event, &mut events);
-        between(&mut walker.out)?;
+    let source_clean = !holds_hostile_control(&src);
+    let parser = Parser::new_ext(&src, options);
+    // A parser string the source does not hold verbatim comes from a backslash escape (ASCII
+    // punctuation) or a character reference (`&#27;`, which can decode to a control): from a
+    // source without controls and without `&`, no string needs a look.
+    if source_clean && !src.contains('&') {
+        drive(&mut walker, parser, &mut between)?;
+    } else {
+        drive(
+            &mut walker,
+            parser.map(|e| clean_event(e, source_clean)),
+            &mut between,
+        )?;
     }
     if !walker.out.has_content() {
         return Err(RenderError::Empty);
     }
     Ok(walker.out)
+}
+
+/// Feeds every event of `events` to the walker, calling `between` after each one.
+fn drive<'a, D: Dialect, I: Iterator<Item = Event<'a>>>(
+    walker: &mut Walker<'_, D>,
+    mut events: I,
+    between: &mut impl FnMut(&mut Atoms) -> Result<(), RenderError>,
+) -> Result<(), RenderError> {
+    while let Some(event) = events.next() {
+        walker.event(event, &mut events);
+        between(&mut walker.out)?;
+    }
+    Ok(())
 }
 
 /// A block that prefixes the lines inside it.
@@ -264,7 +285,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                         self.inline.heading_prefix = Some(p);
                         None
                     }
-                    Heading::Styled(pair) => Some(self.open(&pair)),
+                    Heading::Styled(pair) => Some(self.open(pair)),
                 };
                 self.inline.styles.push(id);
             }
@@ -299,7 +320,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 self.flush();
                 // Past the cap the words stay, unstyled.
                 let id = if self.inline.styles.len() < MAX_NESTING {
-                    self.d.style(style).map(|pair| self.open(&pair))
+                    self.d.style(style).map(|pair| self.open(pair))
                 } else {
                     None
                 };
@@ -334,7 +355,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 self.blocks.containers.push(Container::Quote);
                 self.blocks.prefix_width += p.chars().count();
                 // Reopened only mid-line: at a line start the prefix is already there.
-                let id = self.out.open("".into(), "".into(), p.into(), 0, true);
+                let id = self.out.open("".into(), "".into(), Some(p.into()), 0, true);
                 QuoteLevel {
                     marker: Some(id),
                     container: true,
@@ -344,7 +365,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Quote::Paired(pair) if self.blocks.quote_depth == 0 => {
                 self.flush();
                 QuoteLevel {
-                    marker: Some(self.open(&pair)),
+                    marker: Some(self.open(pair)),
                     container: false,
                 }
             }
@@ -465,14 +486,9 @@ impl<'a, D: Dialect> Walker<'_, D> {
         self.blocks.prefix_width -= width;
     }
 
-    pub(super) fn open(&mut self, pair: &Pair) -> u32 {
-        self.out.open(
-            pair.open.clone(),
-            pair.close.clone(),
-            pair.open.clone(),
-            pair.entities,
-            false,
-        )
+    pub(super) fn open(&mut self, pair: Pair) -> u32 {
+        self.out
+            .open(pair.open, pair.close, None, pair.entities, false)
     }
 
     /// Owes a line break if the current line has content (and only then: a run of nested
