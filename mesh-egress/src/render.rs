@@ -258,17 +258,24 @@ pub(crate) fn may_hold_hostile_control(text: &str) -> bool {
 /// each one starts a character; emoji joined by U+200D and typographic punctuation (all
 /// `0xe2`) cost one decode each, not a char-by-char pass over the text.
 pub(crate) fn holds_hostile_control(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    bytes.chunks(16).enumerate().any(|(n, block)| {
+    // Blocks of 16 without short-circuits inside, as in `may_hold_hostile_control`.
+    let hostile_in = |start: usize, block: &[u8]| {
         block.iter().fold(false, |acc, &b| acc | suspect(b))
             && block.iter().enumerate().any(|(i, &b)| {
                 suspect(b)
                     && text
-                        .get(n * 16 + i..)
+                        .get(start + i..)
                         .and_then(|rest| rest.chars().next())
                         .is_some_and(is_hostile_control)
             })
-    })
+    };
+    let mut blocks = text.as_bytes().chunks_exact(16);
+    let rest = text.len() - blocks.remainder().len();
+    blocks
+        .by_ref()
+        .enumerate()
+        .any(|(n, block)| hostile_in(n * 16, block))
+        || hostile_in(rest, blocks.remainder())
 }
 
 /// Removes the characters [`is_hostile_control`] names; borrows when there are none.

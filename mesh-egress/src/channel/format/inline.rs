@@ -3,7 +3,7 @@
 use super::Dialect;
 use super::text::{ends_sentence, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
-use crate::channel::atom::{Level, is_grapheme_boundary};
+use crate::channel::atom::{Level, is_boundary};
 
 impl<D: Dialect> Walker<'_, D> {
     /// Ordinary text: words, breaks and escapes.
@@ -48,7 +48,7 @@ impl<D: Dialect> Walker<'_, D> {
                 word = at;
                 url = is_url_start(&text[at..]);
             }
-            if matches!(c, '。' | '！' | '？') && is_grapheme_boundary(text, end) {
+            if matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
                 self.word_end(&text[word..end]);
                 self.word(&text[word..end], url);
@@ -144,7 +144,7 @@ impl<D: Dialect> Walker<'_, D> {
         for (at, c) in code.char_indices() {
             // After an ASCII space an ASCII byte (or the end) always starts a new cluster.
             let next_ascii = code.as_bytes().get(at + 1).is_none_or(u8::is_ascii);
-            if (c == ' ' || c == '\t') && (next_ascii || is_grapheme_boundary(code, at + 1)) {
+            if (c == ' ' || c == '\t') && (next_ascii || is_boundary(code, at + 1)) {
                 if !leading && space.is_none() {
                     self.out.graphemes(&code[run..at]);
                     space = Some(at);

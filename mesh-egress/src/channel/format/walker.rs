@@ -81,7 +81,10 @@ pub(super) fn walk<D: Dialect>(
     } else {
         drive(
             &mut walker,
-            parser.map(|e| clean_event(e, source_clean)),
+            parser.map(|mut e| {
+                clean_event(&mut e, source_clean);
+                e
+            }),
             &mut between,
         )?;
     }
