@@ -258,24 +258,31 @@ pub(crate) fn may_hold_hostile_control(text: &str) -> bool {
 /// each one starts a character; emoji joined by U+200D and typographic punctuation (all
 /// `0xe2`) cost one decode each, not a char-by-char pass over the text.
 pub(crate) fn holds_hostile_control(text: &str) -> bool {
-    // Blocks of 16 without short-circuits inside, as in `may_hold_hostile_control`.
-    let hostile_in = |start: usize, block: &[u8]| {
-        block.iter().fold(false, |acc, &b| acc | suspect(b))
-            && block.iter().enumerate().any(|(i, &b)| {
-                suspect(b)
-                    && text
-                        .get(start + i..)
-                        .and_then(|rest| rest.chars().next())
-                        .is_some_and(is_hostile_control)
-            })
-    };
-    let mut blocks = text.as_bytes().chunks_exact(16);
-    let rest = text.len() - blocks.remainder().len();
-    blocks
-        .by_ref()
-        .enumerate()
-        .any(|(n, block)| hostile_in(n * 16, block))
-        || hostile_in(rest, blocks.remainder())
+    let bytes = text.as_bytes();
+    let mut blocks = bytes.chunks_exact(16);
+    let mut start = 0;
+    for block in blocks.by_ref() {
+        // Without short-circuits inside a block, as in `may_hold_hostile_control`.
+        if block.iter().fold(false, |acc, &b| acc | suspect(b)) && hostile_from(text, start, block)
+        {
+            return true;
+        }
+        start += 16;
+    }
+    hostile_from(text, start, blocks.remainder())
+}
+
+/// Whether a suspect byte of `block`, which starts at byte `start` of `text`, starts a
+/// character [`is_hostile_control`] names.
+#[inline(never)]
+fn hostile_from(text: &str, start: usize, block: &[u8]) -> bool {
+    block.iter().enumerate().any(|(i, &b)| {
+        suspect(b)
+            && text
+                .get(start + i..)
+                .and_then(|rest| rest.chars().next())
+                .is_some_and(is_hostile_control)
+    })
 }
 
 /// Removes the characters [`is_hostile_control`] names; borrows when there are none.

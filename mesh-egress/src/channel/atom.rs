@@ -320,9 +320,7 @@ impl Atoms {
 /// ASCII, which settles it without a trim.
 fn shows_something(s: &str) -> bool {
     match s.as_bytes().first() {
-        Some(b) if b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ') => {
-            true
-        }
+        Some(b) if b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ') => true,
         _ => !s.trim().is_empty(),
     }
 }
