@@ -311,6 +311,7 @@ fn word_hash(word: &[u8]) -> u64 {
 /// so two words with the same folded bytes (the same [`word_hash`]) always get the same key:
 /// the filter never rejects a prompt word. Words that differ only in the middle share a key,
 /// which costs a look at the n-gram, never a miss.
+#[inline]
 fn word_key(bytes: &[u8], start: usize, end: usize) -> u64 {
     let len = end - start;
     let keep = if len >= 8 {
@@ -328,16 +329,22 @@ fn word_key(bytes: &[u8], start: usize, end: usize) -> u64 {
 }
 
 /// Eight bytes of `bytes` from `at`, little-endian, zero past the end.
+#[inline]
 fn load8(bytes: &[u8], at: usize) -> u64 {
-    match bytes.get(at..at + 8) {
-        Some(eight) => u64::from_le_bytes(eight.try_into().unwrap_or_default()),
-        None => {
-            let mut buf = [0u8; 8];
-            let rest = bytes.get(at..).unwrap_or_default();
-            buf[..rest.len()].copy_from_slice(rest);
-            u64::from_le_bytes(buf)
-        }
+    if let Some(&eight) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+        return u64::from_le_bytes(eight);
     }
+    load8_at_end(bytes, at)
+}
+
+/// [`load8`] within eight bytes of the end: copied out, zero-padded.
+#[cold]
+fn load8_at_end(bytes: &[u8], at: usize) -> u64 {
+    let mut buf = [0u8; 8];
+    let rest = bytes.get(at..).unwrap_or_default();
+    let n = rest.len().min(8);
+    buf[..n].copy_from_slice(&rest[..n]);
+    u64::from_le_bytes(buf)
 }
 
 /// Each byte folded for word hashing: ASCII letters lowercased, digits and non-ASCII bytes as
