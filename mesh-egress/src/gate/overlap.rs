@@ -267,22 +267,59 @@ fn for_each_word(text: &str, mut f: impl FnMut(u64, usize, usize)) {
 }
 
 /// Calls `f(start, end)` for each word of `bytes` (a maximal run of bytes [`WORD_BYTE`] keeps),
-/// in order: a table lookup per byte and nothing else.
+/// in order. Eight bytes at a time: a word mask per eight bytes (a few word operations, see
+/// [`word_mask`]), then one step per word start or end in them.
 fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
-    let mut i = 0usize;
-    loop {
-        while i < bytes.len() && WORD_BYTE[usize::from(bytes[i])] == 0 {
-            i += 1;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut start = usize::MAX; // MAX: not inside a word
+    let mut at = 0usize;
+    while let Some(&eight) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+        let words = word_mask(u64::from_le_bytes(eight));
+        // Each byte's bit against the byte before it (the last one of the eight before, for
+        // the first): a set bit in `changes` is a word starting or ending there.
+        let before = (words << 8) | if start == usize::MAX { 0 } else { 0x80 };
+        let mut changes = (words ^ before) & HIGH;
+        while changes != 0 {
+            let byte = (changes.trailing_zeros() / 8) as usize;
+            if start == usize::MAX {
+                start = at + byte;
+            } else {
+                f(start, at + byte);
+                start = usize::MAX;
+            }
+            changes &= changes - 1;
         }
-        if i == bytes.len() {
-            return;
-        }
-        let start = i;
-        while i < bytes.len() && WORD_BYTE[usize::from(bytes[i])] != 0 {
-            i += 1;
-        }
-        f(start, i);
+        at += 8;
     }
+    for (i, &b) in bytes.iter().enumerate().skip(at) {
+        let in_word = WORD_BYTE[usize::from(b)] != 0;
+        if in_word && start == usize::MAX {
+            start = i;
+        } else if !in_word && start != usize::MAX {
+            f(start, i);
+            start = usize::MAX;
+        }
+    }
+    if start != usize::MAX {
+        f(start, bytes.len());
+    }
+}
+
+/// The high bit of each byte of `x` (eight bytes, little-endian) set where [`WORD_BYTE`] keeps
+/// the byte: an ASCII digit or letter, or any byte from `0x80`. Per byte below `0x80`, adding
+/// `0x80 - lo` sets the high bit exactly when the byte is at least `lo`, and no sum carries
+/// into the next byte.
+fn word_mask(x: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const fn each(b: u8) -> u64 {
+        0x0101_0101_0101_0101 * b as u64
+    }
+    let low = x & !HIGH;
+    let digit = low.wrapping_add(each(0x80 - b'0')) & !low.wrapping_add(each(0x80 - b'9' - 1));
+    let folded = low | each(0x20);
+    let letter =
+        folded.wrapping_add(each(0x80 - b'a')) & !folded.wrapping_add(each(0x80 - b'z' - 1));
+    (digit | letter | x) & HIGH
 }
 
 /// A word's hash: its folded bytes packed eight to a u64 and multiplied in once per eight (the
@@ -464,6 +501,48 @@ mod tests {
                 word_key(a.as_bytes(), before.len(), before.len() + upper.len()),
                 word_key(b.as_bytes(), 0, lower.len())
             );
+        }
+    }
+
+    /// `for_each_span` a byte at a time, as the table says.
+    fn spans_byte_by_byte(bytes: &[u8]) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        let mut start = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            match (WORD_BYTE[usize::from(b)] != 0, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    spans.push((s, i));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            spans.push((s, bytes.len()));
+        }
+        spans
+    }
+
+    #[test]
+    fn the_word_mask_keeps_exactly_the_bytes_the_table_keeps() {
+        for b in 0..=255u8 {
+            let mask = word_mask(u64::from(b) << 24);
+            assert_eq!(mask == 1 << 31, WORD_BYTE[usize::from(b)] != 0, "{b:#x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn spans_eight_at_a_time_are_the_spans_byte_by_byte(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            words in "[ a-zA-Z0-9_.,@`é漢\n-]{0,80}",
+        ) {
+            for input in [&bytes[..], words.as_bytes()] {
+                let mut spans = Vec::new();
+                for_each_span(input, |s, e| spans.push((s, e)));
+                proptest::prop_assert_eq!(spans, spans_byte_by_byte(input));
+            }
         }
     }
 

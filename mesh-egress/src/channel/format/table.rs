@@ -5,6 +5,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use super::Dialect;
 use super::label::{collect_label, is_reference, plain_label};
+use super::text::SPACES;
 use super::walker::Walker;
 
 /// A table being collected: cells as plain text.
@@ -167,9 +168,8 @@ pub(super) fn draw_table(mut table: Table) -> String {
     out
 }
 
-/// Thirty-two spaces and thirty-two dashes: padding and rules are written from these.
-const SPACES: &str = "                                ";
-const DASHES: &str = "--------------------------------";
+/// Dashes for rules, as [`SPACES`] is for padding.
+const DASHES: &str = "----------------------------------------------------------------";
 
 /// Appends `n` copies of the one ASCII character `run` repeats.
 fn push_repeated(out: &mut String, run: &str, mut n: usize) {

@@ -8,6 +8,10 @@ use pulldown_cmark::{CodeBlockKind, CowStr, Event, Tag};
 use crate::channel::atom::is_boundary;
 use crate::render::{is_hostile_control, may_hold_hostile_control, strip_controls};
 
+/// Sixty-four spaces, as wide as the widest line prefix: indentation and padding are slices
+/// of it.
+pub(super) const SPACES: &str = "                                                                ";
+
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
     c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
@@ -17,7 +21,8 @@ pub(super) fn is_break_space(c: char) -> bool {
 /// 1), so code cannot close its own delimiters.
 pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
     const RUNS: [&str; 3] = ["`", "``", "```"];
-    if !code.contains(RUNS[min.clamp(1, 3) - 1]) {
+    // A byte search first: most code holds no backtick at all.
+    if !code.as_bytes().contains(&b'`') || !code.contains(RUNS[min.clamp(1, 3) - 1]) {
         return Cow::Borrowed(code);
     }
     let mut out = String::with_capacity(code.len() + 8);

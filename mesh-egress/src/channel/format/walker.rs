@@ -12,7 +12,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 use super::label::collect_label;
 use super::table::Table;
-use super::text::clean_event;
+use super::text::{SPACES, clean_event};
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
 use crate::render::{RenderError, holds_hostile_control};
@@ -111,8 +111,10 @@ fn drive<'a, D: Dialect, I: Iterator<Item = Event<'a>>>(
 pub(super) enum Container {
     Quote,
     Item {
-        bullet: String,
-        indent: String,
+        /// The bullet or number; a dialect's bullets are static.
+        bullet: Cow<'static, str>,
+        /// The bullet's width in characters: the indentation of the item's other lines.
+        width: usize,
         bullet_pending: bool,
     },
 }
@@ -392,13 +394,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
     fn start_item(&mut self) {
         self.owe(Level::Line);
         let depth = self.blocks.item_depth;
-        let bullet = match self.blocks.lists.last_mut() {
+        let bullet: Cow<'static, str> = match self.blocks.lists.last_mut() {
             Some(Some(n)) => {
-                let b = format!("{n}. ");
+                let mut b = n.to_string();
+                b.push_str(". ");
                 *n = n.saturating_add(1);
-                b
+                Cow::Owned(b)
             }
-            _ => self.d.bullet(depth).to_owned(),
+            _ => Cow::Borrowed(self.d.bullet(depth)),
         };
         let width = bullet.chars().count();
         // Past the cap an item is a line of the item around it: its words stay, its bullet
@@ -407,7 +410,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
         if shown {
             self.blocks.containers.push(Container::Item {
                 bullet,
-                indent: " ".repeat(width),
+                width,
                 bullet_pending: true,
             });
             self.blocks.prefix_width += width;
@@ -483,7 +486,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 Quote::Prefix(p) => p.chars().count(),
                 Quote::Paired(_) => 0,
             },
-            Some(Container::Item { indent, .. }) => indent.chars().count(),
+            Some(Container::Item { width, .. }) => width,
             None => 0,
         };
         self.blocks.prefix_width -= width;
@@ -560,14 +563,15 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 Container::Quote => prefix.push_str(quote),
                 Container::Item {
                     bullet,
-                    indent,
+                    width,
                     bullet_pending,
                 } => {
                     if *bullet_pending && take_bullets {
                         prefix.push_str(bullet);
                         *bullet_pending = false;
                     } else {
-                        prefix.push_str(indent);
+                        // The whole prefix is at most `MAX_PREFIX_WIDTH` characters.
+                        prefix.push_str(&SPACES[..(*width).min(SPACES.len())]);
                     }
                 }
             }
