@@ -273,7 +273,18 @@ fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut start = usize::MAX; // MAX: not inside a word
     let mut at = 0usize;
-    while let Some(&eight) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+    loop {
+        // The last eight are padded with zero bytes (separators), so a word that runs to the
+        // end ends there, and `f` has this one call site (it is inlined).
+        let (eight, last) = match bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+            Some(&eight) => (eight, false),
+            None => {
+                let mut eight = [0u8; 8];
+                let rest = bytes.get(at..).unwrap_or_default();
+                eight[..rest.len()].copy_from_slice(rest);
+                (eight, true)
+            }
+        };
         let words = word_mask(u64::from_le_bytes(eight));
         // Each byte's bit against the byte before it (the last one of the eight before, for
         // the first): a set bit in `changes` is a word starting or ending there.
@@ -289,19 +300,10 @@ fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
             }
             changes &= changes - 1;
         }
-        at += 8;
-    }
-    for (i, &b) in bytes.iter().enumerate().skip(at) {
-        let in_word = WORD_BYTE[usize::from(b)] != 0;
-        if in_word && start == usize::MAX {
-            start = i;
-        } else if !in_word && start != usize::MAX {
-            f(start, i);
-            start = usize::MAX;
+        if last {
+            return;
         }
-    }
-    if start != usize::MAX {
-        f(start, bytes.len());
+        at += 8;
     }
 }
 
