@@ -48,7 +48,7 @@ impl<D: Dialect> Walker<'_, D> {
                 word = at;
                 url = is_url_start(&text[at..]);
             }
-            if matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
+            if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
                 self.word_end(&text[word..end]);
                 self.word(&text[word..end], url);

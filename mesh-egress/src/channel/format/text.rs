@@ -14,6 +14,10 @@ pub(super) const SPACES: &str = "                                               
 
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
+    if c.is_ascii() {
+        // The ASCII White_Space characters, without the table lookup.
+        return matches!(c, ' ' | '\t'..='\r');
+    }
     c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
 }
 
@@ -102,6 +106,13 @@ mod tests {
         assert_eq!(break_backtick_runs("a```b", 3), "a``\u{200b}`b");
         assert_eq!(break_backtick_runs("a`b", 1), "a\u{200b}`b");
         assert!(matches!(break_backtick_runs("a``b", 3), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn the_ascii_break_spaces_are_the_ascii_whitespace() {
+        for c in (0..0x80_u8).map(char::from) {
+            assert_eq!(is_break_space(c), c.is_whitespace(), "{c:?}");
+        }
     }
 
     #[test]
