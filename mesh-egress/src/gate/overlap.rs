@@ -149,53 +149,56 @@ impl PromptOverlap {
             (1u32 << self.window) - 1
         };
         let bytes = text.as_bytes();
-        // The last n words: their spans, and their hashes once a run needs them (0: not yet;
-        // a word hash is odd).
+        // The last n words of the current run of vocabulary words: their spans, and their
+        // hashes once the run needs them (0: not yet; a word hash is odd). A word outside the
+        // vocabulary ends the run and needs nothing kept: no n-gram over it is the prompt's.
         let mut ring = [(0usize, 0usize, 0u64); MAX_NGRAM];
-        let mut slot = 0usize; // where the oldest of the last n words is, and the next goes
-        let mut seen = 0usize;
+        let mut slot = 0usize; // where the oldest of the run's last n words is, and the next goes
+        let mut words = 0usize; // words so far
         let mut run = 0usize; // the vocabulary words in a row, ending at the last word
+        // The window's bits as of n-gram `bits_at`: n-grams after it, up to a hit, are misses,
+        // shifted in when the hit comes (most words are no hit and touch nothing here).
         let mut bits: u32 = 0;
+        let mut bits_at = 0usize;
         let mut best = 0u32;
         let mut best_end = 0usize;
-        let mut index = 0usize;
         for_each_span(bytes, |start, end| {
+            words += 1;
+            if !has_bit(&self.vocabulary, word_key(bytes, start, end)) {
+                run = 0;
+                return;
+            }
+            run += 1;
             ring[slot] = (start, end, 0);
             slot += 1;
             if slot == n {
                 slot = 0;
             }
-            seen += 1;
-            run = if has_bit(&self.vocabulary, word_key(bytes, start, end)) {
-                run + 1
-            } else {
-                0
-            };
-            if seen < n {
+            if run < n {
                 return;
             }
-            let hit = run >= n && {
-                // The n-gram's hash, oldest word first: the rolling hash's value, built whole
-                // from the word hashes (each word hashed once, however many runs it is in).
-                let rolling = (0..n).fold(0u64, |r, k| {
-                    let (start, end, hash) = &mut ring[(slot + k) % n];
-                    if *hash == 0 {
-                        *hash = word_hash(&bytes[*start..*end]);
-                    }
-                    r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
-                });
-                self.contains(mix_ngram(rolling))
-            };
-            bits = ((bits << 1) | u32::from(hit)) & mask;
-            // The count only grows when a hit comes in.
-            if hit {
-                let count = bits.count_ones();
-                if count > best {
-                    best = count;
-                    best_end = index;
+            // The n-gram's hash, oldest word first: the rolling hash's value, built whole from
+            // the word hashes (each word hashed once, however many n-grams it is in).
+            let rolling = (0..n).fold(0u64, |r, k| {
+                let (start, end, hash) = &mut ring[(slot + k) % n];
+                if *hash == 0 {
+                    *hash = word_hash(&bytes[*start..*end]);
                 }
+                r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
+            });
+            if !self.contains(mix_ngram(rolling)) {
+                return;
             }
-            index += 1;
+            // The n-gram ending at this word; the count only grows when a hit comes in.
+            let index = words - n;
+            let shift = u32::try_from(index - bits_at).unwrap_or(u32::MAX);
+            bits = (bits.checked_shl(shift).unwrap_or(0) | 1) & mask;
+            bits_at = index;
+            let count = bits.count_ones();
+            if count > best {
+                best = count;
+                best_end = index;
+            }
         });
         (best, best_end)
     }
