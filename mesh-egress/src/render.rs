@@ -257,6 +257,7 @@ pub(crate) fn may_hold_hostile_control(text: &str) -> bool {
 /// its suspect bytes start. Every suspect byte is ASCII or a lead byte (`0xc2`, `0xe2`), so
 /// each one starts a character; emoji joined by U+200D and typographic punctuation (all
 /// `0xe2`) cost one decode each, not a char-by-char pass over the text.
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the Markdown renderers only
 pub(crate) fn holds_hostile_control(text: &str) -> bool {
     let bytes = text.as_bytes();
     let mut blocks = bytes.chunks_exact(16);
@@ -275,6 +276,7 @@ pub(crate) fn holds_hostile_control(text: &str) -> bool {
 /// Whether a suspect byte of `block`, which starts at byte `start` of `text`, starts a
 /// character [`is_hostile_control`] names.
 #[inline(never)]
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the Markdown renderers only
 fn hostile_from(text: &str, start: usize, block: &[u8]) -> bool {
     block.iter().enumerate().any(|(i, &b)| {
         suspect(b)
