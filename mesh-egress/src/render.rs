@@ -232,21 +232,59 @@ pub(crate) fn is_hostile_control(c: char) -> bool {
         | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// A byte that is, or starts, a character [`is_hostile_control`] may name: a C0 control but
+/// newline and tab, DEL, or the lead byte of U+0080–U+00BF (C1) or U+2000–U+2FFF (bidi).
+fn suspect(b: u8) -> bool {
+    (b < 0x20) & (b != b'\n') & (b != b'\t') | (b == 0x7f) | (b == 0xc2) | (b == 0xe2)
+}
+
 /// Whether `text` may hold a character [`is_hostile_control`] names: a byte check that is
 /// exact for ASCII and conservative above it (any C1 or U+2000–U+2FFF lead byte says maybe),
 /// so the char-by-char check runs only on text that could need it.
 pub(crate) fn may_hold_hostile_control(text: &str) -> bool {
     // Without short-circuits inside a block, so the compiler can check a block in a few
     // vector instructions; every piece of text a renderer writes passes through here.
-    fn suspect(b: u8) -> bool {
-        (b < 0x20) & (b != b'\n') & (b != b'\t') | (b == 0x7f) | (b == 0xc2) | (b == 0xe2)
-    }
     let bytes = text.as_bytes();
     let mut blocks = bytes.chunks_exact(16);
     blocks
         .by_ref()
         .any(|block| block.iter().fold(false, |acc, &b| acc | suspect(b)))
         || blocks.remainder().iter().any(|&b| suspect(b))
+}
+
+/// Whether `text` holds a character [`is_hostile_control`] names, exactly: the byte check of
+/// [`may_hold_hostile_control`] per block, and only in a suspect block a look at the characters
+/// its suspect bytes start. Every suspect byte is ASCII or a lead byte (`0xc2`, `0xe2`), so
+/// each one starts a character; emoji joined by U+200D and typographic punctuation (all
+/// `0xe2`) cost one decode each, not a char-by-char pass over the text.
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the Markdown renderers only
+pub(crate) fn holds_hostile_control(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut blocks = bytes.chunks_exact(16);
+    let mut start = 0;
+    for block in blocks.by_ref() {
+        // Without short-circuits inside a block, as in `may_hold_hostile_control`.
+        if block.iter().fold(false, |acc, &b| acc | suspect(b)) && hostile_from(text, start, block)
+        {
+            return true;
+        }
+        start += 16;
+    }
+    hostile_from(text, start, blocks.remainder())
+}
+
+/// Whether a suspect byte of `block`, which starts at byte `start` of `text`, starts a
+/// character [`is_hostile_control`] names.
+#[inline(never)]
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the Markdown renderers only
+fn hostile_from(text: &str, start: usize, block: &[u8]) -> bool {
+    block.iter().enumerate().any(|(i, &b)| {
+        suspect(b)
+            && text
+                .get(start + i..)
+                .and_then(|rest| rest.chars().next())
+                .is_some_and(is_hostile_control)
+    })
 }
 
 /// Removes the characters [`is_hostile_control`] names; borrows when there are none.
@@ -276,6 +314,26 @@ mod tests {
             }
             if c.is_ascii() {
                 assert_eq!(may_hold_hostile_control(s), is_hostile_control(c), "{c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_exact_check_agrees_with_a_char_by_char_scan() {
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            let s = c.encode_utf8(&mut buf);
+            assert_eq!(holds_hostile_control(s), is_hostile_control(c), "{c:?}");
+        }
+        // In context: at every offset across a block boundary, beside lookalikes that share
+        // the suspect lead bytes (U+2014, U+200D, U+00A0).
+        for hostile in ['\u{1b}', '\u{85}', '\u{202e}', '\u{2066}', '\0'] {
+            for at in 0..40 {
+                let mut text: String = "a—\u{200d}\u{a0}b".repeat(4).chars().take(at).collect();
+                assert!(!holds_hostile_control(&text), "{text:?}");
+                text.push(hostile);
+                text.push_str("z—");
+                assert!(holds_hostile_control(&text), "{text:?}");
             }
         }
     }

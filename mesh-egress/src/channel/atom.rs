@@ -77,6 +77,9 @@ pub(crate) struct Atom {
     /// This atom continues the previous one's grapheme cluster (a combining mark after a
     /// style marker, say): no hard cut before it.
     pub(crate) joins_prev: bool,
+    /// The atom shows something (see [`Atoms::is_visible`]); decided once when it is
+    /// written, since the chunker asks for every atom of every part it scans.
+    visible: bool,
 }
 
 impl Atom {
@@ -170,6 +173,9 @@ impl Atoms {
 
     /// Whether what is left of `atom` from byte `from` shows something.
     pub(crate) fn is_visible_from(&self, atom: &Atom, from: usize) -> bool {
+        if from == atom.start() {
+            return atom.visible;
+        }
         match atom.kind {
             Kind::Escape => true,
             Kind::Graphemes => !self.text[from..atom.end()].trim().is_empty(),
@@ -199,16 +205,19 @@ impl Atoms {
                 prev.kind = Kind::Graphemes;
             }
         }
-        if !self.visible {
-            self.visible =
-                kind == Kind::Escape || (kind == Kind::Graphemes && !s.trim().is_empty());
-        }
+        let visible = match kind {
+            Kind::Escape => true,
+            Kind::Graphemes => shows_something(s),
+            _ => false,
+        };
+        self.visible |= visible;
         self.atoms.push(Atom {
             start: small(start),
             end: small(self.text.len()),
             units: small(units),
             kind,
             joins_prev,
+            visible,
         });
     }
 
@@ -250,17 +259,20 @@ impl Atoms {
         self.push(s, units, Kind::Space { level, keep });
     }
 
-    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen`; returns its
-    /// index for [`close`](Self::close).
+    /// Opens a marker written as `open`, closed by `close`, reopened as `reopen` (`None`: as
+    /// `open`); returns its index for [`close`](Self::close).
     pub(crate) fn open(
         &mut self,
         open: Cow<'static, str>,
         close: Cow<'static, str>,
-        reopen: Cow<'static, str>,
+        reopen: Option<Cow<'static, str>>,
         entities: usize,
         mid_line_only: bool,
     ) -> u32 {
         let id = small(self.markers.len());
+        let units = self.markup_units(&open);
+        self.push(&open, units, Kind::Open(id));
+        let reopen = reopen.unwrap_or(open);
         self.markers.push(Marker {
             close_units: self.markup_units(&close),
             close,
@@ -269,8 +281,6 @@ impl Atoms {
             entities,
             mid_line_only,
         });
-        let units = self.markup_units(&open);
-        self.push(&open, units, Kind::Open(id));
         id
     }
 
@@ -284,9 +294,12 @@ impl Atoms {
             self.atoms.pop();
             return;
         }
-        let close = self.marker(id).close.clone();
-        let units = self.marker(id).close_units;
+        // Taken for the write and put back: no copy of the text.
+        let marker = &mut self.markers[id as usize];
+        let units = marker.close_units;
+        let close = std::mem::take(&mut marker.close);
         self.push(&close, units, Kind::Close(id));
+        self.markers[id as usize].close = close;
     }
 
     /// The marker with index `id`.
@@ -300,6 +313,15 @@ impl Atoms {
         } else {
             0
         }
+    }
+}
+
+/// Whether `s` holds a character that is not whitespace: most words start with one that is
+/// ASCII, which settles it without a trim.
+fn shows_something(s: &str) -> bool {
+    match s.as_bytes().first() {
+        Some(b) if b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ') => true,
+        _ => !s.trim().is_empty(),
     }
 }
 
@@ -317,7 +339,29 @@ fn clearly_a_boundary(before: &str, after: &str) -> bool {
         return false;
     }
     let prepend_free = !matches!(u32::from(p), 0x600..=0xd4e | 0x1_1000..=0x1_1fff);
-    (c.is_ascii() && prepend_free) || (u32::from(p) < 0x300 && u32::from(c) < 0x300)
+    (c.is_ascii() && prepend_free)
+        || (u32::from(p) < 0x300 && u32::from(c) < 0x300)
+        || (p.is_ascii() && never_extends(c))
+}
+
+/// Whether `c` lies in a range with no Extend, ZWJ or SpacingMark character (UAX #29), so
+/// after an ASCII character other than CR it always starts a cluster: the emoji people put
+/// between words (skin-tone modifiers, U+1F3FB–U+1F3FF, excepted), CJK ideographs, and the
+/// letters of hiragana and katakana. The `never_extends_is_true_to_the_segmenter` test checks
+/// every character of these ranges.
+fn never_extends(c: char) -> bool {
+    matches!(u32::from(c),
+        0x1_f300..=0x1_f3fa | 0x1_f400..=0x1_faff | 0x4e00..=0x9fff | 0x3041..=0x3096
+        | 0x30a1..=0x30fa)
+}
+
+/// Whether byte offset `at` of `text` is an extended grapheme cluster boundary, asking the
+/// segmenter only when the characters on either side do not settle it.
+pub(crate) fn is_boundary(text: &str, at: usize) -> bool {
+    match (text.get(..at), text.get(at..)) {
+        (Some(before), Some(after)) if clearly_a_boundary(before, after) => true,
+        _ => is_grapheme_boundary(text, at),
+    }
 }
 
 /// Whether byte offset `at` of `text` is an extended grapheme cluster boundary.
@@ -344,6 +388,18 @@ mod tests {
         let at = p.len_utf8();
         if clearly_a_boundary(&text[..at], &text[at..]) {
             assert!(is_grapheme_boundary(&text, at), "{p:?} {c:?}");
+        }
+    }
+
+    #[test]
+    fn never_extends_is_true_to_the_segmenter() {
+        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            if never_extends(c) {
+                for p in [' ', 'a', '\n', '.', '~'] {
+                    let text = format!("{p}{c}");
+                    assert!(is_grapheme_boundary(&text, 1), "{p:?} {c:?}");
+                }
+            }
         }
     }
 

@@ -56,8 +56,9 @@ pub(crate) struct PromptOverlap {
     ngrams: NgramSet,
     // Most candidate n-grams are not in the prompt; one bit test rejects them before the set.
     filter: Box<[u64]>,
-    // The prompt's words, as the same kind of one-hash filter: an n-gram of the prompt is n
-    // prompt words, so until n words in a row pass it no n-gram needs hashing or looking up.
+    // The prompt's words (their `word_key`s), as the same kind of one-hash filter: an n-gram
+    // of the prompt is n prompt words, so until n words in a row pass it no n-gram (and no
+    // word) needs hashing or looking up.
     vocabulary: Box<[u64]>,
     n: usize,
     window: usize,
@@ -71,7 +72,9 @@ impl PromptOverlap {
         let mut ngrams = NgramSet::default();
         let mut filter = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
         let mut vocabulary = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
-        for_each_word(prompt, |word, _, _| set_bit(&mut vocabulary, word));
+        for_each_span(prompt.as_bytes(), |start, end| {
+            set_bit(&mut vocabulary, word_key(prompt.as_bytes(), start, end));
+        });
         let mut total = 0usize;
         for_each_ngram(prompt, n, |hash, _| {
             ngrams.insert(hash);
@@ -145,46 +148,57 @@ impl PromptOverlap {
         } else {
             (1u32 << self.window) - 1
         };
-        let mut ring = [0u64; MAX_NGRAM];
-        let mut slot = 0usize; // where the oldest of the last n words is, and the next goes
-        let mut seen = 0usize;
+        let bytes = text.as_bytes();
+        // The last n words of the current run of vocabulary words: their spans, and their
+        // hashes once the run needs them (0: not yet; a word hash is odd). A word outside the
+        // vocabulary ends the run and needs nothing kept: no n-gram over it is the prompt's.
+        let mut ring = [(0usize, 0usize, 0u64); MAX_NGRAM];
+        let mut slot = 0usize; // where the oldest of the run's last n words is, and the next goes
+        let mut words = 0usize; // words so far
         let mut run = 0usize; // the vocabulary words in a row, ending at the last word
+        // The window's bits as of n-gram `bits_at`: n-grams after it, up to a hit, are misses,
+        // shifted in when the hit comes (most words are no hit and touch nothing here).
         let mut bits: u32 = 0;
+        let mut bits_at = 0usize;
         let mut best = 0u32;
         let mut best_end = 0usize;
-        let mut index = 0usize;
-        for_each_word(text, |word, _, _| {
-            ring[slot] = word;
+        for_each_span(bytes, |start, end| {
+            words += 1;
+            if !has_bit(&self.vocabulary, word_key(bytes, start, end)) {
+                run = 0;
+                return;
+            }
+            run += 1;
+            ring[slot] = (start, end, 0);
             slot += 1;
             if slot == n {
                 slot = 0;
             }
-            seen += 1;
-            run = if has_bit(&self.vocabulary, word) {
-                run + 1
-            } else {
-                0
-            };
-            if seen < n {
+            if run < n {
                 return;
             }
-            let hit = run >= n && {
-                // The n-gram's hash, oldest word first: the rolling hash's value, built whole.
-                let rolling = (0..n).fold(0u64, |r, k| {
-                    r.wrapping_mul(ROLL_BASE).wrapping_add(ring[(slot + k) % n])
-                });
-                self.contains(mix_ngram(rolling))
-            };
-            bits = ((bits << 1) | u32::from(hit)) & mask;
-            // The count only grows when a hit comes in.
-            if hit {
-                let count = bits.count_ones();
-                if count > best {
-                    best = count;
-                    best_end = index;
+            // The n-gram's hash, oldest word first: the rolling hash's value, built whole from
+            // the word hashes (each word hashed once, however many n-grams it is in).
+            let rolling = (0..n).fold(0u64, |r, k| {
+                let (start, end, hash) = &mut ring[(slot + k) % n];
+                if *hash == 0 {
+                    *hash = word_hash(&bytes[*start..*end]);
                 }
+                r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
+            });
+            if !self.contains(mix_ngram(rolling)) {
+                return;
             }
-            index += 1;
+            // The n-gram ending at this word; the count only grows when a hit comes in.
+            let index = words - n;
+            let shift = u32::try_from(index - bits_at).unwrap_or(u32::MAX);
+            bits = (bits.checked_shl(shift).unwrap_or(0) | 1) & mask;
+            bits_at = index;
+            let count = bits.count_ones();
+            if count > best {
+                best = count;
+                best_end = index;
+            }
         });
         (best, best_end)
     }
@@ -247,49 +261,132 @@ fn for_each_ngram(text: &str, n: usize, mut f: impl FnMut(u64, Range<usize>)) {
     });
 }
 
-/// Calls `f(word hash, start, end)` for each word of `text`, in order. The hash is mixed once
-/// more after the word's bytes, so similar words spread across a rolling sum of them.
+/// Calls `f(word hash, start, end)` for each word of `text`, in order.
 fn for_each_word(text: &str, mut f: impl FnMut(u64, usize, usize)) {
-    let mut emit = |word: u64, start: usize, end: usize| {
-        f(
-            (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1,
-            start,
-            end,
-        );
-    };
     let bytes = text.as_bytes();
-    // Word bytes are packed eight to a u64 and multiplied in once per eight: the per-byte work
-    // is a table lookup and a shift, not a multiply on the critical path.
-    let mut word_hash = FNV_OFFSET;
+    for_each_span(bytes, |start, end| {
+        f(word_hash(&bytes[start..end]), start, end)
+    });
+}
+
+/// Calls `f(start, end)` for each word of `bytes` (a maximal run of bytes [`WORD_BYTE`] keeps),
+/// in order. Eight bytes at a time: a word mask per eight bytes (a few word operations, see
+/// [`word_mask`]), then one step per word start or end in them.
+fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut start = usize::MAX; // MAX: not inside a word
+    let mut at = 0usize;
+    loop {
+        // The last eight are padded with zero bytes (separators), so a word that runs to the
+        // end ends there, and `f` has this one call site (it is inlined).
+        let (eight, last) = match bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+            Some(&eight) => (eight, false),
+            None => {
+                let mut eight = [0u8; 8];
+                let rest = bytes.get(at..).unwrap_or_default();
+                eight[..rest.len()].copy_from_slice(rest);
+                (eight, true)
+            }
+        };
+        let words = word_mask(u64::from_le_bytes(eight));
+        // Each byte's bit against the byte before it (the last one of the eight before, for
+        // the first): a set bit in `changes` is a word starting or ending there.
+        let before = (words << 8) | if start == usize::MAX { 0 } else { 0x80 };
+        let mut changes = (words ^ before) & HIGH;
+        while changes != 0 {
+            let byte = (changes.trailing_zeros() / 8) as usize;
+            if start == usize::MAX {
+                start = at + byte;
+            } else {
+                f(start, at + byte);
+                start = usize::MAX;
+            }
+            changes &= changes - 1;
+        }
+        if last {
+            return;
+        }
+        at += 8;
+    }
+}
+
+/// The high bit of each byte of `x` (eight bytes, little-endian) set where [`WORD_BYTE`] keeps
+/// the byte: an ASCII digit or letter, or any byte from `0x80`. Per byte below `0x80`, adding
+/// `0x80 - lo` sets the high bit exactly when the byte is at least `lo`, and no sum carries
+/// into the next byte.
+fn word_mask(x: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const fn each(b: u8) -> u64 {
+        0x0101_0101_0101_0101 * b as u64
+    }
+    let low = x & !HIGH;
+    let digit = low.wrapping_add(each(0x80 - b'0')) & !low.wrapping_add(each(0x80 - b'9' - 1));
+    let folded = low | each(0x20);
+    let letter =
+        folded.wrapping_add(each(0x80 - b'a')) & !folded.wrapping_add(each(0x80 - b'z' - 1));
+    (digit | letter | x) & HIGH
+}
+
+/// A word's hash: its folded bytes packed eight to a u64 and multiplied in once per eight (the
+/// per-byte work is a lookup and a shift, not a multiply on the critical path), mixed once
+/// more at the end so similar words spread across a rolling sum of them.
+fn word_hash(word: &[u8]) -> u64 {
+    let mut hash = FNV_OFFSET;
     let mut packed = 0u64;
     let mut packed_len = 0u32;
-    let mut word_start = usize::MAX; // MAX: not inside a word
-    for (i, &b) in bytes.iter().enumerate() {
-        let folded = WORD_BYTE[usize::from(b)];
-        if folded != 0 {
-            if word_start == usize::MAX {
-                word_start = i;
-                word_hash = FNV_OFFSET;
-            }
-            packed = (packed << 8) | u64::from(folded);
-            packed_len += 1;
-            if packed_len == 8 {
-                word_hash = (word_hash ^ packed).wrapping_mul(FNV_PRIME);
-                packed = 0;
-                packed_len = 0;
-            }
-        } else if word_start != usize::MAX {
-            let word = (word_hash ^ packed ^ (u64::from(packed_len) << 59)).wrapping_mul(FNV_PRIME);
-            emit(word, word_start, i);
-            word_start = usize::MAX;
+    for &b in word {
+        packed = (packed << 8) | u64::from(WORD_BYTE[usize::from(b)]);
+        packed_len += 1;
+        if packed_len == 8 {
+            hash = (hash ^ packed).wrapping_mul(FNV_PRIME);
             packed = 0;
             packed_len = 0;
         }
     }
-    if word_start != usize::MAX {
-        let word = (word_hash ^ packed ^ (u64::from(packed_len) << 59)).wrapping_mul(FNV_PRIME);
-        emit(word, word_start, bytes.len());
+    let word = (hash ^ packed ^ (u64::from(packed_len) << 59)).wrapping_mul(FNV_PRIME);
+    (word ^ (word >> 29)).wrapping_mul(FNV_PRIME) | 1
+}
+
+/// A cheap key of the word `bytes[start..end]` for the vocabulary filter: its first and last
+/// eight bytes with bit `0x20` set and its length, read as two loads. Setting `0x20` folds
+/// ASCII case exactly (a word's ASCII bytes are letters and digits, and digits have it set),
+/// so two words with the same folded bytes (the same [`word_hash`]) always get the same key:
+/// the filter never rejects a prompt word. Words that differ only in the middle share a key,
+/// which costs a look at the n-gram, never a miss.
+#[inline]
+fn word_key(bytes: &[u8], start: usize, end: usize) -> u64 {
+    let len = end - start;
+    let keep = if len >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * len)) - 1
+    };
+    let head = load8(bytes, start) & keep;
+    let tail = if len > 8 { load8(bytes, end - 8) } else { 0 };
+    let fold = 0x2020_2020_2020_2020 & keep;
+    // The filter reads the top bits of the product, the well-mixed ones.
+    ((head | fold) ^ (tail | 0x2020_2020_2020_2020).rotate_left(29))
+        .wrapping_add(len as u64)
+        .wrapping_mul(ROLL_BASE)
+}
+
+/// Eight bytes of `bytes` from `at`, little-endian, zero past the end.
+#[inline]
+fn load8(bytes: &[u8], at: usize) -> u64 {
+    if let Some(&eight) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+        return u64::from_le_bytes(eight);
     }
+    load8_at_end(bytes, at)
+}
+
+/// [`load8`] within eight bytes of the end: copied out, zero-padded.
+#[cold]
+fn load8_at_end(bytes: &[u8], at: usize) -> u64 {
+    let mut buf = [0u8; 8];
+    let rest = bytes.get(at..).unwrap_or_default();
+    let n = rest.len().min(8);
+    buf[..n].copy_from_slice(&rest[..n]);
+    u64::from_le_bytes(buf)
 }
 
 /// Each byte folded for word hashing: ASCII letters lowercased, digits and non-ASCII bytes as
@@ -387,6 +484,70 @@ mod tests {
             }
             let check = PromptOverlap::new(PROMPT, n, DEFAULT_THRESHOLD).expect("long enough");
             proptest::prop_assert_eq!(check.densest(&text), densest_by_every_ngram(&check, &text));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_word_and_its_case_variants_have_one_key_wherever_they_stand(
+            word in "[a-zA-Z0-9éß漢]{1,24}",
+            before in "[ .,*]{0,9}",
+            after in "[ .,*]{0,9}",
+        ) {
+            let upper = word.to_ascii_uppercase();
+            let lower = word.to_ascii_lowercase();
+            let a = format!("{before}{upper}{after}");
+            let b = format!("{lower}{before}");
+            proptest::prop_assert_eq!(
+                word_hash(upper.as_bytes()),
+                word_hash(lower.as_bytes())
+            );
+            proptest::prop_assert_eq!(
+                word_key(a.as_bytes(), before.len(), before.len() + upper.len()),
+                word_key(b.as_bytes(), 0, lower.len())
+            );
+        }
+    }
+
+    /// `for_each_span` a byte at a time, as the table says.
+    fn spans_byte_by_byte(bytes: &[u8]) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        let mut start = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            match (WORD_BYTE[usize::from(b)] != 0, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    spans.push((s, i));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            spans.push((s, bytes.len()));
+        }
+        spans
+    }
+
+    #[test]
+    fn the_word_mask_keeps_exactly_the_bytes_the_table_keeps() {
+        for b in 0..=255u8 {
+            let mask = word_mask(u64::from(b) << 24);
+            assert_eq!(mask == 1 << 31, WORD_BYTE[usize::from(b)] != 0, "{b:#x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn spans_eight_at_a_time_are_the_spans_byte_by_byte(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            words in "[ a-zA-Z0-9_.,@`é漢\n-]{0,80}",
+        ) {
+            for input in [&bytes[..], words.as_bytes()] {
+                let mut spans = Vec::new();
+                for_each_span(input, |s, e| spans.push((s, e)));
+                proptest::prop_assert_eq!(spans, spans_byte_by_byte(input));
+            }
         }
     }
 

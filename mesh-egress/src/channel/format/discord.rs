@@ -93,7 +93,9 @@ impl Render for DiscordMarkdown {
 /// mass mentions anywhere in a message's content, code included
 /// (https://discord.com/developers/docs/resources/message#allowed-mentions-object).
 fn defuse_mass_mentions(text: &str) -> Cow<'_, str> {
-    if !text.contains("@everyone") && !text.contains("@here") {
+    // One byte search settles the text without an `@`: most code and every plain word.
+    if !text.as_bytes().contains(&b'@') || (!text.contains("@everyone") && !text.contains("@here"))
+    {
         return Cow::Borrowed(text);
     }
     Cow::Owned(
@@ -206,7 +208,8 @@ impl Dialect for Discord {
 
     fn heading(&self, level: u8) -> Heading {
         // Discord draws `#` to `###`; deeper levels show as the smallest.
-        Heading::Prefix(format!("{} ", "#".repeat(usize::from(level.clamp(1, 3)))))
+        let prefix = ["# ", "## ", "### "][usize::from(level.clamp(1, 3)) - 1];
+        Heading::Prefix(prefix.to_owned())
     }
 
     fn quote(&self) -> Quote {
@@ -218,7 +221,10 @@ impl Dialect for Discord {
     }
 
     fn link(&self, url: &str) -> Option<Pair> {
-        let url = url.replace('>', "%3E").replace(' ', "%20");
-        Some(Pair::new("[", format!("](<{url}>)"), 0))
+        Some(Pair::masked_link(url, |c| match c {
+            '>' => Some("%3E"),
+            ' ' => Some("%20"),
+            _ => None,
+        }))
     }
 }

@@ -3,7 +3,7 @@
 use super::Dialect;
 use super::text::{ends_sentence, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
-use crate::channel::atom::{Level, is_grapheme_boundary};
+use crate::channel::atom::{Level, is_boundary};
 
 impl<D: Dialect> Walker<'_, D> {
     /// Ordinary text: words, breaks and escapes.
@@ -48,7 +48,7 @@ impl<D: Dialect> Walker<'_, D> {
                 word = at;
                 url = is_url_start(&text[at..]);
             }
-            if matches!(c, '。' | '！' | '？') && is_grapheme_boundary(text, end) {
+            if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
                 self.word_end(&text[word..end]);
                 self.word(&text[word..end], url);
@@ -144,7 +144,7 @@ impl<D: Dialect> Walker<'_, D> {
         for (at, c) in code.char_indices() {
             // After an ASCII space an ASCII byte (or the end) always starts a new cluster.
             let next_ascii = code.as_bytes().get(at + 1).is_none_or(u8::is_ascii);
-            if (c == ' ' || c == '\t') && (next_ascii || is_grapheme_boundary(code, at + 1)) {
+            if (c == ' ' || c == '\t') && (next_ascii || is_boundary(code, at + 1)) {
                 if !leading && space.is_none() {
                     self.out.graphemes(&code[run..at]);
                     space = Some(at);
@@ -175,7 +175,7 @@ impl<D: Dialect> Walker<'_, D> {
     pub(super) fn code_span(&mut self, code: &str) {
         self.flush();
         let code = self.d.code_text(code, true);
-        let id = self.d.code_span(&code).map(|pair| self.open(&pair));
+        let id = self.d.code_span(&code).map(|pair| self.open(pair));
         self.code_text(&code, true);
         if let Some(id) = id {
             self.out.close(id);
@@ -188,7 +188,7 @@ impl<D: Dialect> Walker<'_, D> {
         let prefix = self.line_prefix(false);
         let body = self.d.code_text(body, false);
         let body = body.strip_suffix('\n').unwrap_or(&body);
-        let id = self.d.fence(lang, &prefix).map(|pair| self.open(&pair));
+        let id = self.d.fence(lang, &prefix).map(|pair| self.open(pair));
         if id.is_some() {
             self.out.prefix(&prefix);
         }

@@ -42,7 +42,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
         match live {
             Some(pair) => {
                 self.flush();
-                let id = self.open(&pair);
+                let id = self.open(pair);
                 self.replay(label);
                 self.out.close(id);
                 if label_disguises(&shown, url) {

@@ -94,12 +94,55 @@ impl Pair {
     /// A Markdown fence, its language kept to the characters an info string needs, its
     /// closing line under `prefix` (a quote's or a list item's).
     pub(crate) fn backtick_fence(lang: &str, prefix: &str) -> Self {
-        let lang: String = lang
-            .chars()
-            .filter(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '#' | '.' | '_'))
-            .collect();
-        Self::new(format!("```{lang}\n"), format!("\n{prefix}```"), 0)
+        let keep = |c: &char| c.is_alphanumeric() || matches!(c, '+' | '-' | '#' | '.' | '_');
+        let open = if lang.is_empty() {
+            Cow::Borrowed("```\n")
+        } else {
+            let mut open = String::with_capacity(lang.len() + 4);
+            open.push_str("```");
+            open.extend(lang.chars().filter(keep));
+            open.push('\n');
+            Cow::Owned(open)
+        };
+        Self::new(open, fence_close(prefix), 0)
     }
+
+    /// A Markdown link masked by its label, `[label](<url>)`, with each character of the
+    /// URL that `encode` names percent-encoded.
+    pub(crate) fn masked_link(url: &str, encode: impl Fn(char) -> Option<&'static str>) -> Self {
+        let mut close = String::with_capacity(url.len() + 8);
+        close.push_str("](<");
+        push_replaced(&mut close, url, encode);
+        close.push_str(">)");
+        Self::new("[", close, 0)
+    }
+}
+
+/// A fence's closing line under `prefix`: a line break, the prefix, the fence (a copy only
+/// when there is a prefix).
+pub(crate) fn fence_close(prefix: &str) -> Cow<'static, str> {
+    if prefix.is_empty() {
+        Cow::Borrowed("\n```")
+    } else {
+        Cow::Owned(["\n", prefix, "```"].concat())
+    }
+}
+
+/// Appends `s` to `out`, each character `replace` names written as its replacement.
+pub(crate) fn push_replaced(
+    out: &mut String,
+    s: &str,
+    replace: impl Fn(char) -> Option<&'static str>,
+) {
+    let mut run = 0;
+    for (at, c) in s.char_indices() {
+        if let Some(replacement) = replace(c) {
+            out.push_str(&s[run..at]);
+            out.push_str(replacement);
+            run = at + c.len_utf8();
+        }
+    }
+    out.push_str(&s[run..]);
 }
 
 /// An inline style.

@@ -104,20 +104,13 @@ fn slack_escape(c: char) -> Option<&'static str> {
     }
 }
 
-/// A URL as it may appear inside `<…|…>`.
-fn slack_url(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    for c in url.chars() {
-        match c {
-            '|' => out.push_str("%7C"),
-            ' ' => out.push_str("%20"),
-            c => match slack_escape(c) {
-                Some(e) => out.push_str(e),
-                None => out.push(c),
-            },
-        }
-    }
-    out
+/// Appends a URL as it may appear inside `<…|…>`.
+fn push_slack_url(out: &mut String, url: &str) {
+    super::push_replaced(out, url, |c| match c {
+        '|' => Some("%7C"),
+        ' ' => Some("%20"),
+        c => slack_escape(c),
+    });
 }
 
 impl Dialect for Slack {
@@ -161,7 +154,7 @@ impl Dialect for Slack {
 
     fn fence(&self, _lang: &str, prefix: &str) -> Option<Pair> {
         // Slack shows no language; writing one would make it the code's first line.
-        Some(Pair::new("```\n", format!("\n{prefix}```"), 0))
+        Some(Pair::new("```\n", super::fence_close(prefix), 0))
     }
 
     fn heading(&self, _level: u8) -> Heading {
@@ -184,6 +177,10 @@ impl Dialect for Slack {
         if url.starts_with(['!', '@', '#']) {
             return None;
         }
-        Some(Pair::new(format!("<{}|", slack_url(url)), ">", 0))
+        let mut open = String::with_capacity(url.len() + 8);
+        open.push('<');
+        push_slack_url(&mut open, url);
+        open.push('|');
+        Some(Pair::new(open, ">", 0))
     }
 }

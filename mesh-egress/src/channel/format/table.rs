@@ -5,6 +5,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use super::Dialect;
 use super::label::{collect_label, is_reference, plain_label};
+use super::text::SPACES;
 use super::walker::Walker;
 
 /// A table being collected: cells as plain text.
@@ -40,9 +41,13 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Event::Start(Tag::TableHead | Tag::TableRow) => table.rows.push(Vec::new()),
             Event::End(TagEnd::TableHead) => table.head_rows = table.rows.len(),
             Event::End(TagEnd::TableCell) => {
-                let cell = std::mem::take(&mut table.cell);
+                let mut cell = std::mem::take(&mut table.cell);
                 if let Some(row) = table.rows.last_mut() {
-                    row.push(cell.trim().to_owned());
+                    let trimmed = cell.trim();
+                    if trimmed.len() != cell.len() {
+                        cell = trimmed.to_owned();
+                    }
+                    row.push(cell);
                 }
             }
             Event::Start(
@@ -121,37 +126,56 @@ pub(super) fn draw_table(mut table: Table) -> String {
     let row_width: usize = widths.iter().sum::<usize>() + 3 * columns.saturating_sub(1);
     let padded = row_width.saturating_mul(table.rows.len() + 1);
     let pad = padded <= content.saturating_mul(2).saturating_add(256);
-    let mut out = String::new();
+    let mut out = String::with_capacity(padded.min(content.saturating_mul(2)) + 64);
     for (n, row) in table.rows.iter().enumerate() {
         if n > 0 {
             out.push('\n');
         }
-        let mut line = String::new();
+        let line_start = out.len();
         let drawn = if pad { columns } else { row.len() };
         for (col, w) in widths.iter().enumerate().take(drawn) {
             if col > 0 {
-                line.push_str(" | ");
+                out.push_str(" | ");
             }
             let cell = row.get(col).map_or("", String::as_str);
             let gap = if pad { w - width(cell) } else { 0 };
             if matches!(table.alignments.get(col), Some(Alignment::Right)) {
-                line.extend(std::iter::repeat_n(' ', gap));
-                line.push_str(cell);
+                push_repeated(&mut out, SPACES, gap);
+                out.push_str(cell);
             } else {
-                line.push_str(cell);
-                line.extend(std::iter::repeat_n(' ', gap));
+                out.push_str(cell);
+                push_repeated(&mut out, SPACES, gap);
             }
         }
-        out.push_str(line.trim_end());
+        // The line's trailing padding (and trailing blanks of its last cell) is dropped.
+        let kept = out[line_start..].trim_end().len();
+        out.truncate(line_start + kept);
         if n + 1 == table.head_rows {
             out.push('\n');
-            let rule: Vec<String> = if pad {
-                widths.iter().map(|w| "-".repeat(*w)).collect()
+            let rules: &mut dyn Iterator<Item = usize> = if pad {
+                &mut widths.iter().copied()
             } else {
-                row.iter().map(|c| "-".repeat(width(c).max(1))).collect()
+                &mut row.iter().map(|c| width(c).max(1))
             };
-            out.push_str(&rule.join("-+-"));
+            for (col, w) in rules.enumerate() {
+                if col > 0 {
+                    out.push_str("-+-");
+                }
+                push_repeated(&mut out, DASHES, w);
+            }
         }
     }
     out
+}
+
+/// Dashes for rules, as [`SPACES`] is for padding.
+const DASHES: &str = "----------------------------------------------------------------";
+
+/// Appends `n` copies of the one ASCII character `run` repeats.
+fn push_repeated(out: &mut String, run: &str, mut n: usize) {
+    while n > 0 {
+        let k = n.min(run.len());
+        out.push_str(&run[..k]);
+        n -= k;
+    }
 }

@@ -115,18 +115,20 @@ fn html_escape(c: char) -> Option<&'static str> {
     }
 }
 
-/// A value as it may appear inside a double-quoted attribute.
-fn attribute(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("&quot;"),
-            c => match html_escape(c) {
-                Some(e) => out.push_str(e),
-                None => out.push(c),
-            },
-        }
-    }
+/// Appends a value as it may appear inside a double-quoted attribute.
+fn push_attribute(out: &mut String, value: &str) {
+    super::push_replaced(out, value, |c| match c {
+        '"' => Some("&quot;"),
+        c => html_escape(c),
+    });
+}
+
+/// `before`, `value` as an attribute value, `after`: one allocation.
+fn with_attribute(before: &str, value: &str, after: &str) -> String {
+    let mut out = String::with_capacity(before.len() + value.len() + after.len() + 8);
+    out.push_str(before);
+    push_attribute(&mut out, value);
+    out.push_str(after);
     out
 }
 
@@ -265,7 +267,7 @@ impl Dialect for Telegram {
             Pair::new("<pre>", "</pre>", 1)
         } else {
             Pair::new(
-                format!("<pre><code class=\"language-{}\">", attribute(lang)),
+                with_attribute("<pre><code class=\"language-", lang, "\">"),
                 "</code></pre>",
                 1,
             )
@@ -289,7 +291,7 @@ impl Dialect for Telegram {
         // default): Telegram rejects a message whose link is not an absolute URL it knows,
         // and a `tg://user?id=` link mentions anyone.
         Some(Pair::new(
-            format!("<a href=\"{}\">", attribute(url)),
+            with_attribute("<a href=\"", url, "\">"),
             "</a>",
             1,
         ))

@@ -5,11 +5,19 @@ use std::borrow::Cow;
 
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Tag};
 
-use crate::channel::atom::is_grapheme_boundary;
+use crate::channel::atom::is_boundary;
 use crate::render::{is_hostile_control, may_hold_hostile_control, strip_controls};
+
+/// Sixty-four spaces, as wide as the widest line prefix: indentation and padding are slices
+/// of it.
+pub(super) const SPACES: &str = "                                                                ";
 
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
+    if c.is_ascii() {
+        // The ASCII White_Space characters, without the table lookup.
+        return matches!(c, ' ' | '\t'..='\r');
+    }
     c.is_whitespace() && !matches!(c, '\u{a0}' | '\u{2007}' | '\u{202f}')
 }
 
@@ -17,7 +25,8 @@ pub(super) fn is_break_space(c: char) -> bool {
 /// 1), so code cannot close its own delimiters.
 pub(crate) fn break_backtick_runs(code: &str, min: usize) -> Cow<'_, str> {
     const RUNS: [&str; 3] = ["`", "``", "```"];
-    if !code.contains(RUNS[min.clamp(1, 3) - 1]) {
+    // A byte search first: most code holds no backtick at all.
+    if !code.as_bytes().contains(&b'`') || !code.contains(RUNS[min.clamp(1, 3) - 1]) {
         return Cow::Borrowed(code);
     }
     let mut out = String::with_capacity(code.len() + 8);
@@ -53,61 +62,38 @@ pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
     let bytes = text.as_bytes();
     let ascii_around =
         (at == 0 || bytes[at - 1].is_ascii()) && bytes.get(end).is_none_or(u8::is_ascii);
-    ascii_around || (is_grapheme_boundary(text, at) && is_grapheme_boundary(text, end))
+    ascii_around || (is_boundary(text, at) && is_boundary(text, end))
 }
 
 /// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
 /// so the source alone cannot be filtered). A string borrowed from a source that holds none
 /// has none (`source_clean`): only decoded strings, which the parser owns, are checked then.
-fn clean(s: CowStr<'_>, source_clean: bool) -> CowStr<'_> {
+fn clean(s: &mut CowStr<'_>, source_clean: bool) {
     if source_clean && matches!(s, CowStr::Borrowed(_)) {
-        return s;
+        return;
     }
-    if may_hold_hostile_control(&s) && s.chars().any(is_hostile_control) {
-        CowStr::from(strip_controls(&s).into_owned())
-    } else {
-        s
+    if may_hold_hostile_control(s) && s.chars().any(is_hostile_control) {
+        *s = CowStr::from(strip_controls(s).into_owned());
     }
 }
 
-/// An event with control characters removed from every string that can reach the output;
-/// `source_clean`: the source the parser reads holds none.
-pub(super) fn clean_event(event: Event<'_>, source_clean: bool) -> Event<'_> {
-    let clean = |s| clean(s, source_clean);
+/// Removes control characters from every string of `event` that can reach the output, in
+/// place; `source_clean`: the source the parser reads holds none.
+pub(super) fn clean_event(event: &mut Event<'_>, source_clean: bool) {
     match event {
-        Event::Text(t) => Event::Text(clean(t)),
-        Event::Code(t) => Event::Code(clean(t)),
-        Event::Html(t) => Event::Html(clean(t)),
-        Event::InlineHtml(t) => Event::InlineHtml(clean(t)),
-        Event::InlineMath(t) => Event::InlineMath(clean(t)),
-        Event::DisplayMath(t) => Event::DisplayMath(clean(t)),
-        Event::FootnoteReference(t) => Event::FootnoteReference(clean(t)),
-        Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(clean(info))))
-        }
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
-            link_type,
-            dest_url: clean(dest_url),
-            title,
-            id,
-        }),
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Image {
-            link_type,
-            dest_url: clean(dest_url),
-            title,
-            id,
-        }),
-        other => other,
+        Event::Text(t)
+        | Event::Code(t)
+        | Event::Html(t)
+        | Event::InlineHtml(t)
+        | Event::InlineMath(t)
+        | Event::DisplayMath(t)
+        | Event::FootnoteReference(t)
+        | Event::Start(
+            Tag::CodeBlock(CodeBlockKind::Fenced(t))
+            | Tag::Link { dest_url: t, .. }
+            | Tag::Image { dest_url: t, .. },
+        ) => clean(t, source_clean),
+        _ => {}
     }
 }
 
@@ -120,6 +106,13 @@ mod tests {
         assert_eq!(break_backtick_runs("a```b", 3), "a``\u{200b}`b");
         assert_eq!(break_backtick_runs("a`b", 1), "a\u{200b}`b");
         assert!(matches!(break_backtick_runs("a``b", 3), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn the_ascii_break_spaces_are_the_ascii_whitespace() {
+        for c in (0..0x80_u8).map(char::from) {
+            assert_eq!(is_break_space(c), c.is_whitespace(), "{c:?}");
+        }
     }
 
     #[test]

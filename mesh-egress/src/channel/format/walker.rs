@@ -12,10 +12,10 @@ use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 use super::label::collect_label;
 use super::table::Table;
-use super::text::clean_event;
+use super::text::{SPACES, clean_event};
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
-use crate::render::{RenderError, may_hold_hostile_control};
+use crate::render::{RenderError, holds_hostile_control};
 
 /// Line breaks inside a paragraph are written as spaces once the line prefix is wider than
 /// this. A lazy continuation line costs two bytes of input but would cost its whole prefix in
@@ -71,11 +71,22 @@ pub(super) fn walk<D: Dialect>(
         code: None,
         table: None,
     };
-    let source_clean = !may_hold_hostile_control(&src);
-    let mut events = Parser::new_ext(&src, options).map(|e| clean_event(e, source_clean));
-    while let Some(event) = events.next() {
-        walker.event(event, &mut events);
-        between(&mut walker.out)?;
+    let source_clean = !holds_hostile_control(&src);
+    let parser = Parser::new_ext(&src, options);
+    // A parser string the source does not hold verbatim comes from a backslash escape (ASCII
+    // punctuation) or a character reference (`&#27;`, which can decode to a control): from a
+    // source without controls and without `&`, no string needs a look.
+    if source_clean && !src.contains('&') {
+        drive(&mut walker, parser, &mut between)?;
+    } else {
+        drive(
+            &mut walker,
+            parser.map(|mut e| {
+                clean_event(&mut e, source_clean);
+                e
+            }),
+            &mut between,
+        )?;
     }
     if !walker.out.has_content() {
         return Err(RenderError::Empty);
@@ -83,12 +94,27 @@ pub(super) fn walk<D: Dialect>(
     Ok(walker.out)
 }
 
+/// Feeds every event of `events` to the walker, calling `between` after each one.
+fn drive<'a, D: Dialect, I: Iterator<Item = Event<'a>>>(
+    walker: &mut Walker<'_, D>,
+    mut events: I,
+    between: &mut impl FnMut(&mut Atoms) -> Result<(), RenderError>,
+) -> Result<(), RenderError> {
+    while let Some(event) = events.next() {
+        walker.event(event, &mut events);
+        between(&mut walker.out)?;
+    }
+    Ok(())
+}
+
 /// A block that prefixes the lines inside it.
 pub(super) enum Container {
     Quote,
     Item {
-        bullet: String,
-        indent: String,
+        /// The bullet or number; a dialect's bullets are static.
+        bullet: Cow<'static, str>,
+        /// The bullet's width in characters: the indentation of the item's other lines.
+        width: usize,
         bullet_pending: bool,
     },
 }
@@ -264,7 +290,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                         self.inline.heading_prefix = Some(p);
                         None
                     }
-                    Heading::Styled(pair) => Some(self.open(&pair)),
+                    Heading::Styled(pair) => Some(self.open(pair)),
                 };
                 self.inline.styles.push(id);
             }
@@ -299,7 +325,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 self.flush();
                 // Past the cap the words stay, unstyled.
                 let id = if self.inline.styles.len() < MAX_NESTING {
-                    self.d.style(style).map(|pair| self.open(&pair))
+                    self.d.style(style).map(|pair| self.open(pair))
                 } else {
                     None
                 };
@@ -334,7 +360,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 self.blocks.containers.push(Container::Quote);
                 self.blocks.prefix_width += p.chars().count();
                 // Reopened only mid-line: at a line start the prefix is already there.
-                let id = self.out.open("".into(), "".into(), p.into(), 0, true);
+                let id = self.out.open("".into(), "".into(), Some(p.into()), 0, true);
                 QuoteLevel {
                     marker: Some(id),
                     container: true,
@@ -344,7 +370,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Quote::Paired(pair) if self.blocks.quote_depth == 0 => {
                 self.flush();
                 QuoteLevel {
-                    marker: Some(self.open(&pair)),
+                    marker: Some(self.open(pair)),
                     container: false,
                 }
             }
@@ -368,13 +394,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
     fn start_item(&mut self) {
         self.owe(Level::Line);
         let depth = self.blocks.item_depth;
-        let bullet = match self.blocks.lists.last_mut() {
+        let bullet: Cow<'static, str> = match self.blocks.lists.last_mut() {
             Some(Some(n)) => {
-                let b = format!("{n}. ");
+                let mut b = n.to_string();
+                b.push_str(". ");
                 *n = n.saturating_add(1);
-                b
+                Cow::Owned(b)
             }
-            _ => self.d.bullet(depth).to_owned(),
+            _ => Cow::Borrowed(self.d.bullet(depth)),
         };
         let width = bullet.chars().count();
         // Past the cap an item is a line of the item around it: its words stay, its bullet
@@ -383,7 +410,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
         if shown {
             self.blocks.containers.push(Container::Item {
                 bullet,
-                indent: " ".repeat(width),
+                width,
                 bullet_pending: true,
             });
             self.blocks.prefix_width += width;
@@ -459,20 +486,15 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 Quote::Prefix(p) => p.chars().count(),
                 Quote::Paired(_) => 0,
             },
-            Some(Container::Item { indent, .. }) => indent.chars().count(),
+            Some(Container::Item { width, .. }) => width,
             None => 0,
         };
         self.blocks.prefix_width -= width;
     }
 
-    pub(super) fn open(&mut self, pair: &Pair) -> u32 {
-        self.out.open(
-            pair.open.clone(),
-            pair.close.clone(),
-            pair.open.clone(),
-            pair.entities,
-            false,
-        )
+    pub(super) fn open(&mut self, pair: Pair) -> u32 {
+        self.out
+            .open(pair.open, pair.close, None, pair.entities, false)
     }
 
     /// Owes a line break if the current line has content (and only then: a run of nested
@@ -541,14 +563,15 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 Container::Quote => prefix.push_str(quote),
                 Container::Item {
                     bullet,
-                    indent,
+                    width,
                     bullet_pending,
                 } => {
                     if *bullet_pending && take_bullets {
                         prefix.push_str(bullet);
                         *bullet_pending = false;
                     } else {
-                        prefix.push_str(indent);
+                        // The whole prefix is at most `MAX_PREFIX_WIDTH` characters.
+                        prefix.push_str(&SPACES[..(*width).min(SPACES.len())]);
                     }
                 }
             }

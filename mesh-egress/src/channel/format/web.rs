@@ -167,7 +167,9 @@ impl Dialect for Web {
     }
 
     fn heading(&self, level: u8) -> Heading {
-        Heading::Prefix(format!("{} ", "#".repeat(usize::from(level.clamp(1, 6)))))
+        let mut prefix = "#".repeat(usize::from(level.clamp(1, 6)));
+        prefix.push(' ');
+        Heading::Prefix(prefix)
     }
 
     fn quote(&self) -> Quote {
@@ -181,11 +183,12 @@ impl Dialect for Web {
     fn link(&self, url: &str) -> Option<Pair> {
         // Inside `<…>` a destination may hold neither `<`, `>` nor a line break; spaces
         // would end it for readers that do not take the angle form.
-        let url = url
-            .replace('<', "%3C")
-            .replace('>', "%3E")
-            .replace(' ', "%20")
-            .replace('\n', "%0A");
-        Some(Pair::new("[", format!("](<{url}>)"), 0))
+        Some(Pair::masked_link(url, |c| match c {
+            '<' => Some("%3C"),
+            '>' => Some("%3E"),
+            ' ' => Some("%20"),
+            '\n' => Some("%0A"),
+            _ => None,
+        }))
     }
 }
