@@ -94,6 +94,7 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
+mod failure;
 mod future;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]

@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ownership", &[]),
     ("address", &[]),
     ("engagement", &[]),
+    ("failure", &[]),
     ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -84,6 +85,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "code_region",
             "answer",
+            "failure",
         ],
     ),
     (
@@ -750,7 +752,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "ingress: discord -> inbound -> discord",
     "ingress: inbound -> slack -> inbound",
     "ingress: inbound -> telegram -> inbound",
-    "model: classify -> limits -> classify",
     "model/tool_text: markers -> parse -> markers",
     "model/tool_text: markers -> parse -> python -> markers",
     "model/tool_text: markers -> python -> markers",
