@@ -759,8 +759,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "model/tool_text: parse -> python -> parse",
     "store: commitments -> outbox -> follow_up -> commitments",
     "store: follow_up -> outbox -> follow_up",
-    "testing: chat_api -> chat_stream -> chat_api",
-    "testing: chat_api -> slack_history -> chat_api",
     "web: agent -> turn -> agent",
 ];
 
