@@ -754,8 +754,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "model/tool_text: markers -> python -> markers",
     "model/tool_text: markers -> python -> parse -> markers",
     "model/tool_text: parse -> python -> parse",
-    "store: commitments -> outbox -> follow_up -> commitments",
-    "store: follow_up -> outbox -> follow_up",
     "web: agent -> turn -> agent",
 ];
 
