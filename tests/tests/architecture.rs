@@ -754,7 +754,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "model/tool_text: markers -> python -> markers",
     "model/tool_text: markers -> python -> parse -> markers",
     "model/tool_text: parse -> python -> parse",
-    "web: agent -> turn -> agent",
 ];
 
 #[test]
