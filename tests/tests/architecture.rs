@@ -749,11 +749,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "channel/format: label -> walker -> table -> label",
     "channel/format: table -> walker -> table",
     "channel/http: exchange -> retry -> exchange",
-    "model/tool_text: markers -> parse -> markers",
-    "model/tool_text: markers -> parse -> python -> markers",
-    "model/tool_text: markers -> python -> markers",
-    "model/tool_text: markers -> python -> parse -> markers",
-    "model/tool_text: parse -> python -> parse",
 ];
 
 #[test]
