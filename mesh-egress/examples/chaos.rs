@@ -384,9 +384,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
                 c.follow_ups(),
                 c.max_follow_ups()
             ),
-            LedgerRecord::Gate(g) => {
-                format!("gate        {} {} -> {}", g.rule, g.confidence, g.verdict)
-            }
+            LedgerRecord::Gate(g) => format!("gate        {g}"),
             other => format!("{other:?}"),
         })
         .collect()

@@ -433,7 +433,7 @@ async fn main() -> ExitCode {
     // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
     // reply is refused by the channel once the turn no longer owns the conversation.
     let reply = resolve_in(&turn, args.mode, &policy, answer().await);
-    tracing::info!(target: "mesh_egress::degrade", reply = reply.kind(), mode = args.mode.as_str(), "turn ended");
+    tracing::info!(target: "mesh_egress::degrade", reply = reply.kind().as_str(), mode = args.mode.as_str(), "turn ended");
 
     let target = args.deliver.unwrap_or(Surface::Plain);
     let channel = match delivery.map(|delivery| delivery.channel(&address, args.json)) {

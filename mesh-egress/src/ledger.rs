@@ -710,25 +710,8 @@ impl CommitmentState {
     }
 }
 
-/// A quality-gate finding and the verdict on it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateRecord {
-    /// The heuristic rule that fired.
-    pub rule: String,
-    /// `high` or `low`.
-    pub confidence: String,
-    /// What the gate did: `sent`, `sent_flagged`, `sanitised`, `blocked`, ...
-    pub verdict: String,
-    /// Whether the message was flagged for offline review.
-    pub review: bool,
-    /// How the judge's part ended (`allow`, `block`, `timeout`, `error`, `budget_exhausted`,
-    /// `turn_stopped`, `no_judge`), if it was asked.
-    #[serde(default)]
-    pub judge: Option<String>,
-    /// The byte range of the finding in the candidate (never its text).
-    #[serde(default)]
-    pub span: Option<(usize, usize)>,
-}
+mod gate;
+pub use gate::GateRecord;
 
 mod millis {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -127,6 +127,7 @@ pub mod stream;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 mod turn;
+pub mod verdict;
 #[cfg(all(feature = "web", any(feature = "sqlite", feature = "postgres")))]
 #[cfg_attr(
     docsrs,

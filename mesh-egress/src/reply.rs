@@ -67,14 +67,53 @@ impl Reply {
         matches!(self, Self::Answer(_))
     }
 
-    /// A stable lowercase name: `answer`, `holding`, `handoff`, `silence`.
-    pub fn kind(&self) -> &'static str {
+    /// Which of the four replies this is (its [`Display`](fmt::Display) is the stable
+    /// lowercase name: `answer`, `holding`, `handoff`, `silence`).
+    pub fn kind(&self) -> ReplyKind {
         match self {
-            Self::Answer(_) => "answer",
-            Self::Holding { .. } => "holding",
-            Self::Handoff { .. } => "handoff",
+            Self::Answer(_) => ReplyKind::Answer,
+            Self::Holding { .. } => ReplyKind::Holding,
+            Self::Handoff { .. } => ReplyKind::Handoff,
+            Self::Silence => ReplyKind::Silence,
+        }
+    }
+}
+
+/// Which [`Reply`] a person got, without its message: what logs, receipts and reports record.
+///
+/// ```
+/// use mesh_egress::degrade::{Reply, ReplyKind};
+/// assert_eq!(Reply::Silence.kind(), ReplyKind::Silence);
+/// assert_eq!(ReplyKind::Holding.to_string(), "holding");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReplyKind {
+    /// The real answer ([`Reply::Answer`]).
+    Answer,
+    /// A holding line with a promise to follow up ([`Reply::Holding`]).
+    Holding,
+    /// A handoff to a person or queue ([`Reply::Handoff`]).
+    Handoff,
+    /// Nothing sent ([`Reply::Silence`]).
+    Silence,
+}
+
+impl ReplyKind {
+    /// A stable lowercase name: `answer`, `holding`, `handoff`, `silence`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answer => "answer",
+            Self::Holding => "holding",
+            Self::Handoff => "handoff",
             Self::Silence => "silence",
         }
+    }
+}
+
+impl fmt::Display for ReplyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use mesh_egress::gate::{GateVerdict, JudgeOutcome, ModelJudge, QualityGate};
 use mesh_egress::model::{OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse};
+use mesh_egress::verdict::JudgeFailure;
 use mesh_egress::{AgentMessage, Attribution, Turn};
 
 const USER: &str = "Is the Hamburg shipment delayed?";
@@ -121,9 +122,9 @@ async fn an_answer_that_is_not_a_clean_allow_or_block_is_a_judge_failure() {
         // An empty completion is already a failed model call in Layer A; any other answer
         // reaches the judge's parser and is refused there.
         let kind = if answer.is_empty() {
-            "model"
+            JudgeFailure::Model
         } else {
-            "unparseable"
+            JudgeFailure::Unparseable
         };
         assert_eq!(e.judge(), Some(JudgeOutcome::Error(kind)), "{answer:?}");
         // High-confidence failure text is never sent on a judge failure.

@@ -11,10 +11,11 @@ use mesh_egress::boundary::resolve;
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::gate::{
     GateBlocked, GateInput, GateVerdict, Judge, JudgeError, JudgeOutcome, JudgeRequest,
-    JudgeVerdict, QualityGate,
+    JudgeVerdict, QualityGate, Rule,
 };
 use mesh_egress::ledger::LedgerRecord;
 use mesh_egress::model::JudgeBudget;
+use mesh_egress::verdict::JudgeFailure;
 use mesh_egress::{AgentMessage, Attribution, EgressError, FailureClass, Turn};
 use tokio::time::Instant;
 
@@ -128,7 +129,7 @@ fn expected_judge(on: bool, candidate: &str, script: Script) -> Option<JudgeOutc
         Script::Allow => JudgeOutcome::Allow,
         Script::Block => JudgeOutcome::Block,
         Script::Hang => JudgeOutcome::Timeout,
-        Script::Fail => JudgeOutcome::Error("model"),
+        Script::Fail => JudgeOutcome::Error(JudgeFailure::Model),
         Script::NoBudget => JudgeOutcome::BudgetExhausted,
     })
 }
@@ -339,21 +340,28 @@ async fn review_flags_reach_the_ledger_and_the_gate_event_without_the_text() {
     assert_eq!(rows.len(), 2);
     assert_eq!(
         (
-            rows[0].rule.as_str(),
-            rows[0].verdict.as_str(),
-            rows[0].review,
-            rows[0].judge.as_deref()
+            rows[0].rule(),
+            rows[0].verdict(),
+            rows[0].review(),
+            rows[0].judge()
         ),
-        ("refusal.opener", "send", true, Some("error"))
+        (
+            Rule::RefusalOpener,
+            GateVerdict::Send { review: true },
+            true,
+            Some(JudgeOutcome::Error(JudgeFailure::Model))
+        )
     );
     assert_eq!(
+        (rows[1].rule(), rows[1].verdict(), rows[1].review()),
         (
-            rows[1].rule.as_str(),
-            rows[1].verdict.as_str(),
-            rows[1].review
-        ),
-        ("credential.api_key", "blocked", false)
+            Rule::ApiKey,
+            GateVerdict::Blocked { retryable: false },
+            false
+        )
     );
+    // What an operator reads of a row (the chaos example prints it).
+    assert_eq!(rows[0].to_string(), "refusal.opener low -> send");
 
     let logged = logs.text();
     let events: Vec<serde_json::Value> = logged

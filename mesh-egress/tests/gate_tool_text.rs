@@ -7,7 +7,7 @@
 use mesh_egress::block::Block;
 use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::Recorder;
-use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
 use mesh_egress::gate::{Confidence, GateVerdict, QualityGate};
 use mesh_egress::model::RoutedStream;
 use mesh_egress::stream::CutterConfig;
@@ -179,7 +179,7 @@ async fn a_streamed_turn_keeps_what_was_delivered_and_layer_c_answers_for_the_re
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "holding",
+            reply: ReplyKind::Holding,
             after_blocks: 2
         }
     );

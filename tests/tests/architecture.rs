@@ -20,6 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("address", &[]),
     ("engagement", &[]),
     ("failure", &[]),
+    ("verdict", &[]),
     ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -38,7 +39,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The record of what happened, and the context of one turn.
     (
         "ledger",
-        &["egress", "reply", "render", "address", "engagement"],
+        &[
+            "egress",
+            "reply",
+            "render",
+            "address",
+            "engagement",
+            "verdict",
+        ],
     ),
     (
         "turn",
@@ -103,6 +111,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "block",
             "code_region",
+            "verdict",
         ],
     ),
     // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's

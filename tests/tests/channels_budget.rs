@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use mesh_egress::Surface;
 use mesh_egress::channel::stream::{
-    BLOCK_SEPARATOR, BudgetConfig, CallKind, ReplyStream, SlackMarkdown, StreamReceipt,
-    StreamingChannel,
+    BLOCK_SEPARATOR, BudgetConfig, CallKind, ReplyStream, SlackMarkdown, StreamingChannel,
+    SurfaceStreamReceipt,
 };
 use mesh_egress::channel::{Channel, PlainText, SlackChannel, TelegramChannel};
 use mesh_egress::channel::{ChannelError, ChannelErrorKind, SendPolicy};
@@ -195,7 +195,9 @@ async fn append<C: Channel>(channel: &C, stream: &mut ReplyStream, block: &str) 
 
 /// Streams three blocks far enough apart that each goes in a call of its own: the start, one
 /// append, and (after whatever the script does to that append) the third.
-async fn three_blocks(channel: &SlackChannel<SlackMarkdown>) -> (StreamReceipt, Vec<String>) {
+async fn three_blocks(
+    channel: &SlackChannel<SlackMarkdown>,
+) -> (SurfaceStreamReceipt, Vec<String>) {
     let mut stream = channel.open_stream(&attribution()).unwrap();
     let mut reply = Vec::new();
     for text in ["First block.", "Second block.", "Third block."] {

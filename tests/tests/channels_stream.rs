@@ -9,7 +9,7 @@ use mesh_egress::Surface;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{
     BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamMode, StreamProgress,
-    StreamReceipt, StreamingChannel,
+    StreamingChannel, SurfaceStreamReceipt,
 };
 use mesh_egress::channel::{Channel, DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
@@ -74,7 +74,7 @@ async fn stream_reply<C: StreamingChannel>(
     channel: &C,
     blocks: &[String],
     gap: Duration,
-) -> (StreamReceipt, Vec<String>) {
+) -> (SurfaceStreamReceipt, Vec<String>) {
     let mut stream = channel.open_stream(&attribution()).unwrap();
     let mut reply = Vec::new();
     for text in blocks {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use mesh_egress::Surface;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{
-    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamReceipt, StreamingChannel,
+    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamingChannel,
+    SurfaceStreamReceipt,
 };
 use mesh_egress::channel::{DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
@@ -63,7 +64,7 @@ async fn run<C: StreamingChannel>(
     sizes: &[usize],
     gaps: &[u64],
     each: impl Fn(usize),
-) -> (StreamReceipt, String) {
+) -> (SurfaceStreamReceipt, String) {
     let mut stream: ReplyStream = channel.open_stream(&attribution()).unwrap();
     let mut reply = Vec::new();
     for (i, words) in sizes.iter().enumerate() {

@@ -120,7 +120,7 @@ async fn every_mode_and_policy_keeps_the_cause_away_from_the_person() {
                     (Mode::Interactive, true, _) => "holding",
                     (Mode::Interactive, false, _) => "handoff",
                 };
-                assert_eq!(reply.kind(), expected, "{case}");
+                assert_eq!(reply.kind().as_str(), expected, "{case}");
                 let carries_promise = matches!(reply, Reply::Holding { .. });
                 let mut receipt = channel.deliver(reply).await.expect("delivered");
                 assert_eq!(
@@ -262,7 +262,7 @@ proptest! {
             prop_assert_eq!(received.len(), 1, "an interactive turn always says something");
         } else if answered {
             prop_assert_eq!(received.len(), 1);
-            prop_assert_eq!(reply_kind, "answer");
+            prop_assert_eq!(reply_kind.as_str(), "answer");
         } else {
             prop_assert!(received.is_empty(), "a failed proactive turn stays silent");
         }

@@ -229,7 +229,7 @@ async fn stream_blocks<C: StreamingChannel>(
     case: &Case,
     lease: &Lease,
     durable: &Durable<C>,
-) -> Result<mesh_egress::boundary::StreamReceipt, DeliveryError> {
+) -> Result<mesh_egress::boundary::StreamedTurnReceipt, DeliveryError> {
     let turn = case.turn(lease).with_ledger(case.ledger.clone());
     let policy = DegradationPolicy::default();
     let plan = StreamPlan::new(Mode::Interactive, &policy)

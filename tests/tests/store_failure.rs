@@ -56,7 +56,7 @@ struct Run {
     store: Store,
     api: FakeApi,
     ledger: Ledger,
-    result: Result<mesh_egress::boundary::StreamReceipt, DeliveryError>,
+    result: Result<mesh_egress::boundary::StreamedTurnReceipt, DeliveryError>,
     rows_after_turn: Vec<StoredPart>,
 }
 

@@ -144,7 +144,7 @@ impl Case {
 async fn stream_blocks<C: StreamingChannel>(
     case: &Case,
     durable: &Durable<C>,
-) -> mesh_egress::boundary::StreamReceipt {
+) -> mesh_egress::boundary::StreamedTurnReceipt {
     let turn = case.turn();
     let policy = DegradationPolicy::default();
     let plan = StreamPlan::new(Mode::Interactive, &policy)

@@ -8,8 +8,8 @@ use std::time::Duration;
 use mesh_egress::boundary::FollowUpOutcome;
 use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::DeliveryError;
-use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode};
-use mesh_egress::gate::QualityGate;
+use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode, ReplyKind};
+use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
@@ -155,7 +155,7 @@ async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_tur
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "holding",
+            reply: ReplyKind::Holding,
             after_blocks: 0
         }
     );
@@ -227,7 +227,7 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "holding",
+            reply: ReplyKind::Holding,
             after_blocks: 2
         }
     );
@@ -281,7 +281,7 @@ async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "silence",
+            reply: ReplyKind::Silence,
             after_blocks: 2
         }
     );
@@ -310,7 +310,7 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "holding",
+            reply: ReplyKind::Holding,
             after_blocks: 2
         }
     );
@@ -332,7 +332,7 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
         .ledger()
         .entries()
         .into_iter()
-        .filter(|e| matches!(e.record(), LedgerRecord::Gate(g) if g.verdict == "blocked"))
+        .filter(|e| matches!(e.record(), LedgerRecord::Gate(g) if matches!(g.verdict(), GateVerdict::Blocked { .. })))
         .count();
     assert!(gate_rows >= 1);
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, ModelError, OpenAiCompatible, RetryConfig, Route, Router,
@@ -140,7 +140,7 @@ async fn an_in_stream_error_after_two_blocks_sends_layer_cs_line_for_the_rest() 
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
-            reply: "holding",
+            reply: ReplyKind::Holding,
             after_blocks: 2
         }
     );

@@ -11,7 +11,7 @@ use mesh_egress::boundary::{StreamEnd, StreamPlan, stream_live};
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::SlackChannel;
 use mesh_egress::channel::stream::{BLOCK_SEPARATOR, BudgetConfig, SlackMarkdown};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::stream::{ChunkSource, CutterConfig};
 use mesh_egress::testing::FakeApi;
@@ -111,7 +111,7 @@ async fn an_error_after_two_blocks_ends_the_stream_then_sends_the_holding_line_a
         matches!(
             receipt.end(),
             StreamEnd::Degraded {
-                reply: "holding",
+                reply: ReplyKind::Holding,
                 ..
             }
         ),
@@ -154,7 +154,7 @@ async fn a_block_the_gate_blocks_never_reaches_the_stream() {
         matches!(
             receipt.end(),
             StreamEnd::Degraded {
-                reply: "silence",
+                reply: ReplyKind::Silence,
                 ..
             }
         ),

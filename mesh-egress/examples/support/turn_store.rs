@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamPlan, StreamReceipt};
+use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamPlan, StreamedTurnReceipt};
 use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
@@ -267,7 +267,7 @@ impl Persistent {
     async fn after_stream<H, G>(
         self,
         channel: BoxedChannel,
-        streamed: Result<StreamReceipt, DeliveryError>,
+        streamed: Result<StreamedTurnReceipt, DeliveryError>,
         run: StreamedDelivery<'_, H, G>,
     ) -> ExitCode
     where

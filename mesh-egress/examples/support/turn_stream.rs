@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::process::ExitCode;
 
-use mesh_egress::boundary::{StreamPlan, StreamReceipt};
+use mesh_egress::boundary::{StreamPlan, StreamedTurnReceipt};
 use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError, PartReceipt, Render, SendError};
 use mesh_egress::degrade::{FollowUpRunner, Mode};
@@ -86,7 +86,7 @@ where
 /// Logs how the streamed turn ended and keeps Layer C's promise for the rest when asked to.
 async fn after<C, F, Fut>(
     run: Streamed<'_>,
-    streamed: Result<StreamReceipt, DeliveryError>,
+    streamed: Result<StreamedTurnReceipt, DeliveryError>,
     channel: &C,
     answer: F,
 ) -> ExitCode

@@ -517,7 +517,7 @@ fn unserved_error(turn: &Turn, unserved: UnservedAddress) -> DeliveryError {
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, thiserror::Error)]
 #[error("the follow-up gave a {0} line, not an answer")]
-struct UnexpectedFollowUp(&'static str);
+struct UnexpectedFollowUp(crate::reply::ReplyKind);
 
 /// What the front door sends: only what an `#[egress_boundary]` handler returns, a [`Reply`]
 /// or a [`StreamedReply`] (sealed: text, an [`AnswerStream`] or a block never skips the

@@ -34,7 +34,9 @@ pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream::{DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamReceipt, stream, stream_live};
+pub use stream::{
+    DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live,
+};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream_rest::{RestOwed, Unjoinable, rest_after};

@@ -23,9 +23,9 @@
 //! [`stream_live`] is the same turn onto a [`StreamingChannel`]: the checked blocks' parts go
 //! into one [`ReplyStream`], which shows them as one growing message where the surface can
 //! (Slack's native streams, Telegram drafts, Discord edits; see [`crate::channel::stream`]).
-//! What the surface confirmed is on [`StreamReceipt::surface`]; parts it did not confirm are
+//! What the surface confirmed is on [`StreamedTurnReceipt::surface`]; parts it did not confirm are
 //! sent again as messages of their own, from the confirmed offset, before Layer C's line,
-//! except the [uncertain](crate::channel::stream::StreamError::uncertain) ones (a call that got
+//! except the [uncertain](crate::channel::stream::SurfaceStreamError::uncertain) ones (a call that got
 //! no answer where a repeat could show them twice): those are not sent again.
 
 use std::sync::Arc;
@@ -37,9 +37,7 @@ use super::resolve_in;
 use super::stream_rest::RestOwed;
 use super::stream_silence::Unsilenced;
 use crate::block::Block;
-use crate::channel::stream::{
-    ReplyStream, StreamObserver, StreamReceipt as SurfaceReceipt, StreamingChannel,
-};
+use crate::channel::stream::{ReplyStream, StreamObserver, StreamingChannel, SurfaceStreamReceipt};
 use crate::channel::{
     Channel, DeliveryError, Receipt, RenderError, deliver_rendered, send_committed_parts,
 };
@@ -48,7 +46,7 @@ use crate::egress::EgressError;
 use crate::gate::{GateInput, QualityGate};
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::{CommitError, Outbound};
-use crate::reply::Reply;
+use crate::reply::{Reply, ReplyKind};
 use crate::stream::{BlockCutter, BlockReader, CutterConfig, TextSource};
 use crate::turn::{StopReason, Turn};
 
@@ -154,7 +152,7 @@ impl<'a> StreamPlan<'a> {
 
     /// Keeps a holding line's promise with `keeper` before the line is sent (see
     /// [`PromiseKeeper`]); without one, the promise comes back in the receipt
-    /// ([`StreamReceipt::take_rest`]) once the line went.
+    /// ([`StreamedTurnReceipt::take_rest`]) once the line went.
     pub fn with_promise_keeper(mut self, keeper: Arc<dyn PromiseKeeper>) -> Self {
         self.keeper = Some(Keeper(keeper));
         self
@@ -184,11 +182,12 @@ pub enum StreamEnd {
     /// The whole answer was delivered.
     Answered,
     /// Layer C answered for what was not delivered (the whole turn when nothing was): `reply`
-    /// is its [`Reply::kind`] (`holding`, `handoff` or `silence`), `after_blocks` how many
-    /// blocks had been delivered before.
+    /// is its [`Reply::kind`] ([`Holding`](ReplyKind::Holding), [`Handoff`](ReplyKind::Handoff)
+    /// or [`Silence`](ReplyKind::Silence)), `after_blocks` how many blocks had been delivered
+    /// before.
     Degraded {
         /// What Layer C sent.
-        reply: &'static str,
+        reply: ReplyKind,
         /// Blocks delivered before the failure.
         after_blocks: usize,
     },
@@ -203,16 +202,16 @@ pub enum StreamEnd {
 /// how it ended, Layer C's delivery if it had one, and the promise to keep if it made one.
 #[derive(Debug)]
 #[must_use = "a streamed turn that went to Layer C may carry a promise: take it with `take_rest`"]
-pub struct StreamReceipt {
+pub struct StreamedTurnReceipt {
     blocks: Vec<Receipt>,
     delivered: String,
     end: StreamEnd,
     layer_c: Option<Receipt>,
     rest: Option<RestOwed>,
-    surface: Option<SurfaceReceipt>,
+    surface: Option<SurfaceStreamReceipt>,
 }
 
-impl StreamReceipt {
+impl StreamedTurnReceipt {
     /// Each delivered block's receipt, in order (for [`stream_live`], only the parts sent as
     /// messages of their own after the surface's stream failed; see [`surface`](Self::surface)).
     pub fn blocks(&self) -> &[Receipt] {
@@ -250,14 +249,14 @@ impl StreamReceipt {
 
     /// For [`stream_live`]: what the surface's stream confirmed (each message's text and id,
     /// the calls it made). `None` for [`stream`].
-    pub fn surface(&self) -> Option<&SurfaceReceipt> {
+    pub fn surface(&self) -> Option<&SurfaceStreamReceipt> {
         self.surface.as_ref()
     }
 }
 
 /// The internal cause of the [`EgressError`] of a stream that ended without a single visible
 /// block (empty, or only reasoning). Crate-private: the only stream error a caller names is the
-/// surface's, [`channel::stream::StreamError`](crate::channel::stream::StreamError).
+/// surface's, [`channel::stream::SurfaceStreamError`](crate::channel::stream::SurfaceStreamError).
 #[derive(Debug, thiserror::Error)]
 #[error("the streamed answer had nothing to show")]
 struct NothingToShow;
@@ -268,7 +267,7 @@ struct NothingToShow;
 /// [`Router::stream`](crate::model::Router::stream)'s [`RoutedStream`](crate::model::RoutedStream);
 /// a `store::Durable` channel commits each block through the outbox like any other message.
 ///
-/// Returns the [`StreamReceipt`], or the [`DeliveryError`] of a block or line the channel
+/// Returns the [`StreamedTurnReceipt`], or the [`DeliveryError`] of a block or line the channel
 /// could not take (nothing is sent after it).
 ///
 /// ```
@@ -297,7 +296,7 @@ pub async fn stream<C, S>(
     plan: &StreamPlan<'_>,
     channel: &C,
     source: S,
-) -> Result<StreamReceipt, DeliveryError>
+) -> Result<StreamedTurnReceipt, DeliveryError>
 where
     C: Channel + ?Sized,
     S: TextSource<Error = EgressError>,
@@ -311,12 +310,12 @@ where
 /// one message per block. Everything else is [`stream`]'s: the gate's block check before each
 /// block, and Layer C for what was not delivered, sent after the surface's stream has ended.
 ///
-/// What the surface confirmed is [`StreamReceipt::surface`]. Parts it did not confirm (its
+/// What the surface confirmed is [`StreamedTurnReceipt::surface`]. Parts it did not confirm (its
 /// stream failed for good) are sent again as messages of their own, in order, before anything
-/// else, except [uncertain](crate::channel::stream::StreamError::uncertain) ones, which may be
+/// else, except [uncertain](crate::channel::stream::SurfaceStreamError::uncertain) ones, which may be
 /// shown already and are not sent again; a part is counted delivered once it is committed into
 /// the stream. When a durable outbox's store fails mid-stream
-/// ([`StreamError::is_store_failure`](crate::channel::stream::StreamError::is_store_failure)),
+/// ([`SurfaceStreamError::is_store_failure`](crate::channel::stream::SurfaceStreamError::is_store_failure)),
 /// nothing more goes from here and the turn ends with [`DeliveryError::Store`]: the parts not
 /// shown are `pending` in the outbox for a worker.
 pub async fn stream_live<C, S>(
@@ -324,7 +323,7 @@ pub async fn stream_live<C, S>(
     plan: &StreamPlan<'_>,
     channel: &C,
     source: S,
-) -> Result<StreamReceipt, DeliveryError>
+) -> Result<StreamedTurnReceipt, DeliveryError>
 where
     C: StreamingChannel,
     S: TextSource<Error = EgressError>,
@@ -359,14 +358,14 @@ async fn run<C, S>(
     channel: &C,
     source: S,
     mut live: Option<ReplyStream>,
-) -> Result<StreamReceipt, DeliveryError>
+) -> Result<StreamedTurnReceipt, DeliveryError>
 where
     C: Channel + ?Sized,
     S: TextSource<Error = EgressError>,
 {
     let source = Unsilenced::new(source, plan.policy.silence_tokens());
     let mut reader = BlockReader::new(source, BlockCutter::new(plan.cutter), plan.idle_flush);
-    let mut out = StreamReceipt {
+    let mut out = StreamedTurnReceipt {
         blocks: Vec::new(),
         delivered: String::new(),
         end: StreamEnd::Answered,
@@ -532,7 +531,7 @@ async fn finish_live<C: Channel + ?Sized>(
     turn: &Turn,
     channel: &C,
     live: Option<ReplyStream>,
-    out: &mut StreamReceipt,
+    out: &mut StreamedTurnReceipt,
 ) -> Result<bool, DeliveryError> {
     let Some(session) = live else {
         return Ok(false);

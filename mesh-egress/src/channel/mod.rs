@@ -74,7 +74,7 @@
 //! shares: the API base, the HTTP client (its connection pool), the [`SendPolicy`], the token
 //! (redacted everywhere), the bot-wide rate-limit pause (Discord's `global` limit), and one
 //! [`RateBudget`](crate::channel::stream::RateBudget) per chat. A channel is one conversation:
-//! the client and an [`Address`](crate::Address) of its surface, made with
+//! the client and an [`Address`] of its surface, made with
 //! `client.channel(address)`. Two channels made for the same chat share its budget (Slack's
 //! and Telegram's limits are per channel or chat, so the threads and topics of one chat share
 //! it too); the client remembers at most 10,000 chats' budgets (see
@@ -83,7 +83,7 @@
 //! the shorthand for a client of their own and one address; `for_channel`/`for_chat` give the
 //! same client's channel to another conversation.
 //!
-//! Every client is a [`SurfaceClient`](crate::channel::SurfaceClient), so a worker (or any
+//! Every client is a [`SurfaceClient`], so a worker (or any
 //! code that reads a conversation's address at run time) holds clients, not channels, and
 //! makes the channel for each stored address:
 //!
@@ -101,13 +101,13 @@
 //! assert_eq!(SurfaceClient::surface(&slack), Surface::Slack);
 //! ```
 //!
-//! Each is a [`Channel`](Channel), generic over its renderer, so [`Deliver`](Deliver)
+//! Each is a [`Channel`], generic over its renderer, so [`Deliver`]
 //! renders, commits and sends every part in order. One part is one API call; a call that fails is
 //! retried within a [`SendPolicy`] (a bounded number of tries and a bounded total wait per part),
 //! honouring each surface's own rate-limit answer. A part that still fails comes back inside a
-//! [`SendError`](SendError), so the [`DeliveryError`](DeliveryError) names the parts
+//! [`SendError`], so the [`DeliveryError`] names the parts
 //! that went and carries the ones that did not; delivering its
-//! [`Undelivered`](Undelivered) sends only those, in order.
+//! [`Undelivered`] sends only those, in order.
 //!
 //! ## Mentions
 //!

@@ -39,7 +39,7 @@ use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
     CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
-pub use crate::reply::{Commitment, Mode, Reply};
+pub use crate::reply::{Commitment, Mode, Reply, ReplyKind};
 
 /// The boundary without the macro, under the path DESIGN.md first gave it: it moved to
 /// [`boundary::resolve`](crate::boundary::resolve), which this calls.
@@ -118,7 +118,7 @@ pub(crate) fn choose(
         conversation = attribution.conversation(),
         run = attribution.run(),
         mode = mode.as_str(),
-        reply = reply.kind(),
+        reply = reply.kind().as_str(),
         "degraded reply chosen"
     );
     if let Some(ledger) = ledger {

@@ -74,7 +74,7 @@ impl BlockEvaluation {
 impl QualityGate {
     /// The block check: `block` is the next block of a streamed answer, `delivered` everything
     /// of that answer that already reached the person. The gate reads the end of `delivered`
-    /// ([`BLOCK_CONTEXT`] bytes) followed by the block, and judges the findings that touch the
+    /// (8 KiB) followed by the block, and judges the findings that touch the
     /// block with the same verdict table as [`evaluate`](Self::evaluate). A gate that is off
     /// passes the block unchanged, doing no work.
     ///

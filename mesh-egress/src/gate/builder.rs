@@ -119,7 +119,7 @@ impl QualityGateBuilder {
         self
     }
 
-    /// The judge's hard time bound (default [`DEFAULT_JUDGE_TIMEOUT`]).
+    /// The judge's hard time bound (default 800 ms).
     pub fn judge_timeout(mut self, bound: Duration) -> Self {
         self.judge_timeout = bound;
         self

@@ -113,7 +113,7 @@ mod tests {
     /// Every way the judge can give no ruling.
     const FAILURES: [JudgeOutcome; 5] = [
         JudgeOutcome::Timeout,
-        JudgeOutcome::Error("model"),
+        JudgeOutcome::Error(crate::verdict::JudgeFailure::Model),
         JudgeOutcome::BudgetExhausted,
         JudgeOutcome::TurnStopped,
         JudgeOutcome::NoJudge,

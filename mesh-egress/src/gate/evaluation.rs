@@ -4,6 +4,7 @@
 use crate::egress::{AgentMessage, Attribution, EgressError};
 use crate::gate::finding::Finding;
 use crate::gate::judge::JudgeOutcome;
+pub use crate::verdict::GateVerdict;
 
 /// What the gate is told about the turn besides the candidate: the user's message it answers,
 /// and any per-request canary tokens.
@@ -57,58 +58,6 @@ impl<'a> From<&'a str> for GateInput<'a> {
 impl<'a> From<&'a String> for GateInput<'a> {
     fn from(user_message: &'a String) -> Self {
         Self::new(user_message)
-    }
-}
-
-/// What the gate decided about one candidate.
-///
-/// `#[non_exhaustive]`: later verdicts (a streamed reply cut mid-way, say) may be added, so a
-/// `match` needs a wildcard arm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GateVerdict {
-    /// No heuristic fired (or the gate is off): sent as is, the judge not asked.
-    Pass,
-    /// Flagged and sent as is: the judge allowed it, or (low confidence only) the judge gave no
-    /// ruling and the reply is flagged for offline review.
-    Send {
-        /// Flagged for offline review.
-        review: bool,
-    },
-    /// Leaked reasoning was stripped and the rest, re-gated, is sent.
-    Sanitised {
-        /// Flagged for offline review (the judge gave no ruling, or the rest has low findings).
-        review: bool,
-    },
-    /// Not sent: the turn goes to Layer C as a semantic [`EgressError`].
-    Blocked {
-        /// Whether a re-run could succeed (a prompt echo or a credential leak cannot).
-        retryable: bool,
-    },
-}
-
-impl GateVerdict {
-    /// A stable lowercase name: `pass`, `send`, `sanitised`, `blocked`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pass => "pass",
-            Self::Send { .. } => "send",
-            Self::Sanitised { .. } => "sanitised",
-            Self::Blocked { .. } => "blocked",
-        }
-    }
-
-    /// Whether the reply is flagged for offline review.
-    pub fn review(self) -> bool {
-        matches!(
-            self,
-            Self::Send { review: true } | Self::Sanitised { review: true }
-        )
-    }
-
-    /// Whether something (the candidate or its sanitised rest) is sent.
-    pub fn sends(self) -> bool {
-        !matches!(self, Self::Blocked { .. })
     }
 }
 

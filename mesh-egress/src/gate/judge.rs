@@ -45,6 +45,8 @@ use crate::egress::{Attribution, Cause, EgressError};
 use crate::gate::finding::Finding;
 use crate::model::fast::{Fence, one_word};
 use crate::turn::Turn;
+use crate::verdict::JudgeFailure;
+pub use crate::verdict::JudgeOutcome;
 
 /// The judge's ruling on a flagged candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,12 +112,12 @@ pub enum JudgeError {
 }
 
 impl JudgeError {
-    /// A stable lowercase name for logs and ledgers (never the cause's text).
-    pub fn kind(&self) -> &'static str {
+    /// What kind of failure this is, for logs and ledgers (never the cause's text).
+    pub fn kind(&self) -> JudgeFailure {
         match self {
-            Self::Model(_) | Self::Routed(_) => "model",
-            Self::Unparseable => "unparseable",
-            Self::Unavailable => "unavailable",
+            Self::Model(_) | Self::Routed(_) => JudgeFailure::Model,
+            Self::Unparseable => JudgeFailure::Unparseable,
+            Self::Unavailable => JudgeFailure::Unavailable,
         }
     }
 
@@ -279,47 +281,6 @@ pub(crate) trait DynJudge: Send + Sync {
 impl<J: Judge> DynJudge for J {
     fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a> {
         Box::pin(self.judge(turn, request))
-    }
-}
-
-/// How the judge's part of a gate decision ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum JudgeOutcome {
-    /// The judge allowed the candidate.
-    Allow,
-    /// The judge blocked the candidate.
-    Block,
-    /// The judge did not answer within the time bound.
-    Timeout,
-    /// The judge failed (the [`JudgeError::kind`]).
-    Error(&'static str),
-    /// The agent's judge budget was spent; the judge was not called.
-    BudgetExhausted,
-    /// The turn stopped (cancelled, ownership lost, deadline) while the judge ran.
-    TurnStopped,
-    /// No judge is configured.
-    NoJudge,
-}
-
-impl JudgeOutcome {
-    /// A stable lowercase name: `allow`, `block`, `timeout`, `error`, `budget_exhausted`,
-    /// `turn_stopped`, `no_judge`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Block => "block",
-            Self::Timeout => "timeout",
-            Self::Error(_) => "error",
-            Self::BudgetExhausted => "budget_exhausted",
-            Self::TurnStopped => "turn_stopped",
-            Self::NoJudge => "no_judge",
-        }
-    }
-
-    /// Whether the judge gave no ruling (every outcome but allow and block).
-    pub fn is_failure(self) -> bool {
-        !matches!(self, Self::Allow | Self::Block)
     }
 }
 

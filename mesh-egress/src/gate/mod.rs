@@ -45,7 +45,7 @@
 //! failure ([`JudgeVerdict::parse`]).
 //!
 //! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
-//! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
+//! what was already delivered (its last 8 KiB) followed by the new block, applies the same
 //! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
 //! A reasoning block or a tool-trace line stripped whole leaves a blank checked block (skipped;
 //! the stream goes on); a blocked block stops the stream, and so does tool-call markup in a
@@ -359,18 +359,16 @@ impl GateInner {
 /// whole reply or of one streamed block).
 fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option<JudgeOutcome>) {
     let attr = turn.attribution();
-    let judge = judge.map(JudgeOutcome::as_str);
     for f in findings {
         turn.ledger().record(
             attr,
-            LedgerRecord::Gate(GateRecord {
-                rule: f.rule_id().to_owned(),
-                confidence: f.confidence().as_str().to_owned(),
-                verdict: verdict.as_str().to_owned(),
-                review: verdict.review(),
-                judge: judge.map(str::to_owned),
-                span: Some((f.span().start, f.span().end)),
-            }),
+            LedgerRecord::Gate(GateRecord::new(
+                f.rule(),
+                f.confidence(),
+                verdict,
+                judge,
+                (f.span().start, f.span().end),
+            )),
         );
     }
     let rules = findings
@@ -393,7 +391,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = true,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "reply flagged for offline review"
@@ -406,7 +404,7 @@ fn record(turn: &Turn, verdict: GateVerdict, findings: &[Finding], judge: Option
             run = attr.run(),
             verdict = verdict.as_str(),
             review = false,
-            judge = judge.unwrap_or("none"),
+            judge = judge.map_or("none", JudgeOutcome::as_str),
             confidence,
             rules = %rules,
             "gate verdict"

@@ -115,7 +115,7 @@ impl IngressBuilder {
     }
 
     /// How many consecutive turns we take on allow-listed bots' messages in one conversation
-    /// before ignoring them until a person writes (default [`DEFAULT_BOT_TURN_CAP`]): two
+    /// before ignoring them until a person writes (default 3): two
     /// agents in one thread otherwise acknowledge each other for ever
     /// (NousResearch/hermes-agent#14117).
     pub fn bot_turn_cap(mut self, turns: u32) -> Self {
@@ -129,7 +129,7 @@ impl IngressBuilder {
         self
     }
 
-    /// The judge's hard time bound (default the gate's, [`DEFAULT_FAST_TIMEOUT`]).
+    /// The judge's hard time bound (default the gate's, 800 ms).
     pub fn judge_timeout(mut self, bound: Duration) -> Self {
         self.judge_timeout = bound;
         self

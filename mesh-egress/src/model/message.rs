@@ -10,7 +10,7 @@ use crate::turn::Turn;
 /// [`Completion::into_message`] returns).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub(crate) enum UnusableCompletion {
+pub enum UnusableCompletion {
     /// The model answered with tool calls and no text: the caller has tools to run (and a
     /// follow-up model call to make) before there is anything to say.
     #[error("the model answered with {calls} tool call(s) and no text")]

@@ -60,6 +60,7 @@ pub use classify::{Classification, classify};
 pub use config::RetryConfig;
 pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use fast::{JudgeBudget, SharedBudget};
+pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use openai::OpenAiCompatible;

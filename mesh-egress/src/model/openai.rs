@@ -39,11 +39,11 @@ pub(crate) const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 /// no tools fails the attempt at once (retryable). Dropping the future cancels the request.
 ///
 /// Bodies are hostile input and are read incrementally under a cap, never buffered whole: a
-/// completion body over [`DEFAULT_MAX_COMPLETION_BODY`] (8 MiB, see
+/// completion body over 8 MiB (see
 /// [`with_max_completion_body`](Self::with_max_completion_body)) fails the attempt with
 /// [`ModelErrorKind::ResponseTooLarge`](super::ModelErrorKind::ResponseTooLarge), which the
 /// Router treats as terminal for the route and falls back from; an error body is read up to
-/// [`DEFAULT_MAX_ERROR_BODY`] (64 KiB, [`with_max_error_body`](Self::with_max_error_body)) and
+/// 64 KiB ([`with_max_error_body`](Self::with_max_error_body)) and
 /// the rest dropped. Only the first of a completion's `choices` is decoded; the others are
 /// skipped without being built.
 ///
@@ -108,14 +108,14 @@ impl OpenAiCompatible {
         self
     }
 
-    /// Caps a completion body at `bytes` (default [`DEFAULT_MAX_COMPLETION_BODY`]); a larger
+    /// Caps a completion body at `bytes` (default 8 MiB); a larger
     /// body fails the attempt with `ResponseTooLarge`.
     pub fn with_max_completion_body(mut self, bytes: usize) -> Self {
         self.max_completion_body = bytes;
         self
     }
 
-    /// Caps an error body at `bytes` (default [`DEFAULT_MAX_ERROR_BODY`]); the rest is dropped
+    /// Caps an error body at `bytes` (default 64 KiB); the rest is dropped
     /// unread.
     pub fn with_max_error_body(mut self, bytes: usize) -> Self {
         self.max_error_body = bytes;

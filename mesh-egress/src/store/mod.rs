@@ -193,7 +193,7 @@
 //!   whose call may have been applied where nothing can dedupe a repeat or read back what the
 //!   surface holds (the table above) may be shown, so they become `uncertain` (reported on the
 //!   ledger) and are never sent again, in process or after a restart
-//!   ([`StreamError::uncertain`](crate::channel::stream::StreamError::uncertain)). Every mark
+//!   ([`SurfaceStreamError::uncertain`](crate::channel::stream::SurfaceStreamError::uncertain)). Every mark
 //!   after a call is fenced on the lease the part was committed under.
 //!
 //! After a crash a streamed part can be found `sending`: its call may have shown it inside a

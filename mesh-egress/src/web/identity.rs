@@ -2,7 +2,7 @@
 //! extractor of its own (a session cookie, a bearer token); the router only compares.
 
 /// The longest identity kept, in bytes.
-pub(super) const MAX_IDENTITY: usize = 256;
+pub const MAX_IDENTITY: usize = 256;
 
 /// Who is asking, as the application's own id for the person (a user id, a session id). A
 /// chat is readable and writable only by the identity that created it.

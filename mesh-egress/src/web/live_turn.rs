@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::client::WebChannel;
-use crate::boundary::{StreamPlan, StreamReceipt};
+use crate::boundary::{StreamPlan, StreamedTurnReceipt};
 use crate::channel::DeliveryError;
 use crate::egress::{AgentMessage, EgressError};
 use crate::store::Durable;
@@ -14,7 +14,7 @@ use crate::stream::TextSource;
 use crate::turn::Turn;
 
 /// What a streamed answer came to on a request.
-pub(super) type Streamed = Result<StreamReceipt, DeliveryError>;
+pub(super) type Streamed = Result<StreamedTurnReceipt, DeliveryError>;
 /// What a collected answer came to on a follow-up.
 pub(super) type Collected = Result<AgentMessage, EgressError>;
 

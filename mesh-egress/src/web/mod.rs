@@ -10,7 +10,7 @@
 //!   `text/event-stream`, one `data: {json}` event per chunk (`start`, then per delivered part
 //!   `text-start`/`text-delta`/`text-end` with paired ids, then `finish`), ending with
 //!   `data: [DONE]`, with the headers the AI SDK's own server sends
-//!   ([`STREAM_HEADERS`]);
+//!   (`STREAM_HEADERS`);
 //! - `GET /api/chat/{id}/stream`: the AI SDK's resume. It replays the reply being written, or
 //!   the last one no page read to its end, from `start` (the SDK's `DefaultChatTransport`
 //!   resets the message on `start`); `204 No Content` when there is none;
@@ -107,10 +107,10 @@ use axum::extract::FromRequestParts;
 
 pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
 pub use client::WebClient;
-pub use identity::{Identity, IdentityError};
+pub use identity::{Identity, IdentityError, MAX_IDENTITY};
 pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
-pub use request::RequestLimits;
-use turn::FOLLOW_UP_HANDLER;
+pub use request::{Refusal, RequestLimits};
+pub use turn::FOLLOW_UP_HANDLER;
 pub use turn::FollowUp;
 
 #[cfg(doc)]

@@ -47,7 +47,7 @@ impl Default for RequestLimits {
 /// SDK shows a non-2xx body as the error's message). Never a cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// 400: not a chat request we can read (malformed JSON, invalid UTF-8, a bad id, no text).
     Unreadable,
     /// 401: the application's identity extractor refused the request.
@@ -68,7 +68,7 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// The response status.
-    pub(crate) fn status(self) -> StatusCode {
+    pub fn status(self) -> StatusCode {
         match self {
             Self::Unreadable => StatusCode::BAD_REQUEST,
             Self::Unidentified => StatusCode::UNAUTHORIZED,
@@ -82,7 +82,7 @@ impl Refusal {
     }
 
     /// The sentence the page shows.
-    pub(crate) fn sentence(self) -> &'static str {
+    pub fn sentence(self) -> &'static str {
         match self {
             Self::Unreadable | Self::NotJson => "That message could not be read. Please try again.",
             Self::Unidentified => "Please reload the page to start a new session.",

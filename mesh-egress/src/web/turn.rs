@@ -29,7 +29,7 @@ use crate::worker::{Handler, HandlerFuture};
 
 /// The name a web chat's promises are stored under, and the worker's follow-up handler is
 /// registered as ([`WebChat::worker`](super::WebChat::worker) does it).
-pub(super) const FOLLOW_UP_HANDLER: &str = "mesh-egress.web.answer";
+pub const FOLLOW_UP_HANDLER: &str = "mesh-egress.web.answer";
 
 /// The longest wait between two follow-ups of one promise.
 const MAX_FOLLOW_UP_DELAY: Duration = Duration::from_secs(600);

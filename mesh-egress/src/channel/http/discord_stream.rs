@@ -14,7 +14,8 @@ use super::stream_settings::{channel_stream_builders, client_stream_builders};
 use super::{DiscordChannel, DiscordClient, Surface};
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, RateBudget, ReplyStream,
-    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    StreamMode, StreamOpenError, StreamedMessage, StreamingChannel, SurfaceStreamReceipt, flush,
+    pack,
 };
 use crate::channel::{DiscordMarkdown, Render};
 use crate::egress::Attribution;
@@ -261,19 +262,22 @@ impl Driver for DiscordDriver {
         self.caller.ready(kind)
     }
 
-    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+    fn mode(&self) -> StreamMode {
+        self.mode
+    }
+
+    fn before_flush(&mut self, parts: &Parts) -> Result<(), DriverError> {
         self.retry_at = None;
-        self.caller.own(parts, self.confirmed)?;
-        match self.mode {
-            StreamMode::Stream => self.stream(parts, done).await,
-            StreamMode::Final if !done => Ok(()),
-            // Final, and Blocks: what queued behind the budget goes together, so a reply that
-            // outpaces the surface coalesces instead of queueing message by message.
-            _ => {
-                let groups = pack(parts.texts_from(self.confirmed), fits);
-                self.each(parts, groups).await
-            }
-        }
+        self.caller.own(parts, self.confirmed)
+    }
+
+    async fn grow(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.stream(parts, done).await
+    }
+
+    async fn post_queued(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+        let groups = pack(parts.texts_from(self.confirmed), fits);
+        self.each(parts, groups).await
     }
 
     fn confirmed(&self) -> usize {
@@ -296,11 +300,12 @@ impl Driver for DiscordDriver {
         &'a mut self,
         parts: &'a mut Parts,
     ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        self.flush(parts, false)
+        // A retry after the surface's Retry-After: the same flush, with nothing new.
+        flush(self, parts, false)
     }
 
-    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
-        StreamReceipt::new(
+    fn receipt(&mut self, _mode: StreamMode) -> SurfaceStreamReceipt {
+        SurfaceStreamReceipt::new(
             self.mode,
             std::mem::take(&mut self.messages),
             self.caller.calls,

@@ -17,7 +17,8 @@ use super::{SlackChannel, SlackClient, Surface, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, SlackMarkdown,
-    StreamMode, StreamOpenError, StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    StreamMode, StreamOpenError, StreamedMessage, StreamingChannel, SurfaceStreamReceipt, flush,
+    opening_mode, pack,
 };
 use crate::egress::Attribution;
 
@@ -102,8 +103,9 @@ impl<R: Render> SlackChannel<R> {
 /// stream already (the stop answers `message_not_in_streaming_state`), the message is read back
 /// from its thread (`conversations.replies`, with a history scope) and judged the same way. In
 /// the rare case that the stop fails otherwise, or neither answer has readable text, the
-/// append's parts may be shown and nothing can tell: the stream stops with them [uncertain](crate::channel::stream::StreamError::uncertain)
-/// (never sent again; the durable outbox reports them), and the rest goes as messages.
+/// append's parts may be shown and nothing can tell: the stream stops with them
+/// [uncertain](crate::channel::stream::SurfaceStreamError::uncertain) (never sent again; the
+/// durable outbox reports them), and the rest goes as messages.
 ///
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
 /// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
@@ -124,10 +126,7 @@ impl<R: Render> StreamingChannel for SlackChannel<R> {
         let asked = self.stream_mode();
         let markdown = self.client.renderer.is_standard_markdown();
         let native = markdown && self.address.thread_ts().is_some();
-        let (mode, fell_back) = match asked {
-            StreamMode::Stream if !native => (StreamMode::Blocks, true),
-            mode => (mode, false),
-        };
+        let (mode, fell_back) = opening_mode(asked, native);
         let driver = SlackDriver {
             caller: Caller::new(
                 self.client.transport.clone(),
@@ -515,19 +514,22 @@ impl Driver for SlackDriver {
         self.caller.ready(kind)
     }
 
-    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+    fn mode(&self) -> StreamMode {
+        self.mode
+    }
+
+    fn before_flush(&mut self, parts: &Parts) -> Result<(), DriverError> {
         self.retry_at = None;
-        self.caller.own(parts, self.confirmed)?;
-        match self.mode {
-            StreamMode::Stream => self.stream(parts, done).await,
-            StreamMode::Final if !done => Ok(()),
-            // Blocks: what queued behind the budget goes together, so a reply that outpaces
-            // the surface coalesces instead of queueing message by message.
-            _ => {
-                let groups = self.queued(parts);
-                self.post(groups).await
-            }
-        }
+        self.caller.own(parts, self.confirmed)
+    }
+
+    async fn grow(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.stream(parts, done).await
+    }
+
+    async fn post_queued(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+        let groups = self.queued(parts);
+        self.post(groups).await
     }
 
     fn confirmed(&self) -> usize {
@@ -556,11 +558,12 @@ impl Driver for SlackDriver {
         &'a mut self,
         parts: &'a mut Parts,
     ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
-        self.flush(parts, false)
+        // A retry after the surface's Retry-After: the same flush, with nothing new.
+        flush(self, parts, false)
     }
 
-    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
-        StreamReceipt::new(
+    fn receipt(&mut self, _mode: StreamMode) -> SurfaceStreamReceipt {
+        SurfaceStreamReceipt::new(
             self.mode,
             std::mem::take(&mut self.messages),
             self.caller.calls,

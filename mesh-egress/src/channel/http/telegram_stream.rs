@@ -17,7 +17,7 @@ use super::{Surface, TelegramChannel, TelegramClient, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
     CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, StreamMode, StreamOpenError,
-    StreamReceipt, StreamedMessage, StreamingChannel, pack,
+    StreamedMessage, StreamingChannel, SurfaceStreamReceipt, opening_mode, pack,
 };
 use crate::egress::Attribution;
 
@@ -82,10 +82,7 @@ impl<R: Render> StreamingChannel for TelegramChannel<R> {
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
-        let (mode, fell_back) = match self.stream_mode() {
-            StreamMode::Stream if !self.is_private_chat() => (StreamMode::Blocks, true),
-            mode => (mode, false),
-        };
+        let (mode, fell_back) = opening_mode(self.stream_mode(), self.is_private_chat());
         let driver = TelegramDriver {
             caller: Caller::new(
                 self.client.transport.clone(),
@@ -153,6 +150,12 @@ fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &
 const CLASSIFY_DRAFT: Classify = classify_draft;
 
 impl TelegramDriver {
+    /// Whether the growing message is shown as a draft: in [`StreamMode::Stream`] until a
+    /// draft is refused (then the reply falls back to [`StreamMode::Blocks`]).
+    fn drafting(&self) -> bool {
+        self.mode == StreamMode::Stream
+    }
+
     fn body(&self, text: &str) -> Value {
         super::telegram::message_body(&self.chat, self.topic, text, true)
     }
@@ -283,7 +286,7 @@ impl TelegramDriver {
 
 impl Driver for TelegramDriver {
     fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
-        let kind = if done || self.mode != StreamMode::Stream {
+        let kind = if done || !self.drafting() {
             CallKind::Final
         } else {
             CallKind::Preview
@@ -291,19 +294,24 @@ impl Driver for TelegramDriver {
         self.caller.ready(kind)
     }
 
-    async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+    fn mode(&self) -> StreamMode {
+        self.mode
+    }
+
+    fn before_flush(&mut self, parts: &Parts) -> Result<(), DriverError> {
         self.retry_at = None;
-        self.caller.own(parts, self.confirmed)?;
-        match self.mode {
-            StreamMode::Stream => self.stream(parts, done, false).await,
-            StreamMode::Final if !done => Ok(()),
-            // Final, and Blocks: what queued behind the budget goes together, so a group's
-            // twenty messages a minute are not spent on a reply that outpaces them.
-            _ => {
-                let groups = pack(parts.texts_from(self.confirmed), Self::fits);
-                self.send_messages(groups).await
-            }
-        }
+        self.caller.own(parts, self.confirmed)
+    }
+
+    async fn grow(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+        self.stream(parts, done, false).await
+    }
+
+    // Together, a group's twenty messages a minute are not spent on a reply that outpaces
+    // them.
+    async fn post_queued(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+        let groups = pack(parts.texts_from(self.confirmed), Self::fits);
+        self.send_messages(groups).await
     }
 
     fn confirmed(&self) -> usize {
@@ -316,7 +324,7 @@ impl Driver for TelegramDriver {
     /// drafts leaves them `pending`, to be sent as messages.
     fn showing(&self, parts: &Parts, done: bool) -> usize {
         let all = parts.len().saturating_sub(self.confirmed);
-        if done || self.mode != StreamMode::Stream {
+        if done || !self.drafting() {
             return all;
         }
         let groups = pack(parts.texts_from(self.confirmed), Self::fits);
@@ -336,7 +344,7 @@ impl Driver for TelegramDriver {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.mode != StreamMode::Stream {
+        if !self.drafting() {
             // After a refused draft: the fallback's messages.
             return self.retry_at;
         }
@@ -348,20 +356,19 @@ impl Driver for TelegramDriver {
     }
 
     async fn refresh(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
-        self.retry_at = None;
-        self.caller.own(parts, self.confirmed)?;
-        if self.mode != StreamMode::Stream {
+        self.before_flush(parts)?;
+        if !self.drafting() {
+            // After a refused draft: the fallback's messages.
             self.caller.ready(CallKind::Final).await;
-            let groups = pack(parts.texts_from(self.confirmed), Self::fits);
-            return self.send_messages(groups).await;
+            return self.post_queued(parts).await;
         }
         self.caller.ready(CallKind::Preview).await;
         // Shown again even if unchanged: the draft lapses after 30 s without a call.
         self.stream(parts, false, true).await
     }
 
-    fn receipt(&mut self, _mode: StreamMode) -> StreamReceipt {
-        StreamReceipt::new(
+    fn receipt(&mut self, _mode: StreamMode) -> SurfaceStreamReceipt {
+        SurfaceStreamReceipt::new(
             self.mode,
             std::mem::take(&mut self.messages),
             self.caller.calls,

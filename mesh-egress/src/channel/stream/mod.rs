@@ -1,6 +1,6 @@
 //! Streaming one reply onto a surface as its blocks are committed: [`StreamingChannel`],
 //! [`ReplyStream`], [`StreamMode`], the per-conversation [`RateBudget`], and the
-//! [`StreamReceipt`] of what each surface confirmed.
+//! [`SurfaceStreamReceipt`] of what each surface confirmed.
 //!
 //! A streamed turn commits its reply block by block, each block on the typed path
 //! (`Outbound<Unrendered → Rendered → Committed>`), rendered by the channel's own renderer. A
@@ -15,13 +15,13 @@
 //! [`append`](ReplyStream::append) never waits on the surface: the parts go into an inbox a
 //! worker task drains. When the surface cannot keep up (its rate budget says wait), whatever
 //! arrived meanwhile is sent in the next call, coalesced, rather than queued call by call.
-//! [`finish`](ReplyStream::finish) sends the rest and returns the [`StreamReceipt`]: the text
-//! each surface message holds, *as the surface confirmed it*. On failure the [`StreamError`]
+//! [`finish`](ReplyStream::finish) sends the rest and returns the [`SurfaceStreamReceipt`]: the text
+//! each surface message holds, *as the surface confirmed it*. On failure the [`SurfaceStreamError`]
 //! carries that receipt and hands back every part not confirmed, so the reply resumes from the
 //! confirmed offset, never from what was merely sent. Parts whose call may have been applied
 //! (no answer, a 5xx, `internal_error`, an unreadable answer) where nothing can dedupe a repeat
 //! or read back what the surface holds (Telegram's `sendMessage`, a Slack post, a Discord edit)
-//! come back apart, as [`uncertain`](StreamError::uncertain): they may be shown, and are not
+//! come back apart, as [`uncertain`](SurfaceStreamError::uncertain): they may be shown, and are not
 //! sent again. Every call re-checks the ownership of the parts it carries first.
 //!
 //! ```
@@ -60,11 +60,11 @@ pub use observe::{
     CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, StreamObserver,
     StreamProgress,
 };
-pub use receipt::{StreamError, StreamOpenError, StreamReceipt, StreamedMessage};
+pub use receipt::{StreamOpenError, StreamedMessage, SurfaceStreamError, SurfaceStreamReceipt};
 pub use session::ReplyStream;
 pub(crate) use session::{Driver, DriverError, Parts};
 #[cfg(feature = "http")]
-pub(crate) use session::{MaybeShown, pack};
+pub(crate) use session::{MaybeShown, flush, opening_mode, pack};
 #[cfg(feature = "markdown")]
 pub use slack_markdown::SlackMarkdown;
 
@@ -152,7 +152,11 @@ impl<C> SendEach<C> {
 }
 
 impl<C: Channel + 'static> Driver for SendEach<C> {
-    async fn flush(&mut self, parts: &mut Parts, _done: bool) -> Result<(), DriverError> {
+    fn mode(&self) -> StreamMode {
+        StreamMode::Blocks
+    }
+
+    async fn post_queued(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
         while let Some(part) = parts.take(self.confirmed) {
             let text = part.text().to_owned();
             self.calls += 1;
@@ -182,8 +186,8 @@ impl<C: Channel + 'static> Driver for SendEach<C> {
         &self.messages
     }
 
-    fn receipt(&mut self, mode: StreamMode) -> StreamReceipt {
-        StreamReceipt::new(mode, std::mem::take(&mut self.messages), self.calls)
+    fn receipt(&mut self, mode: StreamMode) -> SurfaceStreamReceipt {
+        SurfaceStreamReceipt::new(mode, std::mem::take(&mut self.messages), self.calls)
     }
 }
 

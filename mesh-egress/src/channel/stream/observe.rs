@@ -19,13 +19,13 @@ pub type CallVerdict<'a> = Pin<Box<dyn Future<Output = Result<(), CallRefused>> 
 
 /// An observer refused the stream's next call (the durable outbox could not record it): the
 /// call does not go, and the stream stops with every part not confirmed
-/// ([`StreamError::is_refused`](super::StreamError::is_refused)).
+/// ([`SurfaceStreamError::is_refused`](super::SurfaceStreamError::is_refused)).
 ///
 /// Two kinds: the parts are not this stream's to show any more ([`new`](Self::new): another
 /// worker holds the conversation, a part is not pending), or the observer's own store failed
 /// ([`store_failed`](Self::store_failed)): then the conversation is still ours, and what was not
 /// shown is sent once the store answers again
-/// ([`StreamError::is_store_failure`](super::StreamError::is_store_failure)).
+/// ([`SurfaceStreamError::is_store_failure`](super::SurfaceStreamError::is_store_failure)).
 #[derive(Debug, thiserror::Error)]
 #[error("the stream's next call was refused: {reason}")]
 pub struct CallRefused {
@@ -164,7 +164,7 @@ impl StreamProgress<'_> {
 
     /// When it stopped: the parts that were in a call whose outcome is unknown (no answer, on
     /// a surface where repeating it could post twice). They may be on the surface; the session
-    /// never sends them again ([`StreamError::uncertain`](super::StreamError::uncertain)).
+    /// never sends them again ([`SurfaceStreamError::uncertain`](super::SurfaceStreamError::uncertain)).
     pub fn uncertain(&self) -> &[PartRef] {
         self.uncertain
     }

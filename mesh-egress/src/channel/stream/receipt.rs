@@ -1,4 +1,4 @@
-//! What a stream confirmed: [`StreamReceipt`], [`StreamedMessage`], and the errors that carry
+//! What a stream confirmed: [`SurfaceStreamReceipt`], [`StreamedMessage`], and the errors that carry
 //! it.
 
 use std::error::Error as StdError;
@@ -62,7 +62,7 @@ impl StreamedMessage {
 /// [`confirmed_text`](Self::confirmed_text) is every message's text joined the same way, so a
 /// complete reply's equals its blocks joined: nothing lost, nothing doubled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StreamReceipt {
+pub struct SurfaceStreamReceipt {
     mode: StreamMode,
     messages: Vec<StreamedMessage>,
     calls: usize,
@@ -71,7 +71,7 @@ pub struct StreamReceipt {
     fell_back: bool,
 }
 
-impl StreamReceipt {
+impl SurfaceStreamReceipt {
     pub(crate) fn new(mode: StreamMode, messages: Vec<StreamedMessage>, calls: usize) -> Self {
         Self {
             mode,
@@ -160,8 +160,8 @@ pub enum StreamOpenError {
 /// call whose outcome is unknown ([`uncertain`](Self::uncertain)), and every part after them
 /// ([`into_unconfirmed`](Self::into_unconfirmed)), in order: appending those to a new stream
 /// resumes the reply from the confirmed offset.
-pub struct StreamError {
-    receipt: StreamReceipt,
+pub struct SurfaceStreamError {
+    receipt: SurfaceStreamReceipt,
     refused: bool,
     store_failed: bool,
     uncertain: Vec<CommittedPart>,
@@ -169,9 +169,9 @@ pub struct StreamError {
     source: Box<dyn StdError + Send + Sync>,
 }
 
-impl StreamError {
+impl SurfaceStreamError {
     pub(crate) fn new(
-        receipt: StreamReceipt,
+        receipt: SurfaceStreamReceipt,
         unconfirmed: Vec<CommittedPart>,
         source: Box<dyn StdError + Send + Sync>,
     ) -> Self {
@@ -220,7 +220,7 @@ impl StreamError {
     }
 
     /// What the surface confirmed before the stream stopped.
-    pub fn receipt(&self) -> &StreamReceipt {
+    pub fn receipt(&self) -> &SurfaceStreamReceipt {
         &self.receipt
     }
 
@@ -245,9 +245,9 @@ impl StreamError {
     }
 }
 
-impl fmt::Debug for StreamError {
+impl fmt::Debug for SurfaceStreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamError")
+        f.debug_struct("SurfaceStreamError")
             .field("receipt", &self.receipt)
             .field("uncertain", &self.uncertain.len())
             .field("unconfirmed", &self.unconfirmed.len())
@@ -256,7 +256,7 @@ impl fmt::Debug for StreamError {
     }
 }
 
-impl fmt::Display for StreamError {
+impl fmt::Display for SurfaceStreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -268,7 +268,7 @@ impl fmt::Display for StreamError {
     }
 }
 
-impl StdError for StreamError {
+impl StdError for SurfaceStreamError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         Some(&*self.source)
     }

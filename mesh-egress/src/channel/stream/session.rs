@@ -11,7 +11,8 @@ use tokio::time::Instant;
 
 use super::observe::{CallRefused, PartRef, Seen, StreamObserver, StreamProgress, holders};
 use super::{
-    BLOCK_SEPARATOR, StreamError, StreamMode, StreamOpenError, StreamReceipt, StreamedMessage,
+    BLOCK_SEPARATOR, StreamMode, StreamOpenError, StreamedMessage, SurfaceStreamError,
+    SurfaceStreamReceipt,
 };
 use crate::egress::Attribution;
 use crate::outbound::CommittedPart;
@@ -167,7 +168,7 @@ pub(crate) struct MaybeShown {
     /// Whether each of those parts, sent again as a message of its own with its idempotency
     /// key, is deduped by the surface (a Discord create of that one part, its key as nonce):
     /// then they are handed back, marked maybe delivered; otherwise they are
-    /// [uncertain](super::StreamError::uncertain) and never sent again.
+    /// [uncertain](super::SurfaceStreamError::uncertain) and never sent again.
     deduped: bool,
 }
 
@@ -191,17 +192,71 @@ impl MaybeShown {
     }
 }
 
-/// One surface's way of showing a reply. The worker calls [`flush`](Self::flush) with every
-/// part so far whenever new parts arrived (and once more with `done`); the driver sends what is
-/// beyond [`confirmed`](Self::confirmed), in as few calls as its surface and budget allow.
+/// The mode a stream opens in when `asked` for: a growing message
+/// ([`Stream`](StreamMode::Stream)) where the surface has no `native` way to show one here
+/// falls back to [`Blocks`](StreamMode::Blocks), and says so (`true`, what the receipt reports).
+pub(crate) fn opening_mode(asked: StreamMode, native: bool) -> (StreamMode, bool) {
+    match asked {
+        StreamMode::Stream if !native => (StreamMode::Blocks, true),
+        mode => (mode, false),
+    }
+}
+
+/// Sends what `driver` has not confirmed yet, in its current [`mode`](Driver::mode); `done`
+/// when no part will follow. The one place a stream's mode picks how parts go out:
+/// [`Stream`](StreamMode::Stream) grows the one message ([`Driver::grow`]),
+/// [`Blocks`](StreamMode::Blocks) posts what queued as messages ([`Driver::post_queued`]), and
+/// [`Final`](StreamMode::Final) waits for the whole reply, then posts it like `Blocks`.
+pub(crate) async fn flush<D: Driver>(
+    driver: &mut D,
+    parts: &mut Parts,
+    done: bool,
+) -> Result<(), DriverError> {
+    driver.before_flush(parts)?;
+    match driver.mode() {
+        StreamMode::Stream => driver.grow(parts, done).await,
+        StreamMode::Final if !done => Ok(()),
+        StreamMode::Blocks | StreamMode::Final => driver.post_queued(parts).await,
+    }
+}
+
+/// One surface's way of showing a reply. The worker calls [`flush`] with every part so far
+/// whenever new parts arrived (and once more with `done`); the driver sends what is beyond
+/// [`confirmed`](Self::confirmed), in as few calls as its surface and budget allow, with the
+/// primitive of its [`mode`](Self::mode). A driver that waits for its rate budget should do so
+/// before it reads `parts` past `confirmed`, through [`ready`](Self::ready), so what arrives
+/// meanwhile goes in the same call.
 pub(crate) trait Driver: Send + Sync + 'static {
-    /// Sends what is not confirmed yet; `done` when no part will follow. A driver that waits
-    /// for its rate budget should do so before it reads `parts` past `confirmed`, through
-    /// [`ready`](Self::ready), so what arrives meanwhile goes in the same call.
-    fn flush<'a>(
+    /// The mode the reply is shown in now: the one it opened in, or
+    /// [`Blocks`](StreamMode::Blocks) after the surface's own stream failed mid-reply.
+    fn mode(&self) -> StreamMode;
+
+    /// What every [`flush`] does first, whatever the mode (forget a pending retry, re-check
+    /// that the parts past the confirmed ones may still be sent). The default: nothing.
+    fn before_flush(&mut self, parts: &Parts) -> Result<(), DriverError> {
+        let _ = parts;
+        Ok(())
+    }
+
+    /// [`Stream`](StreamMode::Stream): shows the parts past the confirmed ones in the one
+    /// growing message; `done` when no part will follow. The default, for a surface without a
+    /// native stream: they go as messages ([`post_queued`](Self::post_queued)).
+    fn grow<'a>(
         &'a mut self,
         parts: &'a mut Parts,
         done: bool,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a {
+        let _ = done;
+        self.post_queued(parts)
+    }
+
+    /// [`Blocks`](StreamMode::Blocks), and [`Final`](StreamMode::Final) once the reply is
+    /// complete: sends the parts past the confirmed ones as messages, those that queued behind
+    /// the rate budget together (as many as fit in one), so a reply that outpaces the surface
+    /// coalesces instead of queueing message by message.
+    fn post_queued<'a>(
+        &'a mut self,
+        parts: &'a mut Parts,
     ) -> impl Future<Output = Result<(), DriverError>> + Send + 'a;
 
     /// Waits until the next call may go (the rate budget), without spending it.
@@ -259,7 +314,7 @@ pub(crate) trait Driver: Send + Sync + 'static {
 
     /// What was confirmed, in `mode` (the mode the stream was opened in; the driver reports a
     /// fallback itself).
-    fn receipt(&mut self, mode: StreamMode) -> StreamReceipt;
+    fn receipt(&mut self, mode: StreamMode) -> SurfaceStreamReceipt;
 }
 
 #[derive(Default)]
@@ -292,11 +347,11 @@ impl Shared {
 /// [`append`](Self::append) hands over the reply's next committed part and returns at once;
 /// a worker task sends it (coalesced with whatever else arrived while the surface's rate
 /// budget made it wait). [`finish`](Self::finish) sends the rest and returns the
-/// [`StreamReceipt`]. Dropping a stream without finishing it stops the worker: nothing more is
+/// [`SurfaceStreamReceipt`]. Dropping a stream without finishing it stops the worker: nothing more is
 /// sent, and no task is left behind.
 pub struct ReplyStream {
     shared: Arc<Shared>,
-    worker: Option<JoinHandle<Result<StreamReceipt, StreamError>>>,
+    worker: Option<JoinHandle<Result<SurfaceStreamReceipt, SurfaceStreamError>>>,
 }
 
 impl ReplyStream {
@@ -345,7 +400,7 @@ impl ReplyStream {
     }
 
     /// Sends what is left, closes the surface's stream, and returns what it confirmed.
-    pub async fn finish(mut self) -> Result<StreamReceipt, StreamError> {
+    pub async fn finish(mut self) -> Result<SurfaceStreamReceipt, SurfaceStreamError> {
         self.shared.lock().done = true;
         self.shared.wake.notify_one();
         let Some(worker) = self.worker.take() else {
@@ -387,9 +442,9 @@ struct WorkerStopped;
 #[error("the surface did not confirm every part of the reply")]
 struct Unconfirmed;
 
-fn stopped(unconfirmed: Vec<CommittedPart>) -> StreamError {
-    StreamError::new(
-        StreamReceipt::default(),
+fn stopped(unconfirmed: Vec<CommittedPart>) -> SurfaceStreamError {
+    SurfaceStreamError::new(
+        SurfaceStreamReceipt::default(),
         unconfirmed,
         Box::new(WorkerStopped),
     )
@@ -402,15 +457,15 @@ async fn run<D: Driver>(
     mode: StreamMode,
     shared: Arc<Shared>,
     conversation: String,
-) -> Result<StreamReceipt, StreamError> {
+) -> Result<SurfaceStreamReceipt, SurfaceStreamError> {
     let mut parts = Parts::default();
     let mut seen = Seen::default();
     loop {
         let done = shared.lock().done;
         let arrived = !shared.lock().parts.is_empty();
         // In `Final` mode nothing is shown until the whole reply is there.
-        let flush = done || (arrived && mode != StreamMode::Final);
-        let (result, done) = if flush {
+        let due = done || (arrived && mode != StreamMode::Final);
+        let (result, done) = if due {
             driver.ready(done).await;
             let done = {
                 let mut inbox = shared.lock();
@@ -424,7 +479,7 @@ async fn run<D: Driver>(
             if let Err(refused) = before_call(&shared, &parts, before, showing).await {
                 return Err(refuse(driver, mode, &shared, &mut seen, &mut parts, refused).await);
             }
-            let result = driver.flush(&mut parts, done).await;
+            let result = flush(&mut driver, &mut parts, done).await;
             after_call(&shared, &mut seen, &driver, &parts, before, &result).await;
             (result, done)
         } else {
@@ -469,14 +524,14 @@ async fn run<D: Driver>(
 }
 
 /// The error of a stream that stopped: what the surface confirmed, the parts that may be shown
-/// without a way to dedupe a re-send ([uncertain](StreamError::uncertain), never sent again by
+/// without a way to dedupe a re-send ([uncertain](SurfaceStreamError::uncertain), never sent again by
 /// the session), and the rest, to send again as messages.
 fn stop_error<D: Driver>(
     driver: &mut D,
     mode: StreamMode,
     parts: &mut Parts,
     source: Box<dyn StdError + Send + Sync>,
-) -> StreamError {
+) -> SurfaceStreamError {
     let confirmed = driver.confirmed();
     let maybe = driver.maybe_shown();
     let mut unconfirmed = parts.unconfirmed(confirmed);
@@ -486,7 +541,7 @@ fn stop_error<D: Driver>(
         maybe.past(confirmed).min(unconfirmed.len())
     };
     let rest = unconfirmed.split_off(uncertain);
-    StreamError::new(driver.receipt(mode), rest, source).with_uncertain(unconfirmed)
+    SurfaceStreamError::new(driver.receipt(mode), rest, source).with_uncertain(unconfirmed)
 }
 
 /// An observer refused the next call: the stream stops before it, nothing after the
@@ -499,7 +554,7 @@ async fn refuse<D: Driver>(
     seen: &mut Seen,
     parts: &mut Parts,
     refused: CallRefused,
-) -> StreamError {
+) -> SurfaceStreamError {
     tracing::warn!(target: "mesh_egress::channel", error = %refused, confirmed = driver.confirmed(), "reply stream stopped before its call");
     driver.close().await;
     let confirmed = driver.confirmed();
@@ -613,17 +668,9 @@ mod tests {
         message: StreamedMessage,
     }
 
-    impl Driver for Editing {
-        fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
-            let kind = if done {
-                CallKind::Final
-            } else {
-                CallKind::Preview
-            };
-            self.budget.ready(kind)
-        }
-
-        async fn flush(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+    impl Editing {
+        /// One edit of the message with every part so far, once the budget allows.
+        async fn edit(&mut self, parts: &Parts, done: bool) -> Result<(), DriverError> {
             if parts.len() == self.confirmed {
                 return Ok(());
             }
@@ -644,6 +691,29 @@ mod tests {
                 .push((at, self.message.text().to_owned()));
             Ok(())
         }
+    }
+
+    impl Driver for Editing {
+        fn mode(&self) -> StreamMode {
+            StreamMode::Stream
+        }
+
+        fn ready(&self, done: bool) -> impl Future<Output = ()> + Send + '_ {
+            let kind = if done {
+                CallKind::Final
+            } else {
+                CallKind::Preview
+            };
+            self.budget.ready(kind)
+        }
+
+        async fn grow(&mut self, parts: &mut Parts, done: bool) -> Result<(), DriverError> {
+            self.edit(parts, done).await
+        }
+
+        async fn post_queued(&mut self, parts: &mut Parts) -> Result<(), DriverError> {
+            self.edit(parts, true).await
+        }
 
         fn confirmed(&self) -> usize {
             self.confirmed
@@ -653,9 +723,9 @@ mod tests {
             std::slice::from_ref(&self.message)
         }
 
-        fn receipt(&mut self, mode: StreamMode) -> StreamReceipt {
+        fn receipt(&mut self, mode: StreamMode) -> SurfaceStreamReceipt {
             let calls = self.calls.lock().unwrap().len();
-            StreamReceipt::new(mode, vec![self.message.clone()], calls)
+            SurfaceStreamReceipt::new(mode, vec![self.message.clone()], calls)
         }
     }
 
