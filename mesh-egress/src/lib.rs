@@ -94,6 +94,9 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
+// Layer A's failure labels, named only by the model module (published as `model::FailureReason`).
+#[cfg(feature = "model")]
+mod failure;
 mod future;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]

@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ownership", &[]),
     ("address", &[]),
     ("engagement", &[]),
+    ("failure", &[]),
     ("verdict", &[]),
     ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
@@ -92,6 +93,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "code_region",
             "answer",
+            "failure",
         ],
     ),
     (
@@ -756,20 +758,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "channel/format: label -> walker -> table -> label",
     "channel/format: table -> walker -> table",
     "channel/http: exchange -> retry -> exchange",
-    "ingress: discord -> inbound -> discord",
-    "ingress: inbound -> slack -> inbound",
-    "ingress: inbound -> telegram -> inbound",
-    "model: classify -> limits -> classify",
-    "model/tool_text: markers -> parse -> markers",
-    "model/tool_text: markers -> parse -> python -> markers",
-    "model/tool_text: markers -> python -> markers",
-    "model/tool_text: markers -> python -> parse -> markers",
-    "model/tool_text: parse -> python -> parse",
-    "store: commitments -> outbox -> follow_up -> commitments",
-    "store: follow_up -> outbox -> follow_up",
-    "testing: chat_api -> chat_stream -> chat_api",
-    "testing: chat_api -> slack_history -> chat_api",
-    "web: agent -> turn -> agent",
 ];
 
 #[test]

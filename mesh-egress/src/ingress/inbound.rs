@@ -4,8 +4,6 @@
 use std::fmt;
 
 use crate::address::{Address, AddressError, Surface};
-use crate::ingress::identity::Identity;
-use crate::ingress::{discord, slack, telegram};
 
 /// The largest event document read, in bytes. Slack caps a message's text at 40,000
 /// characters and its blocks repeat the text; Discord and Telegram messages are a few KB.
@@ -318,19 +316,6 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    /// Reads one event of `surface` (Slack: the Events API envelope or its inner `message` /
-    /// `app_mention` event; Discord: a `MESSAGE_CREATE`/`MESSAGE_UPDATE` gateway dispatch or
-    /// the message object; Telegram: an `Update`), bounded by [`check_document`].
-    pub fn parse(surface: Surface, event: &[u8], us: &Identity) -> Result<Self, InboundError> {
-        let text = check_document(event)?;
-        match surface {
-            Surface::Slack => slack::parse(text, us),
-            Surface::Discord => discord::parse(text, us),
-            Surface::Telegram => telegram::parse(text, us),
-            other => Err(InboundError::Unsupported(other)),
-        }
-    }
-
     /// The surface.
     pub fn surface(&self) -> Surface {
         self.surface

@@ -61,6 +61,7 @@ mod identity;
 mod inbound;
 mod judge;
 mod names;
+mod parse;
 mod rules;
 mod slack;
 mod state;

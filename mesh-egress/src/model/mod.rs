@@ -53,9 +53,10 @@ mod wire;
 use std::future::Future;
 use std::sync::Arc;
 
+pub use crate::failure::FailureReason;
 pub use crate::ledger::RecoveryReport;
 pub use backoff::Jitter;
-pub use classify::{Classification, FailureReason, classify};
+pub use classify::{Classification, classify};
 pub use config::RetryConfig;
 pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
 pub use fast::{JudgeBudget, SharedBudget};

@@ -12,7 +12,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::ModelConnector;
 use super::backoff::Jitter;
-use super::classify::{Classification, FailureReason, classify};
+use super::classify::{Classification, classify};
 use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
@@ -20,6 +20,7 @@ use super::route::{FallbackReason, Route};
 use super::tool_text::settle;
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
+use crate::failure::FailureReason;
 use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
 use crate::turn::{StopReason, Turn};

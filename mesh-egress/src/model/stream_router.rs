@@ -20,7 +20,7 @@ use std::pin::Pin;
 use tokio::time::{Instant, sleep_until};
 
 use super::ModelConnector;
-use super::classify::{Classification, FailureReason, classify};
+use super::classify::{Classification, classify};
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
 use super::route::{FallbackReason, RecoveryError};
@@ -30,6 +30,7 @@ use super::stream_join::{JoinMode, Joined, Joiner};
 use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
+use crate::failure::FailureReason;
 use crate::ledger::{AttemptRecord, StreamReport};
 use crate::turn::{StopReason, Turn};
 

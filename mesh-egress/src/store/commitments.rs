@@ -19,9 +19,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use super::backend::Pool;
-use super::{Durable, Store, StoreError, address_text, millis, on_pool, read_address};
+use super::{Store, StoreError, address_text, millis, on_pool, read_address};
 use crate::address::Address;
-use crate::channel::Channel;
 use crate::egress::Attribution;
 use crate::reply::{Commitment, CommitmentId, Mode};
 
@@ -304,11 +303,34 @@ const RETRY_LATER: &str = "UPDATE mesh_commitments \
 
 // The end a follow-up's commit writes in its own transaction: the same fence, and the
 // delivery recorded (unique: at most one follow-up message per commitment).
-pub(super) const END_AND_DELIVER: &str = "UPDATE mesh_commitments \
+const END_AND_DELIVER: &str = "UPDATE mesh_commitments \
      SET state = $4, attempts_made = attempts_made + 1, ended_ms = {now}, delivery = $5, \
          claim_expires_ms = NULL, updated_ms = {now} \
      WHERE id = $1 AND state = 'claimed' AND claim_holder = $2 AND claim_token = $3 \
        AND claim_expires_ms > {now}";
+
+/// The statement that ends a claimed commitment inside a commit transaction: `$1` id, `$2`
+/// holder, `$3` token, `$4` the end state, `$5` the follow-up's delivery id.
+pub(super) struct Seal {
+    pub(super) statement: String,
+    pub(super) id: String,
+    pub(super) holder: String,
+    pub(super) token: i64,
+    pub(super) state: &'static str,
+}
+
+impl Seal {
+    /// The seal that ends `claim`'s commitment as `end` in the commit of its follow-up.
+    pub(super) fn ending(pool: &Pool, claim: &Claim, end: CommitmentEnd) -> Self {
+        Self {
+            statement: sql(pool, END_AND_DELIVER),
+            id: claim.id.to_string(),
+            holder: claim.holder.clone(),
+            token: claim.token,
+            state: end.status().as_str(),
+        }
+    }
+}
 
 const END: &str = "UPDATE mesh_commitments \
      SET state = $4, attempts_made = attempts_made + 1, ended_ms = {now}, \
@@ -354,32 +376,17 @@ fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
-impl<C: Channel> Durable<C> {
-    /// Stores `commitment` for the holding line this channel delivers: its follow-up goes
-    /// where the holding line went, this channel's [`address`](Channel::address). See
-    /// [`Store::keep_commitment`].
-    pub async fn keep_commitment(
-        &self,
-        commitment: &Commitment,
-        task: &FollowUpTask,
-        plan: FollowUpPlan,
-    ) -> Result<(), StoreError> {
-        self.store()
-            .keep_commitment(commitment, &self.address, task, plan)
-            .await
-    }
-}
-
 impl Store {
     /// Stores `commitment` with what a worker needs to keep it: `task`, the `plan` (fixed
     /// now) and the address its follow-up goes to, `to`. Due after the plan's first delay.
     ///
     /// The rule: `to` is the address of the channel the commitment's holding line goes
     /// through, so the follow-up reaches the chat that read the promise, and nowhere else.
-    /// [`Durable::keep_commitment`] passes its own; code that stores the promise apart from
-    /// its channel (a [`PromiseKeeper`](crate::boundary::PromiseKeeper) that runs before the
-    /// line goes) passes that channel's [`Channel::address`]. An address that fails
-    /// [`Address::validate`] is refused ([`StoreError::BadAddress`]).
+    /// [`Durable::keep_commitment`](super::Durable::keep_commitment) passes its own; code that
+    /// stores the promise apart from its channel (a
+    /// [`PromiseKeeper`](crate::boundary::PromiseKeeper) that runs before the line goes) passes
+    /// that channel's [`Channel::address`](crate::channel::Channel::address). An address that
+    /// fails [`Address::validate`] is refused ([`StoreError::BadAddress`]).
     pub async fn keep_commitment(
         &self,
         commitment: &Commitment,

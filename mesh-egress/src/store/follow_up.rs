@@ -1,23 +1,16 @@
-//! [`Sealing`]: a follow-up's delivery whose commit also ends its commitment, so the parts of
-//! the follow-up and the end of the promise are written together or not at all.
+//! A [`Durable`] channel's side of a commitment: the promise stored where its holding line
+//! goes ([`Durable::keep_commitment`]), and [`Sealing`], a follow-up's delivery whose commit
+//! also ends its commitment, so the parts of the follow-up and the end of the promise are
+//! written together or not at all.
 
 use std::fmt;
 use std::future::Future;
 
-use super::commitments::{END_AND_DELIVER, sql};
-use super::{Claim, CommitmentEnd, Durable};
+use super::commitments::Seal;
+use super::{Claim, CommitmentEnd, Durable, FollowUpPlan, FollowUpTask, StoreError};
 use crate::channel::{Channel, PartReceipt, SendError};
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
-
-/// The statement that ends a claimed commitment inside a commit transaction: `$1` id, `$2`
-/// holder, `$3` token, `$4` the end state, `$5` the follow-up's delivery id.
-pub(super) struct Seal {
-    pub(super) statement: String,
-    pub(super) id: String,
-    pub(super) holder: String,
-    pub(super) token: i64,
-    pub(super) state: &'static str,
-}
+use crate::reply::Commitment;
 
 /// A [`Durable`] channel for one claimed commitment's follow-up (built by
 /// [`Durable::sealing`]): committing its message writes the parts **and** ends the commitment
@@ -32,18 +25,26 @@ pub struct Sealing<'a, C> {
 }
 
 impl<C: Channel> Durable<C> {
+    /// Stores `commitment` for the holding line this channel delivers: its follow-up goes
+    /// where the holding line went, this channel's [`address`](Channel::address). See
+    /// [`Store::keep_commitment`](super::Store::keep_commitment).
+    pub async fn keep_commitment(
+        &self,
+        commitment: &Commitment,
+        task: &FollowUpTask,
+        plan: FollowUpPlan,
+    ) -> Result<(), StoreError> {
+        self.store()
+            .keep_commitment(commitment, &self.address, task, plan)
+            .await
+    }
+
     /// A channel that delivers `claim`'s follow-up through this outbox and, in the commit's
     /// transaction, ends the commitment as `end` (see [`Sealing`]).
     pub fn sealing<'a>(&'a self, claim: &Claim, end: CommitmentEnd) -> Sealing<'a, C> {
         Sealing {
             durable: self,
-            seal: Seal {
-                statement: sql(&self.store().inner.pool, END_AND_DELIVER),
-                id: claim.id.to_string(),
-                holder: claim.holder.clone(),
-                token: claim.token,
-                state: end.status().as_str(),
-            },
+            seal: Seal::ending(&self.store().inner.pool, claim, end),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use super::follow_up::Seal;
+use super::commitments::Seal;
 use super::{PartRetry, Store, StoreError, address_text, millis, on_pool};
 use crate::address::{Address, Surface};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};

@@ -23,11 +23,10 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
@@ -38,75 +37,15 @@ use hyper::{Request, Response};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::FakeResponse;
+use super::chat_state::{
+    Api, ChatStep, FakeStream, ReceivedCall, ReceivedDraft, ReceivedMessage, Shared, State,
+    expired, refuse_auth,
+};
 use super::fake_provider::{FakeBody, play};
 use crate::address::{Address, DiscordAddress, SlackAddress, Surface, TelegramAddress};
-
-/// The surfaces a [`FakeApi`] can fake: those with a chat API the crate connects to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Api {
-    Slack,
-    Discord,
-    Telegram,
-}
-
-impl Api {
-    fn of(surface: Surface) -> Option<Self> {
-        match surface {
-            Surface::Slack => Some(Self::Slack),
-            Surface::Discord => Some(Self::Discord),
-            Surface::Telegram => Some(Self::Telegram),
-            _ => None,
-        }
-    }
-
-    pub(super) fn surface(self) -> Surface {
-        match self {
-            Self::Slack => Surface::Slack,
-            Self::Discord => Surface::Discord,
-            Self::Telegram => Surface::Telegram,
-        }
-    }
-}
-
-/// What a [`FakeApi`] does with one request.
-///
-/// A [`FakeResponse`] converts into [`Answer`](Self::Answer), so a script of HTTP answers alone
-/// reads `api.script([FakeResponse::status(503)])`.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum ChatStep {
-    /// Posts the message and answers as the surface does (to script a success between
-    /// failures).
-    Accept,
-    /// Posts the message, then answers with this instead of the surface's success: with
-    /// [`FakeResponse::close_mid_response`] the sender cannot know the message went; with
-    /// [`FakeResponse::after`] on [`FakeResponse::chat_success`] it is a slow success.
-    AcceptThen(FakeResponse),
-    /// Posts nothing and answers with this (a rate limit, a 5xx, a refusal, a proxy's page, a
-    /// connection closed mid-answer, no answer at all).
-    Answer(FakeResponse),
-}
-
-impl ChatStep {
-    /// Posts the message, then cuts the connection before the answer: the sender cannot know
-    /// the message went (the response was lost).
-    pub fn lost_response() -> Self {
-        Self::AcceptThen(FakeResponse::close_mid_response())
-    }
-
-    /// Posts the message and never answers: the sender times out not knowing it went.
-    pub fn accept_then_stall() -> Self {
-        Self::AcceptThen(FakeResponse::never_answer())
-    }
-}
-
-impl From<FakeResponse> for ChatStep {
-    fn from(response: FakeResponse) -> Self {
-        Self::Answer(response)
-    }
-}
 
 /// Each surface's own answers, in the model fake's vocabulary. A surface without a chat API
 /// (the web chat, plain) gets a bare HTTP answer of the same kind.
@@ -228,53 +167,6 @@ fn rate_limited(surface: Surface, wait: Duration, global: bool) -> FakeResponse 
     }
 }
 
-/// One message the fake accepted (posted).
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct ReceivedMessage {
-    /// The channel, or chat, it was posted to.
-    pub target: String,
-    /// Where it was posted: the channel or chat, and the thread (Slack `thread_ts`) or forum
-    /// topic (Telegram `message_thread_id`) it named.
-    pub address: Address,
-    /// The message text, exactly as sent.
-    pub text: String,
-    /// The whole JSON request body.
-    pub body: Value,
-    /// The id the fake answered with.
-    pub id: String,
-}
-
-#[derive(Default)]
-pub(super) struct State {
-    script: VecDeque<ChatStep>,
-    pub(super) received: Vec<ReceivedMessage>,
-    attempts: usize,
-    nonces: HashMap<String, String>,
-    pub(super) next_id: u64,
-    /// The streaming APIs' state (`chat_stream.rs`).
-    pub(super) stream: super::chat_stream::StreamState,
-    /// The last Slack `ts` handed out, in microseconds: each is later than the one before.
-    last_ts_micros: u128,
-    /// Answers to Slack's history reads, taken before reading the posted messages.
-    pub(super) lookup_script: VecDeque<FakeResponse>,
-    /// Whether Slack's history reads answer `missing_scope`.
-    pub(super) history_denied: bool,
-    pub(super) lookups: usize,
-}
-
-pub(super) struct Shared {
-    pub(super) surface: Api,
-    pub(super) token: String,
-    state: Mutex<State>,
-}
-
-impl Shared {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// A loopback fake of one surface's send endpoint (`chat.postMessage`, create message or
 /// `sendMessage`), bound to 127.0.0.1 on a free port. It checks the bot token as the surface
 /// does, posts what it is sent unless a scripted [`ChatStep`] says otherwise, dedupes Discord
@@ -307,11 +199,7 @@ impl FakeApi {
         };
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            surface,
-            token: token.into(),
-            state: Mutex::new(State::default()),
-        });
+        let shared = Arc::new(Shared::new(surface, token.into()));
         let server = tokio::spawn(serve(listener, Arc::clone(&shared)));
         Ok(Self {
             addr,
@@ -384,6 +272,129 @@ impl FakeApi {
     /// How many Slack history reads arrived.
     pub fn lookups(&self) -> usize {
         self.shared.lock().lookups
+    }
+}
+
+/// The streaming side of the fake (the calls themselves are answered in `chat_stream.rs`).
+impl FakeApi {
+    /// Queues `steps` for requests to `method` only (`chat.appendStream`, `sendMessageDraft`,
+    /// `sendMessage`, `editMessage`, `createMessage`, …); they are taken before the general
+    /// [`script`](Self::script).
+    ///
+    /// A streaming call takes the steps as a send does: [`ChatStep::lost_response`] applies it
+    /// (the append grows the stream's text) and then cuts the connection before the answer, the
+    /// way a lost answer looks to the caller; `ChatStep::Answer(FakeResponse::close_mid_response())`
+    /// cuts it without applying anything.
+    ///
+    /// ```
+    /// use mesh_egress::Surface;
+    /// use mesh_egress::testing::{ChatStep, FakeApi};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
+    /// // The first append is applied, but its answer never arrives.
+    /// api.script_method("chat.appendStream", [ChatStep::lost_response()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn script_method<S: Into<ChatStep>>(
+        &self,
+        method: &str,
+        steps: impl IntoIterator<Item = S>,
+    ) {
+        self.shared
+            .lock()
+            .stream
+            .scripts
+            .entry(method.to_owned())
+            .or_default()
+            .extend(steps.into_iter().map(Into::into));
+    }
+
+    /// Every request received, in order, with its method and arrival instant.
+    pub fn calls(&self) -> Vec<ReceivedCall> {
+        self.shared.lock().stream.calls.clone()
+    }
+
+    /// Where every request that named a destination was for, in order (see
+    /// [`ReceivedCall::address`]): what a test reads to assert that a conversation's calls
+    /// went to its own chat and nowhere else.
+    pub fn destinations(&self) -> Vec<Address> {
+        self.shared
+            .lock()
+            .stream
+            .calls
+            .iter()
+            .filter_map(|c| c.address.clone())
+            .collect()
+    }
+
+    /// How many requests to `method` arrived.
+    pub fn calls_to(&self, method: &str) -> usize {
+        self.shared
+            .lock()
+            .stream
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
+    }
+
+    /// Slack: every stream started, in order.
+    pub fn streams(&self) -> Vec<FakeStream> {
+        let state = self.shared.lock();
+        let lifetime = state.stream.lifetime;
+        state
+            .stream
+            .streams
+            .iter()
+            .map(|(s, started)| {
+                let mut s = s.clone();
+                s.open &= !expired(*started, lifetime);
+                s
+            })
+            .collect()
+    }
+
+    /// Slack: streams close `lifetime` after they started, as Slack's do after a few minutes
+    /// (slackapi/python-slack-sdk#1859, vercel/chat#637); an append after that is answered
+    /// `message_not_in_streaming_state`.
+    pub fn expire_streams_after(&self, lifetime: Duration) {
+        self.shared.lock().stream.lifetime = Some(lifetime);
+    }
+
+    /// Slack: closes every open stream now.
+    pub fn expire_streams(&self) {
+        for (stream, _) in &mut self.shared.lock().stream.streams {
+            stream.open = false;
+        }
+    }
+
+    /// Telegram: every draft shown, in order.
+    pub fn drafts(&self) -> Vec<ReceivedDraft> {
+        self.shared.lock().stream.drafts.clone()
+    }
+
+    /// Telegram: a flood wait of `wait` from now. Every request before it ends is answered
+    /// `429` with `parameters.retry_after` set to the seconds left (rounded up), as the Bot API
+    /// does.
+    pub fn flood_wait(&self, wait: Duration) {
+        self.shared.lock().stream.flood_until = Some(Instant::now() + wait);
+    }
+
+    /// Discord: the `X-RateLimit-Remaining` and `X-RateLimit-Reset-After` (seconds) of the
+    /// next answers, one pair per answer, in order; answers after the list carry none.
+    pub fn rate_limit_headers(&self, headers: impl IntoIterator<Item = (u32, f64)>) {
+        let mut state = self.shared.lock();
+        for (remaining, reset_after) in headers {
+            state.stream.headers.push_back(vec![
+                ("x-ratelimit-limit".to_owned(), "5".to_owned()),
+                ("x-ratelimit-remaining".to_owned(), remaining.to_string()),
+                (
+                    "x-ratelimit-reset-after".to_owned(),
+                    format!("{reset_after:.3}"),
+                ),
+                ("x-ratelimit-bucket".to_owned(), "fake-bucket".to_owned()),
+            ]);
+        }
     }
 }
 
@@ -505,18 +516,6 @@ fn next_slack_ts(state: &mut State) -> String {
     let micros = now.max(state.last_ts_micros.saturating_add(1));
     state.last_ts_micros = micros;
     format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
-}
-
-pub(super) fn refuse_auth(surface: Api) -> FakeResponse {
-    let (status, body) = match surface {
-        Api::Discord => (401, json!({ "message": "401: Unauthorized", "code": 0 })),
-        Api::Telegram => (
-            404,
-            json!({ "ok": false, "error_code": 404, "description": "Not Found" }),
-        ),
-        Api::Slack => (200, json!({ "ok": false, "error": "invalid_auth" })),
-    };
-    FakeResponse::raw(status, body.to_string())
 }
 
 /// Posts the message (once per Discord nonce under `enforce_nonce`) and returns the surface's

@@ -1,210 +1,22 @@
-//! The streaming APIs of [`FakeApi`]: Slack's `chat.startStream` / `chat.appendStream` /
+//! The streaming APIs of [`FakeApi`](super::FakeApi): Slack's `chat.startStream` / `chat.appendStream` /
 //! `chat.stopStream`, Telegram's `sendMessageDraft`, Discord's message edit (`PATCH`), with
 //! their failure modes scriptable: a stream that expires, a flood wait, rate-limit headers that
 //! change from answer to answer, a refused draft.
 //!
 //! Kept apart from the send endpoints in `chat_api.rs`; that file calls in at three points
-//! (record every call, answer a streaming call, decorate an answer with scripted headers).
-
-use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+//! (record every call, answer a streaming call, decorate an answer with scripted headers) and
+//! holds the accessors a test scripts and reads the streams with; the state both read is in
+//! `chat_state.rs`.
 
 use hyper::Method;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::FakeResponse;
-use super::chat_api::{Api, ChatStep, FakeApi, ReceivedMessage, Shared, State};
+use super::chat_state::{
+    Api, ChatStep, FakeStream, ReceivedCall, ReceivedDraft, ReceivedMessage, Shared, State, expired,
+};
 use crate::address::Address;
-
-/// One request the fake received, any method, failed ones included.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct ReceivedCall {
-    /// The API method: Slack's and Telegram's method name (`chat.appendStream`,
-    /// `sendMessageDraft`), Discord's `createMessage` or `editMessage`.
-    pub method: String,
-    /// The JSON request body.
-    pub body: Value,
-    /// When it arrived, from the fake's start.
-    pub at: Duration,
-    /// Where it was for, as the surface reads it (Slack's `channel` and `thread_ts`, Discord's
-    /// channel in the path, Telegram's `chat_id` and `message_thread_id`; a Slack stream's
-    /// recipient is not part of it); `None` when the request named none.
-    pub address: Option<Address>,
-}
-
-/// A Slack stream the fake holds: the message it grows into.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct FakeStream {
-    /// The message's `ts`.
-    pub ts: String,
-    /// The thread it streams into.
-    pub thread_ts: Option<String>,
-    /// The text confirmed so far: the start's, each append's and the stop's `markdown_text`.
-    pub text: String,
-    /// Whether it still takes appends (not stopped, not expired).
-    pub open: bool,
-    /// How many appends it accepted.
-    pub appends: usize,
-}
-
-/// One draft the fake showed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReceivedDraft {
-    /// The draft id.
-    pub draft_id: i64,
-    /// The draft's text.
-    pub text: String,
-}
-
-#[derive(Default)]
-pub(super) struct StreamState {
-    started: Option<Instant>,
-    calls: Vec<ReceivedCall>,
-    scripts: HashMap<String, VecDeque<ChatStep>>,
-    pub(super) streams: Vec<(FakeStream, Instant)>,
-    lifetime: Option<Duration>,
-    drafts: Vec<ReceivedDraft>,
-    flood_until: Option<Instant>,
-    headers: VecDeque<Vec<(String, String)>>,
-}
-
-impl StreamState {
-    /// The next scripted step for `method`, if its own script has one.
-    pub(super) fn next_step(&mut self, method: &str) -> Option<ChatStep> {
-        self.scripts.get_mut(method)?.pop_front()
-    }
-}
-
-/// The streaming side of the fake.
-impl FakeApi {
-    /// Queues `steps` for requests to `method` only (`chat.appendStream`, `sendMessageDraft`,
-    /// `sendMessage`, `editMessage`, `createMessage`, …); they are taken before the general
-    /// [`script`](Self::script).
-    ///
-    /// A streaming call takes the steps as a send does: [`ChatStep::lost_response`] applies it
-    /// (the append grows the stream's text) and then cuts the connection before the answer, the
-    /// way a lost answer looks to the caller; `ChatStep::Answer(FakeResponse::close_mid_response())`
-    /// cuts it without applying anything.
-    ///
-    /// ```
-    /// use mesh_egress::Surface;
-    /// use mesh_egress::testing::{ChatStep, FakeApi};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
-    /// let api = FakeApi::start(Surface::Slack, "xoxb-test").await?;
-    /// // The first append is applied, but its answer never arrives.
-    /// api.script_method("chat.appendStream", [ChatStep::lost_response()]);
-    /// # Ok(()) }
-    /// ```
-    pub fn script_method<S: Into<ChatStep>>(
-        &self,
-        method: &str,
-        steps: impl IntoIterator<Item = S>,
-    ) {
-        self.shared
-            .lock()
-            .stream
-            .scripts
-            .entry(method.to_owned())
-            .or_default()
-            .extend(steps.into_iter().map(Into::into));
-    }
-
-    /// Every request received, in order, with its method and arrival instant.
-    pub fn calls(&self) -> Vec<ReceivedCall> {
-        self.shared.lock().stream.calls.clone()
-    }
-
-    /// Where every request that named a destination was for, in order (see
-    /// [`ReceivedCall::address`]): what a test reads to assert that a conversation's calls
-    /// went to its own chat and nowhere else.
-    pub fn destinations(&self) -> Vec<Address> {
-        self.shared
-            .lock()
-            .stream
-            .calls
-            .iter()
-            .filter_map(|c| c.address.clone())
-            .collect()
-    }
-
-    /// How many requests to `method` arrived.
-    pub fn calls_to(&self, method: &str) -> usize {
-        self.shared
-            .lock()
-            .stream
-            .calls
-            .iter()
-            .filter(|c| c.method == method)
-            .count()
-    }
-
-    /// Slack: every stream started, in order.
-    pub fn streams(&self) -> Vec<FakeStream> {
-        let state = self.shared.lock();
-        let lifetime = state.stream.lifetime;
-        state
-            .stream
-            .streams
-            .iter()
-            .map(|(s, started)| {
-                let mut s = s.clone();
-                s.open &= !expired(*started, lifetime);
-                s
-            })
-            .collect()
-    }
-
-    /// Slack: streams close `lifetime` after they started, as Slack's do after a few minutes
-    /// (slackapi/python-slack-sdk#1859, vercel/chat#637); an append after that is answered
-    /// `message_not_in_streaming_state`.
-    pub fn expire_streams_after(&self, lifetime: Duration) {
-        self.shared.lock().stream.lifetime = Some(lifetime);
-    }
-
-    /// Slack: closes every open stream now.
-    pub fn expire_streams(&self) {
-        for (stream, _) in &mut self.shared.lock().stream.streams {
-            stream.open = false;
-        }
-    }
-
-    /// Telegram: every draft shown, in order.
-    pub fn drafts(&self) -> Vec<ReceivedDraft> {
-        self.shared.lock().stream.drafts.clone()
-    }
-
-    /// Telegram: a flood wait of `wait` from now. Every request before it ends is answered
-    /// `429` with `parameters.retry_after` set to the seconds left (rounded up), as the Bot API
-    /// does.
-    pub fn flood_wait(&self, wait: Duration) {
-        self.shared.lock().stream.flood_until = Some(Instant::now() + wait);
-    }
-
-    /// Discord: the `X-RateLimit-Remaining` and `X-RateLimit-Reset-After` (seconds) of the
-    /// next answers, one pair per answer, in order; answers after the list carry none.
-    pub fn rate_limit_headers(&self, headers: impl IntoIterator<Item = (u32, f64)>) {
-        let mut state = self.shared.lock();
-        for (remaining, reset_after) in headers {
-            state.stream.headers.push_back(vec![
-                ("x-ratelimit-limit".to_owned(), "5".to_owned()),
-                ("x-ratelimit-remaining".to_owned(), remaining.to_string()),
-                (
-                    "x-ratelimit-reset-after".to_owned(),
-                    format!("{reset_after:.3}"),
-                ),
-                ("x-ratelimit-bucket".to_owned(), "fake-bucket".to_owned()),
-            ]);
-        }
-    }
-}
-
-fn expired(started: Instant, lifetime: Option<Duration>) -> bool {
-    lifetime.is_some_and(|l| started.elapsed() >= l)
-}
 
 /// The API method a request is for.
 pub(super) fn method_name(surface: Api, method: &Method, path: &str) -> String {

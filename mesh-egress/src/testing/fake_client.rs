@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::FakeApi;
-use super::chat_api::Api;
+use super::chat_state::Api;
 use crate::address::Address;
 use crate::channel::{DiscordClient, SlackClient, SurfaceClient, TelegramClient};
 

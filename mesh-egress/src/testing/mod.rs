@@ -9,6 +9,7 @@
 //! They are public so users can test their own handlers the way this crate tests itself.
 
 mod chat_api;
+mod chat_state;
 mod chat_stream;
 mod fake_client;
 mod fake_provider;
@@ -17,8 +18,8 @@ mod scripted;
 mod slack_history;
 mod step_http;
 
-pub use chat_api::{ChatStep, FakeApi, ReceivedMessage};
-pub use chat_stream::{FakeStream, ReceivedCall, ReceivedDraft};
+pub use chat_api::FakeApi;
+pub use chat_state::{ChatStep, FakeStream, ReceivedCall, ReceivedDraft, ReceivedMessage};
 pub use fake_provider::{FakeProvider, FakeResponse, ReceivedRequest};
 pub use scripted::{Call, ScriptedConnector, SseLineEnding, Step};
 

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::FakeResponse;
-use super::chat_api::{Shared, refuse_auth};
+use super::chat_state::{Shared, refuse_auth};
 
 const HISTORY: &str = "/api/conversations.history";
 const REPLIES: &str = "/api/conversations.replies";

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::deadline::Deadlined;
-use super::turn::{Collected, LiveTurn, Streamed};
+use super::live_turn::{Collected, LiveTurn, Streamed};
 use crate::channel::BoxFuture;
 use crate::egress::{AgentMessage, EgressError};
 use crate::stream::TextSource;

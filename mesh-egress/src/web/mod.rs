@@ -93,6 +93,7 @@ mod client;
 mod deadline;
 mod identity;
 mod live;
+mod live_turn;
 mod messages;
 mod protocol;
 mod request;

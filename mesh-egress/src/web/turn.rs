@@ -9,7 +9,6 @@
 //! text collected, only what follows the delivered prefix sent.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -18,20 +17,15 @@ use super::Inner;
 use super::agent::{ChatAgent, ChatInput, ChatTurn, Outcome};
 use super::deadline::Expired;
 use super::live::LiveReply;
+use super::live_turn::LiveTurn;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
-use crate::boundary::{
-    KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamedTurnReceipt,
-};
-use crate::channel::DeliveryError;
+use crate::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan};
 use crate::degrade::Mode;
-use crate::egress::{AgentMessage, Attribution, EgressError};
-use crate::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store};
-use crate::stream::TextSource;
+use crate::egress::{Attribution, EgressError};
+use crate::store::{FollowUpPlan, FollowUpTask, Lease, Renewal, Store};
 use crate::turn::Turn;
 use crate::worker::{Handler, HandlerFuture};
-
-use super::client::WebChannel;
 
 /// The name a web chat's promises are stored under, and the worker's follow-up handler is
 /// registered as ([`WebChat::worker`](super::WebChat::worker) does it).
@@ -40,39 +34,10 @@ pub const FOLLOW_UP_HANDLER: &str = "mesh-egress.web.answer";
 /// The longest wait between two follow-ups of one promise.
 const MAX_FOLLOW_UP_DELAY: Duration = Duration::from_secs(600);
 
-/// What a streamed answer came to on a request.
-pub(super) type Streamed = Result<StreamedTurnReceipt, DeliveryError>;
-/// What a collected answer came to on a follow-up.
-pub(super) type Collected = Result<AgentMessage, EgressError>;
-
 /// The conversation a chat's rows are stored under: prefixed, so a chat id never collides with
 /// another surface's conversation in the same store.
 pub(super) fn conversation_of(chat: &WebAddress) -> String {
     format!("web:{}", chat.chat())
-}
-
-/// A request's turn as the agent's [`ChatTurn::stream`] runs it.
-pub(crate) struct LiveTurn<'a> {
-    turn: &'a Turn,
-    plan: StreamPlan<'a>,
-    channel: Durable<WebChannel>,
-    /// Whether the agent began to answer: past the deadline, [`run`] ends a turn that has not.
-    began: AtomicBool,
-}
-
-impl LiveTurn<'_> {
-    /// The boundary for the web: `boundary::stream` into the outbox-backed channel.
-    pub(super) async fn stream<S>(&self, source: S) -> Streamed
-    where
-        S: TextSource<Error = EgressError>,
-    {
-        self.began.store(true, Ordering::Release);
-        crate::boundary::stream(self.turn, &self.plan, &self.channel, source).await
-    }
-
-    fn began(&self) -> bool {
-        self.began.load(Ordering::Acquire)
-    }
 }
 
 /// Runs the agent on a request's turn, bounded by the turn's deadline: an agent that has not
@@ -159,12 +124,7 @@ pub(super) async fn run<A: ChatAgent>(inner: Arc<Inner<A>>, accepted: Accepted<A
         .store
         .channel(inner.client.turn_channel(chat.clone(), Arc::clone(&reply)))
         .with_ledger(turn.ledger().clone());
-    let live = LiveTurn {
-        turn: &turn,
-        plan,
-        channel,
-        began: AtomicBool::new(false),
-    };
+    let live = LiveTurn::new(&turn, plan, channel);
     let outcome = match answer_in_time(inner.agent.as_ref(), &turn, &input, &live).await {
         Outcome::Streamed(streamed) => Some(*streamed),
         Outcome::Collected(_) => None,

@@ -3,7 +3,8 @@
 //! before a word of it reached the person. An ordinary reply is held only for its first few
 //! bytes, until they cannot start a marker.
 
-use super::markers::{self, HeadRead, TextToolFormat};
+use super::format::TextToolFormat;
+use super::markers::{self, HeadRead};
 
 /// The most a head may hold while it is still undecided (a marker, its payload's first token):
 /// past it, the text is shown.

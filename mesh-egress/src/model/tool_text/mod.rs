@@ -27,16 +27,18 @@
 //! The labelled corpus these are checked against, with a held-out part, is
 //! `tests/tests/data/text_tool_calls.json` of the repository.
 
+mod call;
+mod format;
 mod head;
 mod markers;
 mod parse;
 mod python;
 
+pub use call::TextToolProblem;
+pub use format::TextToolFormat;
 pub(crate) use head::{HeadCheck, HeadStep};
-pub use markers::TextToolFormat;
 #[cfg(feature = "gate")]
 pub(crate) use markers::{literals, markup_at, whole_reply_call};
-pub use parse::TextToolProblem;
 
 use super::error::ModelError;
 use super::wire::{ChatMessage, ChatRequest, Completion, ToolCall, ToolDefinition, usable};

@@ -1,56 +1,12 @@
 //! Reading the calls out of a text tool call's markup, per format. JSON goes to `serde_json`
 //! (whose depth limit bounds nesting); the rest is split on the format's own tokens. Nothing
-//! recurses on the model's text, and a call count past [`MAX_CALLS`] is a typed problem.
+//! recurses on the model's text, and a call count past [`MAX_CALLS`](super::call::MAX_CALLS) is a typed problem.
 
 use serde_json::{Map, Value};
 
-use super::markers::{TextToolFormat, ident};
+use super::call::{RawCall, TextToolProblem, ident, push_call};
+use super::format::TextToolFormat;
 use super::python;
-
-/// The most calls one text tool decision may make (as a streamed completion's assembler).
-pub(crate) const MAX_CALLS: usize = 128;
-
-/// Why a text tool call's markup could not be read as calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-#[non_exhaustive]
-pub enum TextToolProblem {
-    /// The body is not the JSON (or Python literal) the format carries.
-    #[error("its body is not valid JSON")]
-    NotJson,
-    /// No function name where the format puts one.
-    #[error("it names no function")]
-    NoName,
-    /// The arguments are not one JSON object of named values.
-    #[error("its arguments are not one JSON object")]
-    ArgumentsNotObject,
-    /// It calls a function the request did not offer.
-    #[error("it calls a function the request did not offer")]
-    UnknownFunction,
-    /// The markup opens a call and holds none.
-    #[error("it holds no call")]
-    NoCall,
-    /// More calls than one reply may make.
-    #[error("it makes more than 128 calls")]
-    TooManyCalls,
-}
-
-/// One call as the markup wrote it.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct RawCall {
-    pub(crate) name: String,
-    pub(crate) arguments: Value,
-    /// The call's id, where the format carries one (Kimi K2's `functions.name:0`).
-    pub(crate) id: Option<String>,
-}
-
-/// Adds `call`, refusing a call count past [`MAX_CALLS`].
-pub(crate) fn push_call(calls: &mut Vec<RawCall>, call: RawCall) -> Result<(), TextToolProblem> {
-    if calls.len() >= MAX_CALLS {
-        return Err(TextToolProblem::TooManyCalls);
-    }
-    calls.push(call);
-    Ok(())
-}
 
 /// The calls in `markup` (the text from the marker to the end of the call), read as `format`.
 pub(crate) fn parse(format: TextToolFormat, markup: &str) -> Result<Vec<RawCall>, TextToolProblem> {

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::{RawCall, TextToolProblem, push_call};
+use super::call::{RawCall, TextToolProblem, ident, push_call};
 
 /// The deepest bracket nesting a literal may have.
 const MAX_DEPTH: usize = 64;
@@ -92,7 +92,7 @@ impl Lexer<'_> {
 
     fn name(&mut self) -> &str {
         let start = self.i;
-        let n = super::markers::ident(&self.s[start..]);
+        let n = ident(&self.s[start..]);
         self.i += n;
         &self.s[start..start + n]
     }
