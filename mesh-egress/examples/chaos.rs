@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use mesh_egress::boundary::{StreamEnd, StreamPlan, deliver, stream};
 use mesh_egress::channel::{Channel, Deliver, PartReceipt, PlainText, Recorder, SendError};
+#[allow(deprecated)]
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
@@ -470,13 +471,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let before = channel.sent().len();
             match receipt.take_commitment() {
                 Some(promise) => {
+                    #[allow(deprecated)]
                     let runner = FollowUpRunner::new(policy.clone()).with_ledger(ledger.clone());
                     let outcome = runner
                         .run(promise, &channel, || {
                             answer(&turn, &router, &gate, scene.prompt)
                         })
                         .await?;
-                    if let FollowUpOutcome::Cancelled { .. } = outcome {
+                    #[allow(deprecated)]
+                    let cancelled = matches!(outcome, FollowUpOutcome::Cancelled { .. });
+                    if cancelled {
                         user.push("later  (follow-up cancelled)".to_owned());
                     }
                 }

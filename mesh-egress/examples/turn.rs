@@ -99,6 +99,7 @@ use cli::{
 use mesh_egress::boundary::{StreamPlan, deliver};
 use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
 use mesh_egress::channel::{BoxedChannel, Stdout};
+#[allow(deprecated)]
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode, resolve_in};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
@@ -486,7 +487,9 @@ async fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    match FollowUpRunner::new(policy)
+    #[allow(deprecated)]
+    let runner = FollowUpRunner::new(policy);
+    match runner
         .with_ledger(turn.ledger().clone())
         .run(commitment, &channel, answer)
         .await

@@ -5,9 +5,10 @@
 use std::future::Future;
 use std::process::ExitCode;
 
-use mesh_egress::boundary::{StreamPlan, StreamReceipt};
+use mesh_egress::boundary::{StreamPlan, StreamReceipt, rest_after};
 use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError, PartReceipt, Render, SendError};
+#[allow(deprecated)]
 use mesh_egress::degrade::{FollowUpRunner, Mode};
 use mesh_egress::model::{ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::{AgentMessage, CommittedPart, EgressError, Turn};
@@ -115,24 +116,31 @@ where
         mode = mode.as_str(),
         "streamed turn ended"
     );
-    let Some(rest) = receipt.take_rest() else {
+    let Some(commitment) = receipt.take_rest() else {
         return ExitCode::SUCCESS;
     };
+    let delivered = receipt.delivered().to_owned();
     if !follow_up {
-        let commitment = rest.commitment();
         tracing::info!(
             target: "mesh_egress::degrade",
             commitment = %commitment.id(),
             first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
             attempts = commitment.attempts(),
-            delivered_bytes = rest.delivered().len(),
+            delivered_bytes = delivered.len(),
             "holding line sent; follow-up not run (no --follow-up)"
         );
-        let _kept_on_the_ledger = rest.into_parts();
+        let _kept_on_the_ledger = commitment;
         return ExitCode::SUCCESS;
     }
+    #[allow(deprecated)]
     let runner = FollowUpRunner::new(plan.policy().clone()).with_ledger(turn.ledger().clone());
-    match rest.keep(&runner, channel, answer).await {
+    let mut answer = answer;
+    let rest = || {
+        let answer = answer();
+        let delivered = delivered.as_str();
+        async move { rest_after(delivered, answer.await?) }
+    };
+    match runner.run(commitment, channel, rest).await {
         Ok(outcome) => {
             tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
             ExitCode::SUCCESS

@@ -76,6 +76,7 @@ struct Shared {
     clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
     routes: Arc<RwLock<HashMap<String, Arc<dyn route::Erased>>>>,
     keeper: Option<Arc<dyn PromiseKeeper>>,
+    in_memory: Arc<keeper::InFlight>,
     #[cfg(feature = "gate")]
     gate: crate::gate::QualityGate,
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -107,6 +108,7 @@ impl Bot {
                 clients: BTreeMap::new(),
                 routes: Arc::default(),
                 keeper: None,
+                in_memory: Arc::default(),
                 #[cfg(feature = "gate")]
                 gate: crate::gate::QualityGate::off(),
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -169,6 +171,16 @@ impl Bot {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn with_store(self, store: crate::store::Store) -> Self {
         self.edit(|shared| shared.store = Some(store))
+    }
+
+    /// Waits until every promise the bot's in-memory keeper holds has ended (its answer or
+    /// its last word sent), and says how each ended, in the order they ended: what the person
+    /// was finally shown, or the delivery error that left it pending. Each end is reported
+    /// once (a second call gives only what ended since). A process that must not exit with a
+    /// promise unkept (a command-line turn) awaits this; promises kept by a store's worker are
+    /// not counted.
+    pub async fn promises_kept(&self) -> Vec<Result<Outcome, DeliveryError>> {
+        self.shared.in_memory.settled().await
     }
 
     /// Layer C's policies.
@@ -377,7 +389,10 @@ impl Bot {
         let kept = match (&commitment, rerun) {
             (Some(commitment), Some(rerun)) => {
                 let address = channel.address();
-                let promise = Promise::new(commitment, &address, mode, "").with_rerun(Some(rerun));
+                let promise = Promise::new(commitment, &address, mode, "")
+                    .with_rerun(Some(rerun))
+                    .with_input(turn.input())
+                    .with_ledger(turn.ledger());
                 // Kept before the line goes: a crash after it leaves a promise to keep.
                 self.keeper()
                     .keep(promise)
@@ -464,7 +479,7 @@ impl Bot {
         delivery.delivered = receipt.delivered().to_owned();
         delivery.kept = rerun.is_some() && rest.is_some();
         if !delivery.kept {
-            delivery.promise = rest.map(|rest| rest.into_parts().0);
+            delivery.promise = rest;
         }
         delivery.receipts = receipt.into_receipts();
         Ok(delivery)

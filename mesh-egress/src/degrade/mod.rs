@@ -32,7 +32,10 @@ mod policy;
 pub use policies::Policies;
 pub use policy::{DegradationPolicy, FollowUp};
 // The boundary glue lives in `crate::boundary`; these re-exports keep the paths DESIGN.md names.
-pub use crate::boundary::{FollowUpOutcome, FollowUpRunner, resolve, resolve_in};
+// `FollowUpRunner` is deprecated: the `Bot` keeps promises (see `crate::boundary::keeping`).
+#[allow(deprecated)]
+pub use crate::boundary::follow_up::{FollowUpOutcome, FollowUpRunner};
+pub use crate::boundary::{resolve, resolve_in};
 
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
