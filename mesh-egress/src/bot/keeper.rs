@@ -68,13 +68,18 @@ impl Bot {
     /// person's message of the turn that made it, recording on that turn's ledger, marked a
     /// follow-up (a failure is left on it for the keeper).
     pub(super) fn follow_up_turn(&self, promise: &OwnedPromise) -> Turn {
-        self.plain_turn(promise).with_mode(promise.mode).into_follow_up()
+        self.plain_turn(promise)
+            .with_mode(promise.mode)
+            .into_follow_up()
     }
 
     /// A turn of the promise's conversation that is not a follow-up (the last word's).
     fn plain_turn(&self, promise: &OwnedPromise) -> Turn {
         let mut turn = self
-            .turn(promise.address.clone(), promise.commitment.attribution().clone())
+            .turn(
+                promise.address.clone(),
+                promise.commitment.attribution().clone(),
+            )
             .with_ledger(promise.ledger.clone());
         if let Some(input) = &promise.input {
             turn = turn.with_input(input.clone());

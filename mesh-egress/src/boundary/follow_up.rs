@@ -174,20 +174,22 @@ impl FollowUpRunner {
             channel,
             turn,
         };
-        Ok(match keep_in_process(&self.plan(&commitment), &mut tries).await? {
-            InProcessEnd::Done { done, follow_ups } => match done {
-                Ended::Fulfilled(receipt) => FollowUpOutcome::Fulfilled {
-                    receipt,
-                    follow_ups,
+        Ok(
+            match keep_in_process(&self.plan(&commitment), &mut tries).await? {
+                InProcessEnd::Done { done, follow_ups } => match done {
+                    Ended::Fulfilled(receipt) => FollowUpOutcome::Fulfilled {
+                        receipt,
+                        follow_ups,
+                    },
+                    Ended::HandedOff(receipt) => FollowUpOutcome::HandedOff {
+                        receipt,
+                        follow_ups,
+                    },
+                    Ended::Silent => FollowUpOutcome::Silent { follow_ups },
                 },
-                Ended::HandedOff(receipt) => FollowUpOutcome::HandedOff {
-                    receipt,
-                    follow_ups,
-                },
-                Ended::Silent => FollowUpOutcome::Silent { follow_ups },
+                InProcessEnd::Cancelled { follow_ups } => FollowUpOutcome::Cancelled { follow_ups },
             },
-            InProcessEnd::Cancelled { follow_ups } => FollowUpOutcome::Cancelled { follow_ups },
-        })
+        )
     }
 }
 

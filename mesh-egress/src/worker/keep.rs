@@ -85,7 +85,11 @@ impl Tries for StoredTries<'_> {
                     .store()
                     .end_commitment(claim, CommitmentEnd::Fulfilled)
                     .await?;
-                return Ok(Tried::Ended(if ended { Kept::Fulfilled } else { Kept::Lost }));
+                return Ok(Tried::Ended(if ended {
+                    Kept::Fulfilled
+                } else {
+                    Kept::Lost
+                }));
             }
             // `resolve_in` passes an answer through; nothing else can come back.
             _ => return Ok(Tried::Ended(Kept::Lost)),
