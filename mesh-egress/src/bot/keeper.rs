@@ -265,13 +265,17 @@ mod durable {
     use super::{KeepFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
 
-    /// A route's follow-up as the store keeps it: the route's input and what the person had
-    /// seen (a stream's delivered prefix; absent for a whole answer).
+    /// A route's follow-up as the store keeps it: the route's input, what the person had
+    /// seen (a stream's delivered prefix; absent for a whole answer) and what the person said
+    /// (the follow-up turn's input, so its gate reads the same message; absent when the turn
+    /// was not told).
     #[derive(Serialize, Deserialize)]
     pub(in crate::bot) struct StoredRun {
         pub(in crate::bot) input: serde_json::Value,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         pub(in crate::bot) delivered: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub(in crate::bot) said: Option<String>,
     }
 
     /// The store keeps a promise durably: stored (route, input, mode, plan and address) before
@@ -285,6 +289,7 @@ mod durable {
                 let run = StoredRun {
                     input: rerun.input().clone(),
                     delivered: promise.delivered().to_owned(),
+                    said: promise.input().map(str::to_owned),
                 };
                 let task =
                     FollowUpTask::new(rerun.route(), serde_json::to_value(run)?, promise.mode());
