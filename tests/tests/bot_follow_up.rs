@@ -108,6 +108,33 @@ async fn an_in_memory_follow_up_carries_the_persons_message_and_its_end_is_repor
     assert!(bot.promises_kept().await.is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_in_memory_keeper_tries_on_the_commitments_backoff_at_exact_instants() {
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_policy(quick(3));
+    // Two failed tries, then the answer: 20 ms, then 40 more, then 80 more after the line.
+    let route = echo_route(&bot, 3);
+    let turn = turn(&bot, "conv-paused");
+    let start = tokio::time::Instant::now();
+    let delivery = bot.run(&turn, &route, ()).await.unwrap();
+    assert_eq!(delivery.outcome(), Outcome::Holding);
+    let ended = bot.promises_kept().await;
+    assert!(
+        matches!(ended.as_slice(), [Ok(Outcome::Answered)]),
+        "{ended:?}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(20 + 40 + 80));
+    let promises = turn.ledger().commitments();
+    assert_eq!(promises[0].1.state(), CommitmentState::Fulfilled);
+    assert_eq!(promises[0].1.follow_ups(), 3);
+    assert_eq!(
+        recorder.sent().last().unwrap(),
+        &format!("You said: {SAID}")
+    );
+}
+
 #[tokio::test]
 async fn an_in_memory_promise_whose_tries_all_fail_hands_off_once_and_says_so() {
     let recorder = Recorder::new();
