@@ -9,6 +9,9 @@
 //!
 //! `cargo bench -p mesh-egress --bench surface_stream`
 
+#[path = "support/paced.rs"]
+mod paced;
+
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -23,31 +26,14 @@ use mesh_egress::channel::{
     Channel, DiscordChannel, PartReceipt, SendError, SlackChannel, TelegramChannel,
 };
 use mesh_egress::degrade::{DegradationPolicy, Mode};
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
-use mesh_egress::testing::{FakeApi, FakeProvider, Step};
+use mesh_egress::model::{ChatMessage, ChatRequest};
+use mesh_egress::testing::FakeApi;
 use mesh_egress::{Attribution, CommitError, CommitRecord, CommittedPart, DeliveryId, Turn};
+use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
 const TOKENS: usize = 600;
-const PER_TOKEN: Duration = Duration::from_millis(20);
-const PARAGRAPH: usize = 25;
 const TOKEN: &str = "123456:bench-SECRET";
-
-fn tokens() -> Vec<String> {
-    let words = [
-        "the ", "rollout ", "is ", "steady ", "and ", "errors ", "stay ", "flat ",
-    ];
-    (1..=TOKENS)
-        .map(|i| {
-            if i % PARAGRAPH == 0 {
-                // Numbered, so each block's text is its own.
-                format!("done {}.\n\n", i / PARAGRAPH)
-            } else {
-                words[i % words.len()].to_owned()
-            }
-        })
-        .collect()
-}
 
 /// When each block was committed, first shown (a preview counts) and confirmed.
 #[derive(Default)]
@@ -129,15 +115,7 @@ impl<C: StreamingChannel> StreamingChannel for Timed<C> {
 }
 
 async fn one_run<C: StreamingChannel>(label: &str, channel: C, api: &FakeApi) {
-    let provider = FakeProvider::start_steps([Step::chunks(tokens()).chunk_delay(PER_TOKEN)])
-        .await
-        .expect("fake provider");
-    let config = RetryConfig::default().with_total_deadline(Duration::from_secs(60));
-    let router = Router::new(
-        OpenAiCompatible::new(provider.base_url()).expect("url"),
-        "m",
-        config,
-    );
+    let (_provider, router) = paced_router(TOKENS).await;
     let turn = Turn::new(Attribution::new("bench", "c", "r"));
     let policy = DegradationPolicy::default();
     let request = ChatRequest::new(vec![ChatMessage::user("status?")]);

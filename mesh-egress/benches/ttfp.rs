@@ -9,6 +9,9 @@
 //!
 //! `cargo bench -p mesh-egress --bench ttfp`
 
+#[path = "support/paced.rs"]
+mod paced;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,31 +19,14 @@ use std::time::Duration;
 use mesh_egress::boundary::{StreamPlan, deliver, stream};
 use mesh_egress::channel::{Channel, PartReceipt, PlainText, SendError};
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::model::{ChatMessage, ChatRequest};
 use mesh_egress::stream::TextSource;
-use mesh_egress::testing::{FakeProvider, Step};
 use mesh_egress::{AgentMessage, Attribution, Cancellation, CommittedPart, Turn};
+use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
 const TOKENS: usize = 600;
-const PER_TOKEN: Duration = Duration::from_millis(20);
-const PARAGRAPH: usize = 25;
 const RUNS: usize = 10;
-
-fn tokens() -> Vec<String> {
-    let words = [
-        "the ", "rollout ", "is ", "steady ", "and ", "errors ", "stay ", "flat ",
-    ];
-    (1..=TOKENS)
-        .map(|i| {
-            if i % PARAGRAPH == 0 {
-                "done.\n\n".to_owned()
-            } else {
-                words[i % words.len()].to_owned()
-            }
-        })
-        .collect()
-}
 
 /// Records when the first part went, and stops the turn there (the rest is not measured).
 struct First {
@@ -100,15 +86,7 @@ impl<S: TextSource> TextSource for Watched<S> {
 
 /// When the first part went, and (streamed) when the first block had arrived.
 async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
-    let provider = FakeProvider::start_steps([Step::chunks(tokens()).chunk_delay(PER_TOKEN)])
-        .await
-        .expect("fake provider");
-    let config = RetryConfig::default().with_total_deadline(Duration::from_secs(60));
-    let router = Router::new(
-        OpenAiCompatible::new(provider.base_url()).expect("url"),
-        "m",
-        config,
-    );
+    let (_provider, router) = paced_router(TOKENS).await;
     let stop = Cancellation::new();
     let turn = Turn::new(Attribution::new("bench", "c", "r")).with_cancellation(stop.clone());
     let policy = DegradationPolicy::default();

@@ -12,6 +12,9 @@
 //!
 //! `cargo bench -p mesh-egress --all-features --bench web_first_delta`
 
+#[path = "support/paced.rs"]
+mod paced;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,32 +22,15 @@ use std::time::Duration;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use mesh_egress::channel::BoxFuture;
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::store::Store;
 use mesh_egress::stream::TextSource;
-use mesh_egress::testing::{FakeProvider, Step};
 use mesh_egress::web::{Answered, ChatAgent, ChatTurn, Identity, NoOptions, WebChat};
+use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
 const TOKENS: usize = 100;
-const PER_TOKEN: Duration = Duration::from_millis(20);
-const PARAGRAPH: usize = 25;
 const RUNS: usize = 10;
-
-fn tokens() -> Vec<String> {
-    let words = [
-        "the ", "rollout ", "is ", "steady ", "and ", "errors ", "stay ", "flat ",
-    ];
-    (1..=TOKENS)
-        .map(|i| {
-            if i % PARAGRAPH == 0 {
-                "done.\n\n".to_owned()
-            } else {
-                words[i % words.len()].to_owned()
-            }
-        })
-        .collect()
-}
 
 /// Everyone is the same visitor.
 struct Bench;
@@ -184,15 +170,7 @@ async fn main() {
     );
     let mut gaps = Vec::new();
     for run in 0..RUNS {
-        let provider = FakeProvider::start_steps([Step::chunks(tokens()).chunk_delay(PER_TOKEN)])
-            .await
-            .expect("fake provider");
-        let config = RetryConfig::default().with_total_deadline(Duration::from_secs(60));
-        let router = Router::new(
-            OpenAiCompatible::new(provider.base_url()).expect("url"),
-            "m",
-            config,
-        );
+        let (_provider, router) = paced_router(TOKENS).await;
         *slot.lock().expect("not poisoned") = Some(Arc::new(router));
         let id = format!("bench-{run}");
         let wire = first_delta(&client, &base, &id).await;

@@ -7,17 +7,16 @@
 //! (PostgreSQL from `MESH_BENCH_PG_URL=postgres://user@127.0.0.1:PORT/db`, else a throwaway
 //! cluster started like the tests' harness)
 
-#[path = "../../tests/tests/support/postgres.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod postgres;
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mesh_egress::Address;
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::Recorder;
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
 use mesh_egress::{AgentMessage, Attribution, Cancellation, EgressError, Turn};
@@ -85,15 +84,8 @@ async fn keep_all(store: &Store, workers: usize) -> Duration {
 }
 
 fn claim_throughput(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let url = std::env::var("MESH_BENCH_PG_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(postgres::fresh_database_url);
+    let rt = support::runtime(4);
+    let url = support::pg_url();
     let store = rt.block_on(Store::open(&url)).expect("store opens");
     let mut group = c.benchmark_group("follow-up claim throughput (postgres)");
     group.sample_size(10);

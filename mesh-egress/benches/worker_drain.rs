@@ -14,9 +14,7 @@
 //! `MESH_BENCH_PG_URL=postgres://user@127.0.0.1:PORT/db`, else a throwaway cluster started like
 //! the tests' harness)
 
-#[path = "../../tests/tests/support/postgres.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod postgres;
+mod support;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -269,19 +267,9 @@ async fn raw_lower_bound(url: &str, round: &str, parts: usize, lanes: usize) -> 
 }
 
 fn main() {
-    let parts: usize = std::env::var("MESH_BENCH_PARTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let url = std::env::var("MESH_BENCH_PG_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(postgres::fresh_database_url);
+    let parts: usize = support::count("MESH_BENCH_PARTS", 10_000);
+    let rt = support::runtime(4);
+    let url = support::pg_url();
     rt.block_on(async {
         let store = Store::open(&url).await.expect("store opens");
         let admin = sqlx::postgres::PgPoolOptions::new()

@@ -8,9 +8,7 @@
 //! (`MESH_BENCH_PROMISES` changes the 10,000; PostgreSQL from `MESH_BENCH_PG_URL`, else a
 //! throwaway cluster started like the tests' harness)
 
-#[path = "../../tests/tests/support/postgres.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod postgres;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +16,11 @@ use std::time::{Duration, Instant};
 
 use std::future::Future;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::{
     BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
 };
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{CommitmentState, Ledger, LedgerEntry, LedgerRecord, LedgerStore};
 use mesh_egress::store::{DurableLedger, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
@@ -111,19 +110,9 @@ fn rss_kib() -> Option<u64> {
 }
 
 fn main() {
-    let promises: u32 = std::env::var("MESH_BENCH_PROMISES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let url = std::env::var("MESH_BENCH_PG_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(postgres::fresh_database_url);
+    let promises: u32 = support::count("MESH_BENCH_PROMISES", 10_000);
+    let rt = support::runtime(2);
+    let url = support::pg_url();
     rt.block_on(async {
         let store = Store::open(&url).await.expect("store opens");
         let policy = DegradationPolicy::default().with_follow_up(Duration::ZERO, 3);

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use mesh_egress::Surface;
 use mesh_egress::boundary::{StreamPlan, stream_live};
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{BoxedChannel, Deliver, DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::degrade::{DegradationPolicy, Mode};

@@ -98,10 +98,10 @@ use cli::{
     Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, init_logs,
     model_from_env, usage_error, value,
 };
-use mesh_egress::boundary::StreamPlan;
+use mesh_egress::boundary::{StreamPlan, resolve_in};
 use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
 use mesh_egress::channel::{BoxedChannel, Stdout};
-use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode, resolve_in};
+use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::silence::{ENV_SILENCE_TOKENS, SilenceTokens};

@@ -47,7 +47,7 @@ use cli::{
 use mesh_egress::channel::{Stdout, SurfaceClient};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp};
 use mesh_egress::model::{RetryConfig, Router};
-use mesh_egress::store::lease_ttl_from_env;
+use mesh_egress::store::Lease;
 use mesh_egress::{Bot, Cancellation};
 
 const USAGE: &str = "usage: worker --store URL [--once] \
@@ -154,7 +154,7 @@ async fn main() -> ExitCode {
     let (follow_up, _warnings) = FollowUp::from_env();
     let policy =
         DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
-    let (ttl, _warnings) = lease_ttl_from_env();
+    let (ttl, _warnings) = Lease::ttl_from_env();
     let router = Arc::new(Router::new(
         connector.clone(),
         model,

@@ -19,6 +19,7 @@ use crate::ownership::Ownership;
 
 mod sealed {
     /// The seal: only this crate adds block states.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait Sealed {}
 }
 

@@ -161,7 +161,7 @@ impl AgentMessage {
     /// conversation, so checking is the caller's job. Inside a turn prefer
     /// [`Turn::message`](crate::Turn::message), which ties the message to the turn's ownership
     /// (or add one with [`with_ownership`](Self::with_ownership)); replies from the turn-aware
-    /// boundary ([`resolve_in`](crate::degrade::resolve_in), `#[egress_boundary]` on a handler
+    /// boundary ([`resolve_in`](crate::boundary::resolve_in), `#[egress_boundary]` on a handler
     /// taking `&Turn`) are tied to it too.
     pub fn new(body: impl Into<Markdown>, attribution: Attribution) -> Self {
         Self {
@@ -203,7 +203,7 @@ impl AgentMessage {
     }
 
     /// The mode of the handler this message left, when it left through the boundary
-    /// ([`resolve`](crate::degrade::resolve), `#[egress_boundary]`); `None` for a message built
+    /// ([`resolve`](crate::boundary::resolve), `#[egress_boundary]`); `None` for a message built
     /// by hand (the front door then uses its turn's mode).
     pub fn mode(&self) -> Option<Mode> {
         self.mode
@@ -268,7 +268,7 @@ impl FailureClass {
 }
 
 /// The boxed internal cause an [`EgressError`] carries.
-pub type Cause = Box<dyn StdError + Send + Sync + 'static>;
+pub(crate) type Cause = Box<dyn StdError + Send + Sync + 'static>;
 
 /// A structured failure that must never be rendered to a user.
 ///
@@ -286,7 +286,7 @@ pub type Cause = Box<dyn StdError + Send + Sync + 'static>;
 /// assert!(!format!("{err:?}").contains("503"));
 /// assert_eq!(err.internal_cause().to_string(), "upstream said 503");
 /// ```
-#[must_use = "an EgressError must reach the boundary (`degrade::resolve` or `#[egress_boundary]`)"]
+#[must_use = "an EgressError must reach the boundary (`boundary::resolve` or `#[egress_boundary]`)"]
 pub struct EgressError {
     class: FailureClass,
     retryable: bool,

@@ -58,7 +58,8 @@ impl LedgerStore for InMemoryLedger {
 ///
 /// ```
 /// use mesh_egress::{Attribution, EgressError, Turn};
-/// use mesh_egress::degrade::{resolve_in, DegradationPolicy, Mode};
+/// use mesh_egress::degrade::{DegradationPolicy, Mode};
+/// use mesh_egress::boundary::resolve_in;
 /// use mesh_egress::ledger::{DegradationOutcome, LedgerRecord};
 /// let turn = Turn::new(Attribution::new("a", "c", "r"));
 /// let failed = Err(EgressError::transport("503", turn.attribution().clone()));

@@ -27,7 +27,7 @@
 //! provider for your own tests.
 //!
 //! The boundary is [`channel::Deliver`] (render → commit → send each part in order, for every
-//! [`channel::Channel`]) and [`egress_boundary`] / [`degrade::resolve`] on the handler side.
+//! [`channel::Channel`]) and [`egress_boundary`] / [`boundary::resolve`] on the handler side.
 //! Layer C lives in [`degrade`]: [`degrade::DegradationPolicy`] chooses a holding line (with a
 //! [`degrade::Commitment`] that the [`Bot`]'s promise keeper keeps), a handoff or silence. The
 //! renderers (plain, Slack, Discord, Telegram) and the HTTP chat connectors are in [`channel`];
@@ -74,6 +74,8 @@
 //! # }
 //! ```
 #![forbid(unsafe_code)]
+// A type a public signature shows must be nameable; only the sealed helpers are exempt.
+#![warn(unnameable_types)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod address;
@@ -150,7 +152,7 @@ pub use answer::{AnswerStream, StreamedReply};
 pub use bot::Bot;
 pub use degrade::Reply;
 pub use egress::{
-    AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
+    AgentMessage, Attribution, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
 };
 pub use mesh_egress_macros::egress_boundary;
 pub use outbound::state;

@@ -32,6 +32,7 @@ use crate::render::{PartBudgetCut, Render, RenderError, strip_controls};
 mod sealed {
     /// The seal: only this crate names it, so only this crate adds states. Each state carries
     /// its own data, so a state cannot be reinterpreted as another.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait Sealed {
         type Data;
     }
@@ -80,6 +81,7 @@ impl sealed::Sealed for Committed {
     type Data = CommittedData;
 }
 
+#[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct RenderedData {
@@ -89,6 +91,7 @@ pub struct RenderedData {
     cut: Option<PartBudgetCut>,
 }
 
+#[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct CommittedData {

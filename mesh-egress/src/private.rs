@@ -13,6 +13,7 @@ use std::borrow::Borrow;
 use std::sync::OnceLock;
 
 mod sealed {
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait Sealed {}
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::egress::{AgentMessage, Attribution};
 pub use crate::mode::Mode;
 
-/// What leaves an `#[egress_boundary]` handler, and what [`resolve`](crate::degrade::resolve) returns: always something
+/// What leaves an `#[egress_boundary]` handler, and what [`resolve`](crate::boundary::resolve) returns: always something
 /// safe to deliver.
 #[derive(Debug)]
 #[must_use = "a reply does nothing until it is delivered"]

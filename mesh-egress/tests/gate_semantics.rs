@@ -7,12 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::boundary::resolve;
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::gate::{
-    GateBlocked, GateInput, GateVerdict, Judge, JudgeBudget, JudgeError, JudgeOutcome,
-    JudgeRequest, JudgeVerdict, QualityGate,
+    GateBlocked, GateInput, GateVerdict, Judge, JudgeError, JudgeOutcome, JudgeRequest,
+    JudgeVerdict, QualityGate,
 };
 use mesh_egress::ledger::LedgerRecord;
+use mesh_egress::model::JudgeBudget;
 use mesh_egress::{AgentMessage, Attribution, EgressError, FailureClass, Turn};
 use tokio::time::Instant;
 

@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use mesh_egress::engagement::{Complexity, Decision, Engagement, JudgeAnswer, Reason};
 use mesh_egress::gate::{JudgeOutcome, ModelJudge, QualityGate};
-use mesh_egress::ingress::{Identity, Ingress, IngressBuilder, JudgeBudget, SharedBudget};
+use mesh_egress::ingress::{Identity, Ingress, IngressBuilder};
 use mesh_egress::ledger::{Ledger, LedgerRecord};
 use mesh_egress::model::{
     ChatRequest, Completion, ModelConnector, ModelError, RetryConfig, Role, Router,
 };
+use mesh_egress::model::{JudgeBudget, SharedBudget};
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::{AgentMessage, Attribution, Surface, Turn};
 use tokio::time::Instant;

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mesh_egress::address::SlackAddress;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{PlainText, SlackClient};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use mesh_egress::store::{CommitmentStatus, FollowUpTask, PartState, Readdressed, Store};

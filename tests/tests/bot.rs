@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mesh_egress::address::{DiscordAddress, SlackAddress};
 use mesh_egress::bot::Outcome;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BLOCK_SEPARATOR, SlackMarkdown};
 use mesh_egress::channel::{DiscordClient, PlainText, SlackClient};
 use mesh_egress::degrade::DegradationPolicy;

@@ -6,12 +6,12 @@
 use std::time::{Duration, Instant};
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::channel::stream::{
     BLOCK_SEPARATOR, BudgetConfig, CallKind, ReplyStream, SlackMarkdown, StreamReceipt,
     StreamingChannel,
 };
 use mesh_egress::channel::{Channel, PlainText, SlackChannel, TelegramChannel};
+use mesh_egress::channel::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution, CommittedPart, Outbound, Ownership};
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{
     BoxedChannel, DEFAULT_MAX_PARTS, Deliver, DeliveryError, DiscordChannel, PlainText, Render,
     SlackChannel, TelegramChannel,

@@ -6,11 +6,11 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DeliveryError, DiscordChannel, PlainText, SendError, SlackChannel,
     TelegramChannel,
 };
+use mesh_egress::channel::{ChannelError, ChannelErrorKind, SendPolicy};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution};
 

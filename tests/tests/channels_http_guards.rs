@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::{
+use mesh_egress::channel::{
     AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, SendPolicy,
 };
 use mesh_egress::channel::{

@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{Channel, Deliver, DeliveryError, PartLookup, PlainText, SlackChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{AgentMessage, Attribution, Outbound};

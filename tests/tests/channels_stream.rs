@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use mesh_egress::Surface;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{
     BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamMode, StreamProgress,
     StreamReceipt, StreamingChannel,

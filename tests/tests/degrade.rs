@@ -5,8 +5,9 @@ mod support;
 
 use std::time::Duration;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::{Deliver, Recorder};
-use mesh_egress::degrade::{DegradationPolicy, Mode, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};

@@ -2,7 +2,8 @@
 //! semantic, retryable `EgressError` (a holding line interactively, silence proactively), never
 //! an empty body that fails at delivery.
 
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::boundary::resolve;
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::model::{Completion, ToolCall};
 use mesh_egress::{Attribution, FailureClass, Turn};
 

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use mesh_egress::Surface as Api;
 use mesh_egress::boundary::{StreamPlan, stream_live};
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamMode, StreamingChannel};
 use mesh_egress::channel::{
     Channel, Deliver, DeliveryError, DiscordChannel, PartLookup, PartReceipt, PlainText, SendError,

@@ -5,7 +5,8 @@ mod store_support;
 
 use std::time::Duration;
 
-use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::boundary::resolve;
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::{Address, Attribution, EgressError};
 

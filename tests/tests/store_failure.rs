@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mesh_egress::Surface as Api;
 use mesh_egress::boundary::{StreamPlan, stream_live};
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::BudgetConfig;
 use mesh_egress::channel::{DeliveryError, DiscordChannel};
 use mesh_egress::degrade::{DegradationPolicy, Mode};

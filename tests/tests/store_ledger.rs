@@ -9,8 +9,9 @@ mod support;
 
 use std::time::Duration;
 
+use mesh_egress::boundary::{resolve, resolve_in};
 use mesh_egress::channel::Deliver;
-use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve, resolve_in};
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore, OutboxRecord};
 use mesh_egress::store::{
     CommitmentEnd, CommitmentStatus, DurableLedger, FollowUpPlan, FollowUpTask, PartState,

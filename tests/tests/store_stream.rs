@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mesh_egress::Surface as Api;
 use mesh_egress::boundary::{StreamEnd, StreamPlan, stream_live};
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{Channel, DiscordChannel, PartReceipt, SlackChannel, TelegramChannel};
 use mesh_egress::degrade::{DegradationPolicy, Mode};

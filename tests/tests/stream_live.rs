@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use mesh_egress::Surface;
 use mesh_egress::boundary::{StreamEnd, StreamPlan, stream_live};
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::SlackChannel;
-use mesh_egress::channel::http::SendPolicy;
 use mesh_egress::channel::stream::{BLOCK_SEPARATOR, BudgetConfig, SlackMarkdown};
 use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;

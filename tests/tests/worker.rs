@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::{Deliver, Recorder};
-use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
 use mesh_egress::{Address, AgentMessage, Attribution, Cancellation, EgressError, Surface, Turn};

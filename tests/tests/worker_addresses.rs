@@ -11,12 +11,13 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::address::{DiscordAddress, SlackAddress};
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::boundary::resolve_in;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{
     BoxedChannel, Channel, Deliver, DeliveryError, DiscordClient, PartLookup, PartReceipt,
     PlainText, Recorder, SendError, SlackChannel, SlackClient, SurfaceClient,
 };
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve_in};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{
     CommitmentStatus, FollowUpPlan, FollowUpTask, PartState, Store, StoreError,
 };

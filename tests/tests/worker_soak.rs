@@ -8,8 +8,9 @@ mod store_support;
 
 use std::time::Duration;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::Recorder;
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply, resolve};
+use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{CommitmentState, Ledger, LedgerRecord, LedgerStore};
 use mesh_egress::store::{DurableLedger, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;

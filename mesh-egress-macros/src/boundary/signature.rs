@@ -164,7 +164,7 @@ pub(super) fn find_turn(sig: &mut Signature) -> (Option<TurnParam>, Option<syn::
                 format!(
                     "`#[egress_boundary]` ties the reply to one turn, but `{first}` and `{name}` \
                      both take a `&Turn`: keep one `&Turn` parameter (take what you need from the \
-                     other, such as its `Attribution`), or call `mesh_egress::degrade::resolve_in(&turn, mode, &policy, \
+                     other, such as its `Attribution`), or call `mesh_egress::boundary::resolve_in(&turn, mode, &policy, \
                      result)` yourself for the turn that owns the reply"
                 ),
             );

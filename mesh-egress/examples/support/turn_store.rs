@@ -62,7 +62,7 @@ impl Persistent {
         let Some(store) = super::cli::open_store(url.as_deref()).await? else {
             return Ok(None);
         };
-        let (ttl, _warnings) = mesh_egress::store::lease_ttl_from_env();
+        let (ttl, _warnings) = mesh_egress::store::Lease::ttl_from_env();
         let holder = holder_name("turn");
         let deadline = tokio::time::Instant::now() + ttl;
         let lease = loop {

@@ -593,11 +593,13 @@ pub trait Sendable: sealed::Sealed {}
 mod sealed {
     /// The conversion the front door makes (unnameable outside the crate: the trait cannot
     /// be implemented there).
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait Sealed {
         fn into_outgoing(self) -> Outgoing;
     }
 
     /// What a handler gave, in the shape the front door delivers.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     #[derive(Debug)]
     pub struct Outgoing(pub(in crate::bot) super::Shape);
 }

@@ -4,7 +4,7 @@
 //!
 //! This is the only module that sees both the channels and Layer C; everything else points one
 //! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
-//! (`degrade::resolve`, `degrade::FollowUpRunner`, ...).
+//! (`boundary::resolve`, `degrade::FollowUpRunner`, ...).
 //!
 //! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
 //! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
@@ -58,7 +58,8 @@ use crate::turn::Turn;
 ///
 /// ```
 /// use mesh_egress::{AgentMessage, Attribution, EgressError};
-/// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+/// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+/// use mesh_egress::boundary::resolve;
 /// let attr = Attribution::new("helper", "conv-9", "run-1");
 /// let policy = DegradationPolicy::default();
 /// let failed = Err(EgressError::transport("503 from upstream", attr.clone()));
@@ -143,7 +144,8 @@ pub(crate) fn unsilenced(
 ///
 /// ```
 /// use mesh_egress::{Attribution, EgressError, Turn};
-/// use mesh_egress::degrade::{resolve_in, DegradationPolicy, Mode, Reply};
+/// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+/// use mesh_egress::boundary::resolve_in;
 /// let turn = Turn::new(Attribution::new("helper", "conv-9", "run-1"));
 /// let policy = DegradationPolicy::default();
 /// let failed = Err(EgressError::transport("503", turn.attribution().clone()));

@@ -16,6 +16,7 @@ pub use crate::future::BoxFuture;
 
 mod sealed {
     /// Seals [`DynChannel`](super::DynChannel): only the blanket impl for channels exists.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDyn {}
 }
 

@@ -19,9 +19,11 @@ mod sealed {
     use crate::reply::Commitment;
 
     /// Seals [`Deliver`](super::Deliver): only the blanket impl for channels exists.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDeliver {}
 
     /// What a deliverable value amounts to.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     #[derive(Debug)]
     pub enum Delivery {
         Message {
@@ -33,6 +35,7 @@ mod sealed {
     }
 
     /// Seals [`Deliverable`](super::Deliverable).
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDeliverable {
         fn into_delivery(self) -> Delivery;
     }
@@ -49,7 +52,7 @@ use sealed::Delivery;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be delivered to a user channel",
     label = "only an `AgentMessage`, a `Reply`, a checked `Block` or an `Undelivered` remainder can be delivered",
-    note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::degrade::resolve`) and deliver the `Reply` you get back",
+    note = "an `EgressError` is an internal failure, not a message: return it from an `#[egress_boundary]` handler (or pass it to `mesh_egress::boundary::resolve`) and deliver the `Reply` you get back",
     note = "`Markdown`, `String` and `&str` carry no attribution: wrap the text in `AgentMessage::new(text, attribution)`",
     note = "a streamed `Block<Unchecked>` must pass the gate's block check first: `gate.check_block(..)` gives the `Block<Checked>` to deliver",
     note = "a `StreamedReply` is delivered block by block by the front door, each block checked first: `bot.send(&turn, reply)`"
@@ -634,8 +637,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::boundary::resolve;
     use crate::channel::Recorder;
-    use crate::degrade::{DegradationPolicy, Mode, resolve};
+    use crate::degrade::{DegradationPolicy, Mode};
     use crate::egress::{Attribution, EgressError};
 
     /// Collects what a subscriber writes, so a test can read the events.

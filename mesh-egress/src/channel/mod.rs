@@ -61,6 +61,92 @@
 //! assert_eq!(parts, ["**A bold claim that runs on past forty**", "**code points.**"]);
 //! # }
 //! ```
+//!
+//! # Connectors over HTTP
+//!
+//! With the feature `http`: [`SlackChannel`], [`DiscordChannel`] and
+//! [`TelegramChannel`], and the clients they are made from, [`SlackClient`], [`DiscordClient`]
+//! and [`TelegramClient`].
+//!
+//! ## Clients and channels
+//!
+//! A client is one bot token on one surface, and holds what every conversation of that bot
+//! shares: the API base, the HTTP client (its connection pool), the [`SendPolicy`], the token
+//! (redacted everywhere), the bot-wide rate-limit pause (Discord's `global` limit), and one
+//! [`RateBudget`](crate::channel::stream::RateBudget) per chat. A channel is one conversation:
+//! the client and an [`Address`] of its surface, made with
+//! `client.channel(address)`. Two channels made for the same chat share its budget (Slack's
+//! and Telegram's limits are per channel or chat, so the threads and topics of one chat share
+//! it too); the client remembers at most 10,000 chats' budgets (see
+//! `with_budget_capacity`), forgetting the least recently used first, so a bot in a million
+//! chats does not grow without bound. `SlackChannel::new(token, channel)` and its siblings are
+//! the shorthand for a client of their own and one address; `for_channel`/`for_chat` give the
+//! same client's channel to another conversation.
+//!
+//! Every client is a [`SurfaceClient`], so a worker (or any
+//! code that reads a conversation's address at run time) holds clients, not channels, and
+//! makes the channel for each stored address:
+//!
+//! ```
+//! use mesh_egress::address::SlackAddress;
+//! use mesh_egress::channel::{Channel, SlackClient, SurfaceClient};
+//! use mesh_egress::{Address, Surface};
+//!
+//! let slack = SlackClient::new("xoxb-…");
+//! let ops = slack.channel(SlackAddress::new("C0123456789"));
+//! let thread = slack.channel(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
+//! assert!(ops.stream_budget().shares_with(thread.stream_budget()));
+//! let stored = Address::from(SlackAddress::new("C0987654321"));
+//! assert_eq!(slack.channel_for(&stored).unwrap().address(), stored);
+//! assert_eq!(SurfaceClient::surface(&slack), Surface::Slack);
+//! ```
+//!
+//! Each is a [`Channel`], generic over its renderer, so [`Deliver`]
+//! renders, commits and sends every part in order. One part is one API call; a call that fails is
+//! retried within a [`SendPolicy`] (a bounded number of tries and a bounded total wait per part),
+//! honouring each surface's own rate-limit answer. A part that still fails comes back inside a
+//! [`SendError`], so the [`DeliveryError`] names the parts
+//! that went and carries the ones that did not; delivering its
+//! [`Undelivered`] sends only those, in order.
+//!
+//! ## Mentions
+//!
+//! Model text is untrusted, so no connector lets a reply notify people unless the application
+//! opted in. What each surface does with mention-like text:
+//!
+//! - **Discord** notifies only for `<@id>`, `<@&role>`, `@everyone` and `@here`; every message
+//!   carries `allowed_mentions: {"parse": []}`, so none of them pings anyone unless its user or
+//!   role is on the [`AllowedMentions`] list given to
+//!   [`DiscordChannel::with_allowed_mentions`]. A plain `@name` is plain text.
+//! - **Slack** notifies only for `<@U…>`, `<!here>`, `<!channel>`, `<!everyone>` and
+//!   `<!subteam^…>`. A plain `@name` (or `@here`) is not turned into a mention, because the
+//!   connector never sets `link_names`; the Slack renderer escapes `<`, `>` and `&`, so model
+//!   text cannot write those forms.
+//! - **Telegram** itself recognises a plain `@username` as a mention of that public username,
+//!   and notifies that user if they are in the chat; the Bot API has no switch to turn this off
+//!   for text the bot sends. Mentions by id (`tg://user?id=…` links) are the renderer's to
+//!   keep from being live.
+//!
+//! Tokens never appear in an error's text, a `Debug` output or a log line: they are held in a
+//! redacting wrapper, transport errors are stripped of their URL (a Telegram token lives in the
+//! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
+//!
+//! ```no_run
+//! use mesh_egress::channel::{Deliver, SlackChannel};
+//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
+//!     Ok(AgentMessage::new("The build is **green**.", turn.attribution().clone()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789");
+//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
+//! let reply: Reply = answer(&turn).await;
+//! slack.deliver(reply).await?;
+//! # Ok(()) }
+//! ```
 
 #[cfg(feature = "markdown")]
 mod atom;
@@ -72,8 +158,7 @@ mod deliver;
 #[cfg(feature = "markdown")]
 mod format;
 #[cfg(feature = "http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub mod http;
+mod http;
 mod lookup;
 mod plain;
 mod recorder;
@@ -98,12 +183,14 @@ pub use deliver::{
 pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml, WebMarkdown};
 pub use lookup::PartLookup;
 pub use plain::PlainText;
-pub use recorder::{InjectedFailure, Recorder};
+pub use recorder::Recorder;
 pub use stdout::Stdout;
 
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use http::{
-    DiscordChannel, DiscordClient, SlackChannel, SlackClient, TelegramChannel, TelegramClient,
+    AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, DiscordChannel,
+    DiscordClient, SendPolicy, SlackChannel, SlackClient, TelegramChannel, TelegramClient,
 };
 
 use crate::address::Address;

@@ -114,7 +114,7 @@ impl fmt::Debug for Recorder {
 /// The error a [`Recorder`] reports for a send it was told to fail.
 #[derive(Debug, thiserror::Error)]
 #[error("recorder was told to fail this send")]
-pub struct InjectedFailure;
+pub(crate) struct InjectedFailure;
 
 impl Channel for Recorder {
     type Renderer = PlainText;

@@ -4,12 +4,13 @@
 //! when a retry cannot help); proactive turns stay silent and retry on their next cycle. Never,
 //! in any mode, the cause.
 //!
-//! [`resolve`] is the boundary without the macro: it records the error once and returns the
-//! [`Reply`] to deliver.
+//! [`boundary::resolve`](crate::boundary::resolve) is the boundary without the macro: it records
+//! the error once and returns the [`Reply`] to deliver.
 //!
 //! ```
 //! use mesh_egress::{AgentMessage, Attribution, EgressError};
-//! use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+//! use mesh_egress::boundary::resolve;
+//! use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 //! let attr = Attribution::new("helper", "conv-9", "run-1");
 //! let policy = DegradationPolicy::default();
 //! let failed = Err(EgressError::transport("503 from upstream", attr.clone()));
@@ -31,17 +32,30 @@ mod policy;
 
 pub use policies::Policies;
 pub use policy::{DegradationPolicy, FollowUp};
-// The boundary glue lives in `crate::boundary`; these re-exports keep the paths DESIGN.md names.
+// The boundary glue lives in `crate::boundary`; this re-export keeps a path DESIGN.md names.
 // `FollowUpRunner` is deprecated: the `Bot` keeps promises (see `crate::boundary::keeping`).
 #[allow(deprecated)]
 pub use crate::boundary::follow_up::{FollowUpOutcome, FollowUpRunner};
-pub use crate::boundary::{resolve, resolve_in};
 
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
     CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
 pub use crate::reply::{Commitment, Mode, Reply};
+
+/// The boundary without the macro, under the path DESIGN.md first gave it: it moved to
+/// [`boundary::resolve`](crate::boundary::resolve), which this calls.
+#[deprecated(
+    since = "0.3.0",
+    note = "the boundary lives in `boundary`: use `mesh_egress::boundary::resolve`"
+)]
+pub fn resolve(
+    mode: Mode,
+    policy: &DegradationPolicy,
+    result: Result<AgentMessage, EgressError>,
+) -> Reply {
+    crate::boundary::resolve(mode, policy, result)
+}
 
 /// What the person sees instead of `error`: Layer C's decision for `mode` under `policy`,
 /// recorded on `ledger` (the degradation and any commitment). Never the cause.
@@ -121,6 +135,7 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boundary::resolve;
     use crate::egress::Attribution;
 
     fn attr(conv: &str) -> Attribution {

@@ -205,7 +205,8 @@ impl DegradationPolicy {
     /// [`silence`](crate::silence)).
     ///
     /// ```
-    /// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::boundary::resolve;
     /// use mesh_egress::silence::SilenceTokens;
     /// use mesh_egress::{AgentMessage, Attribution};
     /// let policy = DegradationPolicy::default()
@@ -225,8 +226,8 @@ impl DegradationPolicy {
         &self.inner.silence
     }
 
-    /// Records every outcome of the plain [`resolve`](crate::degrade::resolve) on `ledger`.
-    /// The turn-aware [`resolve_in`](crate::degrade::resolve_in) (and `#[egress_boundary]` on a
+    /// Records every outcome of the plain [`resolve`](crate::boundary::resolve) on `ledger`.
+    /// The turn-aware [`resolve_in`](crate::boundary::resolve_in) (and `#[egress_boundary]` on a
     /// handler that takes a `&Turn`) records on the turn's ledger instead. Attaching a ledger
     /// keeps the holding-line rotation.
     pub fn with_ledger(self, ledger: Ledger) -> Self {

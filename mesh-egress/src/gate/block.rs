@@ -17,7 +17,7 @@ use crate::turn::Turn;
 /// block. A failure shape or a prompt echo that straddles a cut is seen whole, while the work
 /// per block stays bounded: a hostile stream of a thousand blocks is not rescanned from its
 /// start each time (that would be quadratic in the reply).
-pub const BLOCK_CONTEXT: usize = 8 * 1024;
+pub(crate) const BLOCK_CONTEXT: usize = 8 * 1024;
 
 /// The gate's account of one streamed block: the verdict, the findings that touch the block,
 /// the judge's part, and the checked block (unless it was blocked).
@@ -74,7 +74,7 @@ impl BlockEvaluation {
 impl QualityGate {
     /// The block check: `block` is the next block of a streamed answer, `delivered` everything
     /// of that answer that already reached the person. The gate reads the end of `delivered`
-    /// ([`BLOCK_CONTEXT`] bytes) followed by the block, and judges the findings that touch the
+    /// (8 KiB) followed by the block, and judges the findings that touch the
     /// block with the same verdict table as [`evaluate`](Self::evaluate). A gate that is off
     /// passes the block unchanged, doing no work.
     ///

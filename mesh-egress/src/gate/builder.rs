@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::gate::heuristics::Heuristics;
 use crate::gate::judge::DynJudge;
 use crate::gate::overlap::{self, PromptOverlap};
-use crate::gate::{DEFAULT_JUDGE_TIMEOUT, GateInner, Judge, JudgeBudget, QualityGate};
+use crate::gate::{DEFAULT_JUDGE_TIMEOUT, GateInner, Judge, QualityGate};
+use crate::model::JudgeBudget;
 use crate::model::fast::SharedBudget;
 
 /// A configuration mistake in [`QualityGateBuilder`].
@@ -34,7 +35,8 @@ pub enum GateConfigError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mesh_egress::gate::{JudgeBudget, QualityGate};
+/// use mesh_egress::gate::QualityGate;
+/// use mesh_egress::model::JudgeBudget;
 /// let gate = QualityGate::builder()
 ///     .system_prompt("You are Atlas. Answer questions about shipments only.", 0.5)
 ///     .canary("cnry-51d2a9")
@@ -117,7 +119,7 @@ impl QualityGateBuilder {
         self
     }
 
-    /// The judge's hard time bound (default [`DEFAULT_JUDGE_TIMEOUT`]).
+    /// The judge's hard time bound (default 800 ms).
     pub fn judge_timeout(mut self, bound: Duration) -> Self {
         self.judge_timeout = bound;
         self

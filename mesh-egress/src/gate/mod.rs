@@ -4,7 +4,7 @@
 //! reasoning, echoed system prompts, credentials, and failure text that arrives disguised as
 //! ordinary model output. It is opt-in per agent ([`QualityGate::off`] is the default) and
 //! runs on the candidate [`AgentMessage`] before the boundary, so a handler does
-//! `gate.check(..).await` and hands the result to [`degrade::resolve`](crate::degrade::resolve).
+//! `gate.check(..).await` and hands the result to [`boundary::resolve`](crate::boundary::resolve).
 //!
 //! 1. **Heuristics**, compiled once: one Aho-Corasick pass over the candidate, each hit
 //!    confirmed where it occurs, plus the system-prompt n-gram check when a prompt is
@@ -45,7 +45,7 @@
 //! failure ([`JudgeVerdict::parse`]).
 //!
 //! A streamed answer is checked block by block: [`QualityGate::check_block`] reads the end of
-//! what was already delivered ([`BLOCK_CONTEXT`]) followed by the new block, applies the same
+//! what was already delivered (its last 8 KiB) followed by the new block, applies the same
 //! table, and is the only way a [`Block<Unchecked>`](crate::block::Block) becomes deliverable.
 //! A reasoning block or a tool-trace line stripped whole leaves a blank checked block (skipped;
 //! the stream goes on); a blocked block stops the stream, and so does tool-call markup in a
@@ -96,7 +96,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use block::{BLOCK_CONTEXT, BlockEvaluation};
+pub use block::BlockEvaluation;
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
 pub use finding::{Confidence, Demotion, Finding, Rule};
@@ -104,7 +104,7 @@ pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
 // importable from here.
-pub use crate::model::fast::{JudgeBudget, SharedBudget};
+use crate::model::SharedBudget;
 
 use crate::egress::AgentMessage;
 use crate::egress::EgressError;
@@ -118,7 +118,7 @@ use sanitise::{redact_credentials, strip};
 
 /// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality
 /// (the one bound every fast-model judge shares).
-pub const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
+pub(crate) const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
 
 /// A good starting threshold for [`QualityGateBuilder::system_prompt`].
 pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;
@@ -199,7 +199,8 @@ impl QualityGate {
     /// off this does no work.
     ///
     /// ```
-    /// use mesh_egress::degrade::{resolve, DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+    /// use mesh_egress::boundary::resolve;
     /// use mesh_egress::gate::QualityGate;
     /// use mesh_egress::{AgentMessage, Attribution, Turn};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -18,7 +18,7 @@ use crate::model::fast::{
 use crate::model::{ModelConnector, Router};
 
 /// The default cap on consecutive bot-to-bot turns in one conversation.
-pub const DEFAULT_BOT_TURN_CAP: u32 = 3;
+pub(crate) const DEFAULT_BOT_TURN_CAP: u32 = 3;
 
 /// A configuration mistake in [`IngressBuilder`].
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,8 @@ pub enum IngressConfigError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mesh_egress::ingress::{Identity, Ingress, JudgeBudget, ThreadWindow};
+/// use mesh_egress::ingress::{Identity, Ingress, ThreadWindow};
+/// use mesh_egress::model::JudgeBudget;
 /// use mesh_egress::model::{RetryConfig, Router};
 /// use mesh_egress::testing::{ScriptedConnector, Step};
 /// let fast = Router::new(
@@ -114,7 +115,7 @@ impl IngressBuilder {
     }
 
     /// How many consecutive turns we take on allow-listed bots' messages in one conversation
-    /// before ignoring them until a person writes (default [`DEFAULT_BOT_TURN_CAP`]): two
+    /// before ignoring them until a person writes (default 3): two
     /// agents in one thread otherwise acknowledge each other for ever
     /// (NousResearch/hermes-agent#14117).
     pub fn bot_turn_cap(mut self, turns: u32) -> Self {
@@ -128,7 +129,7 @@ impl IngressBuilder {
         self
     }
 
-    /// The judge's hard time bound (default the gate's, [`DEFAULT_FAST_TIMEOUT`]).
+    /// The judge's hard time bound (default the gate's, 800 ms).
     pub fn judge_timeout(mut self, bound: Duration) -> Self {
         self.judge_timeout = bound;
         self

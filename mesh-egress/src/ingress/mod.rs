@@ -17,7 +17,7 @@
 //! 3. **The judge**, only for ambient messages with a hint they may be for us (our name in
 //!    passing, a question right after we spoke, a question to the room, someone new in our
 //!    thread): one fast-model call through the same [`Router`](crate::model::Router), time
-//!    bound, per-agent budget ([`SharedBudget`], which the gate's judge may share) and fenced
+//!    bound, per-agent budget ([`SharedBudget`](crate::model::SharedBudget), which the gate's judge may share) and fenced
 //!    prompt as the gate's judge, answering `YES` or `NO`. If it fails, times out, is over
 //!    budget or answers anything else, the heuristic default stands (`observe`): never an
 //!    error, never a second call.
@@ -70,9 +70,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-pub use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
-pub use crate::model::fast::{JudgeBudget, SharedBudget};
-pub use builder::{DEFAULT_BOT_TURN_CAP, IngressBuilder, IngressConfigError};
+use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
+pub use builder::{IngressBuilder, IngressConfigError};
 pub use identity::Identity;
 pub use inbound::{
     Author, ChatKind, Command, DeliveryId, Inbound, InboundError, MAX_DEPTH, MAX_EVENT_BYTES,

@@ -188,8 +188,6 @@ fn classify_status(status: u16, error: &ModelError) -> (bool, FailureReason) {
     }
 }
 
-pub use crate::retry::parse_retry_after;
-
 #[cfg(test)]
 mod tests {
     use super::*;

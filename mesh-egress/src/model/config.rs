@@ -3,59 +3,42 @@
 use std::time::Duration;
 
 use crate::setting::read_setting;
-pub use crate::setting::{ConfigProblem, ConfigWarning};
+use crate::setting::{ConfigProblem, ConfigWarning};
 
 /// `MESH_MODEL_RETRY_ATTEMPTS`: attempts per route.
-pub const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
+pub(crate) const ENV_ATTEMPTS: &str = "MESH_MODEL_RETRY_ATTEMPTS";
 /// `MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS`: the per-attempt bound (`0` disables it).
-pub const ENV_ATTEMPT_TIMEOUT_MS: &str = "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS";
+pub(crate) const ENV_ATTEMPT_TIMEOUT_MS: &str = "MESH_MODEL_RETRY_ATTEMPT_TIMEOUT_MS";
 /// `MESH_MODEL_RETRY_TOTAL_DEADLINE_MS`: the whole recovery, attempts and waits.
-pub const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
+pub(crate) const ENV_TOTAL_DEADLINE_MS: &str = "MESH_MODEL_RETRY_TOTAL_DEADLINE_MS";
 /// `MESH_MODEL_RETRY_MAX_DELAY_MS`: the ceiling of any one wait.
-pub const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
+pub(crate) const ENV_MAX_DELAY_MS: &str = "MESH_MODEL_RETRY_MAX_DELAY_MS";
 /// `MESH_MODEL_FALLBACK_MODELS`: comma-separated fallback models, in order.
-pub const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
+pub(crate) const ENV_FALLBACK_MODELS: &str = "MESH_MODEL_FALLBACK_MODELS";
 /// `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS`: how long a stream may take to its first content
 /// (`0` disables it).
-pub const ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS";
+pub(crate) const ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS: &str =
+    "MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS";
 /// `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`: the longest silence between two content chunks of a
 /// stream (`0` disables it).
-pub const ENV_STREAM_IDLE_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_IDLE_TIMEOUT_MS";
+pub(crate) const ENV_STREAM_IDLE_TIMEOUT_MS: &str = "MESH_MODEL_STREAM_IDLE_TIMEOUT_MS";
 
 /// Default attempts per route.
-pub const DEFAULT_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_ATTEMPTS: u32 = 3;
 /// Default per-attempt timeout.
-pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(60_000);
+pub(crate) const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(60_000);
 /// Default total recovery deadline.
-pub const DEFAULT_TOTAL_DEADLINE: Duration = Duration::from_millis(180_000);
+pub(crate) const DEFAULT_TOTAL_DEADLINE: Duration = Duration::from_millis(180_000);
 /// Default ceiling of one wait.
-pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
+pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(20_000);
 /// Default first backoff step.
-pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(500);
 /// Default share of a backoff step that jitter may take away.
-pub const DEFAULT_JITTER: f64 = 0.25;
-/// Default bound on a stream's time to its first content: 30 s.
-///
-/// Published practice, for comparison: the Vercel AI SDK added `timeout.firstChunkMs`
-/// precisely because a stream can send headers and keep-alive framing and then stall before
-/// any content (vercel/ai#16538, vercel/ai#17374), and its maintainers default it to the
-/// inter-chunk bound; LangChain's OpenAI client ships a 120 s `stream_chunk_timeout`
-/// (reference.langchain.com, `BaseChatOpenAI.stream_chunk_timeout`). We take 30 s, half the
-/// 60 s attempt timeout: a healthy provider's first token arrives in well under a few seconds
-/// (reasoning models excepted: raise it for them), so a route silent for 30 s is stalled and
-/// the fallback still has most of the total deadline. It is always capped by the attempt
-/// timeout, which for a stream bounds only the time to the first token.
-pub const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(30_000);
+pub(crate) const DEFAULT_JITTER: f64 = 0.25;
+/// Default bound on a stream's time to its first content: 30 s (why: [`RetryConfig`]).
+pub(crate) const DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_millis(30_000);
 /// Default bound on the silence between two content chunks of a stream: 30 s.
-///
-/// Published practice: opencode recommends 15–30 s for its `chunkTimeout`, passed to the
-/// Vercel AI SDK's `timeout.chunkMs` (anomalyco/opencode#25575), after first shipping 2 min
-/// (anomalyco/opencode#16366, which notes others use 30 s); TabbyML/pochi raised its
-/// `chunkMs` from 15 s to 30 s to stop false aborts on slow models (TabbyML/pochi#1807);
-/// LangChain's 120 s default is the conservative end. 30 s sits where those converged: a
-/// token stream that pauses for 30 s has stalled, and keep-alive comments (which a byte-level
-/// read timeout would count as life) do not reset it.
-pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
+pub(crate) const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
 
 /// How one model call is retried and bounded: the spec's "Shipped model deadline policy".
 ///
@@ -73,8 +56,25 @@ pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(30_000);
 /// first-token timeout bound the time to the first content; after it only the idle timeout,
 /// the route's share and the total deadline apply, so a healthy long stream is never cut by
 /// the attempt timeout. Both stream bounds count as a stalled route (`first_token_timeout`,
-/// `stream_idle_timeout`). Defaults: see [`DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT`] and
-/// [`DEFAULT_STREAM_IDLE_TIMEOUT`] for the published practice they follow.
+/// `stream_idle_timeout`). Both default to 30 s, for these reasons.
+///
+/// *First token.* The Vercel AI SDK added `timeout.firstChunkMs`
+/// precisely because a stream can send headers and keep-alive framing and then stall before
+/// any content (vercel/ai#16538, vercel/ai#17374), and its maintainers default it to the
+/// inter-chunk bound; LangChain's OpenAI client ships a 120 s `stream_chunk_timeout`
+/// (reference.langchain.com, `BaseChatOpenAI.stream_chunk_timeout`). We take 30 s, half the
+/// 60 s attempt timeout: a healthy provider's first token arrives in well under a few seconds
+/// (reasoning models excepted: raise it for them), so a route silent for 30 s is stalled and
+/// the fallback still has most of the total deadline. It is always capped by the attempt
+/// timeout, which for a stream bounds only the time to the first token.
+///
+/// *Idle.* Published practice: opencode recommends 15–30 s for its `chunkTimeout`, passed to the
+/// Vercel AI SDK's `timeout.chunkMs` (anomalyco/opencode#25575), after first shipping 2 min
+/// (anomalyco/opencode#16366, which notes others use 30 s); TabbyML/pochi raised its
+/// `chunkMs` from 15 s to 30 s to stop false aborts on slow models (TabbyML/pochi#1807);
+/// LangChain's 120 s default is the conservative end. 30 s sits where those converged: a
+/// token stream that pauses for 30 s has stalled, and keep-alive comments (which a byte-level
+/// read timeout would count as life) do not reset it.
 ///
 /// Attempts = 1 disables retries, not deadlines. An attempt timeout at or above the total
 /// deadline logs one warning at construction and is clamped to the total.

@@ -7,24 +7,10 @@
 //!
 //! A budget spent by one user is spent for the other: give the gate and the ingress classifier
 //! clones of the same [`SharedBudget`], and a judge call either makes counts against the agent
-//! for both.
-//!
-//! ```
-//! use std::time::Duration;
-//! use mesh_egress::model::fast::{bounded_call, Bounded, JudgeBudget, SharedBudget};
-//! use mesh_egress::{Attribution, Turn};
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-//! let budget = SharedBudget::new(JudgeBudget::per_agent(1, Duration::from_secs(60)));
-//! let other_user = budget.clone();
-//! let turn = Turn::new(Attribution::new("atlas", "c1", "r1"));
-//! let first = bounded_call(&turn, &budget, Duration::from_millis(800), || async { "YES" }).await;
-//! assert_eq!(first, Bounded::Answered("YES"));
-//! // The clone shares the accounting: the agent's one call is gone.
-//! let second = bounded_call(&turn, &other_user, Duration::from_millis(800), || async { "YES" }).await;
-//! assert_eq!(second, Bounded::BudgetExhausted);
-//! # }
-//! ```
+//! for both (`clones_draw_on_one_budget_and_fresh_accounts_on_their_own`, below).
 
+// Only the gate's judge and the ingress classifier make fast-model calls.
+#![cfg_attr(not(any(feature = "gate", feature = "ingress")), allow(dead_code))]
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -41,7 +27,7 @@ use crate::turn::Turn;
 
 /// The default time bound of a fast-model judgement: the specification's "last 200–800 ms" an
 /// operator trades for quality.
-pub const DEFAULT_FAST_TIMEOUT: Duration = Duration::from_millis(800);
+pub(crate) const DEFAULT_FAST_TIMEOUT: Duration = Duration::from_millis(800);
 
 /// How many judge calls each agent may make: at most `calls` in each `period`-long window. A
 /// window opens at the agent's first call and the count resets when it closes (on `tokio::time`'s
@@ -49,7 +35,7 @@ pub const DEFAULT_FAST_TIMEOUT: Duration = Duration::from_millis(800);
 ///
 /// ```
 /// use std::time::Duration;
-/// use mesh_egress::gate::JudgeBudget;
+/// use mesh_egress::model::JudgeBudget;
 /// let budget = JudgeBudget::per_agent(100, Duration::from_secs(3600));
 /// assert_eq!(budget.calls(), Some(100));
 /// assert_eq!(JudgeBudget::unlimited().calls(), None);
@@ -148,7 +134,7 @@ impl fmt::Debug for SharedBudget {
 
 /// How a [`bounded_call`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Bounded<T> {
+pub(crate) enum Bounded<T> {
     /// The call finished within its bound, with this output.
     Answered(T),
     /// The call did not finish within its time bound (it was dropped, which cancels it).
@@ -164,7 +150,7 @@ pub enum Bounded<T> {
 /// `turn.attribution().agent()` before it starts), otherwise `call()` under a hard `timeout`,
 /// abandoned the moment the turn stops. The call is only built (`call()` runs) once it is
 /// charged.
-pub async fn bounded_call<F, Fut>(
+pub(crate) async fn bounded_call<F, Fut>(
     turn: &Turn,
     budget: &SharedBudget,
     timeout: Duration,
@@ -199,23 +185,14 @@ const BOUNDARY_DRAWS: usize = 8;
 /// A per-request random boundary that fences untrusted text inside a judge's prompt: each block
 /// opens with `BEGIN-<LABEL>-<boundary>` and closes with `END-<LABEL>-<boundary>`, and a text
 /// cannot close its block early because it cannot know the boundary.
-///
-/// ```
-/// use mesh_egress::model::fast::Fence;
-/// let fence = Fence::draw(&["a message"]);
-/// let mut prompt = String::new();
-/// fence.push(&mut prompt, "MESSAGE", "a message");
-/// let b = fence.boundary();
-/// assert_eq!(prompt, format!("BEGIN-MESSAGE-{b}\na message\nEND-MESSAGE-{b}\n"));
-/// ```
 #[derive(Clone, Copy)]
-pub struct Fence {
+pub(crate) struct Fence {
     boundary: u128,
 }
 
 impl Fence {
     /// Draws 128 random bits that none of `texts` contains as 32 lowercase hex digits.
-    pub fn draw(texts: &[&str]) -> Self {
+    pub(crate) fn draw(texts: &[&str]) -> Self {
         let mut boundary = fastrand::u128(..);
         for _ in 1..BOUNDARY_DRAWS {
             let hex = format!("{boundary:032x}");
@@ -228,12 +205,12 @@ impl Fence {
     }
 
     /// The boundary: 32 lowercase hex digits.
-    pub fn boundary(&self) -> String {
+    pub(crate) fn boundary(&self) -> String {
         format!("{:032x}", self.boundary)
     }
 
     /// Appends `text` fenced as a `label` block (`BEGIN-label-b`, the text, `END-label-b`).
-    pub fn push(&self, out: &mut String, label: &str, text: &str) {
+    pub(crate) fn push(&self, out: &mut String, label: &str, text: &str) {
         let b = self.boundary();
         for (edge, body) in [("BEGIN-", None), ("END-", Some(text))] {
             if let Some(body) = body {
@@ -260,15 +237,7 @@ impl fmt::Debug for Fence {
 /// whitespace, Markdown emphasis (`*`, `_`, `` ` ``) and quotes are removed, then one full stop.
 /// Anything else (two words, a sentence, a word and a reason) is not an answer, so text that
 /// steered a judge into rambling cannot win by its first word.
-///
-/// ```
-/// use mesh_egress::model::fast::one_word;
-/// assert_eq!(one_word(" **Yes.**\n"), Some("Yes"));
-/// assert_eq!(one_word("YES, because"), None);
-/// assert_eq!(one_word("YES\nNO"), None);
-/// assert_eq!(one_word(""), None);
-/// ```
-pub fn one_word(answer: &str) -> Option<&str> {
+pub(crate) fn one_word(answer: &str) -> Option<&str> {
     let wrap = |c: char| matches!(c, '*' | '_' | '`' | '"' | '\'') || c.is_whitespace();
     let word = answer.trim_matches(wrap);
     let word = word.strip_suffix('.').unwrap_or(word).trim_matches(wrap);
@@ -283,28 +252,29 @@ const MAX_ANSWER_TOKENS: u32 = 4;
 /// prompt, at temperature 0, answered in a few tokens. It rides the same plumbing as every
 /// other model call (retries, deadlines, fallback, the ledger's recovery report); its failure
 /// is the router's [`EgressError`], which each judge turns into its own defined fallback.
-pub struct FastModel<C> {
+pub(crate) struct FastModel<C> {
     router: Router<C>,
     max_tokens: u32,
 }
 
 impl<C: ModelConnector + 'static> FastModel<C> {
     /// Asks `router`'s models.
-    pub fn new(router: Router<C>) -> Self {
+    pub(crate) fn new(router: Router<C>) -> Self {
         Self {
             router,
             max_tokens: MAX_ANSWER_TOKENS,
         }
     }
 
-    /// The router asked.
-    pub fn router(&self) -> &Router<C> {
+    /// The router asked (the gate's model judge reads it).
+    #[cfg_attr(not(feature = "gate"), allow(dead_code))]
+    pub(crate) fn router(&self) -> &Router<C> {
         &self.router
     }
 
     /// Asks one question: `instruction` as the system message, `prompt` as the user message.
     /// The answer's text (empty when the model sent none).
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         turn: &Turn,
         instruction: &str,

@@ -34,7 +34,7 @@ mod backoff;
 mod classify;
 mod config;
 mod error;
-pub mod fast;
+pub(crate) mod fast;
 mod limits;
 mod message;
 #[cfg(feature = "http")]
@@ -53,30 +53,20 @@ mod wire;
 use std::future::Future;
 use std::sync::Arc;
 
-pub use crate::ledger::{AttemptRecord, RecoveryReport, StreamReport};
-pub use backoff::{Jitter, backoff_delay};
-pub use classify::{Classification, FailureReason, classify, parse_retry_after};
-pub use config::{
-    ConfigProblem, ConfigWarning, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_ATTEMPTS, DEFAULT_BASE_DELAY,
-    DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT,
-    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOTAL_DEADLINE, ENV_ATTEMPT_TIMEOUT_MS, ENV_ATTEMPTS,
-    ENV_FALLBACK_MODELS, ENV_MAX_DELAY_MS, ENV_STREAM_FIRST_TOKEN_TIMEOUT_MS,
-    ENV_STREAM_IDLE_TIMEOUT_MS, ENV_TOTAL_DEADLINE_MS, RetryConfig,
-};
+pub use crate::ledger::RecoveryReport;
+pub use backoff::Jitter;
+pub use classify::{Classification, FailureReason, classify};
+pub use config::RetryConfig;
 pub use error::{ModelError, ModelErrorKind, QuotaFailure, QuotaWindow};
+pub use fast::{JudgeBudget, SharedBudget};
 pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
-pub use openai::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_COMPLETION_BODY,
-    DEFAULT_MAX_ERROR_BODY, OpenAiCompatible,
-};
-pub use route::{FallbackReason, RecoveryError, Route};
+pub use openai::OpenAiCompatible;
+pub use route::{RecoveryError, Route};
 pub use router::Router;
-pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
-pub use stream::{
-    ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
-};
+pub use sse::{SseDecoder, SseEvent, decode_chunk};
+pub use stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};

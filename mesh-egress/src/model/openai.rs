@@ -16,15 +16,15 @@ use super::wire::{ChatRequest, Completion, WireRequest, WireResponse, usable};
 mod stream;
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
-pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long connecting may take.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest completion body read, by default (8 MiB): far above any real chat completion,
 /// far below what would hurt a bot's memory.
-pub const DEFAULT_MAX_COMPLETION_BODY: usize = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_COMPLETION_BODY: usize = 8 * 1024 * 1024;
 /// The largest error body read, by default (64 KiB): error bodies are small; past this the rest
 /// is dropped unread and the status still decides.
-pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
+pub(crate) const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The OpenAI-compatible connector: `POST {base_url}/chat/completions` with a bearer key.
 ///
@@ -39,11 +39,11 @@ pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 /// no tools fails the attempt at once (retryable). Dropping the future cancels the request.
 ///
 /// Bodies are hostile input and are read incrementally under a cap, never buffered whole: a
-/// completion body over [`DEFAULT_MAX_COMPLETION_BODY`] (8 MiB, see
+/// completion body over 8 MiB (see
 /// [`with_max_completion_body`](Self::with_max_completion_body)) fails the attempt with
 /// [`ModelErrorKind::ResponseTooLarge`](super::ModelErrorKind::ResponseTooLarge), which the
 /// Router treats as terminal for the route and falls back from; an error body is read up to
-/// [`DEFAULT_MAX_ERROR_BODY`] (64 KiB, [`with_max_error_body`](Self::with_max_error_body)) and
+/// 64 KiB ([`with_max_error_body`](Self::with_max_error_body)) and
 /// the rest dropped. Only the first of a completion's `choices` is decoded; the others are
 /// skipped without being built.
 ///
@@ -108,14 +108,14 @@ impl OpenAiCompatible {
         self
     }
 
-    /// Caps a completion body at `bytes` (default [`DEFAULT_MAX_COMPLETION_BODY`]); a larger
+    /// Caps a completion body at `bytes` (default 8 MiB); a larger
     /// body fails the attempt with `ResponseTooLarge`.
     pub fn with_max_completion_body(mut self, bytes: usize) -> Self {
         self.max_completion_body = bytes;
         self
     }
 
-    /// Caps an error body at `bytes` (default [`DEFAULT_MAX_ERROR_BODY`]); the rest is dropped
+    /// Caps an error body at `bytes` (default 64 KiB); the rest is dropped
     /// unread.
     pub fn with_max_error_body(mut self, bytes: usize) -> Self {
         self.max_error_body = bytes;

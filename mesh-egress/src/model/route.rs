@@ -62,7 +62,7 @@ impl Route {
 /// Why the Router moved to another route (the `reason` of `model fallback started`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum FallbackReason {
+pub(crate) enum FallbackReason {
     /// An attempt hit the attempt timeout: the route is stalled.
     AttemptTimeout,
     /// The route's share of the remaining time is spent (or a wait would outlast it).
@@ -89,7 +89,7 @@ pub enum FallbackReason {
 
 impl FallbackReason {
     /// A stable snake_case label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::AttemptTimeout => "attempt_timeout",
             Self::RouteBudgetSpent => "route_budget_spent",

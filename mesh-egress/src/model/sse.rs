@@ -44,8 +44,9 @@ use super::error::ModelError;
 use super::stream::{StreamChunk, ToolCallDelta};
 
 /// The longest SSE line (and one event's data) read by default: 1 MiB, far above any real
-/// chunk (a whole tool call's arguments in one chunk included).
-pub const DEFAULT_MAX_SSE_LINE: usize = 1024 * 1024;
+/// chunk (a whole tool call's arguments in one chunk included). Read by the HTTP connector.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) const DEFAULT_MAX_SSE_LINE: usize = 1024 * 1024;
 
 /// The UTF-8 byte order mark, dropped once at the start of a stream.
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";

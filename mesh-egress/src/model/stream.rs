@@ -77,7 +77,7 @@ pub struct ToolCallDelta {
 /// Joins [`ToolCallDelta`]s into whole [`ToolCall`]s, bounded: at most `MAX_TOOL_CALLS` calls
 /// (a hostile stream naming index 4 000 000 000 allocates nothing for the gap).
 #[derive(Clone, Debug, Default)]
-pub struct ToolCallAssembler {
+pub(crate) struct ToolCallAssembler {
     calls: Vec<(u32, ToolCall)>,
 }
 
@@ -86,7 +86,7 @@ const MAX_TOOL_CALLS: usize = 128;
 
 impl ToolCallAssembler {
     /// Adds `delta` to its call.
-    pub fn push(&mut self, delta: &ToolCallDelta) {
+    pub(crate) fn push(&mut self, delta: &ToolCallDelta) {
         let at = match self.calls.iter().position(|(i, _)| *i == delta.index) {
             Some(at) => at,
             None if self.calls.len() < MAX_TOOL_CALLS => {
@@ -107,13 +107,8 @@ impl ToolCallAssembler {
     }
 
     /// The calls so far, in the order they were first named.
-    pub fn calls(&self) -> Vec<ToolCall> {
+    pub(crate) fn calls(&self) -> Vec<ToolCall> {
         self.calls.iter().map(|(_, c)| c.clone()).collect()
-    }
-
-    /// Whether no fragment arrived.
-    pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
     }
 }
 

@@ -51,7 +51,7 @@ type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelStream, ModelError
 /// continuation is joined to everything yielded, so the consumer never receives a word twice.
 ///
 /// The ledger row ([`RecoveryReport`](super::RecoveryReport) with its
-/// [`StreamReport`](super::StreamReport)) is written when the stream fails, or when it is
+/// [`StreamReport`](crate::ledger::StreamReport)) is written when the stream fails, or when it is
 /// dropped after a clean end, so it counts what was delivered after the last delta.
 pub struct RoutedStream<'a> {
     source: Source<'a>,

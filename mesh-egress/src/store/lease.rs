@@ -11,39 +11,41 @@ use super::{Store, StoreError, millis, on_pool};
 use crate::ownership::{Fence, Ownership};
 use crate::setting::{ConfigWarning, read_setting};
 
-/// The variable [`lease_ttl_from_env`] reads.
+/// The variable [`Lease::ttl_from_env`] reads.
 const LEASE_ENV: &str = "MESH_WORKER_LEASE_MS";
 /// How long a lease or a claim lasts without renewal, unless `MESH_WORKER_LEASE_MS` says.
 const DEFAULT_LEASE: Duration = Duration::from_millis(30_000);
 
-/// How long a conversation lease (or a worker's claim) lasts without renewal: from
-/// `MESH_WORKER_LEASE_MS`, default 30 000 ms. An unset or empty value keeps the default
-/// silently; an unparseable or negative value, or `0`, keeps it and is reported (and logged
-/// at `mesh_egress::store`), exactly as the other settings.
-pub fn lease_ttl_from_env() -> (Duration, Vec<ConfigWarning>) {
-    lease_ttl_from_lookup(|key| std::env::var(key).ok())
-}
-
-/// [`lease_ttl_from_env`] through any key lookup.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::store::lease_ttl_from_lookup;
-/// let (ttl, warnings) = lease_ttl_from_lookup(|_| Some("1500".into()));
-/// assert_eq!((ttl, warnings.len()), (Duration::from_millis(1500), 0));
-/// let (ttl, warnings) = lease_ttl_from_lookup(|_| Some("0".into()));
-/// assert_eq!((ttl, warnings.len()), (Duration::from_secs(30), 1));
-/// ```
-pub fn lease_ttl_from_lookup(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> (Duration, Vec<ConfigWarning>) {
-    let mut warnings = Vec::new();
-    let ttl = read_setting(&lookup, LEASE_ENV, true, &mut warnings)
-        .map_or(DEFAULT_LEASE, Duration::from_millis);
-    for warning in &warnings {
-        tracing::warn!(target: "mesh_egress::store", key = warning.key, "{warning}");
+impl Lease {
+    /// How long a conversation lease (or a worker's claim) lasts without renewal: from
+    /// `MESH_WORKER_LEASE_MS`, default 30 000 ms. An unset or empty value keeps the default
+    /// silently; an unparseable or negative value, or `0`, keeps it and is reported (and logged
+    /// at `mesh_egress::store`), exactly as the other settings.
+    pub fn ttl_from_env() -> (Duration, Vec<ConfigWarning>) {
+        Self::ttl_from_lookup(|key| std::env::var(key).ok())
     }
-    (ttl, warnings)
+
+    /// [`Self::ttl_from_env`] through any key lookup.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mesh_egress::store::Lease;
+    /// let (ttl, warnings) = Lease::ttl_from_lookup(|_| Some("1500".into()));
+    /// assert_eq!((ttl, warnings.len()), (Duration::from_millis(1500), 0));
+    /// let (ttl, warnings) = Lease::ttl_from_lookup(|_| Some("0".into()));
+    /// assert_eq!((ttl, warnings.len()), (Duration::from_secs(30), 1));
+    /// ```
+    pub fn ttl_from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> (Duration, Vec<ConfigWarning>) {
+        let mut warnings = Vec::new();
+        let ttl = read_setting(&lookup, LEASE_ENV, true, &mut warnings)
+            .map_or(DEFAULT_LEASE, Duration::from_millis);
+        for warning in &warnings {
+            tracing::warn!(target: "mesh_egress::store", key = warning.key, "{warning}");
+        }
+        (ttl, warnings)
+    }
 }
 
 /// A worker's lease on one conversation: who holds it, its fencing token, and the
@@ -422,15 +424,15 @@ mod tests {
 
     #[test]
     fn lease_length_reads_like_the_other_settings() {
-        let (ttl, warnings) = lease_ttl_from_lookup(|_| None);
+        let (ttl, warnings) = Lease::ttl_from_lookup(|_| None);
         assert_eq!((ttl, warnings.len()), (DEFAULT_LEASE, 0));
         for bad in ["abc", "-5", "0"] {
-            let (ttl, warnings) = lease_ttl_from_lookup(|_| Some(bad.to_owned()));
+            let (ttl, warnings) = Lease::ttl_from_lookup(|_| Some(bad.to_owned()));
             assert_eq!(ttl, DEFAULT_LEASE, "{bad}");
             assert_eq!(warnings.len(), 1, "{bad}");
             assert_eq!(warnings[0].key, LEASE_ENV);
         }
-        let (ttl, _) = lease_ttl_from_lookup(|key| (key == LEASE_ENV).then(|| " 250 ".to_owned()));
+        let (ttl, _) = Lease::ttl_from_lookup(|key| (key == LEASE_ENV).then(|| " 250 ".to_owned()));
         assert_eq!(ttl, Duration::from_millis(250));
     }
 }

@@ -287,7 +287,7 @@
 //! ([fencing](#fencing)). A message without a lease-backed ownership is committed and
 //! claimed unfenced: keeping one sender per conversation is then the caller's business (commits
 //! on one conversation are still serialised, so a resend goes in commit order).
-//! [`Store::keep_renewed`] renews a lease in the background; [`lease_ttl_from_env`] reads
+//! [`Store::keep_renewed`] renews a lease in the background; [`Lease::ttl_from_env`] reads
 //! `MESH_WORKER_LEASE_MS`.
 
 mod backend;
@@ -323,9 +323,9 @@ pub use commitments::{
 };
 pub use durable_ledger::DurableLedger;
 pub use follow_up::Sealing;
-pub use lease::{Lease, Renewal, lease_ttl_from_env, lease_ttl_from_lookup};
+pub use lease::{Lease, Renewal};
 pub use outbox::{Durable, UnknownOutcome};
-pub use part_retry::{PartRetry, part_retry_from_env, part_retry_from_lookup};
+pub use part_retry::PartRetry;
 pub use readdress::Readdressed;
 pub use resend::ResendReport;
 pub use retention::PruneReport;

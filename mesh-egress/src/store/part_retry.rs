@@ -25,7 +25,7 @@ const ATTEMPTS_ENV: &str = "MESH_WORKER_MAX_ATTEMPTS";
 /// one attempt per step, never one per worker pass.
 ///
 /// Defaults: base 1 s, cap 5 min, 12 attempts (about 19 minutes from the first attempt to the
-/// last), jitter 0.25. From the environment ([`part_retry_from_env`]):
+/// last), jitter 0.25. From the environment ([`PartRetry::from_env`]):
 /// `MESH_WORKER_RETRY_BASE_MS` (1000; `0` retries at once), `MESH_WORKER_RETRY_MAX_MS`
 /// (300000) and `MESH_WORKER_MAX_ATTEMPTS` (12). An unparseable or negative value, or `0` for
 /// the cap or the attempts, restores the default and is reported, as the spec's settings are.
@@ -118,43 +118,43 @@ impl fmt::Debug for PartRetry {
     }
 }
 
-/// [`PartRetry`] from `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and
-/// `MESH_WORKER_MAX_ATTEMPTS`, with the values it ignored (each also logged at `warn` on
-/// target `mesh_egress::store`).
-pub fn part_retry_from_env() -> (PartRetry, Vec<ConfigWarning>) {
-    part_retry_from_lookup(|key| std::env::var(key).ok())
-}
-
-/// [`part_retry_from_env`] through any key lookup.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::store::{part_retry_from_lookup, PartRetry};
-/// let (retry, warnings) = part_retry_from_lookup(|key| match key {
-///     "MESH_WORKER_RETRY_BASE_MS" => Some("250".into()),
-///     "MESH_WORKER_MAX_ATTEMPTS" => Some("0".into()),
-///     _ => None,
-/// });
-/// assert_eq!(retry.backoff().base(), Duration::from_millis(250));
-/// assert_eq!(retry.max_attempts(), PartRetry::DEFAULT_ATTEMPTS);
-/// assert_eq!(warnings.len(), 1);
-/// ```
-pub fn part_retry_from_lookup(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> (PartRetry, Vec<ConfigWarning>) {
-    let mut warnings = Vec::new();
-    let base = read_setting(&lookup, BASE_ENV, false, &mut warnings)
-        .map_or(PartRetry::DEFAULT_BASE, Duration::from_millis);
-    let max = read_setting(&lookup, MAX_ENV, true, &mut warnings)
-        .map_or(PartRetry::DEFAULT_MAX, Duration::from_millis);
-    let attempts = read_setting(&lookup, ATTEMPTS_ENV, true, &mut warnings)
-        .map_or(PartRetry::DEFAULT_ATTEMPTS, |n| {
-            u32::try_from(n).unwrap_or(u32::MAX)
-        });
-    for warning in &warnings {
-        tracing::warn!(target: "mesh_egress::store", key = warning.key, "{warning}");
+impl PartRetry {
+    /// [`PartRetry`] from `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and
+    /// `MESH_WORKER_MAX_ATTEMPTS`, with the values it ignored (each also logged at `warn` on
+    /// target `mesh_egress::store`).
+    pub fn from_env() -> (PartRetry, Vec<ConfigWarning>) {
+        Self::from_lookup(|key| std::env::var(key).ok())
     }
-    (PartRetry::new(base, max, attempts), warnings)
+
+    /// [`Self::from_env`] through any key lookup.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mesh_egress::store::PartRetry;
+    /// let (retry, warnings) = PartRetry::from_lookup(|key| match key {
+    ///     "MESH_WORKER_RETRY_BASE_MS" => Some("250".into()),
+    ///     "MESH_WORKER_MAX_ATTEMPTS" => Some("0".into()),
+    ///     _ => None,
+    /// });
+    /// assert_eq!(retry.backoff().base(), Duration::from_millis(250));
+    /// assert_eq!(retry.max_attempts(), PartRetry::DEFAULT_ATTEMPTS);
+    /// assert_eq!(warnings.len(), 1);
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (PartRetry, Vec<ConfigWarning>) {
+        let mut warnings = Vec::new();
+        let base = read_setting(&lookup, BASE_ENV, false, &mut warnings)
+            .map_or(PartRetry::DEFAULT_BASE, Duration::from_millis);
+        let max = read_setting(&lookup, MAX_ENV, true, &mut warnings)
+            .map_or(PartRetry::DEFAULT_MAX, Duration::from_millis);
+        let attempts = read_setting(&lookup, ATTEMPTS_ENV, true, &mut warnings)
+            .map_or(PartRetry::DEFAULT_ATTEMPTS, |n| {
+                u32::try_from(n).unwrap_or(u32::MAX)
+            });
+        for warning in &warnings {
+            tracing::warn!(target: "mesh_egress::store", key = warning.key, "{warning}");
+        }
+        (PartRetry::new(base, max, attempts), warnings)
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn unset_settings_give_the_defaults_silently() {
-        let (retry, warnings) = part_retry_from_lookup(|_| None);
+        let (retry, warnings) = PartRetry::from_lookup(|_| None);
         assert_eq!(retry, PartRetry::default());
         assert!(warnings.is_empty());
         assert_eq!(retry.backoff().base(), Duration::from_secs(1));
@@ -184,14 +184,14 @@ mod tests {
         ];
         for (key, value, problem) in cases {
             let (retry, warnings) =
-                part_retry_from_lookup(|k| (k == key).then(|| value.to_owned()));
+                PartRetry::from_lookup(|k| (k == key).then(|| value.to_owned()));
             assert_eq!(retry, PartRetry::default(), "{key}={value}");
             assert_eq!(warnings.len(), 1, "{key}={value}");
             assert_eq!(warnings[0].key, key);
             assert_eq!(warnings[0].problem, problem, "{key}={value}");
         }
         // Zero is a usable base: retry at once.
-        let (retry, warnings) = part_retry_from_lookup(|k| (k == BASE_ENV).then(|| "0".into()));
+        let (retry, warnings) = PartRetry::from_lookup(|k| (k == BASE_ENV).then(|| "0".into()));
         assert!(warnings.is_empty());
         assert_eq!(retry.backoff().base(), Duration::ZERO);
     }

@@ -8,4 +8,6 @@ mod cutter;
 mod source;
 
 pub use cutter::{BlockCutter, CutterConfig};
-pub use source::{BlockReader, ChunkSource, TextSource};
+#[cfg(all(feature = "gate", feature = "markdown"))]
+pub(crate) use source::BlockReader;
+pub use source::{ChunkSource, TextSource};

@@ -93,8 +93,10 @@ impl<E: Send> TextSource for ChunkSource<E> {
 
 /// Reads blocks from a source: the cutter's blocks as they complete, an idle flush when the
 /// stream is quiet for `idle` (a slow stream still shows progress), the rest at the end.
+// Read by the streaming boundary (features `gate` and `markdown`).
+#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
 #[derive(Debug)]
-pub struct BlockReader<S> {
+pub(crate) struct BlockReader<S> {
     source: S,
     cutter: BlockCutter,
     idle: Option<Duration>,
@@ -102,9 +104,10 @@ pub struct BlockReader<S> {
     done: bool,
 }
 
+#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
 impl<S: TextSource> BlockReader<S> {
     /// A reader; `idle: None` turns the idle flush off.
-    pub fn new(source: S, cutter: BlockCutter, idle: Option<Duration>) -> Self {
+    pub(crate) fn new(source: S, cutter: BlockCutter, idle: Option<Duration>) -> Self {
         Self {
             source,
             cutter,
@@ -115,13 +118,13 @@ impl<S: TextSource> BlockReader<S> {
     }
 
     /// The source, to mark what was delivered.
-    pub fn source_mut(&mut self) -> &mut S {
+    pub(crate) fn source_mut(&mut self) -> &mut S {
         &mut self.source
     }
 
     /// The next block; an error ends the stream (text pending in the cutter is dropped, it was
     /// never shown); `None` once everything was given out.
-    pub async fn next_block(&mut self) -> Option<Result<String, S::Error>> {
+    pub(crate) async fn next_block(&mut self) -> Option<Result<String, S::Error>> {
         loop {
             if let Some(block) = self.ready.pop_front() {
                 return Some(Ok(block));

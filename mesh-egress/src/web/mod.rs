@@ -10,7 +10,7 @@
 //!   `text/event-stream`, one `data: {json}` event per chunk (`start`, then per delivered part
 //!   `text-start`/`text-delta`/`text-end` with paired ids, then `finish`), ending with
 //!   `data: [DONE]`, with the headers the AI SDK's own server sends
-//!   ([`STREAM_HEADERS`]);
+//!   (`STREAM_HEADERS`);
 //! - `GET /api/chat/{id}/stream`: the AI SDK's resume. It replays the reply being written, or
 //!   the last one no page read to its end, from `start` (the SDK's `DefaultChatTransport`
 //!   resets the message on `start`); `204 No Content` when there is none;
@@ -105,11 +105,12 @@ use std::time::Duration;
 use axum::extract::FromRequestParts;
 
 pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
-pub use client::{WebChannel, WebClient};
+pub use client::WebClient;
 pub use identity::{Identity, IdentityError, MAX_IDENTITY};
-pub use protocol::{DONE, Interruption, KEEP_ALIVE, MessageMetadata, STREAM_HEADERS, UiChunk};
+pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
 pub use request::{Refusal, RequestLimits};
-pub use turn::{FOLLOW_UP_HANDLER, FollowUp};
+pub use turn::FOLLOW_UP_HANDLER;
+pub use turn::FollowUp;
 
 #[cfg(doc)]
 use crate::address::WebAddress;
@@ -179,7 +180,7 @@ impl<A: ChatAgent> WebChat<A> {
             renderer: WebMarkdown::new(),
             agent_name: "web-chat".to_owned(),
             turn_timeout: DEFAULT_TURN_TIMEOUT,
-            lease_ttl: crate::store::lease_ttl_from_env().0,
+            lease_ttl: crate::store::Lease::ttl_from_env().0,
             holder: format!("web-{:x}", crate::id::unique_u128()),
             replies: Arc::new(Replies::default()),
         }

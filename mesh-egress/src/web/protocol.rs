@@ -16,7 +16,7 @@ use serde::Serialize;
 
 /// The headers of a UI message stream response, as the AI SDK's own server sends them
 /// (`UI_MESSAGE_STREAM_HEADERS`). `x-accel-buffering: no` keeps nginx from holding chunks back.
-pub const STREAM_HEADERS: [(&str, &str); 5] = [
+pub(super) const STREAM_HEADERS: [(&str, &str); 5] = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
     ("connection", "keep-alive"),
@@ -29,7 +29,7 @@ pub const DONE: &str = "data: [DONE]\n\n";
 
 /// An SSE comment: readers ignore it, proxies see the connection is alive (the AI SDK's own
 /// keep-alive is the same line).
-pub const KEEP_ALIVE: &str = ": keep-alive\n\n";
+pub(super) const KEEP_ALIVE: &str = ": keep-alive\n\n";
 
 /// One chunk of a UI message stream, serialised exactly as the AI SDK's schema names it:
 /// `type` in kebab case, fields in camel case.

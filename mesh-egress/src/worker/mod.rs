@@ -233,9 +233,9 @@ impl Worker {
     /// A worker on `store` with no client yet (add one per surface with
     /// [`with_client`](Self::with_client)), holding claims and leases as `holder` (unique per
     /// worker process), with the lease length of `MESH_WORKER_LEASE_MS` (see
-    /// [`lease_ttl_from_env`](crate::store::lease_ttl_from_env)), the per-part retries of
+    /// [`Lease::ttl_from_env`](crate::store::Lease::ttl_from_env)), the per-part retries of
     /// `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and `MESH_WORKER_MAX_ATTEMPTS`
-    /// (see [`part_retry_from_env`](crate::store::part_retry_from_env)) and the default
+    /// (see [`PartRetry::from_env`](crate::store::PartRetry::from_env)) and the default
     /// policy's handoff line.
     pub fn new(store: Store, holder: impl Into<String>) -> Self {
         Self {
@@ -243,10 +243,10 @@ impl Worker {
             holder: holder.into(),
             clients: BTreeMap::new(),
             outbox: Outbox {
-                retry: crate::store::part_retry_from_env().0,
+                retry: crate::store::PartRetry::from_env().0,
                 ..Outbox::default()
             },
-            ttl: crate::store::lease_ttl_from_env().0,
+            ttl: crate::store::Lease::ttl_from_env().0,
             poll: DEFAULT_POLL,
             policy: DegradationPolicy::default(),
             handlers: HashMap::new(),

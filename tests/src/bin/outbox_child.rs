@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mesh_egress::channel::Channel;
-use mesh_egress::channel::http::SendPolicy;
+use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, StreamingChannel};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,

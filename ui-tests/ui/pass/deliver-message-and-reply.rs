@@ -1,5 +1,6 @@
 use mesh_egress::channel::{Deliver, Recorder};
-use mesh_egress::degrade::{resolve, DegradationPolicy, Mode};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
+use mesh_egress::boundary::resolve;
 use mesh_egress::{AgentMessage, Attribution, EgressError};
 
 #[tokio::main(flavor = "current_thread")]

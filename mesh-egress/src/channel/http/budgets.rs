@@ -8,7 +8,7 @@ use crate::channel::stream::{BudgetConfig, RateBudget};
 /// How many chats' rate budgets a client remembers by default (see each client's
 /// `with_budget_capacity`). A budget is a few hundred bytes; ten thousand of them are a few
 /// megabytes, whatever the number of chats the bot is in.
-pub const DEFAULT_BUDGET_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_BUDGET_CAPACITY: usize = 10_000;
 
 /// The budgets of one client's chats, shared by the client and every channel made from it.
 ///

@@ -88,7 +88,7 @@ impl<R: Render> DiscordClient<R> {
     }
 
     /// Remembers at most `capacity` channels' rate budgets (default
-    /// [`DEFAULT_BUDGET_CAPACITY`]), forgetting the least recently used first.
+    /// 10,000), forgetting the least recently used first.
     pub fn with_budget_capacity(mut self, capacity: usize) -> Self {
         self.budgets = Budgets::new(capacity);
         self

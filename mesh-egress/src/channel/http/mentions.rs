@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 ///
 /// ```
 /// use mesh_egress::channel::DiscordChannel;
-/// use mesh_egress::channel::http::AllowedMentions;
+/// use mesh_egress::channel::AllowedMentions;
 ///
 /// // The on-call engineer and the SRE role may be pinged; "@everyone" in a reply pings no one.
 /// let discord = DiscordChannel::new("bot-token", "123456789012345678").with_allowed_mentions(

@@ -1,86 +1,4 @@
-//! Chat-surface connectors over HTTP (feature `http`): [`SlackChannel`], [`DiscordChannel`] and
-//! [`TelegramChannel`], and the clients they are made from, [`SlackClient`], [`DiscordClient`]
-//! and [`TelegramClient`].
-//!
-//! # Clients and channels
-//!
-//! A client is one bot token on one surface, and holds what every conversation of that bot
-//! shares: the API base, the HTTP client (its connection pool), the [`SendPolicy`], the token
-//! (redacted everywhere), the bot-wide rate-limit pause (Discord's `global` limit), and one
-//! [`RateBudget`](crate::channel::stream::RateBudget) per chat. A channel is one conversation:
-//! the client and an [`Address`](crate::Address) of its surface, made with
-//! `client.channel(address)`. Two channels made for the same chat share its budget (Slack's
-//! and Telegram's limits are per channel or chat, so the threads and topics of one chat share
-//! it too); the client remembers at most [`DEFAULT_BUDGET_CAPACITY`] chats' budgets (see
-//! `with_budget_capacity`), forgetting the least recently used first, so a bot in a million
-//! chats does not grow without bound. `SlackChannel::new(token, channel)` and its siblings are
-//! the shorthand for a client of their own and one address; `for_channel`/`for_chat` give the
-//! same client's channel to another conversation.
-//!
-//! Every client is a [`SurfaceClient`](crate::channel::SurfaceClient), so a worker (or any
-//! code that reads a conversation's address at run time) holds clients, not channels, and
-//! makes the channel for each stored address:
-//!
-//! ```
-//! use mesh_egress::address::SlackAddress;
-//! use mesh_egress::channel::{Channel, SlackClient, SurfaceClient};
-//! use mesh_egress::{Address, Surface};
-//!
-//! let slack = SlackClient::new("xoxb-…");
-//! let ops = slack.channel(SlackAddress::new("C0123456789"));
-//! let thread = slack.channel(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
-//! assert!(ops.stream_budget().shares_with(thread.stream_budget()));
-//! let stored = Address::from(SlackAddress::new("C0987654321"));
-//! assert_eq!(slack.channel_for(&stored).unwrap().address(), stored);
-//! assert_eq!(SurfaceClient::surface(&slack), Surface::Slack);
-//! ```
-//!
-//! Each is a [`Channel`](super::Channel), generic over its renderer, so [`Deliver`](super::Deliver)
-//! renders, commits and sends every part in order. One part is one API call; a call that fails is
-//! retried within a [`SendPolicy`] (a bounded number of tries and a bounded total wait per part),
-//! honouring each surface's own rate-limit answer. A part that still fails comes back inside a
-//! [`SendError`](super::SendError), so the [`DeliveryError`](super::DeliveryError) names the parts
-//! that went and carries the ones that did not; delivering its
-//! [`Undelivered`](super::Undelivered) sends only those, in order.
-//!
-//! # Mentions
-//!
-//! Model text is untrusted, so no connector lets a reply notify people unless the application
-//! opted in. What each surface does with mention-like text:
-//!
-//! - **Discord** notifies only for `<@id>`, `<@&role>`, `@everyone` and `@here`; every message
-//!   carries `allowed_mentions: {"parse": []}`, so none of them pings anyone unless its user or
-//!   role is on the [`AllowedMentions`] list given to
-//!   [`DiscordChannel::with_allowed_mentions`]. A plain `@name` is plain text.
-//! - **Slack** notifies only for `<@U…>`, `<!here>`, `<!channel>`, `<!everyone>` and
-//!   `<!subteam^…>`. A plain `@name` (or `@here`) is not turned into a mention, because the
-//!   connector never sets `link_names`; the Slack renderer escapes `<`, `>` and `&`, so model
-//!   text cannot write those forms.
-//! - **Telegram** itself recognises a plain `@username` as a mention of that public username,
-//!   and notifies that user if they are in the chat; the Bot API has no switch to turn this off
-//!   for text the bot sends. Mentions by id (`tg://user?id=…` links) are the renderer's to
-//!   keep from being live.
-//!
-//! Tokens never appear in an error's text, a `Debug` output or a log line: they are held in a
-//! redacting wrapper, transport errors are stripped of their URL (a Telegram token lives in the
-//! URL path), and any text a surface sends back is scrubbed of the token before it is kept.
-//!
-//! ```no_run
-//! use mesh_egress::channel::{Deliver, SlackChannel};
-//! use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Reply, Turn};
-//!
-//! #[egress_boundary(interactive)]
-//! async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
-//!     Ok(AgentMessage::new("The build is **green**.", turn.attribution().clone()))
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let slack = SlackChannel::new(std::env::var("SLACK_BOT_TOKEN")?, "C0123456789");
-//! let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
-//! let reply: Reply = answer(&turn).await;
-//! slack.deliver(reply).await?;
-//! # Ok(()) }
-//! ```
+//! The HTTP connectors; their documentation is the `channel` module's ("Connectors over HTTP").
 
 mod answer;
 mod budgets;
@@ -100,7 +18,6 @@ mod telegram_stream;
 use std::fmt;
 use std::time::Duration;
 
-pub use budgets::DEFAULT_BUDGET_CAPACITY;
 pub use discord::{DiscordChannel, DiscordClient};
 pub use mentions::AllowedMentions;
 pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, SendPolicy};

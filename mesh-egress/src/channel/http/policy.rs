@@ -49,7 +49,7 @@ use crate::retry::Backoff;
 ///
 /// ```
 /// use std::time::Duration;
-/// use mesh_egress::channel::http::SendPolicy;
+/// use mesh_egress::channel::SendPolicy;
 ///
 /// let policy = SendPolicy::default().max_tries(3).max_wait(Duration::from_secs(5));
 /// assert_eq!(policy.tries(), 3);

@@ -77,7 +77,7 @@ impl<R: Render> TelegramClient<R> {
     }
 
     /// Remembers at most `capacity` chats' rate budgets (default
-    /// [`DEFAULT_BUDGET_CAPACITY`]), forgetting the least recently used first.
+    /// 10,000), forgetting the least recently used first.
     pub fn with_budget_capacity(mut self, capacity: usize) -> Self {
         self.budgets = Budgets::new(capacity);
         self

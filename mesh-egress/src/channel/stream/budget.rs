@@ -119,7 +119,7 @@ struct State {
 ///
 /// The HTTP connectors' plain [`Channel::send`](crate::channel::Channel::send) spends the same
 /// budget as a [`CallKind::Final`] call: it waits for the pause and the window (never longer
-/// than its [`SendPolicy::max_wait`](crate::channel::http::SendPolicy::max_wait)) but not for
+/// than its [`SendPolicy::max_wait`](crate::channel::SendPolicy::max_wait)) but not for
 /// the spacing, since Slack and Telegram allow short bursts of messages and a ten-part reply
 /// must not take nine seconds. Each send is still recorded, so a stream's next preview is
 /// spaced after it and the window counts it.

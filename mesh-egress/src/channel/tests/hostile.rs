@@ -415,7 +415,7 @@ fn a_reply_that_fills_the_budget_exactly_is_not_cut() {
     assert_eq!(over.parts(), ["aaaaaaaaaa", "bbbbbbbbbb", "ccccccccc…"]);
     assert_eq!(
         over.cut(),
-        Some(&crate::channel::PartBudgetCut::new(3, 3, 6))
+        Some(&crate::render::PartBudgetCut::new(3, 3, 6))
     );
 }
 
