@@ -36,8 +36,12 @@ pub(crate) enum Step<D> {
     /// The promise is kept (or handed off, or stopped).
     Done(D),
     /// Try again at the plan's next step; the failure is handed back (already recorded where
-    /// the keeper records it, see [`Tries::attempt`]).
-    Again(EgressError),
+    /// the keeper records it, see [`Tries::attempt`]). Only the worker reads it (it records
+    /// the failure itself before putting the claim back on the plan).
+    Again(
+        #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+        EgressError,
+    ),
 }
 
 /// A keeper's tries of one promise: what re-runs the promised turn and delivers its answer,

@@ -48,7 +48,8 @@ pub(crate) struct Unjoinable;
 /// message of its own: the part of it that overlaps the delivered text is dropped, as a
 /// continuation on a fallback route is joined. An empty prefix keeps the answer whole. An
 /// answer that does not contain the end of the delivered text, or adds nothing visible after
-/// it, is a semantic, retryable [`EgressError`] (cause: [`Unjoinable`]).
+/// it, is a semantic, retryable [`EgressError`] (its cause: the follow-up answer does not
+/// continue the delivered text).
 ///
 /// ```
 /// use mesh_egress::boundary::rest_after;
