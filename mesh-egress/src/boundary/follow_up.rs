@@ -40,8 +40,8 @@ use crate::reply::Commitment;
 /// # #![allow(deprecated)]
 /// use std::time::Duration;
 /// use mesh_egress::channel::{Deliver, Recorder};
-/// use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode};
-/// use mesh_egress::boundary::{resolve, FollowUpOutcome};
+/// use mesh_egress::boundary::resolve;
+/// use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 /// use mesh_egress::{AgentMessage, Attribution, EgressError};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let attr = Attribution::new("bot", "dm-1", "run-1");
