@@ -12,18 +12,22 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::boundary::FollowUpOutcome;
-use mesh_egress::boundary::{StreamEnd, StreamPlan, deliver, stream};
-use mesh_egress::channel::{Channel, Deliver, PartReceipt, PlainText, Recorder, SendError};
-use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode};
+use mesh_egress::bot::Outcome;
+use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
+use mesh_egress::channel::{Channel, PartReceipt, PlainText, Recorder, SendError};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse, Step};
-use mesh_egress::{AgentMessage, Attribution, CommittedPart, EgressError, Turn, egress_boundary};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, Bot, CommittedPart, EgressError, Reply, Turn,
+    egress_boundary,
+};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 
@@ -32,8 +36,8 @@ type Model = Router<OpenAiCompatible>;
 const SYSTEM_PROMPT: &str = "You are the release assistant for the payments team. Never reveal \
 internal hostnames or on-call phone numbers, and escalate every security question to the on-call engineer.";
 
-/// The turn itself, un-annotated, so the follow-up runner can run it again: the model call
-/// (Layer A), then the opt-in quality gate on what the model said.
+/// The turn itself, un-annotated: the model call (Layer A), then the opt-in quality gate on
+/// what the model said.
 async fn answer(
     turn: &Turn,
     router: &Model,
@@ -72,6 +76,37 @@ async fn digest(
     prompt: &str,
 ) -> Result<AgentMessage, EgressError> {
     answer(turn, router, gate, prompt).await
+}
+
+/// The scenes' handler, in the turn's mode: `ask` for a person, `digest` for a schedule.
+fn scene_handler(
+    router: &Arc<Model>,
+    gate: &Arc<QualityGate>,
+    policy: &DegradationPolicy,
+) -> impl Fn(Turn, String) -> Pin<Box<dyn Future<Output = Reply> + Send>> + Clone + Send + Sync + 'static
+{
+    let (router, gate, policy) = (Arc::clone(router), Arc::clone(gate), policy.clone());
+    move |turn: Turn, prompt: String| {
+        let (router, gate, policy) = (Arc::clone(&router), Arc::clone(&gate), policy.clone());
+        Box::pin(async move {
+            match turn.mode() {
+                Mode::Interactive => ask(&turn, &router, &gate, &policy, &prompt).await,
+                Mode::Proactive => digest(&turn, &router, &gate, &policy, &prompt).await,
+            }
+        })
+    }
+}
+
+/// What the person was shown, as the demo names it.
+fn shown(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Answered => "answer",
+        Outcome::Holding => "holding",
+        Outcome::Handoff => "handoff",
+        Outcome::Silent => "silence",
+        Outcome::Stopped(_) => "stopped",
+        _ => "other",
+    }
 }
 
 /// One scripted turn.
@@ -409,17 +444,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_attempt_timeout(Some(Duration::from_millis(500)))
         .with_total_deadline(Duration::from_secs(4))
         .with_fallback_models(["backup-model"]);
-    let router = Router::new(
-        OpenAiCompatible::new(provider.base_url())?,
-        "primary-model",
-        config.clone(),
-    )
-    .with_jitter(Jitter::fixed(0.5));
+    let router = Arc::new(
+        Router::new(
+            OpenAiCompatible::new(provider.base_url())?,
+            "primary-model",
+            config.clone(),
+        )
+        .with_jitter(Jitter::fixed(0.5)),
+    );
     // Opt-in: this agent runs the gate, with its system prompt for the echo check and no judge
     // (so known leaks fail closed).
-    let gate = QualityGate::builder()
-        .system_prompt(SYSTEM_PROMPT, 0.5)
-        .build()?;
+    let gate = Arc::new(
+        QualityGate::builder()
+            .system_prompt(SYSTEM_PROMPT, 0.5)
+            .build()?,
+    );
 
     println!(
         "mesh-egress chaos demo: a fake provider on {} plays scripted faults.",
@@ -440,21 +479,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (n, scene) in scenes().into_iter().enumerate() {
         let ledger = Ledger::in_memory();
         let conversation = format!("conv-{}", n + 1);
-        let turn = Turn::new(Attribution::new(
-            "release-bot",
-            conversation,
-            format!("run-{}", n + 1),
-        ))
-        .with_ledger(ledger.clone());
         let channel = Recorder::new();
+        // The front door of this conversation: the bot's policy, the recorder its one client.
+        let bot = Bot::new()
+            .with_policy(policy.clone())
+            .with_client(channel.clone());
+        let turn = bot
+            .turn(
+                Address::Plain,
+                Attribution::new("release-bot", conversation, format!("run-{}", n + 1)),
+            )
+            .with_ledger(ledger.clone())
+            .with_mode(scene.mode)
+            .with_input(scene.prompt);
         provider.push(scene.script);
+        let handler = scene_handler(&router, &gate, &policy);
 
-        let reply = match scene.mode {
-            Mode::Interactive => ask(&turn, &router, &gate, &policy, scene.prompt).await,
-            Mode::Proactive => digest(&turn, &router, &gate, &policy, scene.prompt).await,
+        // A scene whose follow-up is scripted runs as a route, so the bot keeps its promise by
+        // re-running the same handler; the others are sent as they are.
+        let promised = scene.mode == Mode::Interactive && !scene.later.is_empty();
+        let delivery = if promised {
+            let route = bot.route("ask", handler.clone());
+            bot.run(&turn, &route, scene.prompt.to_owned()).await?
+        } else {
+            let reply = handler(turn.clone(), scene.prompt.to_owned()).await;
+            bot.send(&turn, reply).await?
         };
-        let kind = reply.kind();
-        let mut receipt = deliver(&turn, scene.mode, &policy, &channel, reply).await?;
+        let kind = shown(delivery.outcome());
         let mut user: Vec<String> = channel
             .sent()
             .iter()
@@ -467,30 +518,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if !scene.later.is_empty() {
             provider.push(scene.later);
             let before = channel.sent().len();
-            match receipt.take_commitment() {
-                Some(promise) => {
-                    let runner = FollowUpRunner::new(policy.clone()).with_ledger(ledger.clone());
-                    let outcome = runner
-                        .run(promise, &channel, || {
-                            answer(&turn, &router, &gate, scene.prompt)
-                        })
-                        .await?;
-                    if let FollowUpOutcome::Cancelled { .. } = outcome {
+            if promised {
+                for ended in bot.promises_kept().await {
+                    if let Outcome::Stopped(_) = ended? {
                         user.push("later  (follow-up cancelled)".to_owned());
                     }
                 }
-                None => {
-                    // Proactive: the job simply runs again on its next cycle.
-                    let next = Turn::new(Attribution::new(
-                        "release-bot",
-                        turn.attribution().conversation(),
-                        "run-next",
-                    ))
-                    .with_ledger(ledger.clone());
-                    let _delivered = channel
-                        .deliver(digest(&next, &router, &gate, &policy, scene.prompt).await)
-                        .await?;
-                }
+            } else {
+                // Proactive: the job simply runs again on its next cycle.
+                let next = bot
+                    .turn(
+                        Address::Plain,
+                        Attribution::new(
+                            "release-bot",
+                            turn.attribution().conversation(),
+                            "run-next",
+                        ),
+                    )
+                    .with_ledger(ledger.clone())
+                    .with_mode(scene.mode)
+                    .with_input(scene.prompt);
+                let reply = handler(next.clone(), scene.prompt.to_owned()).await;
+                let _delivered = bot.send(&next, reply).await?;
             }
             user.extend(
                 channel.sent()[before..]

@@ -81,6 +81,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/turn_bot.rs"]
+mod turn_bot;
 #[path = "support/turn_live.rs"]
 mod turn_live;
 #[path = "support/turn_store.rs"]
@@ -93,18 +95,17 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cli::{
-    Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, delivery_failed,
-    init_logs, model_from_env, usage_error, value,
+    Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, init_logs,
+    model_from_env, usage_error, value,
 };
-use mesh_egress::boundary::resolve_in;
-use mesh_egress::boundary::{StreamPlan, deliver};
+use mesh_egress::boundary::{StreamPlan, resolve_in};
 use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
 use mesh_egress::channel::{BoxedChannel, Stdout};
-use mesh_egress::degrade::{DegradationPolicy, FollowUp, FollowUpRunner, Mode};
+use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::silence::{ENV_SILENCE_TOKENS, SilenceTokens};
-use mesh_egress::{Address, Attribution, Turn};
+use mesh_egress::{Address, Attribution, Bot, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
@@ -314,19 +315,61 @@ async fn main() -> ExitCode {
     let run = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let mut turn = Turn::new(Attribution::new(
+    let attribution = Attribution::new(
         "turn-example",
         args.conversation.as_str(),
         format!("run-{run}"),
-    ))
-    .with_address(address.clone());
-    if let Some(persistent) = &persistent {
-        turn = turn.with_ownership(persistent.ownership());
-    }
+    );
+    let (follow_up, _warnings) = FollowUp::from_env();
+    let policy = DegradationPolicy::default()
+        .with_follow_up(follow_up.first_delay, follow_up.attempts)
+        .with_silence_tokens(silence);
+    let target = args.deliver.unwrap_or(Surface::Plain);
+    let Some(persistent) = persistent else {
+        // The front door: one bot, its one client the channel this turn prints (or delivers)
+        // through, so a follow-up goes there too.
+        let channel = if args.stream {
+            match stream_channel(&args, delivery, &address, started) {
+                Ok(channel) => channel,
+                Err(code) => return code,
+            }
+        } else {
+            match delivery.map(|delivery| delivery.channel(&address, args.json)) {
+                Some(Ok(channel)) => channel,
+                Some(Err(error)) => return usage_error(&error.to_string()),
+                None => BoxedChannel::new(
+                    Stdout::with_renderer(args.surface.renderer()).json(args.json),
+                ),
+            }
+        };
+        let bot = Bot::new()
+            .with_policy(policy)
+            .with_gate(gate)
+            .with_client(cli::OwnConversation(channel));
+        let turn = turn_bot::turn(&bot, address, attribution, args.mode, &args.prompt);
+        let model = turn_bot::Model {
+            router,
+            system_prompt: args.system_prompt.as_deref().map(Arc::from),
+        };
+        let prompt = args.prompt.clone();
+        return if args.stream {
+            let handler = turn_bot::streamed(model);
+            turn_bot::run(&bot, &turn, handler, prompt, args.follow_up, target).await
+        } else {
+            let handler = turn_bot::whole(model);
+            turn_bot::run(&bot, &turn, handler, prompt, args.follow_up, target).await
+        };
+    };
+    // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
+    // it stops recovery as well as delivery.
+    let turn = Turn::new(attribution)
+        .with_address(address.clone())
+        .with_ownership(persistent.ownership());
     let request = cli::chat_request(args.system_prompt.as_deref(), &args.prompt);
 
-    // The un-annotated turn: Layer A, then the opt-in gate. Follow-ups run it again. A tool-only
-    // or empty completion is an EgressError (this turn offers no tools), never an empty body.
+    // The un-annotated turn: Layer A, then the opt-in gate. The stored promise's follow-up runs
+    // it again. A tool-only or empty completion is an EgressError (this turn offers no tools),
+    // never an empty body.
     let answer = || async {
         let result = router
             .complete(&turn, &request)
@@ -335,10 +378,6 @@ async fn main() -> ExitCode {
         gate.check(&turn, args.prompt.as_str(), result).await
     };
 
-    let (follow_up, _warnings) = FollowUp::from_env();
-    let policy = DegradationPolicy::default()
-        .with_follow_up(follow_up.first_delay, follow_up.attempts)
-        .with_silence_tokens(silence);
     if args.stream {
         let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
         let streamed = turn_stream::Streamed {
@@ -347,65 +386,31 @@ async fn main() -> ExitCode {
             plan: &plan,
             router: &router,
             request: &request,
-            target: args.deliver.unwrap_or(Surface::Plain),
+            target,
             follow_up: args.follow_up,
         };
-        if let Some(persistent) = persistent {
-            // `--store`: every block through the durable outbox, under the conversation's lease.
-            let run = turn_store::StreamedDelivery {
-                streamed,
-                policy: &policy,
-                task: cli::follow_up_task(
-                    args.mode,
-                    &args.prompt,
-                    args.gate,
-                    args.system_prompt.as_deref(),
-                ),
-                handler: cli::answer_handler(Arc::clone(&router)),
-                gate: move |task: &mesh_egress::store::FollowUpTask| {
-                    cli::gate_for_task(&connector, task)
-                },
-            };
-            let Some(delivery) = delivery else {
-                let channel = BoxedChannel::new(cli::Tee::new(
-                    turn_stream::Rendering(args.surface.renderer()),
-                    cli::Printing::streamed(args.json, started),
-                ));
-                return persistent.stream(run, channel).await;
-            };
-            let printer = turn_live::LivePrinter::new(args.json, started);
-            let connector = match delivery
-                .with_stream_mode(args.stream_mode)
-                .connector(&address)
-            {
-                Ok(connector) => connector,
-                Err(error) => return usage_error(&error.to_string()),
-            };
-            return match connector {
-                cli::Connector::Slack(slack) => {
-                    let slack = slack.with_renderer(SlackMarkdown::new());
-                    let live = turn_live::Live::new(slack, printer);
-                    persistent.stream_live(run, live).await
-                }
-                cli::Connector::Discord(discord) => {
-                    let live = turn_live::Live::new(discord, printer);
-                    persistent.stream_live(run, live).await
-                }
-                cli::Connector::Telegram(telegram) => {
-                    let live = turn_live::Live::new(telegram, printer);
-                    persistent.stream_live(run, live).await
-                }
-            };
-        }
+        // Every block through the durable outbox, under the conversation's lease.
+        let run = turn_store::StreamedDelivery {
+            streamed,
+            policy: &policy,
+            task: cli::follow_up_task(
+                args.mode,
+                &args.prompt,
+                args.gate,
+                args.system_prompt.as_deref(),
+            ),
+            handler: cli::answer_handler(Arc::clone(&router)),
+            gate: move |task: &mesh_egress::store::FollowUpTask| {
+                cli::gate_for_task(&connector, task)
+            },
+        };
         let Some(delivery) = delivery else {
             let channel = BoxedChannel::new(cli::Tee::new(
                 turn_stream::Rendering(args.surface.renderer()),
                 cli::Printing::streamed(args.json, started),
             ));
-            return turn_stream::run(streamed, &channel, answer).await;
+            return persistent.stream(run, channel).await;
         };
-        // Onto the surface's own stream: a Slack stream in the thread, Telegram drafts, Discord
-        // edits (or blocks, or the final reply, as `--stream-mode` says).
         let printer = turn_live::LivePrinter::new(args.json, started);
         let connector = match delivery
             .with_stream_mode(args.stream_mode)
@@ -416,17 +421,17 @@ async fn main() -> ExitCode {
         };
         return match connector {
             cli::Connector::Slack(slack) => {
-                // Slack's streams take standard Markdown (`markdown_text`).
-                let live = turn_live::Live::new(slack.with_renderer(SlackMarkdown::new()), printer);
-                turn_stream::run_live(streamed, &live, answer).await
+                let slack = slack.with_renderer(SlackMarkdown::new());
+                let live = turn_live::Live::new(slack, printer);
+                persistent.stream_live(run, live).await
             }
             cli::Connector::Discord(discord) => {
                 let live = turn_live::Live::new(discord, printer);
-                turn_stream::run_live(streamed, &live, answer).await
+                persistent.stream_live(run, live).await
             }
             cli::Connector::Telegram(telegram) => {
                 let live = turn_live::Live::new(telegram, printer);
-                turn_stream::run_live(streamed, &live, answer).await
+                persistent.stream_live(run, live).await
             }
         };
     }
@@ -435,67 +440,68 @@ async fn main() -> ExitCode {
     let reply = resolve_in(&turn, args.mode, &policy, answer().await);
     tracing::info!(target: "mesh_egress::degrade", reply = reply.kind().as_str(), mode = args.mode.as_str(), "turn ended");
 
-    let target = args.deliver.unwrap_or(Surface::Plain);
     let channel = match delivery.map(|delivery| delivery.channel(&address, args.json)) {
         Some(Ok(channel)) => channel,
         Some(Err(error)) => return usage_error(&error.to_string()),
         None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
     };
-    if let Some(persistent) = persistent {
-        let task = cli::follow_up_task(
-            args.mode,
-            &args.prompt,
-            args.gate,
-            args.system_prompt.as_deref(),
-        );
-        let handler = cli::answer_handler(Arc::clone(&router));
-        return persistent
-            .deliver(turn_store::Delivered {
-                turn: &turn,
-                mode: args.mode,
-                policy: &policy,
-                channel,
-                target,
-                reply,
-                task,
-                follow_up: args.follow_up,
-                handler,
-                gate: move |task: &mesh_egress::store::FollowUpTask| {
-                    cli::gate_for_task(&connector, task)
-                },
-            })
-            .await;
-    }
-    // Rendered for the channel before anything is committed: a reply that renders to nothing
-    // (a lone `>`, an empty fence) or that the channel cannot carry goes to Layer C too.
-    let mut receipt = match deliver(&turn, args.mode, &policy, &channel, reply).await {
-        Ok(receipt) => receipt,
-        Err(error) => return delivery_failed(target, &error),
-    };
-    let Some(commitment) = receipt.take_commitment() else {
-        return ExitCode::SUCCESS;
-    };
-    if !args.follow_up {
-        // The promise is on the ledger and in the log; without --follow-up this process does
-        // not keep it (a long-running bot hands it to a FollowUpRunner).
-        tracing::info!(
-            target: "mesh_egress::degrade",
-            commitment = %commitment.id(),
-            first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
-            attempts = commitment.attempts(),
-            "holding line sent; follow-up not run (no --follow-up)"
-        );
-        return ExitCode::SUCCESS;
-    }
-    match FollowUpRunner::new(policy)
-        .with_ledger(turn.ledger().clone())
-        .run(commitment, &channel, answer)
+    let task = cli::follow_up_task(
+        args.mode,
+        &args.prompt,
+        args.gate,
+        args.system_prompt.as_deref(),
+    );
+    let handler = cli::answer_handler(Arc::clone(&router));
+    persistent
+        .deliver(turn_store::Delivered {
+            turn: &turn,
+            mode: args.mode,
+            policy: &policy,
+            channel,
+            target,
+            reply,
+            task,
+            follow_up: args.follow_up,
+            handler,
+            gate: move |task: &mesh_egress::store::FollowUpTask| {
+                cli::gate_for_task(&connector, task)
+            },
+        })
         .await
-    {
-        Ok(outcome) => {
-            tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
-            ExitCode::SUCCESS
+}
+
+/// The channel `--stream` goes through without a store: stdout's (each block a message of its
+/// own, printed as it is delivered), or the surface's own stream under `--deliver` (a Slack
+/// stream in the thread, Telegram drafts, Discord edits, or blocks, or the final reply, as
+/// `--stream-mode` says), each message printed when the surface confirms it.
+fn stream_channel(
+    args: &Args,
+    delivery: Option<Delivery>,
+    address: &Address,
+    started: Instant,
+) -> Result<BoxedChannel, ExitCode> {
+    let Some(delivery) = delivery else {
+        return Ok(BoxedChannel::new(cli::Tee::new(
+            turn_stream::Rendering(args.surface.renderer()),
+            cli::Printing::streamed(args.json, started),
+        )));
+    };
+    let printer = turn_live::LivePrinter::new(args.json, started);
+    let connector = delivery
+        .with_stream_mode(args.stream_mode)
+        .connector(address)
+        .map_err(|error| usage_error(&error.to_string()))?;
+    Ok(match connector {
+        // Slack's streams take standard Markdown (`markdown_text`).
+        cli::Connector::Slack(slack) => BoxedChannel::streaming(turn_live::Live::new(
+            slack.with_renderer(SlackMarkdown::new()),
+            printer,
+        )),
+        cli::Connector::Discord(discord) => {
+            BoxedChannel::streaming(turn_live::Live::new(discord, printer))
         }
-        Err(error) => delivery_failed(target, &error),
-    }
+        cli::Connector::Telegram(telegram) => {
+            BoxedChannel::streaming(turn_live::Live::new(telegram, printer))
+        }
+    })
 }

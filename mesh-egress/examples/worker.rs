@@ -44,12 +44,11 @@ use cli::{
     gate_for_task, holder_name, init_logs, model_from_env, open_store, store_url, usage_error,
     value,
 };
-use mesh_egress::Cancellation;
-use mesh_egress::channel::Stdout;
+use mesh_egress::channel::{Stdout, SurfaceClient};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp};
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::store::Lease;
-use mesh_egress::worker::Worker;
+use mesh_egress::{Bot, Cancellation};
 
 const USAGE: &str = "usage: worker --store URL [--once] \
                      [--channel plain|slack|discord|telegram] \
@@ -161,7 +160,6 @@ async fn main() -> ExitCode {
         model,
         RetryConfig::from_env(),
     ));
-    // Parts the outbox cannot settle are kept on the store's own ledger for operators.
     let ledger = match store.durable_ledger() {
         Ok(ledger) => ledger,
         Err(error) => {
@@ -170,17 +168,27 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let worker = Worker::new(store.clone(), holder_name("worker"))
-        .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()));
-    let worker = match delivery {
+    // The front door, built once: the store, the policy and the one surface client; the worker
+    // is built from it (a route registered on the bot would be kept by it too), and keeps the
+    // promises `turn --store` stored under its handler's name, the gate re-run from the stored
+    // settings.
+    let client: Arc<dyn SurfaceClient> = match delivery {
         // Every conversation of the surface, each to its stored destination.
-        Some(delivery) => worker.with_client(delivery.printing_client(args.json)),
+        Some(delivery) => Arc::new(delivery.printing_client(args.json)),
         // Stdout's one destination, in `--channel`'s format.
-        None => worker.with_client(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+        None => Arc::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+    };
+    let bot = Bot::new()
+        .with_store(store.clone())
+        .with_policy(policy)
+        .with_clients([client]);
+    let Some(worker) = bot.worker(holder_name("worker")) else {
+        return usage_error("missing --store URL (or MESH_STORE_URL)");
     };
     let worker = worker
+        // Parts the outbox cannot settle are kept on the store's own ledger for operators.
+        .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()))
         .with_lease_ttl(ttl)
-        .with_policy(policy)
         .register(HANDLER, answer_handler(router))
         .with_gate(move |task| gate_for_task(&connector, task));
 

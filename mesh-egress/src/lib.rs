@@ -29,7 +29,7 @@
 //! The boundary is [`channel::Deliver`] (render → commit → send each part in order, for every
 //! [`channel::Channel`]) and [`egress_boundary`] / [`boundary::resolve`] on the handler side.
 //! Layer C lives in [`degrade`]: [`degrade::DegradationPolicy`] chooses a holding line (with a
-//! [`degrade::Commitment`] that a [`degrade::FollowUpRunner`] keeps), a handoff or silence. The
+//! [`degrade::Commitment`] that the [`Bot`]'s promise keeper keeps), a handoff or silence. The
 //! renderers (plain, Slack, Discord, Telegram) and the HTTP chat connectors are in [`channel`];
 //! the quality gate (feature `gate`) is `gate::QualityGate`. What happened in a turn is on its
 //! [`ledger`].

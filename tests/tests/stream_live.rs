@@ -128,9 +128,9 @@ async fn an_error_after_two_blocks_ends_the_stream_then_sends_the_holding_line_a
         "only the holding line is a message of its own"
     );
     assert!(!posted[0].contains("502"), "never the cause: {posted:?}");
-    let rest = receipt.take_rest().expect("a promise for the rest");
+    let _promise = receipt.take_rest().expect("a promise for the rest");
     assert_eq!(
-        rest.delivered(),
+        receipt.delivered(),
         [B1, B2].concat(),
         "the follow-up continues after both"
     );

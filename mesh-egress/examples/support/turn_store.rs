@@ -296,10 +296,9 @@ impl Persistent {
             mode = run.streamed.mode.as_str(),
             "streamed turn ended"
         );
-        let Some(rest) = receipt.take_rest() else {
+        let Some(commitment) = receipt.take_rest() else {
             return ExitCode::SUCCESS;
         };
-        let (commitment, _delivered) = rest.into_parts();
         let plan = FollowUpPlan::for_commitment(&commitment, MAX_FOLLOW_UP_DELAY);
         if !run.streamed.follow_up {
             tracing::info!(

@@ -1,18 +1,16 @@
-//! `turn --stream`: the streamed turn through `boundary::stream` (or `stream_live` onto a
-//! surface's own stream), then the follow-up for the
-//! rest when Layer C promised one and `--follow-up` asks for it.
+//! `turn --stream --store`: what the streamed turn through the durable outbox needs from the
+//! command line (without a store, `--stream` goes through the front door, `turn_bot`), and the
+//! stdout format a stream prints through.
 
 use std::future::Future;
-use std::process::ExitCode;
 
-use mesh_egress::boundary::{StreamPlan, StreamedTurnReceipt};
-use mesh_egress::channel::stream::StreamingChannel;
-use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError, PartReceipt, Render, SendError};
-use mesh_egress::degrade::{FollowUpRunner, Mode};
+use mesh_egress::boundary::StreamPlan;
+use mesh_egress::channel::{Channel, PartReceipt, Render, SendError};
+use mesh_egress::degrade::Mode;
 use mesh_egress::model::{ChatRequest, OpenAiCompatible, Router};
-use mesh_egress::{AgentMessage, CommittedPart, EgressError, Turn};
+use mesh_egress::{CommittedPart, Turn};
 
-use crate::cli::{Surface, delivery_failed};
+use crate::cli::Surface;
 
 /// A surface's format with nothing behind it: what `--stream` prints to stdout through (the
 /// printing [`Tee`](crate::cli::Tee) around it does the printing).
@@ -43,100 +41,4 @@ pub(crate) struct Streamed<'a> {
     pub(crate) request: &'a ChatRequest,
     pub(crate) target: Surface,
     pub(crate) follow_up: bool,
-}
-
-/// Runs the streamed turn block by block (each block a message of its own, through
-/// `boundary::stream`); `answer` re-asks the model for a follow-up.
-pub(crate) async fn run<F, Fut>(run: Streamed<'_>, channel: &BoxedChannel, answer: F) -> ExitCode
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<AgentMessage, EgressError>>,
-{
-    let source = run.router.stream(run.turn, run.request);
-    let streamed = mesh_egress::boundary::stream(run.turn, run.plan, channel, source).await;
-    after(run, streamed, channel, answer).await
-}
-
-/// Runs the streamed turn onto the surface's own stream (`boundary::stream_live`).
-pub(crate) async fn run_live<C, F, Fut>(run: Streamed<'_>, channel: &C, answer: F) -> ExitCode
-where
-    C: StreamingChannel,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<AgentMessage, EgressError>>,
-{
-    let source = run.router.stream(run.turn, run.request);
-    let streamed = mesh_egress::boundary::stream_live(run.turn, run.plan, channel, source).await;
-    if let Ok(receipt) = &streamed
-        && let Some(surface) = receipt.surface()
-    {
-        tracing::info!(
-            target: "mesh_egress::channel",
-            mode = surface.mode().as_str(),
-            messages = surface.messages().len(),
-            calls = surface.calls(),
-            previews = surface.previews(),
-            rollovers = surface.rollovers(),
-            fell_back = surface.fell_back(),
-            "surface stream ended"
-        );
-    }
-    after(run, streamed, channel, answer).await
-}
-
-/// Logs how the streamed turn ended and keeps Layer C's promise for the rest when asked to.
-async fn after<C, F, Fut>(
-    run: Streamed<'_>,
-    streamed: Result<StreamedTurnReceipt, DeliveryError>,
-    channel: &C,
-    answer: F,
-) -> ExitCode
-where
-    C: Channel,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<AgentMessage, EgressError>>,
-{
-    let Streamed {
-        turn,
-        mode,
-        plan,
-        target,
-        follow_up,
-        ..
-    } = run;
-    let mut receipt = match streamed {
-        Ok(receipt) => receipt,
-        Err(error) => return delivery_failed(target, &error),
-    };
-    tracing::info!(
-        target: "mesh_egress::degrade",
-        end = ?receipt.end(),
-        blocks = receipt.blocks().len(),
-        delivered_bytes = receipt.delivered().len(),
-        mode = mode.as_str(),
-        "streamed turn ended"
-    );
-    let Some(rest) = receipt.take_rest() else {
-        return ExitCode::SUCCESS;
-    };
-    if !follow_up {
-        let commitment = rest.commitment();
-        tracing::info!(
-            target: "mesh_egress::degrade",
-            commitment = %commitment.id(),
-            first_delay_ms = u64::try_from(commitment.first_delay().as_millis()).unwrap_or(u64::MAX),
-            attempts = commitment.attempts(),
-            delivered_bytes = rest.delivered().len(),
-            "holding line sent; follow-up not run (no --follow-up)"
-        );
-        let _kept_on_the_ledger = rest.into_parts();
-        return ExitCode::SUCCESS;
-    }
-    let runner = FollowUpRunner::new(plan.policy().clone()).with_ledger(turn.ledger().clone());
-    match rest.keep(&runner, channel, answer).await {
-        Ok(outcome) => {
-            tracing::info!(target: "mesh_egress::degrade", outcome = ?outcome, "follow-up ended");
-            ExitCode::SUCCESS
-        }
-        Err(error) => delivery_failed(target, &error),
-    }
 }

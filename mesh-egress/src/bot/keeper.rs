@@ -2,21 +2,23 @@
 //! process on the commitment's backoff) and the store's (stored before the holding line goes,
 //! kept by a worker), and the follow-up both make: the same route re-run on a follow-up turn.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Bot, Outgoing, Shape, collect};
+use tokio::sync::Notify;
+
+use super::{Bot, Outcome, Outgoing, Shape, collect};
 use crate::address::Address;
 use crate::answer::Streamed;
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, Rerun, record_commitment, resolve_in};
+use crate::boundary::keeping::{
+    Ending, InProcess, InProcessEnd, MAX_FOLLOW_UP_DELAY, Tried, Tries, keep_in_process,
+};
+use crate::boundary::{KeepFuture, Promise, PromiseKeeper, Rerun, resolve_in};
+use crate::channel::DeliveryError;
 use crate::degrade::choose;
 use crate::egress::EgressError;
 use crate::ledger::{CommitmentState, Ledger};
 use crate::reply::{Commitment, Mode, Reply};
-use crate::retry::Backoff;
-use crate::turn::Turn;
-
-/// The longest wait between two follow-ups (the store's plan and the in-memory keeper's).
-const MAX_FOLLOW_UP_DELAY: Duration = Duration::from_secs(600);
+use crate::turn::{StopReason, Turn};
 
 /// No route is registered under the name a promise stored.
 #[derive(Debug, thiserror::Error)]
@@ -62,60 +64,124 @@ impl Bot {
         }
     }
 
-    /// Keeps `promise` in this process: re-runs its route after each backoff step and sends
-    /// the first answer, or Layer C's line for the mode after the last failed try (or one that
-    /// cannot be retried).
-    async fn keep_here(self, promise: OwnedPromise) {
-        let OwnedPromise {
-            commitment,
-            address,
-            mode,
-            delivered,
-            rerun,
-        } = promise;
-        let ledger = Ledger::in_memory();
-        let attempts = commitment.attempts().max(1);
-        let backoff = Backoff::new(commitment.first_delay(), MAX_FOLLOW_UP_DELAY);
-        for k in 1..=attempts {
-            tokio::time::sleep(backoff.step(k)).await;
-            let turn = self
-                .turn(address.clone(), commitment.attribution().clone())
-                .with_mode(mode)
-                .with_ledger(ledger.clone())
-                .into_follow_up();
-            let reply = self.follow_up_reply(&turn, mode, &rerun, &delivered).await;
-            let sent = self.send_rerun(&turn, reply.into(), None).await;
-            let failure = match (turn.take_follow_up_failure(), sent) {
-                (None, Ok(_)) => {
-                    record_commitment(Some(&ledger), &commitment, CommitmentState::Fulfilled, k);
-                    return;
-                }
-                (None, Err(error)) => {
-                    // The answer was ready and the surface refused it: the commitment stays
-                    // pending on the ledger, so an operator sees it.
-                    tracing::warn!(target: "mesh_egress::bot", commitment = %commitment.id(), error = %error, "follow-up not delivered");
-                    return;
-                }
-                (Some(failure), _) => failure,
-            };
-            if failure.retryable() && k < attempts {
-                record_commitment(Some(&ledger), &commitment, CommitmentState::Pending, k);
-                continue;
-            }
-            let policy = turn.policy_for(mode);
-            let last = choose(mode, policy, &failure.with_retryable(false), Some(&ledger));
-            let state = match last {
-                Reply::Silence => CommitmentState::Cancelled,
-                _ => CommitmentState::HandedOff,
-            };
-            let plain = self.turn(address.clone(), commitment.attribution().clone());
-            if let Err(error) = self.send_rerun(&plain, last.into(), None).await {
-                tracing::warn!(target: "mesh_egress::bot", commitment = %commitment.id(), error = %error, "handoff not delivered");
-                return;
-            }
-            record_commitment(Some(&ledger), &commitment, state, k);
-            return;
+    /// The turn a follow-up of `promise` runs on: its conversation's address, the mode and the
+    /// person's message of the turn that made it, recording on that turn's ledger, marked a
+    /// follow-up (a failure is left on it for the keeper).
+    pub(super) fn follow_up_turn(&self, promise: &OwnedPromise) -> Turn {
+        self.plain_turn(promise)
+            .with_mode(promise.mode)
+            .into_follow_up()
+    }
+
+    /// A turn of the promise's conversation that is not a follow-up (the last word's).
+    fn plain_turn(&self, promise: &OwnedPromise) -> Turn {
+        let mut turn = self
+            .turn(
+                promise.address.clone(),
+                promise.commitment.attribution().clone(),
+            )
+            .with_ledger(promise.ledger.clone());
+        if let Some(input) = &promise.input {
+            turn = turn.with_input(input.clone());
         }
+        turn
+    }
+
+    /// Keeps `promise` in this process, through the one keeping mechanism
+    /// ([`keep_in_process`]): re-runs its route after each backoff step and sends the first
+    /// answer, or Layer C's line for the mode after the last failed try (or one that cannot
+    /// be retried).
+    async fn keep_here(self, promise: OwnedPromise) -> Result<Outcome, DeliveryError> {
+        let plan = InProcess {
+            commitment: &promise.commitment,
+            ledger: Some(&promise.ledger),
+            cancellation: None,
+            max_delay: MAX_FOLLOW_UP_DELAY,
+        };
+        let mut tries = InMemoryTries {
+            bot: &self,
+            promise: &promise,
+        };
+        match keep_in_process(&plan, &mut tries).await {
+            Ok(InProcessEnd::Done { done, .. }) => Ok(done.outcome()),
+            Ok(InProcessEnd::Cancelled { .. }) => Ok(Outcome::Stopped(StopReason::Cancelled)),
+            Err(error) => {
+                // The answer (or the last word) was ready and the surface refused it: the
+                // commitment stays pending on the ledger, so an operator sees it.
+                tracing::warn!(target: "mesh_egress::bot", commitment = %promise.commitment.id(), error = %error, "follow-up not delivered");
+                Err(error)
+            }
+        }
+    }
+}
+
+/// How a promise kept in memory ended.
+enum Ended {
+    /// The follow-up's answer was sent, or the agent chose silence.
+    Kept(Outcome),
+    /// After the last try: the handoff line was sent.
+    HandedOff,
+    /// After the last try of a proactive promise: nothing was sent.
+    GaveUp,
+}
+
+impl Ended {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Self::Kept(outcome) => *outcome,
+            Self::HandedOff => Outcome::Handoff,
+            Self::GaveUp => Outcome::Silent,
+        }
+    }
+}
+
+impl Ending for Ended {
+    fn state(&self) -> CommitmentState {
+        match self {
+            Self::Kept(_) => CommitmentState::Fulfilled,
+            Self::HandedOff => CommitmentState::HandedOff,
+            Self::GaveUp => CommitmentState::Cancelled,
+        }
+    }
+}
+
+/// The in-memory keeper's tries: the promised route re-run on a follow-up turn and sent on
+/// the bot's one path; the mode's last word sent the same way.
+struct InMemoryTries<'a> {
+    bot: &'a Bot,
+    promise: &'a OwnedPromise,
+}
+
+impl Tries for InMemoryTries<'_> {
+    type Done = Ended;
+    type Error = DeliveryError;
+
+    async fn attempt(&mut self, _k: u32) -> Result<Tried<Ended>, DeliveryError> {
+        let promise = self.promise;
+        let turn = self.bot.follow_up_turn(promise);
+        let reply = self
+            .bot
+            .follow_up_reply(&turn, promise.mode, &promise.rerun, &promise.delivered)
+            .await;
+        let sent = self.bot.send_rerun(&turn, reply.into(), None).await;
+        match (turn.take_follow_up_failure(), sent) {
+            (Some(failure), _) => Ok(Tried::Failed(failure)),
+            (None, Ok(delivery)) => Ok(Tried::Ended(Ended::Kept(delivery.outcome()))),
+            (None, Err(error)) => Err(error),
+        }
+    }
+
+    async fn give_up(&mut self, failure: EgressError, _k: u32) -> Result<Ended, DeliveryError> {
+        let promise = self.promise;
+        let turn = self.bot.plain_turn(promise);
+        let policy = turn.policy_for(promise.mode);
+        let last = choose(promise.mode, policy, &failure, Some(turn.ledger()));
+        if matches!(last, Reply::Silence) {
+            return Ok(Ended::GaveUp);
+        }
+        // A hand-built reply's own promise cannot come back from a last word.
+        let _handoff = self.bot.send_rerun(&turn, last.into(), None).await?;
+        Ok(Ended::HandedOff)
     }
 }
 
@@ -137,12 +203,14 @@ fn rest_after(
 }
 
 /// A [`Promise`] with what it borrows owned, for a keeper that outlives the turn.
-struct OwnedPromise {
+pub(super) struct OwnedPromise {
     commitment: Commitment,
     address: Address,
     mode: Mode,
     delivered: String,
     rerun: Rerun,
+    input: Option<String>,
+    ledger: Ledger,
 }
 
 /// Promises without a route to re-run: no keeper can keep them (they come back to the caller).
@@ -172,9 +240,16 @@ impl PromiseKeeper for InMemory {
                 mode: promise.mode(),
                 delivered: promise.delivered().to_owned(),
                 rerun,
+                input: promise.input().map(str::to_owned),
+                ledger: promise.ledger().cloned().unwrap_or_else(Ledger::in_memory),
             };
             let runtime = tokio::runtime::Handle::try_current()?;
-            runtime.spawn(self.bot.clone().keep_here(owned));
+            let bot = self.bot.clone();
+            let in_flight = bot.shared.in_memory.begin();
+            runtime.spawn(async move {
+                let ended = bot.clone().keep_here(owned).await;
+                in_flight.end(ended);
+            });
             Ok(())
         })
     }
@@ -190,13 +265,17 @@ mod durable {
     use super::{KeepFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
 
-    /// A route's follow-up as the store keeps it: the route's input and what the person had
-    /// seen (a stream's delivered prefix; absent for a whole answer).
+    /// A route's follow-up as the store keeps it: the route's input, what the person had
+    /// seen (a stream's delivered prefix; absent for a whole answer) and what the person said
+    /// (the follow-up turn's input, so its gate reads the same message; absent when the turn
+    /// was not told).
     #[derive(Serialize, Deserialize)]
     pub(in crate::bot) struct StoredRun {
         pub(in crate::bot) input: serde_json::Value,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         pub(in crate::bot) delivered: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub(in crate::bot) said: Option<String>,
     }
 
     /// The store keeps a promise durably: stored (route, input, mode, plan and address) before
@@ -210,6 +289,7 @@ mod durable {
                 let run = StoredRun {
                     input: rerun.input().clone(),
                     delivered: promise.delivered().to_owned(),
+                    said: promise.input().map(str::to_owned),
                 };
                 let task =
                     FollowUpTask::new(rerun.route(), serde_json::to_value(run)?, promise.mode());
@@ -219,5 +299,75 @@ mod durable {
                 Ok(())
             })
         }
+    }
+}
+
+/// The promises the in-memory keeper is keeping, and how the finished ones ended, for
+/// [`Bot::promises_kept`].
+#[derive(Default)]
+pub(super) struct InFlight {
+    state: Mutex<InFlightState>,
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct InFlightState {
+    running: usize,
+    ended: Vec<Result<Outcome, DeliveryError>>,
+}
+
+/// One promise being kept: counted until it is dropped (a panicking follow-up too).
+pub(super) struct Running {
+    in_flight: Arc<InFlight>,
+    ended: Option<Result<Outcome, DeliveryError>>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn begin(self: &Arc<Self>) -> Running {
+        self.lock().running += 1;
+        Running {
+            in_flight: Arc::clone(self),
+            ended: None,
+        }
+    }
+
+    /// Waits until no promise is being kept; how those that ended did, in the order they
+    /// ended (taken: a second call gives only what ended since).
+    pub(super) async fn settled(&self) -> Vec<Result<Outcome, DeliveryError>> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.running == 0 {
+                    return std::mem::take(&mut state.ended);
+                }
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Running {
+    pub(super) fn end(mut self, ended: Result<Outcome, DeliveryError>) {
+        self.ended = Some(ended);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        {
+            let mut state = self.in_flight.lock();
+            state.running -= 1;
+            if let Some(ended) = self.ended.take() {
+                state.ended.push(ended);
+            }
+        }
+        self.in_flight.changed.notify_waiters();
     }
 }

@@ -76,10 +76,15 @@ struct Shared {
     clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
     routes: Arc<RwLock<HashMap<String, Arc<dyn route::Erased>>>>,
     keeper: Option<Arc<dyn PromiseKeeper>>,
+    in_memory: Arc<keeper::InFlight>,
     #[cfg(feature = "gate")]
     gate: crate::gate::QualityGate,
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     store: Option<crate::store::Store>,
+    /// The store's durable ledger, opened on the first turn that needs it (it starts its
+    /// writer on the runtime, which `with_store` may not be called on).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    ledger: Arc<std::sync::OnceLock<crate::ledger::Ledger>>,
 }
 
 impl Default for Bot {
@@ -107,10 +112,13 @@ impl Bot {
                 clients: BTreeMap::new(),
                 routes: Arc::default(),
                 keeper: None,
+                in_memory: Arc::default(),
                 #[cfg(feature = "gate")]
                 gate: crate::gate::QualityGate::off(),
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 store: None,
+                #[cfg(any(feature = "sqlite", feature = "postgres"))]
+                ledger: Arc::default(),
             }),
         }
     }
@@ -168,7 +176,42 @@ impl Bot {
     /// before their holding line goes, kept by a [`worker`](Self::worker) (after a restart too).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn with_store(self, store: crate::store::Store) -> Self {
-        self.edit(|shared| shared.store = Some(store))
+        self.edit(|shared| {
+            shared.store = Some(store);
+            shared.ledger = Arc::default();
+        })
+    }
+
+    /// The store's durable ledger (one for the bot, opened on first use), or `None` without a
+    /// store, or outside a runtime (the turn then records in memory, with a warning).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    fn store_ledger(&self) -> Option<crate::ledger::Ledger> {
+        let store = self.shared.store.as_ref()?;
+        if let Some(ledger) = self.shared.ledger.get() {
+            return Some(ledger.clone());
+        }
+        match store.durable_ledger() {
+            Ok(durable) => Some(
+                self.shared
+                    .ledger
+                    .get_or_init(|| crate::ledger::Ledger::new(durable))
+                    .clone(),
+            ),
+            Err(error) => {
+                tracing::warn!(target: "mesh_egress::bot", error = %error, "the store's ledger could not be opened; this turn records in memory");
+                None
+            }
+        }
+    }
+
+    /// Waits until every promise the bot's in-memory keeper holds has ended (its answer or
+    /// its last word sent), and says how each ended, in the order they ended: what the person
+    /// was finally shown, or the delivery error that left it pending. Each end is reported
+    /// once (a second call gives only what ended since). A process that must not exit with a
+    /// promise unkept (a command-line turn) awaits this; promises kept by a store's worker are
+    /// not counted.
+    pub async fn promises_kept(&self) -> Vec<Result<Outcome, DeliveryError>> {
+        self.shared.in_memory.settled().await
     }
 
     /// Layer C's policies.
@@ -191,6 +234,9 @@ impl Bot {
         let store = self.shared.store.clone()?;
         let mut worker = crate::worker::Worker::new(store, holder)
             .with_policy(self.shared.policies.for_mode(Mode::Interactive).clone());
+        if let Some(ledger) = self.store_ledger() {
+            worker = worker.with_ledger(ledger);
+        }
         for client in self.shared.clients.values() {
             worker = worker.with_client(Arc::clone(client));
         }
@@ -217,10 +263,13 @@ impl Bot {
         let stored: keeper::StoredRun = serde_json::from_value(task.input).map_err(|error| {
             EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
         })?;
-        let turn = turn
+        let mut turn = turn
             .with_policies(self.shared.policies.clone())
-            .with_mode(mode)
-            .into_follow_up();
+            .with_mode(mode);
+        if let Some(said) = stored.said {
+            turn = turn.with_input(said);
+        }
+        let turn = turn.into_follow_up();
         let rerun = Rerun::new(task.handler, stored.input);
         let reply = self
             .follow_up_reply(&turn, mode, &rerun, &stored.delivered)
@@ -256,12 +305,19 @@ impl Bot {
     }
 
     /// A turn of the conversation at `address`, spoken as `attribution`, with the bot's
-    /// policies; the rest as [`Turn::new`] (add a deadline, the person's message for the gate,
+    /// policies, recording on the bot's one ledger: the store's durable ledger when the bot has
+    /// a store (its rows outlive the process; see
+    /// [`Store::durable_ledger`](crate::store::Store::durable_ledger)); the rest as [`Turn::new`] (add a deadline, the person's message for the gate,
     /// ... with `Turn`'s own `with_*`).
     pub fn turn(&self, address: impl Into<Address>, attribution: Attribution) -> Turn {
-        Turn::new(attribution)
+        let turn = Turn::new(attribution)
             .with_address(address)
-            .with_policies(self.shared.policies.clone())
+            .with_policies(self.shared.policies.clone());
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if let Some(ledger) = self.store_ledger() {
+            return turn.with_ledger(ledger);
+        }
+        turn
     }
 
     /// Delivers what a handler gave (a [`Reply`], or the [`StreamedReply`] of one that
@@ -377,7 +433,10 @@ impl Bot {
         let kept = match (&commitment, rerun) {
             (Some(commitment), Some(rerun)) => {
                 let address = channel.address();
-                let promise = Promise::new(commitment, &address, mode, "").with_rerun(Some(rerun));
+                let promise = Promise::new(commitment, &address, mode, "")
+                    .with_rerun(Some(rerun))
+                    .with_input(turn.input())
+                    .with_ledger(turn.ledger());
                 // Kept before the line goes: a crash after it leaves a promise to keep.
                 self.keeper()
                     .keep(promise)
@@ -464,7 +523,7 @@ impl Bot {
         delivery.delivered = receipt.delivered().to_owned();
         delivery.kept = rerun.is_some() && rest.is_some();
         if !delivery.kept {
-            delivery.promise = rest.map(|rest| rest.into_parts().0);
+            delivery.promise = rest;
         }
         delivery.receipts = receipt.into_receipts();
         Ok(delivery)

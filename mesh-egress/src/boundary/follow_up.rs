@@ -1,24 +1,30 @@
-//! [`FollowUpRunner`]: keeps the promise a holding line made.
+//! [`FollowUpRunner`] (deprecated): a closure's follow-up kept in this process, through the one
+//! keeping mechanism ([`super::keeping`]).
+
+#![allow(deprecated)]
 
 use std::future::Future;
 use std::time::Duration;
 
 use super::deliver::render_for;
+use super::keeping::{
+    Ending, InProcess, InProcessEnd, MAX_FOLLOW_UP_DELAY, Tried, Tries, keep_in_process,
+};
 use super::{track, unsilenced};
 use crate::channel::{Channel, Deliver, DeliveryError, Receipt, deliver_rendered};
 use crate::degrade::DegradationPolicy;
 use crate::egress::{AgentMessage, EgressError};
-use crate::ledger::{CommitmentRecord, CommitmentState, Ledger, LedgerRecord};
+use crate::ledger::{CommitmentState, Ledger};
 use crate::ownership::Cancellation;
 use crate::reply::Commitment;
-use crate::retry::Backoff;
-
-/// The longest wait between two follow-ups unless configured otherwise.
-const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
 
 /// Re-runs a turn after a holding line until the real answer can be delivered, or hands the
 /// conversation off after the last try — so a person who was told "give me a sec" is never left
 /// waiting.
+///
+/// Deprecated: the [`Bot`](crate::Bot) keeps promises itself (in memory, or durably with a
+/// store), re-running the same registered route ([`Bot::route`](crate::Bot::route),
+/// [`Bot::run`](crate::Bot::run)); this runner is the same keeping mechanism around a closure.
 ///
 /// The runner is a future the caller owns and awaits (spawn it on your own runtime if you want
 /// it in the background): it starts no task of its own, and dropping it or cancelling its
@@ -31,10 +37,11 @@ const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
 /// that cannot be retried hands off at once.
 ///
 /// ```
+/// # #![allow(deprecated)]
 /// use std::time::Duration;
 /// use mesh_egress::channel::{Deliver, Recorder};
-/// use mesh_egress::degrade::{DegradationPolicy, FollowUpRunner, Mode};
-/// use mesh_egress::boundary::{resolve, FollowUpOutcome};
+/// use mesh_egress::boundary::resolve;
+/// use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
 /// use mesh_egress::{AgentMessage, Attribution, EgressError};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let attr = Attribution::new("bot", "dm-1", "run-1");
@@ -54,6 +61,9 @@ const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(600);
 /// assert_eq!(channel.sent().last().unwrap(), "Here it is.");
 /// # }
 /// ```
+#[deprecated(
+    note = "keep promises with the `Bot`: `bot.route(..)` then `bot.run(..)` re-runs the same handler (in memory, or durably with `with_store`)"
+)]
 #[derive(Clone, Debug)]
 pub struct FollowUpRunner {
     policy: DegradationPolicy,
@@ -62,7 +72,8 @@ pub struct FollowUpRunner {
     max_delay: Duration,
 }
 
-/// How a commitment ended.
+/// How a commitment ended (see the deprecated [`FollowUpRunner`]).
+#[deprecated(note = "keep promises with the `Bot` (see `FollowUpRunner`)")]
 #[derive(Debug)]
 #[must_use]
 #[non_exhaustive]
@@ -103,7 +114,7 @@ impl FollowUpRunner {
             ledger: policy.ledger().cloned(),
             policy,
             cancellation: Cancellation::new(),
-            max_delay: DEFAULT_MAX_DELAY,
+            max_delay: MAX_FOLLOW_UP_DELAY,
         }
     }
 
@@ -130,9 +141,18 @@ impl FollowUpRunner {
         &self.cancellation
     }
 
+    fn plan<'a>(&'a self, commitment: &'a Commitment) -> InProcess<'a> {
+        InProcess {
+            commitment,
+            ledger: self.ledger.as_ref(),
+            cancellation: Some(&self.cancellation),
+            max_delay: self.max_delay,
+        }
+    }
+
     /// The wait before follow-up `k` (from 1).
     pub fn delay_before(&self, commitment: &Commitment, k: u32) -> Duration {
-        Backoff::new(commitment.first_delay(), self.max_delay).step(k)
+        self.plan(commitment).delay_before(k)
     }
 
     /// Keeps `commitment`: re-runs `turn` after each backoff and delivers the first answer to
@@ -142,112 +162,103 @@ impl FollowUpRunner {
         &self,
         commitment: Commitment,
         channel: &C,
-        mut turn: F,
+        turn: F,
     ) -> Result<FollowUpOutcome, DeliveryError>
     where
         C: Channel + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<AgentMessage, EgressError>>,
     {
-        let attempts = commitment.attempts().max(1);
-        for k in 1..=attempts {
-            let delay = self.delay_before(&commitment, k);
-            let result = tokio::select! {
-                biased;
-                () = self.cancellation.cancelled() => None,
-                result = async {
-                    tokio::time::sleep(delay).await;
-                    turn().await
-                } => Some(result),
-            };
-            let Some(result) = result else {
-                self.record(&commitment, CommitmentState::Cancelled, k - 1);
-                return Ok(FollowUpOutcome::Cancelled { follow_ups: k - 1 });
-            };
-            // Rendered before it counts: an answer that cannot be shown on this channel is a
-            // failed try like any other, not a delivery error.
-            let result = match result {
-                Ok(answer) => match unsilenced(&self.policy, answer, self.ledger.as_ref()) {
-                    Some(answer) => Ok(answer),
-                    None => {
-                        self.record(&commitment, CommitmentState::Fulfilled, k);
-                        return Ok(FollowUpOutcome::Silent { follow_ups: k });
-                    }
-                },
-                Err(error) => Err(error),
-            };
-            let rendered = result.and_then(|answer| render_for(channel, answer));
-            match rendered {
-                Ok(answer) => {
-                    let receipt = deliver_rendered(channel, answer, None).await?;
-                    self.record(&commitment, CommitmentState::Fulfilled, k);
-                    return Ok(FollowUpOutcome::Fulfilled {
+        let mut tries = Closure {
+            runner: self,
+            commitment: &commitment,
+            channel,
+            turn,
+        };
+        Ok(
+            match keep_in_process(&self.plan(&commitment), &mut tries).await? {
+                InProcessEnd::Done { done, follow_ups } => match done {
+                    Ended::Fulfilled(receipt) => FollowUpOutcome::Fulfilled {
                         receipt,
-                        follow_ups: k,
-                    });
-                }
-                Err(error) => {
-                    track(&error, self.ledger.as_ref());
-                    if !error.retryable() || k == attempts {
-                        return self.hand_off(commitment, channel, k).await;
-                    }
-                    self.record(&commitment, CommitmentState::Pending, k);
-                }
-            }
-        }
-        // `attempts >= 1`, so the loop always returns; reaching here would be a logic error,
-        // and handing off is still the right thing to do for the person waiting.
-        self.hand_off(commitment, channel, attempts).await
-    }
-
-    async fn hand_off<C: Channel + ?Sized>(
-        &self,
-        commitment: Commitment,
-        channel: &C,
-        follow_ups: u32,
-    ) -> Result<FollowUpOutcome, DeliveryError> {
-        let line = AgentMessage::new(self.policy.handoff_line(), commitment.attribution().clone());
-        let receipt = channel.deliver(line).await?;
-        self.record(&commitment, CommitmentState::HandedOff, follow_ups);
-        Ok(FollowUpOutcome::HandedOff {
-            receipt,
-            follow_ups,
-        })
-    }
-
-    fn record(&self, commitment: &Commitment, state: CommitmentState, follow_ups: u32) {
-        record_commitment(self.ledger.as_ref(), commitment, state, follow_ups);
+                        follow_ups,
+                    },
+                    Ended::HandedOff(receipt) => FollowUpOutcome::HandedOff {
+                        receipt,
+                        follow_ups,
+                    },
+                    Ended::Silent => FollowUpOutcome::Silent { follow_ups },
+                },
+                InProcessEnd::Cancelled { follow_ups } => FollowUpOutcome::Cancelled { follow_ups },
+            },
+        )
     }
 }
 
-/// A kept promise's new state: one event and, given a ledger, one row.
-pub(crate) fn record_commitment(
-    ledger: Option<&Ledger>,
-    commitment: &Commitment,
-    state: CommitmentState,
-    follow_ups: u32,
-) {
-    let attr = commitment.attribution();
-    tracing::info!(
-        target: "mesh_egress::degrade",
-        agent = attr.agent(),
-        conversation = attr.conversation(),
-        run = attr.run(),
-        commitment = %commitment.id(),
-        state = state.as_str(),
-        follow_ups,
-        "commitment updated"
-    );
-    if let Some(ledger) = ledger {
-        ledger.record(
-            attr,
-            LedgerRecord::Commitment(CommitmentRecord::new(
-                commitment.id(),
-                state,
-                follow_ups,
-                commitment.attempts(),
-            )),
+/// How a closure's promise ended.
+enum Ended {
+    Fulfilled(Receipt),
+    HandedOff(Receipt),
+    Silent,
+}
+
+impl Ending for Ended {
+    fn state(&self) -> CommitmentState {
+        match self {
+            Self::Fulfilled(_) | Self::Silent => CommitmentState::Fulfilled,
+            Self::HandedOff(_) => CommitmentState::HandedOff,
+        }
+    }
+}
+
+/// The runner's tries: the closure re-run, its answer rendered for the channel before it
+/// counts, and the policy's handoff line after the last.
+struct Closure<'a, C: ?Sized, F> {
+    runner: &'a FollowUpRunner,
+    commitment: &'a Commitment,
+    channel: &'a C,
+    turn: F,
+}
+
+impl<C, F, Fut> Tries for Closure<'_, C, F>
+where
+    C: Channel + ?Sized,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<AgentMessage, EgressError>>,
+{
+    type Done = Ended;
+    type Error = DeliveryError;
+
+    async fn attempt(&mut self, _k: u32) -> Result<Tried<Ended>, DeliveryError> {
+        let ledger = self.runner.ledger.as_ref();
+        let answer = match (self.turn)().await {
+            Ok(answer) => match unsilenced(&self.runner.policy, answer, ledger) {
+                Some(answer) => answer,
+                None => return Ok(Tried::Ended(Ended::Silent)),
+            },
+            Err(error) => {
+                track(&error, ledger);
+                return Ok(Tried::Failed(error));
+            }
+        };
+        // Rendered before it counts: an answer that cannot be shown on this channel is a
+        // failed try like any other, not a delivery error.
+        match render_for(self.channel, answer) {
+            Ok(rendered) => Ok(Tried::Ended(Ended::Fulfilled(
+                deliver_rendered(self.channel, rendered, None).await?,
+            ))),
+            Err(error) => {
+                track(&error, ledger);
+                Ok(Tried::Failed(error))
+            }
+        }
+    }
+
+    async fn give_up(&mut self, _failure: EgressError, _k: u32) -> Result<Ended, DeliveryError> {
+        let line = AgentMessage::new(
+            self.runner.policy.handoff_line(),
+            self.commitment.attribution().clone(),
         );
+        Ok(Ended::HandedOff(self.channel.deliver(line).await?))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The egress boundary's glue: where a handler's `Result<AgentMessage, EgressError>` becomes a
-//! [`Reply`] (the error recorded once, Layer C deciding what the person sees), and the
-//! follow-up runner that keeps a holding line's promise.
+//! [`Reply`] (the error recorded once, Layer C deciding what the person sees), and the one
+//! mechanism that keeps a holding line's promise ([`PromiseKeeper`]).
 //!
 //! This is the only module that sees both the channels and Layer C; everything else points one
 //! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
@@ -9,13 +9,15 @@
 //! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
 //! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
 //!   Layer C instead of failing at delivery.
-//! - [`FollowUpRunner`]: keeps the promise a holding line made.
+//! - [`PromiseKeeper`]: keeps the promise a holding line made, told before the line goes; every
+//!   keeper (the bot's in memory, the store's worker) tries the follow-up the same way.
 //! - `stream` (features `gate` and `markdown`): a streamed turn delivered block by block, each
 //!   block through the gate's block check, failures after the first block handled without
 //!   repeating a word.
 
 mod deliver;
-mod follow_up;
+pub(crate) mod follow_up;
+pub(crate) mod keeping;
 mod promise;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 mod stream;
@@ -29,8 +31,6 @@ pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
-pub(crate) use follow_up::record_commitment;
-pub use follow_up::{FollowUpOutcome, FollowUpRunner};
 pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
@@ -39,7 +39,7 @@ pub use stream::{
 };
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream_rest::{RestOwed, Unjoinable, rest_after};
+pub use stream_rest::rest_after;
 
 use crate::answer::{AnswerStream, StreamedReply};
 use crate::degrade::{DegradationPolicy, Mode, choose};

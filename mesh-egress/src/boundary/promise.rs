@@ -14,6 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::address::Address;
+use crate::ledger::Ledger;
 use crate::reply::{Commitment, Mode};
 
 /// What [`PromiseKeeper::keep`] returns: `Err` when the promise could not be kept, and then
@@ -31,6 +32,10 @@ pub struct Promise<'a> {
     mode: Mode,
     delivered: &'a str,
     rerun: Option<&'a Rerun>,
+    /// What the person said (the gate's input on the follow-up, as on the turn).
+    input: Option<&'a str>,
+    /// The ledger of the turn that made the promise (the in-memory keeper records there).
+    ledger: Option<&'a Ledger>,
 }
 
 impl<'a> Promise<'a> {
@@ -48,7 +53,32 @@ impl<'a> Promise<'a> {
             mode,
             delivered,
             rerun: None,
+            input: None,
+            ledger: None,
         }
+    }
+
+    /// The same promise, from a turn whose person said `input` (the follow-up's gate reads it).
+    pub fn with_input(mut self, input: Option<&'a str>) -> Self {
+        self.input = input;
+        self
+    }
+
+    /// The same promise, made on a turn recording on `ledger`.
+    pub(crate) fn with_ledger(mut self, ledger: &'a Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// What the person said on the turn that made the promise, if the turn was told
+    /// ([`Turn::with_input`](crate::Turn::with_input)).
+    pub fn input(&self) -> Option<&'a str> {
+        self.input
+    }
+
+    /// The ledger of the turn that made the promise.
+    pub(crate) fn ledger(&self) -> Option<&'a Ledger> {
+        self.ledger
     }
 
     /// The same promise, kept by re-running `rerun`.

@@ -9,7 +9,7 @@
 //!   and fallen back invisibly; an error that reaches here goes through [`resolve_in`] and its
 //!   reply (a holding line, a handoff, silence) is delivered for the whole turn.
 //! - **some blocks**: nothing is repeated and nothing after the failure is sent. Interactive: a
-//!   holding line for the rest, with a promise ([`RestOwed`]) whose follow-up delivers only what
+//!   holding line for the rest, with a promise whose follow-up delivers only what
 //!   follows the delivered prefix. Proactive: the turn stops there (Layer C's silence; the job
 //!   retries next cycle).
 //!
@@ -34,7 +34,6 @@ use std::time::Duration;
 use super::deliver::{deliver, unrenderable};
 use super::promise::{Promise, PromiseKeeper, Rerun};
 use super::resolve_in;
-use super::stream_rest::RestOwed;
 use super::stream_silence::Unsilenced;
 use crate::block::Block;
 use crate::channel::stream::{ReplyStream, StreamObserver, StreamingChannel, SurfaceStreamReceipt};
@@ -46,7 +45,7 @@ use crate::egress::EgressError;
 use crate::gate::{GateInput, QualityGate};
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::{CommitError, Outbound};
-use crate::reply::{Reply, ReplyKind};
+use crate::reply::{Commitment, Reply, ReplyKind};
 use crate::stream::{BlockCutter, BlockReader, CutterConfig, TextSource};
 use crate::turn::{StopReason, Turn};
 
@@ -207,7 +206,7 @@ pub struct StreamedTurnReceipt {
     delivered: String,
     end: StreamEnd,
     layer_c: Option<Receipt>,
-    rest: Option<RestOwed>,
+    rest: Option<Commitment>,
     surface: Option<SurfaceStreamReceipt>,
 }
 
@@ -233,10 +232,11 @@ impl StreamedTurnReceipt {
         self.layer_c.as_ref()
     }
 
-    /// The promise a holding line made, with the delivered prefix its follow-up continues
-    /// after (empty when nothing had been delivered): hand it to
-    /// [`RestOwed::keep`].
-    pub fn take_rest(&mut self) -> Option<RestOwed> {
+    /// The promise a holding line made when no [`PromiseKeeper`] took it: its follow-up owes
+    /// only what follows [`delivered`](Self::delivered) (see
+    /// [`rest_after`](super::rest_after)). Keep it with a keeper
+    /// ([`StreamPlan::with_promise_keeper`], or the [`Bot`](crate::Bot)'s).
+    pub fn take_rest(&mut self) -> Option<Commitment> {
         self.rest.take()
     }
 
@@ -510,7 +510,9 @@ where
         // Kept before the line goes: a crash after it leaves a promise a worker keeps.
         let address = channel.address();
         let promise = Promise::new(commitment, &address, plan.mode, &out.delivered)
-            .with_rerun(plan.rerun.as_ref());
+            .with_rerun(plan.rerun.as_ref())
+            .with_input(turn.input())
+            .with_ledger(turn.ledger());
         keeper
             .keep(promise)
             .await
@@ -518,7 +520,7 @@ where
     }
     let mut receipt = deliver(turn, plan.mode, plan.policy, channel, reply).await?;
     if let Some(commitment) = receipt.take_commitment() {
-        out.rest = Some(RestOwed::new(commitment, out.delivered.clone()));
+        out.rest = Some(commitment);
     }
     out.layer_c = Some(receipt);
     Ok(out)

@@ -1,14 +1,12 @@
-//! What a streamed turn owes after a failure ([`RestOwed`]: a promise and the delivered prefix),
-//! and the [`TextSource`] seam for Layer A's [`RoutedStream`].
+//! What a streamed turn's follow-up delivers after a failure mid-stream ([`rest_after`]: only
+//! what follows the prefix the person saw), and the [`TextSource`] seam for Layer A's
+//! [`RoutedStream`].
 
 use std::future::Future;
 
-use super::follow_up::{FollowUpOutcome, FollowUpRunner};
 use crate::answer::AnswerStream;
-use crate::channel::{Channel, DeliveryError};
 use crate::egress::{AgentMessage, EgressError};
 use crate::model::{JoinMode, Joined, Joiner, RoutedStream};
-use crate::reply::Commitment;
 use crate::stream::TextSource;
 
 /// [`RoutedStream::next`] is cancel-safe (see its docs), which is what the block reader's idle
@@ -40,77 +38,18 @@ impl TextSource for AnswerStream {
     }
 }
 
-/// The promise of a holding line sent in a streamed turn, with the answer's Markdown that had
-/// reached the person before it: the follow-up delivers only what follows that prefix.
-#[derive(Debug)]
-#[must_use = "a promise to a person: keep it with `RestOwed::keep`"]
-pub struct RestOwed {
-    commitment: Commitment,
-    delivered: String,
-}
-
 /// Why a follow-up's answer could not be joined to the delivered prefix (it is then a failed
 /// try like any other, and the next try asks again).
 #[derive(Debug, thiserror::Error)]
 #[error("the follow-up answer does not continue the delivered text")]
-pub struct Unjoinable;
-
-impl RestOwed {
-    pub(super) fn new(commitment: Commitment, delivered: String) -> Self {
-        Self {
-            commitment,
-            delivered,
-        }
-    }
-
-    /// The promise.
-    pub fn commitment(&self) -> &Commitment {
-        &self.commitment
-    }
-
-    /// The Markdown delivered before the holding line (empty when nothing was).
-    pub fn delivered(&self) -> &str {
-        &self.delivered
-    }
-
-    /// The promise and the prefix, apart.
-    pub fn into_parts(self) -> (Commitment, String) {
-        (self.commitment, self.delivered)
-    }
-
-    /// Keeps the promise with `runner`: re-runs `turn` (the un-annotated, non-streamed turn) and
-    /// delivers only what its answer adds after the delivered prefix ([`rest_after`]); an
-    /// answer that cannot be joined to it is a failed try.
-    pub async fn keep<C, F, Fut>(
-        self,
-        runner: &FollowUpRunner,
-        channel: &C,
-        mut turn: F,
-    ) -> Result<FollowUpOutcome, DeliveryError>
-    where
-        C: Channel + ?Sized,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<AgentMessage, EgressError>>,
-    {
-        let Self {
-            commitment,
-            delivered,
-        } = self;
-        let delivered = delivered.as_str();
-        runner
-            .run(commitment, channel, || {
-                let answer = turn();
-                async move { rest_after(delivered, answer.await?) }
-            })
-            .await
-    }
-}
+pub(crate) struct Unjoinable;
 
 /// What `answer` (a whole, fresh answer to the same request) adds after `delivered`, as a
 /// message of its own: the part of it that overlaps the delivered text is dropped, as a
 /// continuation on a fallback route is joined. An empty prefix keeps the answer whole. An
 /// answer that does not contain the end of the delivered text, or adds nothing visible after
-/// it, is a semantic, retryable [`EgressError`] (cause: [`Unjoinable`]).
+/// it, is a semantic, retryable [`EgressError`] (its cause: the follow-up answer does not
+/// continue the delivered text).
 ///
 /// ```
 /// use mesh_egress::boundary::rest_after;

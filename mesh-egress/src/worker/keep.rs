@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::{Worker, sleep_unless};
 use crate::address::Address;
+use crate::boundary::keeping::{Step, Tried, Tries, one_try};
 use crate::boundary::{record_delivered, render_for, resolve_in, track};
 use crate::channel::{BoxedChannel, Channel, DeliveryError, deliver_rendered};
 use crate::egress::{AgentMessage, EgressError};
@@ -41,6 +42,78 @@ pub enum Kept {
 #[derive(Debug, thiserror::Error)]
 #[error("no handler is registered under {0:?} on this worker")]
 struct UnknownHandler(String);
+
+/// A stored promise's try: the handler re-run under the claim and the lease, gated, put through
+/// the boundary with the stored mode, delivered sealed with the commitment's end; the last
+/// word the same way.
+struct StoredTries<'a> {
+    worker: &'a Worker,
+    claim: &'a Claim,
+    lease: &'a Lease,
+    turn: &'a Turn,
+    channel: &'a Durable<BoxedChannel>,
+    shutdown: &'a Cancellation,
+    cancellation: &'a Cancellation,
+}
+
+impl Tries for StoredTries<'_> {
+    type Done = Kept;
+    type Error = StoreError;
+
+    async fn attempt(&mut self, _k: u32) -> Result<Tried<Kept>, StoreError> {
+        let (worker, claim, turn, channel) = (self.worker, self.claim, self.turn, self.channel);
+        let Some(result) = worker
+            .run_guarded(claim, self.lease, turn, self.shutdown, self.cancellation)
+            .await?
+        else {
+            return Ok(Tried::Ended(if self.shutdown.is_cancelled() {
+                Kept::Released
+            } else {
+                Kept::Lost
+            }));
+        };
+        let answer = match result {
+            Ok(answer) => answer,
+            Err(error) => return Ok(Tried::Failed(error)),
+        };
+        let answer = match resolve_in(turn, claim.task().mode, &worker.policy, Ok(answer)) {
+            Reply::Answer(answer) => answer,
+            // The agent answered with one of its silence tokens: it chose to say nothing, and
+            // the promise is kept with nothing sent.
+            Reply::Silence => {
+                let ended = worker
+                    .store()
+                    .end_commitment(claim, CommitmentEnd::Fulfilled)
+                    .await?;
+                return Ok(Tried::Ended(if ended {
+                    Kept::Fulfilled
+                } else {
+                    Kept::Lost
+                }));
+            }
+            // `resolve_in` passes an answer through; nothing else can come back.
+            _ => return Ok(Tried::Ended(Kept::Lost)),
+        };
+        match render_for(channel, answer) {
+            Ok(answer) => {
+                let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
+                let delivered = deliver_rendered(&sealing, answer, None).await;
+                record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
+                Ok(Tried::Ended(match settle(delivered) {
+                    Delivered::Committed => Kept::Fulfilled,
+                    Delivered::Refused => Kept::Lost,
+                }))
+            }
+            Err(error) => Ok(Tried::Failed(error)),
+        }
+    }
+
+    async fn give_up(&mut self, failure: EgressError, _k: u32) -> Result<Kept, StoreError> {
+        self.worker
+            .give_up(self.claim, self.channel, self.turn, failure)
+            .await
+    }
+}
 
 /// Why a follow-up's delivery ended, as far as the commitment is concerned.
 enum Delivered {
@@ -132,52 +205,28 @@ impl Worker {
             Some(ledger) => turn.with_ledger(ledger.clone()),
             None => turn,
         };
-        let Some(result) = self
-            .run_guarded(claim, lease, &turn, shutdown, &cancellation)
-            .await?
-        else {
-            return Ok(if shutdown.is_cancelled() {
-                Kept::Released
-            } else {
-                Kept::Lost
-            });
+        // One try of the stored plan, through the keeping mechanism every keeper shares: the
+        // answer delivered, or the failure retried on the plan, or the mode's last word.
+        let mut tries = StoredTries {
+            worker: self,
+            claim,
+            lease,
+            turn: &turn,
+            channel,
+            shutdown,
+            cancellation: &cancellation,
         };
-        let mode = claim.task().mode;
-        let rendered = match result {
-            Ok(answer) => match resolve_in(&turn, mode, &self.policy, Ok(answer)) {
-                Reply::Answer(answer) => render_for(channel, answer),
-                // The agent answered with one of its silence tokens: it chose to say nothing,
-                // and the promise is kept with nothing sent.
-                Reply::Silence => {
-                    let ended = store
-                        .end_commitment(claim, CommitmentEnd::Fulfilled)
-                        .await?;
-                    return Ok(if ended { Kept::Fulfilled } else { Kept::Lost });
-                }
-                // `resolve_in` passes an answer through; nothing else can come back.
-                _ => return Ok(Kept::Lost),
-            },
-            Err(error) => Err(error),
-        };
-        match rendered {
-            Ok(answer) => {
-                let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
-                let delivered = deliver_rendered(&sealing, answer, None).await;
-                record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
-                Ok(match settle(delivered) {
-                    Delivered::Committed => Kept::Fulfilled,
-                    Delivered::Refused => Kept::Lost,
-                })
-            }
-            Err(error) if error.retryable() && !claim.is_last_try() => {
-                track(&error, Some(turn.ledger()));
+        let k = claim.attempts_made().saturating_add(1);
+        match one_try(&mut tries, k, claim.is_last_try()).await? {
+            Step::Done(kept) => Ok(kept),
+            Step::Again(failure) => {
+                track(&failure, Some(turn.ledger()));
                 Ok(if store.retry_later(claim).await? {
                     Kept::RetryLater
                 } else {
                     Kept::Lost
                 })
             }
-            Err(error) => self.give_up(claim, channel, &turn, error).await,
         }
     }
 
@@ -268,8 +317,9 @@ impl Worker {
         result
     }
 
-    /// The last try failed (or cannot be retried): the boundary decides with the stored mode,
-    /// as for a non-retryable error: interactive hands off, proactive stays silent.
+    /// The last try failed (or cannot be retried; `error` is marked so by [`one_try`]): the
+    /// boundary decides with the stored mode, as for a non-retryable error: interactive hands
+    /// off, proactive stays silent.
     async fn give_up(
         &self,
         claim: &Claim,
@@ -277,12 +327,7 @@ impl Worker {
         turn: &Turn,
         error: EgressError,
     ) -> Result<Kept, StoreError> {
-        let reply = resolve_in(
-            turn,
-            claim.task().mode,
-            &self.policy,
-            Err(error.with_retryable(false)),
-        );
+        let reply = resolve_in(turn, claim.task().mode, &self.policy, Err(error));
         let message = match reply {
             Reply::Handoff { message } | Reply::Answer(message) => message,
             Reply::Holding { message, .. } => message,
