@@ -92,6 +92,7 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
+mod failure;
 mod future;
 #[cfg(feature = "gate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gate")))]
@@ -157,6 +158,6 @@ pub use outbound::state;
 pub use outbound::{
     CommitBoundary, CommitError, CommitRecord, CommittedPart, DeliveryId, Outbound,
 };
-pub use ownership::{Cancellation, Ownership};
+pub use ownership::{Cancellation, Ownership, StopReason};
 pub use setting::{ConfigProblem, ConfigWarning};
-pub use turn::{StopReason, Turn};
+pub use turn::Turn;

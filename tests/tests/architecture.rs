@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ownership", &[]),
     ("address", &[]),
     ("engagement", &[]),
+    ("failure", &[]),
     ("reply", &["egress", "id", "mode"]),
     ("render", &["egress"]),
     ("retry", &[]),
@@ -37,7 +38,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The record of what happened, and the context of one turn.
     (
         "ledger",
-        &["egress", "reply", "render", "address", "engagement"],
+        &[
+            "egress",
+            "reply",
+            "render",
+            "address",
+            "engagement",
+            "failure",
+            "ownership",
+        ],
     ),
     (
         "turn",
@@ -84,6 +93,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "code_region",
             "answer",
+            "failure",
+            "future",
         ],
     ),
     (

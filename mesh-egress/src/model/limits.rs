@@ -7,8 +7,8 @@
 //! removed; each names the providers whose wording it covers, with a sample in
 //! `tests/tests/data/provider_errors.json`.
 
-use super::classify::FailureReason;
 use super::error::{ModelError, QuotaWindow};
+use crate::failure::FailureReason;
 
 /// Error codes and types that mean "no quota or credit left", whatever the status.
 const QUOTA_CODES: &[&str] = &[

@@ -53,9 +53,10 @@ mod wire;
 use std::future::Future;
 use std::sync::Arc;
 
+pub use crate::failure::FailureReason;
 pub use crate::ledger::{AttemptRecord, RecoveryReport, StreamReport};
 pub use backoff::{Jitter, backoff_delay};
-pub use classify::{Classification, FailureReason, classify, parse_retry_after};
+pub use classify::{Classification, classify, parse_retry_after};
 pub use config::{
     ConfigProblem, ConfigWarning, DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_ATTEMPTS, DEFAULT_BASE_DELAY,
     DEFAULT_JITTER, DEFAULT_MAX_DELAY, DEFAULT_STREAM_FIRST_TOKEN_TIMEOUT,

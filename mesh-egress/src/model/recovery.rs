@@ -3,11 +3,11 @@
 
 use tokio::time::Instant;
 
-use super::classify::FailureReason;
 use super::error::ModelError;
 use super::route::{RecoveryError, Route};
 use super::wire::ChatRequest;
 use crate::egress::EgressError;
+use crate::failure::FailureReason;
 use crate::ledger::{LedgerRecord, RecoveryReport};
 use crate::turn::Turn;
 

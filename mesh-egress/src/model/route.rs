@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::classify::FailureReason;
 use super::error::ModelError;
+use crate::failure::FailureReason;
 
 /// One model the Router may ask, in policy order.
 #[derive(Clone, Debug, PartialEq, Eq)]

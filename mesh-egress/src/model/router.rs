@@ -2,7 +2,7 @@
 //! "Shipped model deadline policy". The route vocabulary is in [`super::route`]; one call's
 //! recovery state is a [`Recovery`].
 
-use std::borrow::{Borrow, Cow};
+use std::borrow::Borrow;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
@@ -12,7 +12,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::ModelConnector;
 use super::backoff::Jitter;
-use super::classify::{Classification, FailureReason, classify};
+use super::classify::{Classification, classify};
 use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
@@ -20,7 +20,8 @@ use super::route::{FallbackReason, Route};
 use super::tool_text::settle;
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
-use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
+use crate::failure::FailureReason;
+use crate::ledger::{AttemptOutcome, AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
 use crate::turn::{StopReason, Turn};
 
@@ -188,7 +189,7 @@ impl<C: ModelConnector> Router<C> {
                 route_index: 0,
                 model: route.model.clone(),
                 attempt: 1,
-                outcome: Cow::Borrowed("ok"),
+                outcome: AttemptOutcome::Answered,
                 retryable: true,
                 duration: start.elapsed(),
                 wait: None,
@@ -308,31 +309,35 @@ impl<C: ModelConnector> Router<C> {
                 },
                 Err(outcome) => outcome,
             };
-            let mut record = AttemptRecord {
+            let duration = attempt_start.elapsed();
+            let record = |outcome, retryable| AttemptRecord {
                 route_index: index,
                 model: route.model.clone(),
                 attempt,
-                outcome: Cow::Borrowed(""),
-                retryable: true,
-                duration: attempt_start.elapsed(),
+                outcome,
+                retryable,
+                duration,
                 wait: None,
             };
             let (classification, error) = match outcome {
                 Outcome::Answered(completion) => {
-                    record.outcome = Cow::Borrowed("ok");
-                    recovery.report.attempts.push(record);
+                    recovery
+                        .report
+                        .attempts
+                        .push(record(AttemptOutcome::Answered, true));
                     return Ok(completion);
                 }
                 Outcome::Stopped(reason) => {
-                    record.outcome = Cow::Borrowed(reason.as_str());
-                    record.retryable = false;
-                    recovery.report.attempts.push(record);
+                    recovery
+                        .report
+                        .attempts
+                        .push(record(AttemptOutcome::Stopped(reason), false));
                     return Err(stop(reason));
                 }
                 Outcome::TimedOut { by_share } if later_route => {
                     let reason = FailureReason::AttemptTimeout;
+                    let record = record(AttemptOutcome::Failed(reason), true);
                     self.log_failure(turn, &record, reason, true);
-                    record.outcome = Cow::Borrowed(reason.as_str());
                     recovery.report.attempts.push(record);
                     recovery.last = LastFailure::reason(reason);
                     let reason = if by_share {
@@ -355,8 +360,10 @@ impl<C: ModelConnector> Router<C> {
                 ),
                 Outcome::Failed(error) => (classify(&error), Some(error)),
             };
-            record.outcome = Cow::Borrowed(classification.reason.as_str());
-            record.retryable = classification.retryable;
+            let mut record = record(
+                AttemptOutcome::Failed(classification.reason),
+                classification.retryable,
+            );
             recovery.last = LastFailure {
                 reason: Some(classification.reason),
                 error,

@@ -12,7 +12,6 @@
 //! such an attempt fails (`malformed_tool_call`) before a word is yielded, or, when the request
 //! offered tools, yields no text and its call is read into [`RoutedStream::tool_calls`].
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +19,7 @@ use std::pin::Pin;
 use tokio::time::{Instant, sleep_until};
 
 use super::ModelConnector;
-use super::classify::{Classification, FailureReason, classify};
+use super::classify::{Classification, classify};
 use super::error::ModelError;
 use super::recovery::{LastFailure, Recovery};
 use super::route::{FallbackReason, RecoveryError};
@@ -30,7 +29,8 @@ use super::stream_join::{JoinMode, Joined, Joiner};
 use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
-use crate::ledger::{AttemptRecord, StreamReport};
+use crate::failure::FailureReason;
+use crate::ledger::{AttemptOutcome, AttemptRecord, StreamReport};
 use crate::turn::{StopReason, Turn};
 
 type NextFuture<'s> =
@@ -618,12 +618,12 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         }
     }
 
-    fn record(&self, outcome: &'static str, retryable: bool) -> AttemptRecord {
+    fn record(&self, outcome: AttemptOutcome, retryable: bool) -> AttemptRecord {
         AttemptRecord {
             route_index: self.route,
             model: self.router.routes[self.route].model.clone(),
             attempt: self.route_attempt,
-            outcome: Cow::Borrowed(outcome),
+            outcome,
             retryable,
             duration: self.attempt_started.elapsed(),
             wait: None,
@@ -631,7 +631,7 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
     }
 
     fn record_ok(&mut self) {
-        let record = self.record("ok", true);
+        let record = self.record(AttemptOutcome::Answered, true);
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.report.attempts.push(record);
         }
@@ -669,13 +669,13 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         let later = self.route + 1 < self.router.routes.len();
         let (classification, error, timed_out) = match end {
             End::Stopped(reason) => {
-                self.push(self.record(reason.as_str(), false));
+                self.push(self.record(AttemptOutcome::Stopped(reason), false));
                 let retryable = reason == StopReason::DeadlineReached;
                 return Err(self.give_up(reason.as_str(), retryable, delivered));
             }
             End::OutOfTime => return Err(self.give_up("total_deadline", true, delivered)),
             End::Unjoinable => {
-                self.push(self.record("stream_unjoinable", false));
+                self.push(self.record(AttemptOutcome::Unjoinable, false));
                 return Err(self.give_up("stream_unjoinable", true, delivered));
             }
             End::TimedOut(by) => {
@@ -694,7 +694,7 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
             End::Failed(error) => (classify(&error), Some(error), None),
         };
         let reason = classification.reason;
-        let mut record = self.record(reason.as_str(), classification.retryable);
+        let mut record = self.record(AttemptOutcome::Failed(reason), classification.retryable);
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.last = LastFailure {
                 reason: Some(reason),
