@@ -153,6 +153,7 @@ pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Cause, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
 };
+pub use future::BoxFuture;
 pub use mesh_egress_macros::egress_boundary;
 pub use outbound::state;
 pub use outbound::{

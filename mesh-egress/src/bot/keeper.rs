@@ -7,9 +7,10 @@ use std::time::Duration;
 use super::{Bot, Outgoing, Shape, collect};
 use crate::address::Address;
 use crate::answer::Streamed;
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, Rerun, record_commitment, resolve_in};
+use crate::boundary::{Promise, PromiseKeeper, Rerun, record_commitment, resolve_in};
 use crate::degrade::choose;
 use crate::egress::EgressError;
+use crate::future::BoxFuture;
 use crate::ledger::{CommitmentState, Ledger};
 use crate::reply::{Commitment, Mode, Reply};
 use crate::retry::Backoff;
@@ -163,7 +164,10 @@ impl InMemory {
 }
 
 impl PromiseKeeper for InMemory {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         Box::pin(async move {
             let rerun = promise.rerun().ok_or(NothingToRerun)?.clone();
             let owned = OwnedPromise {
@@ -187,7 +191,7 @@ pub(super) use durable::StoredRun;
 mod durable {
     use serde::{Deserialize, Serialize};
 
-    use super::{KeepFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
+    use super::{BoxFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
 
     /// A route's follow-up as the store keeps it: the route's input and what the person had
@@ -204,7 +208,10 @@ mod durable {
     /// [`Bot::worker`](crate::Bot::worker) re-runs the route. A promise without a route cannot
     /// be kept by anyone: it is refused, and its holding line is not sent.
     impl PromiseKeeper for Store {
-        fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+        fn keep<'a>(
+            &'a self,
+            promise: Promise<'a>,
+        ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
             Box::pin(async move {
                 let rerun = promise.rerun().ok_or(NothingToRerun)?;
                 let run = StoredRun {

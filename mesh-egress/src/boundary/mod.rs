@@ -31,7 +31,7 @@ pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
 pub(crate) use follow_up::record_commitment;
 pub use follow_up::{FollowUpOutcome, FollowUpRunner};
-pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
+pub use promise::{Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream::{DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamReceipt, stream, stream_live};

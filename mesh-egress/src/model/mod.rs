@@ -75,9 +75,7 @@ pub use openai::{
 pub use route::{FallbackReason, RecoveryError, Route};
 pub use router::Router;
 pub use sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
-pub use stream::{
-    ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta,
-};
+pub use stream::{ChunkTransport, ModelStream, StreamChunk, ToolCallAssembler, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};

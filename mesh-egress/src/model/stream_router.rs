@@ -13,8 +13,6 @@
 //! offered tools, yields no text and its call is read into [`RoutedStream::tool_calls`].
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 
 use tokio::time::{Instant, sleep_until};
 
@@ -30,15 +28,13 @@ use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
+use crate::future::BoxFuture;
 use crate::ledger::{AttemptOutcome, AttemptRecord, StreamReport};
 use crate::turn::{StopReason, Turn};
 
-type NextFuture<'s> =
-    Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
-
 /// A request in flight to open a stream, kept across calls so a cancelled
 /// [`RoutedStream::next`] resumes it instead of starting (and counting) a new attempt.
-type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelStream, ModelError>> + Send + 'a>>;
+type OpenFuture<'a> = BoxFuture<'a, Result<ModelStream, ModelError>>;
 
 /// A routed, streamed answer: text deltas to show, already joined to what the consumer holds.
 ///
@@ -180,7 +176,11 @@ fn stopped_error(turn: &Turn, reason: StopReason, delivered: usize) -> EgressErr
 
 /// The type-erased driver behind a routed stream.
 trait Drive: Send {
-    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s>;
+    fn next<'s>(
+        &'s mut self,
+        held: &'s str,
+        delivered: usize,
+    ) -> BoxFuture<'s, Option<Result<String, EgressError>>>;
     fn close(&mut self, delivered: usize);
     fn tool_calls(&self) -> Vec<ToolCall>;
     fn finish_reason(&self) -> Option<&str>;
@@ -314,7 +314,11 @@ enum Read {
 }
 
 impl<'a, C: ModelConnector> Drive for Driver<'a, C> {
-    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s> {
+    fn next<'s>(
+        &'s mut self,
+        held: &'s str,
+        delivered: usize,
+    ) -> BoxFuture<'s, Option<Result<String, EgressError>>> {
         Box::pin(self.next_delta(held, delivered))
     }
 

@@ -20,14 +20,15 @@ use super::deadline::Expired;
 use super::live::LiveReply;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamReceipt};
+use crate::boundary::{Promise, PromiseKeeper, StreamEnd, StreamPlan, StreamReceipt};
 use crate::channel::DeliveryError;
 use crate::degrade::Mode;
 use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::future::BoxFuture;
 use crate::store::{Durable, FollowUpPlan, FollowUpTask, Lease, Renewal, Store};
 use crate::stream::TextSource;
 use crate::turn::Turn;
-use crate::worker::{Handler, HandlerFuture};
+use crate::worker::Handler;
 
 use super::client::WebChannel;
 
@@ -221,7 +222,10 @@ struct WebKeeper {
 }
 
 impl PromiseKeeper for WebKeeper {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         let (commitment, delivered) = (promise.commitment(), promise.delivered());
         Box::pin(async move {
             let mut task = self.task.clone();
@@ -259,7 +263,11 @@ impl<A> FollowUp<A> {
 struct NotAWebTask;
 
 impl<A: ChatAgent> Handler for FollowUp<A> {
-    fn call<'a>(&'a self, task: &'a FollowUpTask, turn: &'a Turn) -> HandlerFuture<'a> {
+    fn call<'a>(
+        &'a self,
+        task: &'a FollowUpTask,
+        turn: &'a Turn,
+    ) -> BoxFuture<'a, Result<AgentMessage, EgressError>> {
         Box::pin(async move {
             let stored = &task.input;
             let input: ChatInput<A::Options> = match stored.get("input").cloned() {
