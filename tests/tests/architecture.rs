@@ -112,6 +112,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "block",
             "code_region",
+            "future",
         ],
     ),
     // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's
@@ -137,6 +138,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "id",
             "retry",
             "failpoint",
+            "future",
         ],
     ),
     // The glue: the only module that sees both the channels and Layer C.
@@ -162,6 +164,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "block",
             "stream",
             "silence",
+            "future",
         ],
     ),
     // Keeping durable promises: the boundary's glue on top of the store.
@@ -181,6 +184,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "turn",
             "gate",
             "failpoint",
+            "future",
         ],
     ),
     // The front door: one value over every layer (the glue, the store, the worker).
@@ -197,7 +201,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "web",
         &[
             "address", "boundary", "channel", "degrade", "egress", "gate", "id", "outbound",
-            "store", "stream", "turn", "worker",
+            "store", "stream", "turn", "worker", "future",
         ],
     ),
     // What the macro's expansion reaches.
@@ -225,6 +229,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "boundary",
             "setting",
             "store",
+            "future",
         ],
     ),
 ];
