@@ -1,15 +1,21 @@
-//! [`Recovery`]: the state of one call's recovery in the [`Router`](super::Router), carried
-//! from route to route instead of loose arguments.
+//! [`Recovery`]: the state of one call's recovery in the [`Router`], carried from route to
+//! route instead of loose arguments, and the recovery decisions both engines (a completion in
+//! `router.rs`, a stream in `stream_router.rs`) share: opening a route
+//! ([`Router::open_route`]) and what follows a failed attempt ([`Router::after_failure`]).
+
+use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::classify::{Classification, classify};
 use super::error::ModelError;
-use super::route::{RecoveryError, Route};
+use super::route::{FallbackReason, RecoveryError, Route};
+use super::router::{Router, saturating_after};
 use super::wire::ChatRequest;
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
-use crate::ledger::{LedgerRecord, RecoveryReport};
-use crate::turn::Turn;
+use crate::ledger::{AttemptOutcome, AttemptRecord, LedgerRecord, RecoveryReport};
+use crate::turn::{StopReason, Turn};
 
 /// One call's recovery: what the turn asked, the call's time bounds, and what happened so far.
 pub(super) struct Recovery<'a> {
@@ -83,11 +89,215 @@ pub(super) struct LastFailure {
     pub(super) error: Option<ModelError>,
 }
 
-impl LastFailure {
-    pub(super) fn reason(reason: FailureReason) -> Self {
-        Self {
-            reason: Some(reason),
-            error: None,
+/// How recovery on one route ended, when it did not answer: the same for a completion and a
+/// stream.
+pub(super) enum RouteEnd {
+    /// Move to route `to`.
+    Fallback { to: usize, reason: FallbackReason },
+    /// End recovery: the ledger's `gave_up`, and whether the boundary may retry later.
+    GiveUp {
+        gave_up: &'static str,
+        retryable: bool,
+    },
+}
+
+impl RouteEnd {
+    /// The end a stopped turn gives.
+    pub(super) fn stopped(reason: StopReason) -> Self {
+        Self::GiveUp {
+            gave_up: reason.as_str(),
+            // A deadline may pass before a retry next cycle; a cancelled or disowned turn is
+            // over.
+            retryable: reason == StopReason::DeadlineReached,
         }
+    }
+}
+
+/// What follows a failed attempt.
+pub(super) enum Next {
+    /// Another attempt on the same route after this wait (already on the attempt's record).
+    Retry(Duration),
+    /// The route is over.
+    End(RouteEnd),
+}
+
+/// A failed attempt, as both engines report it to [`Router::after_failure`].
+pub(super) struct Failed {
+    /// The route's index and the attempt's number on it (from 1).
+    pub(super) route: usize,
+    pub(super) attempt: u32,
+    /// When the attempt started.
+    pub(super) started: Instant,
+    pub(super) classification: Classification,
+    pub(super) error: Option<ModelError>,
+    /// Set when one of the attempt's bounds ended it: the reason to abandon the stalled route
+    /// at once when a later route exists.
+    pub(super) timed_out: Option<FallbackReason>,
+}
+
+impl Failed {
+    /// An attempt a bound ended, classified as `reason` (always retryable).
+    pub(super) fn timed_out(
+        route: usize,
+        attempt: u32,
+        started: Instant,
+        reason: FailureReason,
+        fallback: FallbackReason,
+    ) -> Self {
+        Self {
+            route,
+            attempt,
+            started,
+            classification: Classification {
+                retryable: true,
+                reason,
+                retry_after: None,
+            },
+            error: None,
+            timed_out: Some(fallback),
+        }
+    }
+
+    /// An attempt that failed with `error`.
+    pub(super) fn error(route: usize, attempt: u32, started: Instant, error: ModelError) -> Self {
+        Self {
+            route,
+            attempt,
+            started,
+            classification: classify(&error),
+            error: Some(error),
+            timed_out: None,
+        }
+    }
+}
+
+impl<C: super::ModelConnector> Router<C> {
+    /// Opens route `index`: counts it, and gives when it started (the call's start for the
+    /// first route) and when its share of the time left ends (`left / routes_left`, so what a
+    /// route does not use stays for later ones). `Err` when no time is left.
+    pub(super) fn open_route(
+        &self,
+        recovery: &mut Recovery<'_>,
+        index: usize,
+    ) -> Result<(Instant, Instant), RouteEnd> {
+        let now = if recovery.routes_tried == 0 {
+            recovery.start
+        } else {
+            Instant::now()
+        };
+        recovery.routes_tried += 1;
+        let left = recovery.end.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(RouteEnd::GiveUp {
+                gave_up: "total_deadline",
+                retryable: true,
+            });
+        }
+        let routes_left = u32::try_from(self.routes.len() - index).unwrap_or(u32::MAX);
+        let share_end = saturating_after(now, left / routes_left).min(recovery.end);
+        Ok((now, share_end))
+    }
+
+    /// The ledger record of attempt `attempt` on route `index`, which started at `started`.
+    pub(super) fn attempt_record(
+        &self,
+        index: usize,
+        attempt: u32,
+        started: Instant,
+        outcome: AttemptOutcome,
+        retryable: bool,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            route_index: index,
+            model: self.routes[index].model.clone(),
+            attempt,
+            outcome,
+            retryable,
+            duration: started.elapsed(),
+            wait: None,
+        }
+    }
+
+    /// The one decision after a failed attempt, for a completion and for a stream (before
+    /// anything was delivered): abandon a stalled route when a later one exists; a terminal
+    /// failure falls back only by policy ([`terminal_fallback`](Self::terminal_fallback));
+    /// spent attempts move on (`retries_exhausted`); a backoff that would outlast the route's
+    /// share (ending at `share_end`) moves on at once (`route_budget_spent`); otherwise retry
+    /// after the backoff. Records the attempt and logs it.
+    pub(super) fn after_failure(
+        &self,
+        recovery: &mut Recovery<'_>,
+        failed: Failed,
+        share_end: Instant,
+    ) -> Next {
+        let Failed {
+            route: index,
+            attempt,
+            started,
+            classification,
+            error,
+            timed_out,
+        } = failed;
+        let reason = classification.reason;
+        let mut record = self.attempt_record(
+            index,
+            attempt,
+            started,
+            AttemptOutcome::Failed(reason),
+            classification.retryable,
+        );
+        recovery.last = LastFailure {
+            reason: Some(reason),
+            error,
+        };
+        let later = index + 1 < self.routes.len();
+        let move_on = |reason: FallbackReason, gave_up: &'static str| {
+            Next::End(if later {
+                RouteEnd::Fallback {
+                    to: index + 1,
+                    reason,
+                }
+            } else {
+                RouteEnd::GiveUp {
+                    gave_up,
+                    retryable: true,
+                }
+            })
+        };
+        let next = match timed_out {
+            Some(fallback) if later => Next::End(RouteEnd::Fallback {
+                to: index + 1,
+                reason: fallback,
+            }),
+            _ if !classification.retryable => {
+                Next::End(match self.terminal_fallback(index, reason) {
+                    Some((to, reason)) => RouteEnd::Fallback { to, reason },
+                    None => RouteEnd::GiveUp {
+                        gave_up: "terminal",
+                        retryable: false,
+                    },
+                })
+            }
+            _ if attempt >= self.config.attempts() => {
+                move_on(FallbackReason::RetriesExhausted, "retries_exhausted")
+            }
+            _ => {
+                let wait =
+                    self.backoff
+                        .delay(attempt, classification.retry_after, self.jitter.sample());
+                if Instant::now()
+                    .checked_add(wait)
+                    .is_none_or(|resume| resume >= share_end)
+                {
+                    move_on(FallbackReason::RouteBudgetSpent, "route_budget_spent")
+                } else {
+                    record.wait = Some(wait);
+                    Next::Retry(wait)
+                }
+            }
+        };
+        self.log_failure(recovery.turn, &record, reason, classification.retryable);
+        recovery.report.attempts.push(record);
+        next
     }
 }

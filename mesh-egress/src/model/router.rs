@@ -12,10 +12,9 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::ModelConnector;
 use super::backoff::Jitter;
-use super::classify::{Classification, classify};
 use super::config::RetryConfig;
 use super::error::ModelError;
-use super::recovery::{LastFailure, Recovery};
+use super::recovery::{Failed, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, Route};
 use super::tool_text::settle;
 use super::wire::{ChatRequest, Completion};
@@ -215,15 +214,8 @@ impl<C: ModelConnector> Router<C> {
     {
         let mut route_index = 0;
         loop {
-            // The first route starts when the call did.
-            let route_start = if recovery.routes_tried == 0 {
-                recovery.start
-            } else {
-                Instant::now()
-            };
-            recovery.routes_tried += 1;
             match self
-                .run_route(&mut recovery, route_index, route_start, first.take())
+                .run_route(&mut recovery, route_index, first.take())
                 .await
             {
                 Ok(completion) => {
@@ -241,13 +233,12 @@ impl<C: ModelConnector> Router<C> {
         }
     }
 
-    /// Runs attempts on route `index`, which started at `now`, until it answers or recovery
-    /// must move on.
+    /// Opens route `index` and runs attempts on it until it answers or recovery must move on
+    /// ([`after_failure`](Self::after_failure) decides, as it does for a stream).
     async fn run_route<F>(
         &self,
         recovery: &mut Recovery<'_>,
         index: usize,
-        now: Instant,
         mut first: Option<First<'_, F>>,
     ) -> Result<Completion, RouteEnd>
     where
@@ -255,16 +246,7 @@ impl<C: ModelConnector> Router<C> {
     {
         let (turn, request) = (recovery.turn, recovery.request);
         let route = &self.routes[index];
-        let later_route = index + 1 < self.routes.len();
-        let left = recovery.end.saturating_duration_since(now);
-        if left.is_zero() {
-            return Err(RouteEnd::GiveUp {
-                gave_up: "total_deadline",
-                retryable: true,
-            });
-        }
-        let routes_left = u32::try_from(self.routes.len() - index).unwrap_or(u32::MAX);
-        let share_end = saturating_after(now, left / routes_left).min(recovery.end);
+        let (now, share_end) = self.open_route(recovery, index)?;
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
@@ -272,10 +254,10 @@ impl<C: ModelConnector> Router<C> {
             // check and polled it once, or found the turn stopped); otherwise check the turn and
             // start it here.
             let started = match first.take() {
-                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                Some(First::Stopped(reason)) => return Err(RouteEnd::stopped(reason)),
                 None => {
                     if let Some(reason) = turn.stop_reason() {
-                        return Err(stop(reason));
+                        return Err(RouteEnd::stopped(reason));
                     }
                     None
                 }
@@ -286,7 +268,7 @@ impl<C: ModelConnector> Router<C> {
             let result = match started {
                 Some(First::Failed(error)) => Ok(Err(error)),
                 Some(First::Pending(call)) => Self::finish(turn, call, bound, by_share).await,
-                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                Some(First::Stopped(reason)) => return Err(RouteEnd::stopped(reason)),
                 None => {
                     // The connector is polled once before anything else: a call that answers at
                     // once never builds the timer or subscribes to the turn's signals (the stop
@@ -309,119 +291,49 @@ impl<C: ModelConnector> Router<C> {
                 },
                 Err(outcome) => outcome,
             };
-            let duration = attempt_start.elapsed();
-            let record = |outcome, retryable| AttemptRecord {
-                route_index: index,
-                model: route.model.clone(),
-                attempt,
-                outcome,
-                retryable,
-                duration,
-                wait: None,
-            };
-            let (classification, error) = match outcome {
+            let failed = match outcome {
                 Outcome::Answered(completion) => {
-                    recovery
-                        .report
-                        .attempts
-                        .push(record(AttemptOutcome::Answered, true));
+                    let record = self.attempt_record(
+                        index,
+                        attempt,
+                        attempt_start,
+                        AttemptOutcome::Answered,
+                        true,
+                    );
+                    recovery.report.attempts.push(record);
                     return Ok(completion);
                 }
                 Outcome::Stopped(reason) => {
-                    recovery
-                        .report
-                        .attempts
-                        .push(record(AttemptOutcome::Stopped(reason), false));
-                    return Err(stop(reason));
-                }
-                Outcome::TimedOut { by_share } if later_route => {
-                    let reason = FailureReason::AttemptTimeout;
-                    let record = record(AttemptOutcome::Failed(reason), true);
-                    self.log_failure(turn, &record, reason, true);
+                    let record = self.attempt_record(
+                        index,
+                        attempt,
+                        attempt_start,
+                        AttemptOutcome::Stopped(reason),
+                        false,
+                    );
                     recovery.report.attempts.push(record);
-                    recovery.last = LastFailure::reason(reason);
-                    let reason = if by_share {
+                    return Err(RouteEnd::stopped(reason));
+                }
+                Outcome::TimedOut { by_share } => Failed::timed_out(
+                    index,
+                    attempt,
+                    attempt_start,
+                    FailureReason::AttemptTimeout,
+                    if by_share {
                         FallbackReason::RouteBudgetSpent
                     } else {
                         FallbackReason::AttemptTimeout
-                    };
-                    return Err(RouteEnd::Fallback {
-                        to: index + 1,
-                        reason,
-                    });
-                }
-                Outcome::TimedOut { .. } => (
-                    Classification {
-                        retryable: true,
-                        reason: FailureReason::AttemptTimeout,
-                        retry_after: None,
                     },
-                    None,
                 ),
-                Outcome::Failed(error) => (classify(&error), Some(error)),
+                Outcome::Failed(error) => Failed::error(index, attempt, attempt_start, error),
             };
-            let mut record = record(
-                AttemptOutcome::Failed(classification.reason),
-                classification.retryable,
-            );
-            recovery.last = LastFailure {
-                reason: Some(classification.reason),
-                error,
-            };
-
-            if !classification.retryable {
-                self.log_failure(turn, &record, classification.reason, false);
-                recovery.report.attempts.push(record);
-                return Err(match self.terminal_fallback(index, classification.reason) {
-                    Some((to, reason)) => RouteEnd::Fallback { to, reason },
-                    None => RouteEnd::GiveUp {
-                        gave_up: "terminal",
-                        retryable: false,
-                    },
-                });
-            }
-            let move_on = |reason: FallbackReason, gave_up: &'static str| {
-                if later_route {
-                    RouteEnd::Fallback {
-                        to: index + 1,
-                        reason,
-                    }
-                } else {
-                    RouteEnd::GiveUp {
-                        gave_up,
-                        retryable: true,
-                    }
-                }
-            };
-            if attempt >= self.config.attempts() {
-                self.log_failure(turn, &record, classification.reason, true);
-                recovery.report.attempts.push(record);
-                return Err(move_on(
-                    FallbackReason::RetriesExhausted,
-                    "retries_exhausted",
-                ));
-            }
-            let wait =
-                self.backoff
-                    .delay(attempt, classification.retry_after, self.jitter.sample());
-            if Instant::now()
-                .checked_add(wait)
-                .is_none_or(|resume| resume >= share_end)
-            {
-                self.log_failure(turn, &record, classification.reason, true);
-                recovery.report.attempts.push(record);
-                return Err(move_on(
-                    FallbackReason::RouteBudgetSpent,
-                    "route_budget_spent",
-                ));
-            }
-            record.wait = Some(wait);
-            self.log_failure(turn, &record, classification.reason, true);
-            recovery.report.attempts.push(record);
-            tokio::select! {
-                biased;
-                reason = turn.stopped() => return Err(stop(reason)),
-                () = sleep(wait) => {}
+            match self.after_failure(recovery, failed, share_end) {
+                Next::End(end) => return Err(end),
+                Next::Retry(wait) => tokio::select! {
+                    biased;
+                    reason = turn.stopped() => return Err(RouteEnd::stopped(reason)),
+                    () = sleep(wait) => {}
+                },
             }
         }
     }
@@ -556,32 +468,12 @@ enum First<'a, F> {
     Stopped(StopReason),
 }
 
-/// How recovery on one route ended, when it did not answer.
-enum RouteEnd {
-    Fallback {
-        to: usize,
-        reason: FallbackReason,
-    },
-    GiveUp {
-        gave_up: &'static str,
-        retryable: bool,
-    },
-}
-
 /// Polls an in-flight call. A dropped call (`None`, which `finish` leaves behind and nothing
 /// polls again) never answers.
 fn poll_in_flight<F: Future>(call: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
     match call.as_pin_mut() {
         Some(call) => call.poll(cx),
         None => Poll::Pending,
-    }
-}
-
-fn stop(reason: StopReason) -> RouteEnd {
-    RouteEnd::GiveUp {
-        gave_up: reason.as_str(),
-        // A deadline may pass before a retry next cycle; a cancelled or disowned turn is over.
-        retryable: reason == StopReason::DeadlineReached,
     }
 }
 

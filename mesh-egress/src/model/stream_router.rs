@@ -17,9 +17,8 @@ use std::collections::VecDeque;
 use tokio::time::{Instant, sleep_until};
 
 use super::ModelConnector;
-use super::classify::{Classification, classify};
 use super::error::ModelError;
-use super::recovery::{LastFailure, Recovery};
+use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, RecoveryError};
 use super::router::{Router, saturating_after};
 use super::stream::{ModelStream, ToolCallAssembler, ToolCallDelta};
@@ -435,18 +434,10 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         };
         let turn = recovery.turn;
         if !self.route_open {
-            let now = if recovery.routes_tried == 0 {
-                recovery.start
-            } else {
-                Instant::now()
-            };
-            recovery.routes_tried += 1;
-            let left = recovery.end.saturating_duration_since(now);
-            if left.is_zero() {
-                return Err(End::OutOfTime);
-            }
-            let routes_left = u32::try_from(router.routes.len() - self.route).unwrap_or(u32::MAX);
-            self.share_end = saturating_after(now, left / routes_left).min(recovery.end);
+            let (_, share_end) = router
+                .open_route(recovery, self.route)
+                .map_err(|_| End::OutOfTime)?;
+            self.share_end = share_end;
             self.route_open = true;
             self.route_attempt = 0;
         }
@@ -623,15 +614,13 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
     }
 
     fn record(&self, outcome: AttemptOutcome, retryable: bool) -> AttemptRecord {
-        AttemptRecord {
-            route_index: self.route,
-            model: self.router.routes[self.route].model.clone(),
-            attempt: self.route_attempt,
+        self.router.attempt_record(
+            self.route,
+            self.route_attempt,
+            self.attempt_started,
             outcome,
             retryable,
-            duration: self.attempt_started.elapsed(),
-            wait: None,
-        }
+        )
     }
 
     fn record_ok(&mut self) {
@@ -665,17 +654,32 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         self.route_open = false;
     }
 
+    /// Ends recovery as `end` says: `Ok` to go on (the next route), `Err` when the stream is
+    /// over.
+    fn end_route(&mut self, end: RouteEnd, delivered: usize) -> Result<(), EgressError> {
+        match end {
+            RouteEnd::Fallback { to, reason } => {
+                self.fall_back(to, reason);
+                Ok(())
+            }
+            RouteEnd::GiveUp { gave_up, retryable } => {
+                Err(self.give_up(gave_up, retryable, delivered))
+            }
+        }
+    }
+
     /// Decides what a failed attempt leads to: `Ok` to go on (a retry after its wait, or the
-    /// next route), `Err` when the stream is over.
+    /// next route), `Err` when the stream is over. Before anything was delivered the decision
+    /// is the Router's own ([`Router::after_failure`], as for a completion); after, the route
+    /// is abandoned for a continuation.
     async fn after_failure(&mut self, end: End, delivered: usize) -> Result<(), EgressError> {
         self.attempt = None;
         self.opening = None;
-        let later = self.route + 1 < self.router.routes.len();
-        let (classification, error, timed_out) = match end {
+        let (route, attempt, started) = (self.route, self.route_attempt, self.attempt_started);
+        let failed = match end {
             End::Stopped(reason) => {
                 self.push(self.record(AttemptOutcome::Stopped(reason), false));
-                let retryable = reason == StopReason::DeadlineReached;
-                return Err(self.give_up(reason.as_str(), retryable, delivered));
+                return self.end_route(RouteEnd::stopped(reason), delivered);
             }
             End::OutOfTime => return Err(self.give_up("total_deadline", true, delivered)),
             End::Unjoinable => {
@@ -683,97 +687,72 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                 return Err(self.give_up("stream_unjoinable", true, delivered));
             }
             End::TimedOut(by) => {
-                let reason = match by {
-                    Bound::FirstToken => FailureReason::FirstTokenTimeout,
-                    Bound::Idle => FailureReason::StreamIdleTimeout,
-                    Bound::AttemptTimeout | Bound::Share => FailureReason::AttemptTimeout,
+                let (reason, fallback) = match by {
+                    Bound::FirstToken => (
+                        FailureReason::FirstTokenTimeout,
+                        FallbackReason::FirstTokenTimeout,
+                    ),
+                    Bound::Idle => (
+                        FailureReason::StreamIdleTimeout,
+                        FallbackReason::StreamIdleTimeout,
+                    ),
+                    Bound::AttemptTimeout => (
+                        FailureReason::AttemptTimeout,
+                        FallbackReason::AttemptTimeout,
+                    ),
+                    Bound::Share => (
+                        FailureReason::AttemptTimeout,
+                        FallbackReason::RouteBudgetSpent,
+                    ),
                 };
-                let classification = Classification {
-                    retryable: true,
-                    reason,
-                    retry_after: None,
-                };
-                (classification, None, Some(by))
+                Failed::timed_out(route, attempt, started, reason, fallback)
             }
-            End::Failed(error) => (classify(&error), Some(error), None),
+            End::Failed(error) => Failed::error(route, attempt, started, error),
         };
-        let reason = classification.reason;
-        let mut record = self.record(AttemptOutcome::Failed(reason), classification.retryable);
+        if delivered > 0 {
+            return self.failed_after_delivery(failed, delivered);
+        }
+        let Some(recovery) = self.recovery.as_mut() else {
+            return Err(self.give_up("total_deadline", true, delivered));
+        };
+        match self.router.after_failure(recovery, failed, self.share_end) {
+            // Waited at the top of the next read (see `resume_at`).
+            Next::Retry(wait) => {
+                self.resume_at = Instant::now().checked_add(wait);
+                Ok(())
+            }
+            Next::End(end) => self.end_route(end, delivered),
+        }
+    }
+
+    /// A failure after something was delivered: no invisible retry is possible, so the route is
+    /// abandoned and a later one continues from the delivered text, or the stream ends.
+    fn failed_after_delivery(
+        &mut self,
+        failed: Failed,
+        delivered: usize,
+    ) -> Result<(), EgressError> {
+        let reason = failed.classification.reason;
+        let record = self.record(
+            AttemptOutcome::Failed(reason),
+            failed.classification.retryable,
+        );
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.last = LastFailure {
                 reason: Some(reason),
-                error,
+                error: failed.error,
             };
         }
-        if delivered > 0 {
-            self.log(&record, reason);
-            self.push(record);
-            self.stream_report.failed_route = Some(self.route);
-            self.stream_report.failure = Some(reason.as_str().to_owned());
-            self.stream_report.failed_after_bytes = Some(delivered);
-            if later {
-                self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);
-                return Ok(());
-            }
-            return Err(self.give_up("stream_failed_after_delivery", true, delivered));
-        }
-        if let Some(by) = timed_out
-            && later
-        {
-            self.log(&record, reason);
-            self.push(record);
-            let reason = match by {
-                Bound::Share => FallbackReason::RouteBudgetSpent,
-                Bound::FirstToken => FallbackReason::FirstTokenTimeout,
-                Bound::Idle => FallbackReason::StreamIdleTimeout,
-                Bound::AttemptTimeout => FallbackReason::AttemptTimeout,
-            };
-            self.fall_back(self.route + 1, reason);
-            return Ok(());
-        }
-        if !classification.retryable {
-            self.log(&record, reason);
-            self.push(record);
-            return match self.router.terminal_fallback(self.route, reason) {
-                Some((to, reason)) => {
-                    self.fall_back(to, reason);
-                    Ok(())
-                }
-                None => Err(self.give_up("terminal", false, delivered)),
-            };
-        }
-        let move_on = |this: &mut Self, reason: FallbackReason, gave_up: &'static str| {
-            if later {
-                this.fall_back(this.route + 1, reason);
-                Ok(())
-            } else {
-                Err(this.give_up(gave_up, true, delivered))
-            }
-        };
-        if self.route_attempt >= self.router.config.attempts() {
-            self.log(&record, reason);
-            self.push(record);
-            return move_on(self, FallbackReason::RetriesExhausted, "retries_exhausted");
-        }
-        let wait = self.router.backoff.delay(
-            self.route_attempt,
-            classification.retry_after,
-            self.router.jitter.sample(),
-        );
-        if Instant::now()
-            .checked_add(wait)
-            .is_none_or(|resume| resume >= self.share_end)
-        {
-            self.log(&record, reason);
-            self.push(record);
-            return move_on(self, FallbackReason::RouteBudgetSpent, "route_budget_spent");
-        }
-        record.wait = Some(wait);
         self.log(&record, reason);
         self.push(record);
-        // Waited at the top of the next read (see `resume_at`).
-        self.resume_at = Instant::now().checked_add(wait);
-        Ok(())
+        self.stream_report.failed_route = Some(self.route);
+        self.stream_report.failure = Some(reason.as_str().to_owned());
+        self.stream_report.failed_after_bytes = Some(delivered);
+        if self.route + 1 < self.router.routes.len() {
+            self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);
+            return Ok(());
+        }
+        Err(self.give_up("stream_failed_after_delivery", true, delivered))
     }
 
     fn push(&mut self, record: AttemptRecord) {
