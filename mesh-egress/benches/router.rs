@@ -144,7 +144,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("ledger_row_only", |b| {
         b.iter(|| {
             let report = RecoveryReport {
-                attempts: vec![AttemptRecord {
+                attempts: mesh_egress::ledger::Attempts::one(AttemptRecord {
                     route_index: 0,
                     model: black_box(std::sync::Arc::from("m")),
                     attempt: 1,
@@ -152,7 +152,7 @@ fn bench(c: &mut Criterion) {
                     retryable: true,
                     duration: Duration::ZERO,
                     wait: None,
-                }],
+                }),
                 answered_by: Some(0),
                 answered_model: Some(black_box(std::sync::Arc::from("m"))),
                 gave_up: None,

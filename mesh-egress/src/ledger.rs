@@ -341,7 +341,7 @@ pub enum RenderRecord {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryReport {
     /// Every attempt, in order.
-    pub attempts: Vec<AttemptRecord>,
+    pub attempts: Attempts,
     /// The index of the route that answered (0 = primary), if one did.
     pub answered_by: Option<usize>,
     /// The model that answered, if one did.
@@ -375,6 +375,164 @@ pub struct StreamReport {
     /// How the rest was joined to what was delivered: `prefill` or `afresh`.
     #[serde(default)]
     pub joined_by: Option<String>,
+}
+
+/// Every attempt of a model call, in order: a list that holds one attempt without allocating
+/// (a healthy call makes exactly one), and more on the heap.
+///
+/// It reads as a slice (`len`, indexing, `iter`) and serializes as a plain list.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use mesh_egress::ledger::{AttemptOutcome, AttemptRecord, Attempts};
+/// let ok = AttemptRecord {
+///     route_index: 0,
+///     model: Arc::from("m"),
+///     attempt: 1,
+///     outcome: AttemptOutcome::Answered,
+///     retryable: true,
+///     duration: Duration::ZERO,
+///     wait: None,
+/// };
+/// let mut attempts = Attempts::one(ok.clone());
+/// attempts.push(ok.clone());
+/// assert_eq!(attempts.len(), 2);
+/// assert_eq!(attempts[1], ok);
+/// assert_eq!(attempts, Attempts::from(vec![ok.clone(), ok]));
+/// ```
+#[derive(Clone, Default)]
+pub struct Attempts(AttemptsRepr);
+
+#[derive(Clone, Default)]
+enum AttemptsRepr {
+    #[default]
+    None,
+    One(AttemptRecord),
+    Many(Vec<AttemptRecord>),
+}
+
+impl Attempts {
+    /// No attempts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Exactly `attempt`, without allocating.
+    pub fn one(attempt: AttemptRecord) -> Self {
+        Self(AttemptsRepr::One(attempt))
+    }
+
+    /// Appends `attempt`.
+    pub fn push(&mut self, attempt: AttemptRecord) {
+        self.0 = match std::mem::take(&mut self.0) {
+            AttemptsRepr::None => AttemptsRepr::One(attempt),
+            AttemptsRepr::One(first) => AttemptsRepr::Many(vec![first, attempt]),
+            AttemptsRepr::Many(mut all) => {
+                all.push(attempt);
+                AttemptsRepr::Many(all)
+            }
+        };
+    }
+
+    /// The attempts as a slice.
+    pub fn as_slice(&self) -> &[AttemptRecord] {
+        match &self.0 {
+            AttemptsRepr::None => &[],
+            AttemptsRepr::One(one) => std::slice::from_ref(one),
+            AttemptsRepr::Many(all) => all,
+        }
+    }
+
+    /// The attempts as a mutable slice.
+    pub fn as_mut_slice(&mut self) -> &mut [AttemptRecord] {
+        match &mut self.0 {
+            AttemptsRepr::None => &mut [],
+            AttemptsRepr::One(one) => std::slice::from_mut(one),
+            AttemptsRepr::Many(all) => all,
+        }
+    }
+
+    /// The attempts as a `Vec`.
+    pub fn into_vec(self) -> Vec<AttemptRecord> {
+        match self.0 {
+            AttemptsRepr::None => Vec::new(),
+            AttemptsRepr::One(one) => vec![one],
+            AttemptsRepr::Many(all) => all,
+        }
+    }
+}
+
+impl std::ops::Deref for Attempts {
+    type Target = [AttemptRecord];
+
+    fn deref(&self) -> &[AttemptRecord] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for Attempts {
+    fn deref_mut(&mut self) -> &mut [AttemptRecord] {
+        self.as_mut_slice()
+    }
+}
+
+impl PartialEq for Attempts {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl fmt::Debug for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl From<Vec<AttemptRecord>> for Attempts {
+    fn from(all: Vec<AttemptRecord>) -> Self {
+        Self(AttemptsRepr::Many(all))
+    }
+}
+
+impl FromIterator<AttemptRecord> for Attempts {
+    fn from_iter<I: IntoIterator<Item = AttemptRecord>>(iter: I) -> Self {
+        let mut attempts = Self::new();
+        for attempt in iter {
+            attempts.push(attempt);
+        }
+        attempts
+    }
+}
+
+impl IntoIterator for Attempts {
+    type Item = AttemptRecord;
+    type IntoIter = std::vec::IntoIter<AttemptRecord>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Attempts {
+    type Item = &'a AttemptRecord;
+    type IntoIter = std::slice::Iter<'a, AttemptRecord>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl Serialize for Attempts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.as_slice())
+    }
+}
+
+impl<'de> Deserialize<'de> for Attempts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<AttemptRecord>::deserialize(deserializer).map(Self::from)
+    }
 }
 
 /// One attempt of a model call.
@@ -692,6 +850,36 @@ mod millis_opt {
 mod tests {
     use super::*;
 
+    fn attempt(n: u32) -> AttemptRecord {
+        AttemptRecord {
+            route_index: 0,
+            model: Arc::from("m"),
+            attempt: n,
+            outcome: if n == 3 {
+                AttemptOutcome::Answered
+            } else {
+                AttemptOutcome::Failed(FailureReason::RateLimited)
+            },
+            retryable: true,
+            duration: Duration::from_millis(u64::from(n)),
+            wait: None,
+        }
+    }
+
+    #[test]
+    fn attempts_serialize_as_a_plain_list_whatever_their_count() {
+        for n in 0..=3u32 {
+            let attempts: Attempts = (1..=n).map(attempt).collect();
+            let vec: Vec<AttemptRecord> = (1..=n).map(attempt).collect();
+            assert_eq!(attempts.len(), vec.len());
+            let json = serde_json::to_value(&attempts).expect("serialize");
+            assert_eq!(json, serde_json::to_value(&vec).expect("serialize"));
+            let back: Attempts = serde_json::from_value(json).expect("deserialize");
+            assert_eq!(back, attempts);
+            assert_eq!(back.into_vec(), vec);
+        }
+    }
+
     #[test]
     fn every_attempt_outcome_is_written_as_its_label_and_read_back() {
         use FailureReason as F;
@@ -733,6 +921,23 @@ mod tests {
         }
         assert!(serde_json::from_str::<AttemptOutcome>(r#""""#).is_err());
         assert!(serde_json::from_str::<AttemptOutcome>("3").is_err());
+    }
+
+    #[test]
+    fn pushed_attempts_keep_their_order() {
+        let mut attempts = Attempts::new();
+        assert!(attempts.is_empty());
+        attempts.push(attempt(1));
+        assert_eq!(attempts, Attempts::one(attempt(1)));
+        attempts.push(attempt(2));
+        attempts.push(attempt(3));
+        let numbers: Vec<u32> = attempts.iter().map(|a| a.attempt).collect();
+        assert_eq!(numbers, [1, 2, 3]);
+        assert_eq!(attempts[2].outcome, AttemptOutcome::Answered);
+        assert_eq!(
+            format!("{attempts:?}"),
+            format!("{:?}", attempts.into_vec())
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::tool_text::settle;
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
-use crate::ledger::{AttemptOutcome, AttemptRecord, LedgerRecord, RecoveryReport};
+use crate::ledger::{AttemptOutcome, AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
 use crate::turn::{StopReason, Turn};
 
@@ -184,7 +184,7 @@ impl<C: ModelConnector> Router<C> {
     fn record_first_answer(&self, turn: &Turn, start: Instant) {
         let route = &self.routes[0];
         let report = RecoveryReport {
-            attempts: vec![AttemptRecord {
+            attempts: Attempts::one(AttemptRecord {
                 route_index: 0,
                 model: route.model.clone(),
                 attempt: 1,
@@ -192,7 +192,7 @@ impl<C: ModelConnector> Router<C> {
                 retryable: true,
                 duration: start.elapsed(),
                 wait: None,
-            }],
+            }),
             answered_by: Some(0),
             answered_model: Some(route.model.clone()),
             gave_up: None,
