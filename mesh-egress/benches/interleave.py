@@ -56,18 +56,24 @@ def run_once(binary, home, extra):
 
 
 def ratios(medians, baseline):
-    """Each benchmark's median over its size's baseline in the same run."""
+    """Each benchmark's median over its size's baseline in the same run. Ids without a size
+    (`router_healthy_path/router`) share one baseline, the one without a size."""
     bases = {}
     for bench, ns in medians.items():
-        size = SIZE.search(bench)
-        if re.search(baseline, bench) and size:
-            bases[size.group(1)] = ns
+        if re.search(baseline, bench):
+            bases[size_of(bench)] = ns
     out = {}
     for bench, ns in medians.items():
-        size = SIZE.search(bench)
-        if size and size.group(1) in bases and not re.search(baseline, bench):
-            out[bench] = ns / bases[size.group(1)]
+        size = size_of(bench)
+        if size in bases and not re.search(baseline, bench):
+            out[bench] = ns / bases[size]
     return out
+
+
+def size_of(bench):
+    """The size label of a benchmark id (`64KB`), or "" when it has none."""
+    size = SIZE.search(bench)
+    return size.group(1) if size else ""
 
 
 def fmt_time(ns):
@@ -82,14 +88,19 @@ def main():
     parser.add_argument("--old", required=True, help="the old build's bench binary")
     parser.add_argument("--new", required=True, help="the new build's bench binary")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--baseline", required=True, help="regex naming each size's baseline")
+    parser.add_argument(
+        "--baseline",
+        required=True,
+        action="append",
+        help="regex naming each size's baseline; repeat it for a ratio table per baseline",
+    )
     parser.add_argument("--out", default="/tmp/interleave")
     parser.add_argument("extra", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
 
     times = {"old": {}, "new": {}}
-    rel = {"old": {}, "new": {}}
+    rel = {b: {"old": {}, "new": {}} for b in args.baseline}
     for round_ in range(1, args.rounds + 1):
         order = ["old", "new"] if round_ % 2 else ["new", "old"]
         for variant in order:
@@ -98,24 +109,27 @@ def main():
             medians = run_once(binary, home, extra)
             for bench, ns in medians.items():
                 times[variant].setdefault(bench, []).append(ns)
-            for bench, r in ratios(medians, args.baseline).items():
-                rel[variant].setdefault(bench, []).append(r)
+            for baseline in args.baseline:
+                for bench, r in ratios(medians, baseline).items():
+                    rel[baseline][variant].setdefault(bench, []).append(r)
             print(f"round {round_} {variant}: {len(medians)} benchmarks", file=sys.stderr)
 
-    print(f"| benchmark | old median | new median | old ratio (range) | new ratio (range) |")
-    print("|---|---|---|---|---|")
-    for bench in sorted(times["new"]):
-        old_t = times["old"].get(bench)
-        new_t = times["new"][bench]
-        cells = [bench, fmt_time(statistics.median(old_t)) if old_t else "—",
-                 fmt_time(statistics.median(new_t))]
-        for variant in ("old", "new"):
-            r = rel[variant].get(bench)
-            cells.append(
-                f"{statistics.median(r):.2f}× ({min(r):.2f}–{max(r):.2f})" if r else "baseline"
-            )
-        print("| " + " | ".join(cells) + " |")
-
+    for baseline in args.baseline:
+        print(f"ratios to `{baseline}`:")
+        print("| benchmark | old median | new median | old ratio (range) | new ratio (range) |")
+        print("|---|---|---|---|---|")
+        for bench in sorted(times["new"]):
+            old_t = times["old"].get(bench)
+            new_t = times["new"][bench]
+            cells = [bench, fmt_time(statistics.median(old_t)) if old_t else "—",
+                     fmt_time(statistics.median(new_t))]
+            for variant in ("old", "new"):
+                r = rel[baseline][variant].get(bench)
+                cells.append(
+                    f"{statistics.median(r):.2f}× ({min(r):.2f}–{max(r):.2f})" if r else "baseline"
+                )
+            print("| " + " | ".join(cells) + " |")
+        print()
 
 if __name__ == "__main__":
     main()

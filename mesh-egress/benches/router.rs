@@ -14,7 +14,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable as _};
 use criterion::{Criterion, criterion_group, criterion_main};
 use mesh_egress::ledger::{
-    AttemptRecord, Ledger, LedgerEntry, LedgerRecord, LedgerStore, RecoveryReport,
+    AttemptOutcome, AttemptRecord, Ledger, LedgerEntry, LedgerRecord, LedgerStore, RecoveryReport,
 };
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Completion, ModelConnector, ModelError, RetryConfig, Router, classify,
@@ -148,7 +148,7 @@ fn bench(c: &mut Criterion) {
                     route_index: 0,
                     model: black_box(std::sync::Arc::from("m")),
                     attempt: 1,
-                    outcome: std::borrow::Cow::Borrowed("ok"),
+                    outcome: AttemptOutcome::Answered,
                     retryable: true,
                     duration: Duration::ZERO,
                     wait: None,

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use mesh_egress::channel::BoxFuture;
+use mesh_egress::BoxFuture;
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::store::Store;
 use mesh_egress::stream::TextSource;

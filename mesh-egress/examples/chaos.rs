@@ -21,7 +21,7 @@ use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
 use mesh_egress::channel::{Channel, PartReceipt, PlainText, Recorder, SendError};
 use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
-use mesh_egress::ledger::{DegradationOutcome, Ledger, LedgerRecord};
+use mesh_egress::ledger::{AttemptOutcome, DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse, Step};
 use mesh_egress::{
@@ -368,7 +368,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
         .map(|row| match row.record() {
             LedgerRecord::Recovery(r) => {
                 // Consecutive attempts with one outcome on one route share an entry.
-                let mut outcomes: Vec<(usize, String, usize)> = Vec::new();
+                let mut outcomes: Vec<(usize, AttemptOutcome, usize)> = Vec::new();
                 for a in &r.attempts {
                     match outcomes.last_mut() {
                         Some((route, outcome, n))
@@ -376,7 +376,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
                         {
                             *n += 1
                         }
-                        _ => outcomes.push((a.route_index, a.outcome.to_string(), 1)),
+                        _ => outcomes.push((a.route_index, a.outcome, 1)),
                     }
                 }
                 let outcomes: Vec<String> = outcomes

@@ -1,10 +1,15 @@
 //! [`FailureReason`]: why one model attempt failed, as Layer A classifies it and the ledger
-//! records it. A leaf value of its own, so the classifier and the limit reader both name a
-//! failure without importing each other.
+//! records it. A leaf value, so the ledger names a failure without knowing the classifier (as
+//! `engagement` is for the ingress classifier's decisions).
 
 /// Why a model attempt failed, as a stable label for logs and the ledger (never provider text).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+// The serde names are the `as_str` labels (the ledger's tests check every one).
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+// Named as `model::FailureReason`; without the `model` feature no attempt is ever recorded, so the
+// ledger's `AttemptOutcome::Failed` that shows it is never built.
+#[cfg_attr(not(feature = "model"), allow(unnameable_types))]
 pub enum FailureReason {
     /// HTTP 5xx.
     ServerError,
@@ -73,5 +78,11 @@ impl FailureReason {
             Self::UnknownModel => "unknown_model",
             Self::ClientError => "client_error",
         }
+    }
+}
+
+impl std::fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

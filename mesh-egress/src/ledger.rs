@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::address::Surface;
 use crate::egress::{Attribution, FailureClass};
 use crate::engagement::Engagement;
+use crate::failure::FailureReason;
+use crate::ownership::StopReason;
 use crate::render::{PartBudgetCut, RenderError};
 use crate::reply::Mode;
 
@@ -382,15 +384,14 @@ pub struct StreamReport {
 /// It reads as a slice (`len`, indexing, `iter`) and serializes as a plain list.
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use mesh_egress::ledger::{AttemptRecord, Attempts};
+/// use mesh_egress::ledger::{AttemptOutcome, AttemptRecord, Attempts};
 /// let ok = AttemptRecord {
 ///     route_index: 0,
 ///     model: Arc::from("m"),
 ///     attempt: 1,
-///     outcome: Cow::Borrowed("ok"),
+///     outcome: AttemptOutcome::Answered,
 ///     retryable: true,
 ///     duration: Duration::ZERO,
 ///     wait: None,
@@ -544,9 +545,10 @@ pub struct AttemptRecord {
     pub model: Arc<str>,
     /// Attempt number on this route, from 1.
     pub attempt: u32,
-    /// How it ended: `ok`, or the failure's classification (e.g. `rate_limited`,
-    /// `server_error`, `attempt_timeout`, `auth`), never provider text.
-    pub outcome: Cow<'static, str>,
+    /// How it ended; written as `ok`, the failure's classification (e.g. `rate_limited`,
+    /// `server_error`, `attempt_timeout`, `auth`) or the turn's stop reason, never provider
+    /// text.
+    pub outcome: AttemptOutcome,
     /// Whether the failure was retryable (`true` for `ok`).
     pub retryable: bool,
     /// How long the attempt took.
@@ -555,6 +557,90 @@ pub struct AttemptRecord {
     /// The wait before the next attempt, if one followed on the same route.
     #[serde(with = "millis_opt")]
     pub wait: Option<Duration>,
+}
+
+/// How one attempt of a model call ended (see [`AttemptRecord::outcome`]). Written, and shown
+/// by `Display`, as one snake_case label: `ok`, a [`FailureReason`] label, a [`StopReason`]
+/// label, or `stream_unjoinable`.
+///
+/// ```
+/// use mesh_egress::ledger::AttemptOutcome;
+/// use mesh_egress::StopReason;
+/// # #[cfg(feature = "model")] {
+/// use mesh_egress::model::FailureReason;
+/// let limited = AttemptOutcome::Failed(FailureReason::RateLimited);
+/// assert_eq!(limited.to_string(), "rate_limited");
+/// assert_eq!(serde_json::to_string(&limited).unwrap(), r#""rate_limited""#);
+/// # }
+/// assert_eq!(AttemptOutcome::Answered.to_string(), "ok");
+/// assert_eq!(AttemptOutcome::Stopped(StopReason::Cancelled).as_str(), "cancelled");
+/// let back: AttemptOutcome = serde_json::from_str(r#""ok""#).unwrap();
+/// assert_eq!(back, AttemptOutcome::Answered);
+/// assert!(serde_json::from_str::<AttemptOutcome>(r#""no_such_outcome""#).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// The attempt answered (`ok`).
+    Answered,
+    /// The attempt failed, classified as this.
+    Failed(FailureReason),
+    /// The turn stopped the attempt (cancelled, ownership lost, deadline reached).
+    Stopped(StopReason),
+    /// A stream's continuation could not be joined to what was already delivered
+    /// (`stream_unjoinable`).
+    Unjoinable,
+}
+
+impl AttemptOutcome {
+    /// The outcome's stable snake_case label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answered => "ok",
+            Self::Failed(reason) => reason.as_str(),
+            Self::Stopped(reason) => reason.as_str(),
+            Self::Unjoinable => "stream_unjoinable",
+        }
+    }
+
+    /// The outcome a label names, if one does.
+    fn from_label(label: &str) -> Option<Self> {
+        use serde::de::IntoDeserializer as _;
+        use serde::de::value::{Error, StrDeserializer};
+        let de = || -> StrDeserializer<'_, Error> { label.into_deserializer() };
+        match label {
+            "ok" => Some(Self::Answered),
+            "stream_unjoinable" => Some(Self::Unjoinable),
+            _ => StopReason::deserialize(de())
+                .map(Self::Stopped)
+                .or_else(|_| FailureReason::deserialize(de()).map(Self::Failed))
+                .ok(),
+        }
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for AttemptOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for AttemptOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let label = Cow::<'de, str>::deserialize(deserializer)?;
+        Self::from_label(&label).ok_or_else(|| {
+            serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&label),
+                &"an attempt outcome label (`ok`, a failure reason or a stop reason)",
+            )
+        })
+    }
 }
 
 /// An `EgressError` that reached the boundary (the cause itself goes only to the
@@ -753,7 +839,11 @@ mod tests {
             route_index: 0,
             model: Arc::from("m"),
             attempt: n,
-            outcome: Cow::Borrowed(if n == 3 { "ok" } else { "rate_limited" }),
+            outcome: if n == 3 {
+                AttemptOutcome::Answered
+            } else {
+                AttemptOutcome::Failed(FailureReason::RateLimited)
+            },
             retryable: true,
             duration: Duration::from_millis(u64::from(n)),
             wait: None,
@@ -775,6 +865,49 @@ mod tests {
     }
 
     #[test]
+    fn every_attempt_outcome_is_written_as_its_label_and_read_back() {
+        use FailureReason as F;
+        let failures = [
+            F::ServerError,
+            F::RateLimited,
+            F::RequestTimeout,
+            F::AttemptTimeout,
+            F::FirstTokenTimeout,
+            F::StreamIdleTimeout,
+            F::Connection,
+            F::EmptyCompletion,
+            F::MalformedToolCall,
+            F::InvalidResponse,
+            F::InvalidRequest,
+            F::Auth,
+            F::ContextOverflow,
+            F::QuotaExhausted,
+            F::RequestTooLarge,
+            F::ResponseTooLarge,
+            F::UnknownModel,
+            F::ClientError,
+        ];
+        let stops = [
+            StopReason::Cancelled,
+            StopReason::OwnershipLost,
+            StopReason::DeadlineReached,
+        ];
+        let outcomes = [AttemptOutcome::Answered, AttemptOutcome::Unjoinable]
+            .into_iter()
+            .chain(failures.map(AttemptOutcome::Failed))
+            .chain(stops.map(AttemptOutcome::Stopped));
+        for outcome in outcomes {
+            let json = serde_json::to_value(outcome).expect("serialize");
+            assert_eq!(json, serde_json::Value::from(outcome.as_str()));
+            assert_eq!(outcome.to_string(), outcome.as_str());
+            let back: AttemptOutcome = serde_json::from_value(json).expect("deserialize");
+            assert_eq!(back, outcome);
+        }
+        assert!(serde_json::from_str::<AttemptOutcome>(r#""""#).is_err());
+        assert!(serde_json::from_str::<AttemptOutcome>("3").is_err());
+    }
+
+    #[test]
     fn pushed_attempts_keep_their_order() {
         let mut attempts = Attempts::new();
         assert!(attempts.is_empty());
@@ -784,7 +917,7 @@ mod tests {
         attempts.push(attempt(3));
         let numbers: Vec<u32> = attempts.iter().map(|a| a.attempt).collect();
         assert_eq!(numbers, [1, 2, 3]);
-        assert_eq!(attempts[2].outcome, "ok");
+        assert_eq!(attempts[2].outcome, AttemptOutcome::Answered);
         assert_eq!(
             format!("{attempts:?}"),
             format!("{:?}", attempts.into_vec())

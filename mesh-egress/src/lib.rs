@@ -94,8 +94,6 @@ pub mod engagement;
     reason = "the store and the worker call it; absent without them"
 )]
 mod failpoint;
-// Layer A's failure labels, named only by the model module (published as `model::FailureReason`).
-#[cfg(feature = "model")]
 mod failure;
 mod future;
 #[cfg(feature = "gate")]
@@ -158,11 +156,12 @@ pub use degrade::Reply;
 pub use egress::{
     AgentMessage, Attribution, Egress, EgressError, EgressResultExt, FailureClass, Markdown,
 };
+pub use future::BoxFuture;
 pub use mesh_egress_macros::egress_boundary;
 pub use outbound::state;
 pub use outbound::{
     CommitBoundary, CommitError, CommitRecord, CommittedPart, DeliveryId, Outbound,
 };
-pub use ownership::{Cancellation, Ownership};
+pub use ownership::{Cancellation, Ownership, StopReason};
 pub use setting::{ConfigProblem, ConfigWarning};
-pub use turn::{StopReason, Turn};
+pub use turn::Turn;

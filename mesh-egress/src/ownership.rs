@@ -1,5 +1,6 @@
-//! [`Cancellation`] and [`Ownership`]: the two signals that stop a turn from outside. Leaf
-//! values: they import nothing of ours, so the typestate and every layer can check them.
+//! [`Cancellation`] and [`Ownership`]: the two signals that stop a turn from outside, and
+//! [`StopReason`], which of them (or the deadline) stopped it. Leaf values: they import nothing
+//! of ours, so the typestate, the ledger and every layer can name them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -286,5 +287,35 @@ impl fmt::Debug for Ownership {
         f.debug_struct("Ownership")
             .field("held", &self.is_held())
             .finish()
+    }
+}
+
+/// Why a turn stopped before it finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The caller cancelled the turn.
+    Cancelled,
+    /// This process no longer owns the conversation.
+    OwnershipLost,
+    /// The run's deadline passed.
+    DeadlineReached,
+}
+
+impl StopReason {
+    /// A stable lowercase name for logs and ledgers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::OwnershipLost => "ownership_lost",
+            Self::DeadlineReached => "deadline_reached",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -11,6 +11,7 @@ use crate::address::Address;
 use crate::degrade::{DegradationPolicy, Policies};
 use crate::egress::{AgentMessage, Attribution, EgressError, Markdown};
 use crate::ledger::Ledger;
+pub(crate) use crate::ownership::StopReason;
 use crate::ownership::{Cancellation, Ownership};
 use crate::reply::Mode;
 
@@ -293,36 +294,6 @@ impl Turn {
 impl AsRef<Attribution> for Turn {
     fn as_ref(&self) -> &Attribution {
         &self.attribution
-    }
-}
-
-/// Why a turn stopped before it finished.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum StopReason {
-    /// The caller cancelled the turn.
-    Cancelled,
-    /// This process no longer owns the conversation.
-    OwnershipLost,
-    /// The run's deadline passed.
-    DeadlineReached,
-}
-
-impl StopReason {
-    /// A stable lowercase name for logs and ledgers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Cancelled => "cancelled",
-            Self::OwnershipLost => "ownership_lost",
-            Self::DeadlineReached => "deadline_reached",
-        }
-    }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

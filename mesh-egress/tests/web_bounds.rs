@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use mesh_egress::BoxFuture;
 use mesh_egress::EgressError;
-use mesh_egress::channel::BoxFuture;
 use mesh_egress::store::Store;
 use mesh_egress::stream::{ChunkSource, TextSource};
 use mesh_egress::web::{

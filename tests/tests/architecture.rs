@@ -46,6 +46,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "address",
             "engagement",
             "verdict",
+            "failure",
+            "ownership",
         ],
     ),
     (
@@ -94,6 +96,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "code_region",
             "answer",
             "failure",
+            "future",
         ],
     ),
     (
@@ -112,6 +115,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "block",
             "code_region",
             "verdict",
+            "future",
         ],
     ),
     // The ingress classifier: inbound events in, a decision out; its judge rides Layer A's
@@ -137,6 +141,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "id",
             "retry",
             "failpoint",
+            "future",
         ],
     ),
     // The glue: the only module that sees both the channels and Layer C.
@@ -162,6 +167,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "block",
             "stream",
             "silence",
+            "future",
         ],
     ),
     // Keeping durable promises: the boundary's glue on top of the store.
@@ -181,6 +187,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "turn",
             "gate",
             "failpoint",
+            "future",
         ],
     ),
     // The front door: one value over every layer (the glue, the store, the worker).
@@ -197,7 +204,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "web",
         &[
             "address", "boundary", "channel", "degrade", "egress", "gate", "id", "outbound",
-            "store", "stream", "turn", "worker",
+            "store", "stream", "turn", "worker", "future",
         ],
     ),
     // What the macro's expansion reaches.
@@ -225,6 +232,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "boundary",
             "setting",
             "store",
+            "future",
         ],
     ),
 ];

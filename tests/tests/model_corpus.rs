@@ -202,7 +202,7 @@ async fn check_router(s: &Sample) -> Result<(), String> {
             LedgerRecord::Recovery(r) => r.attempts.into_iter().next().map(|a| a.outcome),
             _ => None,
         })
-        .map(|o| o.into_owned())
+        .map(|o| o.to_string())
         .unwrap_or_default();
     let falls_back = matches!(
         s.reason.as_str(),

@@ -54,7 +54,7 @@ fn outcomes(turn: &Turn) -> Vec<String> {
             LedgerRecord::Recovery(r) => Some(r),
             _ => None,
         })
-        .flat_map(|r| r.attempts.into_iter().map(|a| a.outcome.into_owned()))
+        .flat_map(|r| r.attempts.into_iter().map(|a| a.outcome.to_string()))
         .collect()
 }
 

@@ -5,12 +5,12 @@ mod support;
 
 use std::time::Duration;
 
-use mesh_egress::ledger::LedgerRecord;
+use mesh_egress::ledger::{AttemptOutcome, LedgerRecord};
 use mesh_egress::model::{
-    ChatMessage, ChatRequest, Jitter, RecoveryReport, RetryConfig, Route, Router,
+    ChatMessage, ChatRequest, FailureReason, Jitter, RecoveryReport, RetryConfig, Route, Router,
 };
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::{Attribution, FailureClass, Ownership, Turn};
+use mesh_egress::{Attribution, FailureClass, Ownership, StopReason, Turn};
 use tokio::time::Instant;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
@@ -81,7 +81,7 @@ async fn a_healthy_call_answers_on_the_first_attempt_at_once() {
     let report = recovery(&turn);
     assert_eq!(report.answered_by, Some(0));
     assert_eq!(report.attempts.len(), 1);
-    assert_eq!(report.attempts[0].outcome, "ok");
+    assert_eq!(report.attempts[0].outcome, AttemptOutcome::Answered);
 }
 
 #[tokio::test(start_paused = true)]
@@ -110,7 +110,10 @@ async fn a_stalled_primary_falls_back_at_exactly_the_attempt_timeout_and_is_aske
     let report = recovery(&turn);
     assert_eq!(report.answered_by, Some(1));
     assert_eq!(report.answered_model.as_deref(), Some("fallback"));
-    assert_eq!(report.attempts[0].outcome, "attempt_timeout");
+    assert_eq!(
+        report.attempts[0].outcome,
+        AttemptOutcome::Failed(FailureReason::AttemptTimeout)
+    );
     assert_eq!(report.attempts[0].duration, S(60));
 }
 
@@ -358,8 +361,8 @@ async fn an_exhausted_quota_is_not_retried_but_falls_back_by_default() {
     assert_eq!(connector.calls_to("a").len(), 1);
     let report = recovery(&turn);
     assert_eq!(
-        report.attempts.iter().next().map(|a| &*a.outcome),
-        Some("quota_exhausted")
+        report.attempts.iter().next().map(|a| a.outcome),
+        Some(AttemptOutcome::Failed(FailureReason::QuotaExhausted))
     );
 }
 
@@ -423,7 +426,10 @@ async fn cancellation_mid_attempt_ends_recovery_at_once_and_leaves_no_task() {
     assert_eq!(Instant::now() - start, MS(2500));
     assert_eq!(connector.calls().len(), 1);
     let report = recovery(&turn);
-    assert_eq!(report.attempts[0].outcome, "cancelled");
+    assert_eq!(
+        report.attempts[0].outcome,
+        AttemptOutcome::Stopped(StopReason::Cancelled)
+    );
     assert_eq!(report.attempts[0].duration, MS(2500));
     assert_eq!(
         tokio::runtime::Handle::current()

@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use mesh_egress::boundary::{
-    KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan, rest_after, stream,
-};
+use mesh_egress::BoxFuture;
+use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamPlan, rest_after, stream};
 use mesh_egress::channel::DeliveryError;
 #[allow(deprecated)]
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
@@ -449,7 +448,10 @@ struct NotingKeeper {
 }
 
 impl PromiseKeeper for NotingKeeper {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         let delivered = promise.delivered();
         Box::pin(async move {
             let sent = self.channel.texts().len();

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::boundary::{KeepFuture, Promise, PromiseKeeper, StreamPlan, StreamedTurnReceipt};
+use mesh_egress::BoxFuture;
+use mesh_egress::boundary::{Promise, PromiseKeeper, StreamPlan, StreamedTurnReceipt};
 use mesh_egress::channel::stream::StreamingChannel;
 use mesh_egress::channel::{BoxedChannel, Channel, DeliveryError};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode};
@@ -337,7 +338,10 @@ struct StoreKeeper {
 }
 
 impl PromiseKeeper for StoreKeeper {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         let (commitment, delivered) = (promise.commitment(), promise.delivered());
         Box::pin(async move {
             let mut task = self.task.clone();

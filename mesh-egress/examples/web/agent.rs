@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::channel::BoxFuture;
+use mesh_egress::BoxFuture;
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::web::{Answered, ChatAgent, ChatInput, ChatRole, ChatTurn};

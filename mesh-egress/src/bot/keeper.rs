@@ -12,10 +12,11 @@ use crate::answer::Streamed;
 use crate::boundary::keeping::{
     Ending, InProcess, InProcessEnd, MAX_FOLLOW_UP_DELAY, Tried, Tries, keep_in_process,
 };
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, Rerun, resolve_in};
+use crate::boundary::{Promise, PromiseKeeper, Rerun, resolve_in};
 use crate::channel::DeliveryError;
 use crate::degrade::choose;
 use crate::egress::EgressError;
+use crate::future::BoxFuture;
 use crate::ledger::{CommitmentState, Ledger};
 use crate::reply::{Commitment, Mode, Reply};
 use crate::turn::{StopReason, Turn};
@@ -231,7 +232,10 @@ impl InMemory {
 }
 
 impl PromiseKeeper for InMemory {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         Box::pin(async move {
             let rerun = promise.rerun().ok_or(NothingToRerun)?.clone();
             let owned = OwnedPromise {
@@ -262,7 +266,7 @@ pub(super) use durable::StoredRun;
 mod durable {
     use serde::{Deserialize, Serialize};
 
-    use super::{KeepFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
+    use super::{BoxFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
 
     /// A route's follow-up as the store keeps it: the route's input, what the person had
@@ -283,7 +287,10 @@ mod durable {
     /// [`Bot::worker`](crate::Bot::worker) re-runs the route. A promise without a route cannot
     /// be kept by anyone: it is refused, and its holding line is not sent.
     impl PromiseKeeper for Store {
-        fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+        fn keep<'a>(
+            &'a self,
+            promise: Promise<'a>,
+        ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
             Box::pin(async move {
                 let rerun = promise.rerun().ok_or(NothingToRerun)?;
                 let run = StoredRun {

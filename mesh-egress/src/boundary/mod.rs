@@ -31,7 +31,7 @@ pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
-pub use promise::{KeepFuture, Promise, PromiseKeeper, Rerun};
+pub use promise::{Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream::{

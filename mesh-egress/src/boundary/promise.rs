@@ -10,17 +10,11 @@
 //! follow-up delivers only what follows it.
 
 use std::error::Error as StdError;
-use std::future::Future;
-use std::pin::Pin;
 
 use crate::address::Address;
+use crate::future::BoxFuture;
 use crate::ledger::Ledger;
 use crate::reply::{Commitment, Mode};
-
-/// What [`PromiseKeeper::keep`] returns: `Err` when the promise could not be kept, and then
-/// the holding line is not sent.
-pub type KeepFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<(), Box<dyn StdError + Send + Sync>>> + Send + 'a>>;
 
 /// A promise about to be made: the commitment, where its holding line (and so its follow-up)
 /// goes, the mode of the turn that made it, what the person had already seen, and which
@@ -150,5 +144,8 @@ impl Rerun {
 /// commit failed would, never in a promise nobody holds.
 pub trait PromiseKeeper: Send + Sync {
     /// Keeps `promise`.
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a>;
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn StdError + Send + Sync>>>;
 }

@@ -12,7 +12,7 @@ use crate::address::Address;
 use crate::egress::{Attribution, Markdown};
 use crate::outbound::{CommitError, CommitRecord, CommittedPart};
 
-pub use crate::future::BoxFuture;
+use crate::future::BoxFuture;
 
 mod sealed {
     /// Seals [`DynChannel`](super::DynChannel): only the blanket impl for channels exists.

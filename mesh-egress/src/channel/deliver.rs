@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::{Channel, RenderError};
 use crate::block::{Block, Checked};
 use crate::egress::AgentMessage;
+use crate::future::BoxFuture;
 use crate::outbound::state::Rendered;
 use crate::outbound::{CommitError, CommittedPart, DeliveryId, Outbound};
 use crate::reply::{Commitment, Reply};
@@ -134,7 +135,7 @@ impl<C: Channel + ?Sized> Deliver for C {
 #[must_use = "a delivery does nothing until awaited"]
 pub struct Delivering<'a> {
     // One allocation per delivered message (not per part), paid next to a network send.
-    inner: Pin<Box<dyn Future<Output = Result<Receipt, DeliveryError>> + Send + 'a>>,
+    inner: BoxFuture<'a, Result<Receipt, DeliveryError>>,
 }
 
 impl Future for Delivering<'_> {

@@ -171,7 +171,7 @@ use std::future::Future;
 use std::time::SystemTime;
 
 pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
-pub use boxed::{BoxFuture, BoxedChannel, BoxedRenderer, DynChannel};
+pub use boxed::{BoxedChannel, BoxedRenderer, DynChannel};
 pub use client::{SurfaceClient, UnservedAddress};
 pub(crate) use deliver::deliver_rendered;
 #[cfg(all(feature = "gate", feature = "markdown"))]

@@ -39,9 +39,9 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 
 use crate::egress::{Attribution, Cause, EgressError};
+use crate::future::BoxFuture;
 use crate::gate::finding::Finding;
 use crate::model::fast::{Fence, one_word};
 use crate::turn::Turn;
@@ -271,15 +271,21 @@ pub trait Judge: Send + Sync + 'static {
     ) -> impl Future<Output = Result<JudgeVerdict, JudgeError>> + Send;
 }
 
-type JudgeFuture<'a> = Pin<Box<dyn Future<Output = Result<JudgeVerdict, JudgeError>> + Send + 'a>>;
-
 /// The dyn-compatible face of [`Judge`], so a gate holds any judge without a type parameter.
 pub(crate) trait DynJudge: Send + Sync {
-    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a>;
+    fn judge_boxed<'a>(
+        &'a self,
+        turn: &'a Turn,
+        request: &'a JudgeRequest<'a>,
+    ) -> BoxFuture<'a, Result<JudgeVerdict, JudgeError>>;
 }
 
 impl<J: Judge> DynJudge for J {
-    fn judge_boxed<'a>(&'a self, turn: &'a Turn, request: &'a JudgeRequest<'a>) -> JudgeFuture<'a> {
+    fn judge_boxed<'a>(
+        &'a self,
+        turn: &'a Turn,
+        request: &'a JudgeRequest<'a>,
+    ) -> BoxFuture<'a, Result<JudgeVerdict, JudgeError>> {
         Box::pin(self.judge(turn, request))
     }
 }

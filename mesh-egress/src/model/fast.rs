@@ -14,14 +14,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-#[cfg(feature = "ingress")]
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::egress::EgressError;
+#[cfg(feature = "ingress")]
+use crate::future::BoxFuture;
 use crate::model::{ChatMessage, ChatRequest, ModelConnector, Router};
 use crate::turn::Turn;
 
@@ -299,11 +299,6 @@ impl<C> fmt::Debug for FastModel<C> {
     }
 }
 
-/// The boxed future of a [`DynFastModel`] question.
-#[cfg(feature = "ingress")]
-pub(crate) type AskFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<String, EgressError>> + Send + 'a>>;
-
 /// The dyn-compatible face of [`FastModel`], so a holder needs no connector type parameter.
 #[cfg(feature = "ingress")]
 pub(crate) trait DynFastModel: Send + Sync {
@@ -312,7 +307,7 @@ pub(crate) trait DynFastModel: Send + Sync {
         turn: &'a Turn,
         instruction: &'a str,
         prompt: String,
-    ) -> AskFuture<'a>;
+    ) -> BoxFuture<'a, Result<String, EgressError>>;
 }
 
 #[cfg(feature = "ingress")]
@@ -322,7 +317,7 @@ impl<C: ModelConnector + 'static> DynFastModel for FastModel<C> {
         turn: &'a Turn,
         instruction: &'a str,
         prompt: String,
-    ) -> AskFuture<'a> {
+    ) -> BoxFuture<'a, Result<String, EgressError>> {
         Box::pin(self.ask(turn, instruction, prompt))
     }
 }

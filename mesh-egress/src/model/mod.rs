@@ -67,7 +67,7 @@ pub use openai::OpenAiCompatible;
 pub use route::{RecoveryError, Route};
 pub use router::Router;
 pub use sse::{SseDecoder, SseEvent, decode_chunk};
-pub use stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
+pub use stream::{ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};

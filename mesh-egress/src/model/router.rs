@@ -2,7 +2,7 @@
 //! "Shipped model deadline policy". The route vocabulary is in [`super::route`]; one call's
 //! recovery state is a [`Recovery`].
 
-use std::borrow::{Borrow, Cow};
+use std::borrow::Borrow;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
@@ -12,16 +12,16 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::ModelConnector;
 use super::backoff::Jitter;
-use super::classify::{Classification, classify};
+
 use super::config::RetryConfig;
 use super::error::ModelError;
-use super::recovery::{LastFailure, Recovery};
+use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, Route};
 use super::tool_text::settle;
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
-use crate::ledger::{AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
+use crate::ledger::{AttemptOutcome, AttemptRecord, Attempts, LedgerRecord, RecoveryReport};
 use crate::retry::Backoff;
 use crate::turn::{StopReason, Turn};
 
@@ -189,7 +189,7 @@ impl<C: ModelConnector> Router<C> {
                 route_index: 0,
                 model: route.model.clone(),
                 attempt: 1,
-                outcome: Cow::Borrowed("ok"),
+                outcome: AttemptOutcome::Answered,
                 retryable: true,
                 duration: start.elapsed(),
                 wait: None,
@@ -215,15 +215,8 @@ impl<C: ModelConnector> Router<C> {
     {
         let mut route_index = 0;
         loop {
-            // The first route starts when the call did.
-            let route_start = if recovery.routes_tried == 0 {
-                recovery.start
-            } else {
-                Instant::now()
-            };
-            recovery.routes_tried += 1;
             match self
-                .run_route(&mut recovery, route_index, route_start, first.take())
+                .run_route(&mut recovery, route_index, first.take())
                 .await
             {
                 Ok(completion) => {
@@ -241,13 +234,12 @@ impl<C: ModelConnector> Router<C> {
         }
     }
 
-    /// Runs attempts on route `index`, which started at `now`, until it answers or recovery
-    /// must move on.
+    /// Opens route `index` and runs attempts on it until it answers or recovery must move on
+    /// ([`after_failure`](Self::after_failure) decides, as it does for a stream).
     async fn run_route<F>(
         &self,
         recovery: &mut Recovery<'_>,
         index: usize,
-        now: Instant,
         mut first: Option<First<'_, F>>,
     ) -> Result<Completion, RouteEnd>
     where
@@ -255,16 +247,7 @@ impl<C: ModelConnector> Router<C> {
     {
         let (turn, request) = (recovery.turn, recovery.request);
         let route = &self.routes[index];
-        let later_route = index + 1 < self.routes.len();
-        let left = recovery.end.saturating_duration_since(now);
-        if left.is_zero() {
-            return Err(RouteEnd::GiveUp {
-                gave_up: "total_deadline",
-                retryable: true,
-            });
-        }
-        let routes_left = u32::try_from(self.routes.len() - index).unwrap_or(u32::MAX);
-        let share_end = saturating_after(now, left / routes_left).min(recovery.end);
+        let (now, share_end) = self.open_route(recovery, index)?;
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
@@ -272,10 +255,10 @@ impl<C: ModelConnector> Router<C> {
             // check and polled it once, or found the turn stopped); otherwise check the turn and
             // start it here.
             let started = match first.take() {
-                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                Some(First::Stopped(reason)) => return Err(RouteEnd::stopped(reason)),
                 None => {
                     if let Some(reason) = turn.stop_reason() {
-                        return Err(stop(reason));
+                        return Err(RouteEnd::stopped(reason));
                     }
                     None
                 }
@@ -286,7 +269,7 @@ impl<C: ModelConnector> Router<C> {
             let result = match started {
                 Some(First::Failed(error)) => Ok(Err(error)),
                 Some(First::Pending(call)) => Self::finish(turn, call, bound, by_share).await,
-                Some(First::Stopped(reason)) => return Err(stop(reason)),
+                Some(First::Stopped(reason)) => return Err(RouteEnd::stopped(reason)),
                 None => {
                     // The connector is polled once before anything else: a call that answers at
                     // once never builds the timer or subscribes to the turn's signals (the stop
@@ -309,113 +292,49 @@ impl<C: ModelConnector> Router<C> {
                 },
                 Err(outcome) => outcome,
             };
-            let mut record = AttemptRecord {
-                route_index: index,
-                model: route.model.clone(),
-                attempt,
-                outcome: Cow::Borrowed(""),
-                retryable: true,
-                duration: attempt_start.elapsed(),
-                wait: None,
-            };
-            let (classification, error) = match outcome {
+            let failed = match outcome {
                 Outcome::Answered(completion) => {
-                    record.outcome = Cow::Borrowed("ok");
+                    let record = self.attempt_record(
+                        index,
+                        attempt,
+                        attempt_start,
+                        AttemptOutcome::Answered,
+                        true,
+                    );
                     recovery.report.attempts.push(record);
                     return Ok(completion);
                 }
                 Outcome::Stopped(reason) => {
-                    record.outcome = Cow::Borrowed(reason.as_str());
-                    record.retryable = false;
+                    let record = self.attempt_record(
+                        index,
+                        attempt,
+                        attempt_start,
+                        AttemptOutcome::Stopped(reason),
+                        false,
+                    );
                     recovery.report.attempts.push(record);
-                    return Err(stop(reason));
+                    return Err(RouteEnd::stopped(reason));
                 }
-                Outcome::TimedOut { by_share } if later_route => {
-                    let reason = FailureReason::AttemptTimeout;
-                    self.log_failure(turn, &record, reason, true);
-                    record.outcome = Cow::Borrowed(reason.as_str());
-                    recovery.report.attempts.push(record);
-                    recovery.last = LastFailure::reason(reason);
-                    let reason = if by_share {
+                Outcome::TimedOut { by_share } => Failed::timed_out(
+                    index,
+                    attempt,
+                    attempt_start,
+                    FailureReason::AttemptTimeout,
+                    if by_share {
                         FallbackReason::RouteBudgetSpent
                     } else {
                         FallbackReason::AttemptTimeout
-                    };
-                    return Err(RouteEnd::Fallback {
-                        to: index + 1,
-                        reason,
-                    });
-                }
-                Outcome::TimedOut { .. } => (
-                    Classification {
-                        retryable: true,
-                        reason: FailureReason::AttemptTimeout,
-                        retry_after: None,
                     },
-                    None,
                 ),
-                Outcome::Failed(error) => (classify(&error), Some(error)),
+                Outcome::Failed(error) => Failed::error(index, attempt, attempt_start, error),
             };
-            record.outcome = Cow::Borrowed(classification.reason.as_str());
-            record.retryable = classification.retryable;
-            recovery.last = LastFailure {
-                reason: Some(classification.reason),
-                error,
-            };
-
-            if !classification.retryable {
-                self.log_failure(turn, &record, classification.reason, false);
-                recovery.report.attempts.push(record);
-                return Err(match self.terminal_fallback(index, classification.reason) {
-                    Some((to, reason)) => RouteEnd::Fallback { to, reason },
-                    None => RouteEnd::GiveUp {
-                        gave_up: "terminal",
-                        retryable: false,
-                    },
-                });
-            }
-            let move_on = |reason: FallbackReason, gave_up: &'static str| {
-                if later_route {
-                    RouteEnd::Fallback {
-                        to: index + 1,
-                        reason,
-                    }
-                } else {
-                    RouteEnd::GiveUp {
-                        gave_up,
-                        retryable: true,
-                    }
-                }
-            };
-            if attempt >= self.config.attempts() {
-                self.log_failure(turn, &record, classification.reason, true);
-                recovery.report.attempts.push(record);
-                return Err(move_on(
-                    FallbackReason::RetriesExhausted,
-                    "retries_exhausted",
-                ));
-            }
-            let wait =
-                self.backoff
-                    .delay(attempt, classification.retry_after, self.jitter.sample());
-            if Instant::now()
-                .checked_add(wait)
-                .is_none_or(|resume| resume >= share_end)
-            {
-                self.log_failure(turn, &record, classification.reason, true);
-                recovery.report.attempts.push(record);
-                return Err(move_on(
-                    FallbackReason::RouteBudgetSpent,
-                    "route_budget_spent",
-                ));
-            }
-            record.wait = Some(wait);
-            self.log_failure(turn, &record, classification.reason, true);
-            recovery.report.attempts.push(record);
-            tokio::select! {
-                biased;
-                reason = turn.stopped() => return Err(stop(reason)),
-                () = sleep(wait) => {}
+            match self.after_failure(recovery, failed, share_end) {
+                Next::End(end) => return Err(end),
+                Next::Retry(wait) => tokio::select! {
+                    biased;
+                    reason = turn.stopped() => return Err(RouteEnd::stopped(reason)),
+                    () = sleep(wait) => {}
+                },
             }
         }
     }
@@ -550,32 +469,12 @@ enum First<'a, F> {
     Stopped(StopReason),
 }
 
-/// How recovery on one route ended, when it did not answer.
-enum RouteEnd {
-    Fallback {
-        to: usize,
-        reason: FallbackReason,
-    },
-    GiveUp {
-        gave_up: &'static str,
-        retryable: bool,
-    },
-}
-
 /// Polls an in-flight call. A dropped call (`None`, which `finish` leaves behind and nothing
 /// polls again) never answers.
 fn poll_in_flight<F: Future>(call: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
     match call.as_pin_mut() {
         Some(call) => call.poll(cx),
         None => Poll::Pending,
-    }
-}
-
-fn stop(reason: StopReason) -> RouteEnd {
-    RouteEnd::GiveUp {
-        gave_up: reason.as_str(),
-        // A deadline may pass before a retry next cycle; a cancelled or disowned turn is over.
-        retryable: reason == StopReason::DeadlineReached,
     }
 }
 
@@ -592,4 +491,137 @@ pub(super) fn saturating_after(at: Instant, d: Duration) -> Instant {
 /// The duration `d` in whole milliseconds, saturating.
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The recovery decisions both engines share (the complete call here, the stream in
+/// `stream_router.rs`): opening a route and what follows a failed attempt.
+impl<C: ModelConnector> Router<C> {
+    /// Opens route `index`: counts it, and gives when it started (the call's start for the
+    /// first route) and when its share of the time left ends (`left / routes_left`, so what a
+    /// route does not use stays for later ones). `Err` when no time is left.
+    pub(super) fn open_route(
+        &self,
+        recovery: &mut Recovery<'_>,
+        index: usize,
+    ) -> Result<(Instant, Instant), RouteEnd> {
+        let now = if recovery.routes_tried == 0 {
+            recovery.start
+        } else {
+            Instant::now()
+        };
+        recovery.routes_tried += 1;
+        let left = recovery.end.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(RouteEnd::GiveUp {
+                gave_up: "total_deadline",
+                retryable: true,
+            });
+        }
+        let routes_left = u32::try_from(self.routes.len() - index).unwrap_or(u32::MAX);
+        let share_end = saturating_after(now, left / routes_left).min(recovery.end);
+        Ok((now, share_end))
+    }
+
+    /// The ledger record of attempt `attempt` on route `index`, which started at `started`.
+    pub(super) fn attempt_record(
+        &self,
+        index: usize,
+        attempt: u32,
+        started: Instant,
+        outcome: AttemptOutcome,
+        retryable: bool,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            route_index: index,
+            model: self.routes[index].model.clone(),
+            attempt,
+            outcome,
+            retryable,
+            duration: started.elapsed(),
+            wait: None,
+        }
+    }
+
+    /// The one decision after a failed attempt, for a completion and for a stream (before
+    /// anything was delivered): abandon a stalled route when a later one exists; a terminal
+    /// failure falls back only by policy ([`terminal_fallback`](Self::terminal_fallback));
+    /// spent attempts move on (`retries_exhausted`); a backoff that would outlast the route's
+    /// share (ending at `share_end`) moves on at once (`route_budget_spent`); otherwise retry
+    /// after the backoff. Records the attempt and logs it.
+    pub(super) fn after_failure(
+        &self,
+        recovery: &mut Recovery<'_>,
+        failed: Failed,
+        share_end: Instant,
+    ) -> Next {
+        let Failed {
+            route: index,
+            attempt,
+            started,
+            classification,
+            error,
+            timed_out,
+        } = failed;
+        let reason = classification.reason;
+        let mut record = self.attempt_record(
+            index,
+            attempt,
+            started,
+            AttemptOutcome::Failed(reason),
+            classification.retryable,
+        );
+        recovery.last = LastFailure {
+            reason: Some(reason),
+            error,
+        };
+        let later = index + 1 < self.routes.len();
+        let move_on = |reason: FallbackReason, gave_up: &'static str| {
+            Next::End(if later {
+                RouteEnd::Fallback {
+                    to: index + 1,
+                    reason,
+                }
+            } else {
+                RouteEnd::GiveUp {
+                    gave_up,
+                    retryable: true,
+                }
+            })
+        };
+        let next = match timed_out {
+            Some(fallback) if later => Next::End(RouteEnd::Fallback {
+                to: index + 1,
+                reason: fallback,
+            }),
+            _ if !classification.retryable => {
+                Next::End(match self.terminal_fallback(index, reason) {
+                    Some((to, reason)) => RouteEnd::Fallback { to, reason },
+                    None => RouteEnd::GiveUp {
+                        gave_up: "terminal",
+                        retryable: false,
+                    },
+                })
+            }
+            _ if attempt >= self.config.attempts() => {
+                move_on(FallbackReason::RetriesExhausted, "retries_exhausted")
+            }
+            _ => {
+                let wait =
+                    self.backoff
+                        .delay(attempt, classification.retry_after, self.jitter.sample());
+                if Instant::now()
+                    .checked_add(wait)
+                    .is_none_or(|resume| resume >= share_end)
+                {
+                    move_on(FallbackReason::RouteBudgetSpent, "route_budget_spent")
+                } else {
+                    record.wait = Some(wait);
+                    Next::Retry(wait)
+                }
+            }
+        };
+        self.log_failure(recovery.turn, &record, reason, classification.retryable);
+        recovery.report.attempts.push(record);
+        next
+    }
 }

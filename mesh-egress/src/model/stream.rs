@@ -8,15 +8,10 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 
 use super::error::ModelError;
 use super::wire::{Completion, ToolCall};
-
-/// A boxed, `Send` future, as a [`ChunkTransport`] returns it.
-pub type ChunkFuture<'a> =
-    Pin<Box<dyn Future<Output = Option<Result<StreamChunk, ModelError>>> + Send + 'a>>;
+use crate::future::BoxFuture;
 
 /// What a [`ModelStream`] reads from: a connector's transport, yielding a streamed
 /// completion's chunks one at a time (named apart from [`stream::ChunkSource`](crate::stream::ChunkSource),
@@ -28,7 +23,7 @@ pub type ChunkFuture<'a> =
 /// against its bounds and a streaming boundary races it against an idle flush.
 pub trait ChunkTransport: Send {
     /// The next chunk, a failure (after which the stream is over), or `None` at a clean end.
-    fn next_chunk(&mut self) -> ChunkFuture<'_>;
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<StreamChunk, ModelError>>>;
 }
 
 /// One piece of a streamed completion: a text delta, tool-call deltas, and the finish reason
@@ -182,7 +177,7 @@ impl fmt::Debug for ModelStream {
 struct Ready(VecDeque<Result<StreamChunk, ModelError>>);
 
 impl ChunkTransport for Ready {
-    fn next_chunk(&mut self) -> ChunkFuture<'_> {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<StreamChunk, ModelError>>> {
         let next = self.0.pop_front();
         if matches!(next, Some(Err(_))) {
             self.0.clear();

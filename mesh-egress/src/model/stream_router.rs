@@ -12,17 +12,14 @@
 //! such an attempt fails (`malformed_tool_call`) before a word is yielded, or, when the request
 //! offered tools, yields no text and its call is read into [`RoutedStream::tool_calls`].
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 
 use tokio::time::{Instant, sleep_until};
 
 use super::ModelConnector;
-use super::classify::{Classification, classify};
+
 use super::error::ModelError;
-use super::recovery::{LastFailure, Recovery};
+use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, RecoveryError};
 use super::router::{Router, saturating_after};
 use super::stream::{ModelStream, ToolCallAssembler, ToolCallDelta};
@@ -31,15 +28,13 @@ use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
 use super::wire::{ChatMessage, ChatRequest, ToolCall};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
-use crate::ledger::{AttemptRecord, StreamReport};
+use crate::future::BoxFuture;
+use crate::ledger::{AttemptOutcome, AttemptRecord, StreamReport};
 use crate::turn::{StopReason, Turn};
-
-type NextFuture<'s> =
-    Pin<Box<dyn Future<Output = Option<Result<String, EgressError>>> + Send + 's>>;
 
 /// A request in flight to open a stream, kept across calls so a cancelled
 /// [`RoutedStream::next`] resumes it instead of starting (and counting) a new attempt.
-type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelStream, ModelError>> + Send + 'a>>;
+type OpenFuture<'a> = BoxFuture<'a, Result<ModelStream, ModelError>>;
 
 /// A routed, streamed answer: text deltas to show, already joined to what the consumer holds.
 ///
@@ -181,7 +176,11 @@ fn stopped_error(turn: &Turn, reason: StopReason, delivered: usize) -> EgressErr
 
 /// The type-erased driver behind a routed stream.
 trait Drive: Send {
-    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s>;
+    fn next<'s>(
+        &'s mut self,
+        held: &'s str,
+        delivered: usize,
+    ) -> BoxFuture<'s, Option<Result<String, EgressError>>>;
     fn close(&mut self, delivered: usize);
     fn tool_calls(&self) -> Vec<ToolCall>;
     fn finish_reason(&self) -> Option<&str>;
@@ -315,7 +314,11 @@ enum Read {
 }
 
 impl<'a, C: ModelConnector> Drive for Driver<'a, C> {
-    fn next<'s>(&'s mut self, held: &'s str, delivered: usize) -> NextFuture<'s> {
+    fn next<'s>(
+        &'s mut self,
+        held: &'s str,
+        delivered: usize,
+    ) -> BoxFuture<'s, Option<Result<String, EgressError>>> {
         Box::pin(self.next_delta(held, delivered))
     }
 
@@ -432,18 +435,10 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         };
         let turn = recovery.turn;
         if !self.route_open {
-            let now = if recovery.routes_tried == 0 {
-                recovery.start
-            } else {
-                Instant::now()
-            };
-            recovery.routes_tried += 1;
-            let left = recovery.end.saturating_duration_since(now);
-            if left.is_zero() {
-                return Err(End::OutOfTime);
-            }
-            let routes_left = u32::try_from(router.routes.len() - self.route).unwrap_or(u32::MAX);
-            self.share_end = saturating_after(now, left / routes_left).min(recovery.end);
+            let (_, share_end) = router
+                .open_route(recovery, self.route)
+                .map_err(|_| End::OutOfTime)?;
+            self.share_end = share_end;
             self.route_open = true;
             self.route_attempt = 0;
         }
@@ -619,20 +614,18 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         }
     }
 
-    fn record(&self, outcome: &'static str, retryable: bool) -> AttemptRecord {
-        AttemptRecord {
-            route_index: self.route,
-            model: self.router.routes[self.route].model.clone(),
-            attempt: self.route_attempt,
-            outcome: Cow::Borrowed(outcome),
+    fn record(&self, outcome: AttemptOutcome, retryable: bool) -> AttemptRecord {
+        self.router.attempt_record(
+            self.route,
+            self.route_attempt,
+            self.attempt_started,
+            outcome,
             retryable,
-            duration: self.attempt_started.elapsed(),
-            wait: None,
-        }
+        )
     }
 
     fn record_ok(&mut self) {
-        let record = self.record("ok", true);
+        let record = self.record(AttemptOutcome::Answered, true);
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.report.attempts.push(record);
         }
@@ -662,115 +655,105 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         self.route_open = false;
     }
 
+    /// Ends recovery as `end` says: `Ok` to go on (the next route), `Err` when the stream is
+    /// over.
+    fn end_route(&mut self, end: RouteEnd, delivered: usize) -> Result<(), EgressError> {
+        match end {
+            RouteEnd::Fallback { to, reason } => {
+                self.fall_back(to, reason);
+                Ok(())
+            }
+            RouteEnd::GiveUp { gave_up, retryable } => {
+                Err(self.give_up(gave_up, retryable, delivered))
+            }
+        }
+    }
+
     /// Decides what a failed attempt leads to: `Ok` to go on (a retry after its wait, or the
-    /// next route), `Err` when the stream is over.
+    /// next route), `Err` when the stream is over. Before anything was delivered the decision
+    /// is the Router's own ([`Router::after_failure`], as for a completion); after, the route
+    /// is abandoned for a continuation.
     async fn after_failure(&mut self, end: End, delivered: usize) -> Result<(), EgressError> {
         self.attempt = None;
         self.opening = None;
-        let later = self.route + 1 < self.router.routes.len();
-        let (classification, error, timed_out) = match end {
+        let (route, attempt, started) = (self.route, self.route_attempt, self.attempt_started);
+        let failed = match end {
             End::Stopped(reason) => {
-                self.push(self.record(reason.as_str(), false));
-                let retryable = reason == StopReason::DeadlineReached;
-                return Err(self.give_up(reason.as_str(), retryable, delivered));
+                self.push(self.record(AttemptOutcome::Stopped(reason), false));
+                return self.end_route(RouteEnd::stopped(reason), delivered);
             }
             End::OutOfTime => return Err(self.give_up("total_deadline", true, delivered)),
             End::Unjoinable => {
-                self.push(self.record("stream_unjoinable", false));
+                self.push(self.record(AttemptOutcome::Unjoinable, false));
                 return Err(self.give_up("stream_unjoinable", true, delivered));
             }
             End::TimedOut(by) => {
-                let reason = match by {
-                    Bound::FirstToken => FailureReason::FirstTokenTimeout,
-                    Bound::Idle => FailureReason::StreamIdleTimeout,
-                    Bound::AttemptTimeout | Bound::Share => FailureReason::AttemptTimeout,
+                let (reason, fallback) = match by {
+                    Bound::FirstToken => (
+                        FailureReason::FirstTokenTimeout,
+                        FallbackReason::FirstTokenTimeout,
+                    ),
+                    Bound::Idle => (
+                        FailureReason::StreamIdleTimeout,
+                        FallbackReason::StreamIdleTimeout,
+                    ),
+                    Bound::AttemptTimeout => (
+                        FailureReason::AttemptTimeout,
+                        FallbackReason::AttemptTimeout,
+                    ),
+                    Bound::Share => (
+                        FailureReason::AttemptTimeout,
+                        FallbackReason::RouteBudgetSpent,
+                    ),
                 };
-                let classification = Classification {
-                    retryable: true,
-                    reason,
-                    retry_after: None,
-                };
-                (classification, None, Some(by))
+                Failed::timed_out(route, attempt, started, reason, fallback)
             }
-            End::Failed(error) => (classify(&error), Some(error), None),
+            End::Failed(error) => Failed::error(route, attempt, started, error),
         };
-        let reason = classification.reason;
-        let mut record = self.record(reason.as_str(), classification.retryable);
+        if delivered > 0 {
+            return self.failed_after_delivery(failed, delivered);
+        }
+        let Some(recovery) = self.recovery.as_mut() else {
+            return Err(self.give_up("total_deadline", true, delivered));
+        };
+        match self.router.after_failure(recovery, failed, self.share_end) {
+            // Waited at the top of the next read (see `resume_at`).
+            Next::Retry(wait) => {
+                self.resume_at = Instant::now().checked_add(wait);
+                Ok(())
+            }
+            Next::End(end) => self.end_route(end, delivered),
+        }
+    }
+
+    /// A failure after something was delivered: no invisible retry is possible, so the route is
+    /// abandoned and a later one continues from the delivered text, or the stream ends.
+    fn failed_after_delivery(
+        &mut self,
+        failed: Failed,
+        delivered: usize,
+    ) -> Result<(), EgressError> {
+        let reason = failed.classification.reason;
+        let record = self.record(
+            AttemptOutcome::Failed(reason),
+            failed.classification.retryable,
+        );
         if let Some(recovery) = self.recovery.as_mut() {
             recovery.last = LastFailure {
                 reason: Some(reason),
-                error,
+                error: failed.error,
             };
         }
-        if delivered > 0 {
-            self.log(&record, reason);
-            self.push(record);
-            self.stream_report.failed_route = Some(self.route);
-            self.stream_report.failure = Some(reason.as_str().to_owned());
-            self.stream_report.failed_after_bytes = Some(delivered);
-            if later {
-                self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);
-                return Ok(());
-            }
-            return Err(self.give_up("stream_failed_after_delivery", true, delivered));
-        }
-        if let Some(by) = timed_out
-            && later
-        {
-            self.log(&record, reason);
-            self.push(record);
-            let reason = match by {
-                Bound::Share => FallbackReason::RouteBudgetSpent,
-                Bound::FirstToken => FallbackReason::FirstTokenTimeout,
-                Bound::Idle => FallbackReason::StreamIdleTimeout,
-                Bound::AttemptTimeout => FallbackReason::AttemptTimeout,
-            };
-            self.fall_back(self.route + 1, reason);
-            return Ok(());
-        }
-        if !classification.retryable {
-            self.log(&record, reason);
-            self.push(record);
-            return match self.router.terminal_fallback(self.route, reason) {
-                Some((to, reason)) => {
-                    self.fall_back(to, reason);
-                    Ok(())
-                }
-                None => Err(self.give_up("terminal", false, delivered)),
-            };
-        }
-        let move_on = |this: &mut Self, reason: FallbackReason, gave_up: &'static str| {
-            if later {
-                this.fall_back(this.route + 1, reason);
-                Ok(())
-            } else {
-                Err(this.give_up(gave_up, true, delivered))
-            }
-        };
-        if self.route_attempt >= self.router.config.attempts() {
-            self.log(&record, reason);
-            self.push(record);
-            return move_on(self, FallbackReason::RetriesExhausted, "retries_exhausted");
-        }
-        let wait = self.router.backoff.delay(
-            self.route_attempt,
-            classification.retry_after,
-            self.router.jitter.sample(),
-        );
-        if Instant::now()
-            .checked_add(wait)
-            .is_none_or(|resume| resume >= self.share_end)
-        {
-            self.log(&record, reason);
-            self.push(record);
-            return move_on(self, FallbackReason::RouteBudgetSpent, "route_budget_spent");
-        }
-        record.wait = Some(wait);
         self.log(&record, reason);
         self.push(record);
-        // Waited at the top of the next read (see `resume_at`).
-        self.resume_at = Instant::now().checked_add(wait);
-        Ok(())
+        self.stream_report.failed_route = Some(self.route);
+        self.stream_report.failure = Some(reason.as_str().to_owned());
+        self.stream_report.failed_after_bytes = Some(delivered);
+        if self.route + 1 < self.router.routes.len() {
+            self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);
+            return Ok(());
+        }
+        Err(self.give_up("stream_failed_after_delivery", true, delivered))
     }
 
     fn push(&mut self, record: AttemptRecord) {

@@ -11,8 +11,8 @@ use super::{Store, StoreError, UnknownOutcome, on_pool};
 use crate::address::Surface;
 use crate::channel::Channel;
 use crate::channel::stream::{
-    CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, ReplyStream, StreamMode,
-    StreamObserver, StreamOpenError, StreamProgress, StreamingChannel,
+    CallRefused, MessageUpdate, PartRef, ReplyStream, StreamMode, StreamObserver, StreamOpenError,
+    StreamProgress, StreamingChannel,
 };
 use crate::egress::Attribution;
 use crate::ledger::Ledger;
@@ -147,7 +147,10 @@ impl Journal {
 }
 
 impl StreamObserver for Journal {
-    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> CallVerdict<'a> {
+    fn before_call<'a>(
+        &'a self,
+        parts: &'a [PartRef],
+    ) -> crate::BoxFuture<'a, Result<(), CallRefused>> {
         Box::pin(async move {
             let fresh: Vec<PartRef> = {
                 let marks = self.marks();
@@ -187,7 +190,7 @@ impl StreamObserver for Journal {
         })
     }
 
-    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a> {
+    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> crate::BoxFuture<'a, ()> {
         Box::pin(async move {
             if progress.confirmed().is_empty()
                 && progress.updates().iter().any(MessageUpdate::is_preview)

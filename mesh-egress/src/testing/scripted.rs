@@ -8,8 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::model::{
-    ChatRequest, ChunkFuture, ChunkTransport, Completion, ModelConnector, ModelError, ModelStream,
-    StreamChunk,
+    ChatRequest, ChunkTransport, Completion, ModelConnector, ModelError, ModelStream, StreamChunk,
 };
 
 type MakeError = Arc<dyn Fn() -> ModelError + Send + Sync>;
@@ -366,7 +365,7 @@ impl ScriptedStream {
 }
 
 impl ChunkTransport for ScriptedStream {
-    fn next_chunk(&mut self) -> ChunkFuture<'_> {
+    fn next_chunk(&mut self) -> crate::BoxFuture<'_, Option<Result<StreamChunk, ModelError>>> {
         Box::pin(self.next())
     }
 }

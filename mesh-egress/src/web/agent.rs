@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::deadline::Deadlined;
 use super::live_turn::{Collected, LiveTurn, Streamed};
-use crate::channel::BoxFuture;
 use crate::egress::{AgentMessage, EgressError};
+use crate::future::BoxFuture;
 use crate::stream::TextSource;
 use crate::turn::Turn;
 
@@ -23,7 +23,7 @@ use crate::turn::Turn;
 /// ```
 /// use mesh_egress::web::{Answered, ChatAgent, ChatTurn, NoOptions};
 /// use mesh_egress::stream::ChunkSource;
-/// use mesh_egress::channel::BoxFuture;
+/// use mesh_egress::BoxFuture;
 /// use mesh_egress::EgressError;
 ///
 /// struct Echo;

@@ -47,7 +47,7 @@
 //!
 //! ```no_run
 //! use mesh_egress::web::{Answered, ChatAgent, ChatTurn, Identity, NoOptions, WebChat};
-//! use mesh_egress::channel::BoxFuture;
+//! use mesh_egress::BoxFuture;
 //! use mesh_egress::store::Store;
 //! use mesh_egress::stream::ChunkSource;
 //! use mesh_egress::{Cancellation, EgressError};

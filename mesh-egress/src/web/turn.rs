@@ -20,12 +20,13 @@ use super::live::LiveReply;
 use super::live_turn::LiveTurn;
 use super::protocol::{Interruption, MessageMetadata};
 use crate::address::{Address, WebAddress};
-use crate::boundary::{KeepFuture, Promise, PromiseKeeper, StreamEnd, StreamPlan};
+use crate::boundary::{Promise, PromiseKeeper, StreamEnd, StreamPlan};
 use crate::degrade::Mode;
-use crate::egress::{Attribution, EgressError};
+use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::future::BoxFuture;
 use crate::store::{FollowUpPlan, FollowUpTask, Lease, Renewal, Store};
 use crate::turn::Turn;
-use crate::worker::{Handler, HandlerFuture};
+use crate::worker::Handler;
 
 /// The name a web chat's promises are stored under, and the worker's follow-up handler is
 /// registered as ([`WebChat::worker`](super::WebChat::worker) does it).
@@ -183,7 +184,10 @@ struct WebKeeper {
 }
 
 impl PromiseKeeper for WebKeeper {
-    fn keep<'a>(&'a self, promise: Promise<'a>) -> KeepFuture<'a> {
+    fn keep<'a>(
+        &'a self,
+        promise: Promise<'a>,
+    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         let (commitment, delivered) = (promise.commitment(), promise.delivered());
         Box::pin(async move {
             let mut task = self.task.clone();
@@ -221,7 +225,11 @@ impl<A> FollowUp<A> {
 struct NotAWebTask;
 
 impl<A: ChatAgent> Handler for FollowUp<A> {
-    fn call<'a>(&'a self, task: &'a FollowUpTask, turn: &'a Turn) -> HandlerFuture<'a> {
+    fn call<'a>(
+        &'a self,
+        task: &'a FollowUpTask,
+        turn: &'a Turn,
+    ) -> BoxFuture<'a, Result<AgentMessage, EgressError>> {
         Box::pin(async move {
             let stored = &task.input;
             let input: ChatInput<A::Options> = match stored.get("input").cloned() {

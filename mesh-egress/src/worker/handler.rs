@@ -1,15 +1,11 @@
 //! [`Handler`]: the un-annotated turn a worker re-runs to keep a promise, registered by name.
 
 use std::future::Future;
-use std::pin::Pin;
 
 use crate::egress::{AgentMessage, EgressError};
+use crate::future::BoxFuture;
 use crate::store::FollowUpTask;
 use crate::turn::Turn;
-
-/// What a [`Handler`] returns: the turn's result, before the boundary.
-pub type HandlerFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<AgentMessage, EgressError>> + Send + 'a>>;
 
 /// A promised turn a [`Worker`](super::Worker) can re-run: it gets the stored task (its
 /// serialisable input, the original system prompt and gate settings) and a [`Turn`] that
@@ -32,7 +28,11 @@ pub type HandlerFuture<'a> =
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// Re-runs the promised turn for `task` within `turn`.
-    fn call<'a>(&'a self, task: &'a FollowUpTask, turn: &'a Turn) -> HandlerFuture<'a>;
+    fn call<'a>(
+        &'a self,
+        task: &'a FollowUpTask,
+        turn: &'a Turn,
+    ) -> BoxFuture<'a, Result<AgentMessage, EgressError>>;
 }
 
 impl<F, Fut> Handler for F
@@ -40,7 +40,11 @@ where
     F: Fn(FollowUpTask, Turn) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<AgentMessage, EgressError>> + Send + 'static,
 {
-    fn call<'a>(&'a self, task: &'a FollowUpTask, turn: &'a Turn) -> HandlerFuture<'a> {
+    fn call<'a>(
+        &'a self,
+        task: &'a FollowUpTask,
+        turn: &'a Turn,
+    ) -> BoxFuture<'a, Result<AgentMessage, EgressError>> {
         Box::pin(self(task.clone(), turn.clone()))
     }
 }

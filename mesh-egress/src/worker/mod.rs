@@ -76,7 +76,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-pub use handler::{Handler, HandlerFuture};
+pub use handler::Handler;
 pub use keep::Kept;
 
 use crate::address::{Address, Surface};

@@ -56,10 +56,7 @@ mod session;
 mod slack_markdown;
 
 pub use budget::{BudgetConfig, CallKind, RateBudget};
-pub use observe::{
-    CallRefused, CallVerdict, MessageUpdate, ObserverFuture, PartRef, StreamObserver,
-    StreamProgress,
-};
+pub use observe::{CallRefused, MessageUpdate, PartRef, StreamObserver, StreamProgress};
 pub use receipt::{StreamOpenError, StreamedMessage, SurfaceStreamError, SurfaceStreamReceipt};
 pub use session::ReplyStream;
 pub(crate) use session::{Driver, DriverError, Parts};

@@ -5,17 +5,9 @@
 //! surface's message id; `turn --stream --deliver` uses it to print every edit with the
 //! message's full current text.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use super::{BLOCK_SEPARATOR, StreamedMessage};
+use crate::future::BoxFuture;
 use crate::outbound::DeliveryId;
-
-/// What an observer's hooks return: awaited by the stream's worker before it goes on.
-pub type ObserverFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
-
-/// What [`StreamObserver::before_call`] returns: `Err` stops the stream before the call.
-pub type CallVerdict<'a> = Pin<Box<dyn Future<Output = Result<(), CallRefused>> + Send + 'a>>;
 
 /// An observer refused the stream's next call (the durable outbox could not record it): the
 /// call does not go, and the stream stops with every part not confirmed
@@ -216,20 +208,20 @@ pub trait StreamObserver: Send + Sync + 'static {
     /// Before a call that may show `parts` in a message (every part not confirmed yet that the
     /// call may put in a message; parts it shows only as a preview, a Telegram draft, are not
     /// among them); `Err` stops the stream instead of making the call.
-    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> CallVerdict<'a> {
+    fn before_call<'a>(&'a self, parts: &'a [PartRef]) -> BoxFuture<'a, Result<(), CallRefused>> {
         let _ = parts;
         Box::pin(std::future::ready(Ok(())))
     }
 
     /// After a call, or the calls of one flush: what the surface now shows.
-    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a>;
+    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> BoxFuture<'a, ()>;
 }
 
 impl<F> StreamObserver for F
 where
     F: Fn(&StreamProgress<'_>) + Send + Sync + 'static,
 {
-    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> ObserverFuture<'a> {
+    fn after_call<'a>(&'a self, progress: &'a StreamProgress<'a>) -> BoxFuture<'a, ()> {
         self(progress);
         Box::pin(std::future::ready(()))
     }

@@ -6,9 +6,10 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::{Capped, OpenAiCompatible, read_capped, status_error, transport_error};
+use crate::future::BoxFuture;
 use crate::model::error::ModelError;
 use crate::model::sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent, decode_chunk};
-use crate::model::stream::{ChunkFuture, ChunkTransport, ModelStream, StreamChunk};
+use crate::model::stream::{ChunkTransport, ModelStream, StreamChunk};
 use crate::model::wire::{ChatRequest, WireResponse};
 
 /// The body of a streamed chat-completions request.
@@ -137,7 +138,7 @@ impl SseBody {
 }
 
 impl ChunkTransport for SseBody {
-    fn next_chunk(&mut self) -> ChunkFuture<'_> {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<StreamChunk, ModelError>>> {
         Box::pin(self.next())
     }
 }
