@@ -762,9 +762,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "channel: boxed -> lookup -> deliver -> client -> boxed",
     "channel: client -> recorder -> deliver -> client",
     "channel: client -> stdout -> deliver -> client",
-    "channel/format: label -> walker -> label",
-    "channel/format: label -> walker -> table -> label",
-    "channel/format: table -> walker -> table",
     "channel/http: exchange -> retry -> exchange",
 ];
 

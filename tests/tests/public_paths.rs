@@ -422,6 +422,11 @@ fn every_reexport_resolves() {
     );
 }
 
+/// Of the paths before the front door, how many may still be public.
+const KEPT_AT_MOST: usize = 273;
+/// How many public paths the crate may have.
+const TOTAL_AT_MOST: usize = 329;
+
 #[test]
 fn a_third_of_the_public_paths_before_the_front_door_are_gone() {
     let (now, _) = Crate::load(&runtime_src()).public_paths();
@@ -440,8 +445,17 @@ fn a_third_of_the_public_paths_before_the_front_door_are_gone() {
         now.len(),
         100.0 * (before.len() - kept) as f64 / before.len() as f64
     );
-    // Issue 24's bound (at most two thirds kept) is asserted once the front door lands.
-    assert!(kept <= before.len());
+    // A ratchet, not yet issue 24's goal (at most two thirds of the old kept): no removed path
+    // comes back, and the crate grows no wider. Lower the numbers as paths go.
+    assert!(
+        kept <= KEPT_AT_MOST,
+        "{kept} of the paths before the front door are public again (at most {KEPT_AT_MOST})"
+    );
+    assert!(
+        now.len() <= TOTAL_AT_MOST,
+        "{} public paths, more than {TOTAL_AT_MOST}: is each new one a name a user needs?",
+        now.len()
+    );
 }
 
 #[cfg(test)]

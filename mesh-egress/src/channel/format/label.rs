@@ -2,10 +2,10 @@
 //! links and images flattened (so the call depth never follows the input's nesting), live only
 //! when the link policy allows the target.
 
-use pulldown_cmark::{Event, LinkType, Tag, TagEnd};
+use pulldown_cmark::{Event, LinkType};
 
 use super::Dialect;
-use super::link::label_disguises;
+use super::link::{is_reference, label_disguises, plain_label};
 use super::walker::Walker;
 use crate::channel::atom::Level;
 
@@ -74,53 +74,4 @@ impl<'a, D: Dialect> Walker<'_, D> {
             self.event(event, &mut events);
         }
     }
-}
-
-/// Whether a link's URL comes from a reference definition rather than from the link itself.
-pub(super) fn is_reference(link_type: LinkType) -> bool {
-    matches!(
-        link_type,
-        LinkType::Reference
-            | LinkType::ReferenceUnknown
-            | LinkType::Collapsed
-            | LinkType::CollapsedUnknown
-            | LinkType::Shortcut
-            | LinkType::ShortcutUnknown
-    )
-}
-
-/// Collects a link's or image's label events up to its matching end (a loop with a counter:
-/// no recursion on the nesting).
-pub(super) fn collect_label<'a, I: Iterator<Item = Event<'a>>>(rest: &mut I) -> Vec<Event<'a>> {
-    let mut depth = 0usize;
-    let mut label = Vec::new();
-    for event in rest.by_ref() {
-        match &event {
-            Event::Start(Tag::Link { .. } | Tag::Image { .. }) => depth += 1,
-            Event::End(TagEnd::Link | TagEnd::Image) => {
-                if depth == 0 {
-                    break;
-                }
-                depth -= 1;
-            }
-            _ => {}
-        }
-        label.push(event);
-    }
-    label
-}
-
-/// A label's text without markup.
-pub(super) fn plain_label(label: &[Event<'_>]) -> String {
-    let mut text = String::new();
-    for event in label {
-        match event {
-            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::InlineMath(t) => {
-                text.push_str(t)
-            }
-            Event::SoftBreak | Event::HardBreak => text.push(' '),
-            _ => {}
-        }
-    }
-    text
 }

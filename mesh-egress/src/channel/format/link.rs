@@ -7,6 +7,8 @@
 //! address other than its target shows the target beside the label, so
 //! `[https://bank.example](https://evil.example)` cannot show one address and open another.
 
+use pulldown_cmark::{Event, LinkType, Tag, TagEnd};
+
 /// The schemes whose targets become live links unless a renderer is configured otherwise.
 pub const DEFAULT_LINK_SCHEMES: &[&str] = &["http", "https", "mailto"];
 
@@ -106,6 +108,55 @@ pub(super) fn label_disguises(label: &str, url: &str) -> bool {
         Some(shown) => host_of(url).is_none_or(|target| target != shown),
         None => false,
     }
+}
+
+/// Whether a link's URL comes from a reference definition rather than from the link itself.
+pub(super) fn is_reference(link_type: LinkType) -> bool {
+    matches!(
+        link_type,
+        LinkType::Reference
+            | LinkType::ReferenceUnknown
+            | LinkType::Collapsed
+            | LinkType::CollapsedUnknown
+            | LinkType::Shortcut
+            | LinkType::ShortcutUnknown
+    )
+}
+
+/// Collects a link's or image's label events up to its matching end (a loop with a counter:
+/// no recursion on the nesting).
+pub(super) fn collect_label<'a, I: Iterator<Item = Event<'a>>>(rest: &mut I) -> Vec<Event<'a>> {
+    let mut depth = 0usize;
+    let mut label = Vec::new();
+    for event in rest.by_ref() {
+        match &event {
+            Event::Start(Tag::Link { .. } | Tag::Image { .. }) => depth += 1,
+            Event::End(TagEnd::Link | TagEnd::Image) => {
+                if depth == 0 {
+                    break;
+                }
+                depth -= 1;
+            }
+            _ => {}
+        }
+        label.push(event);
+    }
+    label
+}
+
+/// A label's text without markup.
+pub(super) fn plain_label(label: &[Event<'_>]) -> String {
+    let mut text = String::new();
+    for event in label {
+        match event {
+            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::InlineMath(t) => {
+                text.push_str(t)
+            }
+            Event::SoftBreak | Event::HardBreak => text.push(' '),
+            _ => {}
+        }
+    }
+    text
 }
 
 #[cfg(test)]

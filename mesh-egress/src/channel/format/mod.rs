@@ -13,6 +13,7 @@
 //! characters are removed from every piece of text the parser hands over.
 
 mod discord;
+mod grid;
 mod inline;
 mod label;
 mod link;

@@ -10,8 +10,8 @@ use std::borrow::Cow;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use super::label::collect_label;
-use super::table::Table;
+use super::grid::Table;
+use super::link::collect_label;
 use super::text::{SPACES, clean_event};
 use super::{Dialect, Heading, LinkPolicy, MAX_NESTING, MAX_PREFIX_WIDTH, Pair, Quote, Style};
 use crate::channel::atom::{Atoms, Level, MAX_SOURCE};
