@@ -267,22 +267,8 @@ impl Collector<'_> {
 
     /// Records `segments` (a path as written) if it leaves the current top-level module.
     fn record(&mut self, segments: &[String], line: usize) {
-        let Some(first) = segments.first() else {
+        let Some(target) = absolute(&self.module, segments) else {
             return;
-        };
-        let target: Vec<String> = match first.as_str() {
-            "crate" => segments[1..].to_vec(),
-            "super" => {
-                let mut base = self.module.clone();
-                let mut rest = segments;
-                while rest.first().is_some_and(|s| s == "super") {
-                    base.pop();
-                    rest = &rest[1..];
-                }
-                base.extend(rest.iter().cloned());
-                base
-            }
-            _ => return,
         };
         let Some(head) = target.first() else {
             return;
@@ -307,29 +293,52 @@ impl Collector<'_> {
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                self.use_tree(prefix, &p.tree);
-                prefix.pop();
+        each_use_path(tree, prefix, &mut |path, line| self.record(path, line));
+    }
+}
+
+/// Where `segments`, written in `module`, lead inside the crate (`crate::`, `super::` and
+/// `self::` paths); `None` for a path that starts anywhere else.
+fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
+    match segments.first()?.as_str() {
+        "crate" => Some(segments[1..].to_vec()),
+        "self" => Some(module.iter().chain(&segments[1..]).cloned().collect()),
+        "super" => {
+            let mut base = module.to_vec();
+            let mut rest = segments;
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop();
+                rest = &rest[1..];
             }
-            syn::UseTree::Name(n) => {
-                prefix.push(n.ident.to_string());
-                self.record(&prefix.clone(), n.ident.span().start().line);
-                prefix.pop();
-            }
-            syn::UseTree::Rename(r) => {
-                prefix.push(r.ident.to_string());
-                self.record(&prefix.clone(), r.ident.span().start().line);
-                prefix.pop();
-            }
-            syn::UseTree::Glob(g) => {
-                self.record(&prefix.clone(), g.star_token.spans[0].start().line);
-            }
-            syn::UseTree::Group(g) => {
-                for item in &g.items {
-                    self.use_tree(prefix, item);
-                }
+            base.extend(rest.iter().cloned());
+            Some(base)
+        }
+        _ => None,
+    }
+}
+
+/// Calls `f` with every path a `use` tree names (a glob names its prefix) and its line.
+fn each_use_path(
+    tree: &syn::UseTree,
+    prefix: &mut Vec<String>,
+    f: &mut dyn FnMut(&[String], usize),
+) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            each_use_path(&p.tree, prefix, f);
+            prefix.pop();
+        }
+        syn::UseTree::Name(syn::UseName { ident })
+        | syn::UseTree::Rename(syn::UseRename { ident, .. }) => {
+            prefix.push(ident.to_string());
+            f(prefix, ident.span().start().line);
+            prefix.pop();
+        }
+        syn::UseTree::Glob(g) => f(prefix, g.star_token.spans[0].start().line),
+        syn::UseTree::Group(g) => {
+            for item in &g.items {
+                each_use_path(item, prefix, f);
             }
         }
     }
@@ -582,23 +591,11 @@ struct SiblingCollector<'a> {
 
 impl SiblingCollector<'_> {
     fn record(&mut self, segments: &[String]) {
-        let (Some(first), Some(me)) = (segments.first(), self.module.last()) else {
+        let Some(me) = self.module.last() else {
             return;
         };
-        let target: Vec<String> = match first.as_str() {
-            "crate" => segments[1..].to_vec(),
-            "self" => self.module.iter().chain(&segments[1..]).cloned().collect(),
-            "super" => {
-                let mut base = self.module.clone();
-                let mut rest = segments;
-                while rest.first().is_some_and(|s| s == "super") {
-                    base.pop();
-                    rest = &rest[1..];
-                }
-                base.extend(rest.iter().cloned());
-                base
-            }
-            _ => return,
+        let Some(target) = absolute(&self.module, segments) else {
+            return;
         };
         let parent = &self.module[..self.module.len() - 1];
         if target.len() <= parent.len() || target[..parent.len()] != *parent {
@@ -616,25 +613,7 @@ impl SiblingCollector<'_> {
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                self.use_tree(prefix, &p.tree);
-                prefix.pop();
-            }
-            syn::UseTree::Name(syn::UseName { ident })
-            | syn::UseTree::Rename(syn::UseRename { ident, .. }) => {
-                prefix.push(ident.to_string());
-                self.record(&prefix.clone());
-                prefix.pop();
-            }
-            syn::UseTree::Glob(_) => self.record(&prefix.clone()),
-            syn::UseTree::Group(g) => {
-                for item in &g.items {
-                    self.use_tree(prefix, item);
-                }
-            }
-        }
+        each_use_path(tree, prefix, &mut |path, _| self.record(path));
     }
 }
 
