@@ -7,7 +7,8 @@
 //! return, the names the `ingress` example prints.
 //!
 //! ```
-//! use mesh_egress::engagement::{Complexity, Confidence, Decision, Engagement, Reason};
+//! use mesh_egress::engagement::{Complexity, Decision, Engagement, Reason};
+//! use mesh_egress::verdict::Confidence;
 //! let decided = Engagement::new(
 //!     Decision::Engage { complexity: Complexity::Quick },
 //!     Reason::Mention,
@@ -26,6 +27,8 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::verdict::Confidence;
 
 /// How hard an engaged message looks, from cheap signals (length, code, several questions,
 /// attachments, words that ask for analysis): for choosing a route before the turn.
@@ -182,28 +185,6 @@ impl Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// How sure the rule is: `high` for what the surface states (a DM, a mention, a reply, a bot,
-/// an edit, a duplicate), `low` for what is read from the text or the conversation (a thread
-/// follow-up, ambient traffic, the judge's answer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Confidence {
-    /// Read from text or context.
-    Low,
-    /// Stated by the surface.
-    High,
-}
-
-impl Confidence {
-    /// `high` or `low`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::High => "high",
-            Self::Low => "low",
-        }
     }
 }
 

@@ -11,11 +11,15 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// How sure a heuristic is that the candidate must not be sent as is.
+/// How sure a rule is: the gate's heuristics and the ingress classifier's rules both say it.
 ///
-/// The confidence decides what a judge failure means (the spec's "who guards the guard"):
-/// a low-confidence candidate is sent and flagged for review, a high-confidence one is never
-/// sent on judge failure.
+/// In the gate, how sure a heuristic is that the candidate must not be sent as is, and so
+/// what a judge failure means (the spec's "who guards the guard"): a low-confidence
+/// candidate is sent and flagged for review, a high-confidence one (a known leak shape:
+/// reasoning, a system-prompt echo, failure text, a credential) is never sent on judge
+/// failure. In the ingress classifier, `high` for what the surface states (a DM, a mention, a
+/// reply, a bot, an edit, a duplicate), `low` for what is read from the text or the
+/// conversation (a thread follow-up, ambient traffic, the judge's answer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Confidence {
@@ -194,14 +198,7 @@ impl Rule {
     /// Whether a turn blocked on this rule could succeed on a retry. A prompt echo or a
     /// credential leak is a handoff, not a promise to follow up.
     pub fn retryable(self) -> bool {
-        !matches!(
-            self,
-            Self::SystemPromptOverlap
-                | Self::Canary
-                | Self::ApiKey
-                | Self::BotToken
-                | Self::PrivateKey
-        )
+        !self.guards_a_secret()
     }
 
     /// Whether a judge's allow may downgrade a high-confidence finding of this rule. Not for
@@ -210,7 +207,12 @@ impl Rule {
     /// instructions" is exactly the request that makes a judge likely to allow the echo. A
     /// finding the user's own message explains is already low, and is judged as usual.
     pub fn judge_may_downgrade(self) -> bool {
-        !matches!(
+        !self.guards_a_secret()
+    }
+
+    /// A system-prompt echo, a canary or a credential: what no retry and no judge may let out.
+    fn guards_a_secret(self) -> bool {
+        matches!(
             self,
             Self::SystemPromptOverlap
                 | Self::Canary

@@ -18,7 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("egress", &["ownership", "mode"]),
     ("ownership", &[]),
     ("address", &[]),
-    ("engagement", &[]),
+    ("engagement", &["verdict"]),
     ("failure", &[]),
     ("verdict", &[]),
     ("reply", &["egress", "id", "mode"]),
@@ -122,7 +122,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // fast-model plumbing (`model::fast`), which it shares with the gate, never the gate itself.
     (
         "ingress",
-        &["address", "egress", "engagement", "ledger", "model", "turn"],
+        &[
+            "address",
+            "egress",
+            "engagement",
+            "ledger",
+            "model",
+            "turn",
+            "verdict",
+        ],
     ),
     // The durable store sits on the commit boundary: channels and the typestate, never Layer C.
     (

@@ -71,7 +71,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::engagement::{Complexity, Confidence, Decision, Engagement, JudgeAnswer, Reason};
+use crate::engagement::{Complexity, Decision, Engagement, JudgeAnswer, Reason};
+use crate::verdict::Confidence;
 pub use builder::{IngressBuilder, IngressConfigError};
 pub use identity::Identity;
 pub use inbound::{

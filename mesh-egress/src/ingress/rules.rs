@@ -25,13 +25,14 @@
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
-use crate::engagement::{Complexity, Confidence, Decision, Engagement, Reason};
+use crate::engagement::{Complexity, Decision, Engagement, Reason};
 use crate::ingress::ThreadWindow;
 use crate::ingress::complexity::Gauge;
 use crate::ingress::identity::Identity;
 use crate::ingress::inbound::{ChatKind, Inbound};
 use crate::ingress::names::{NameUse, Names};
 use crate::ingress::state::{ConversationMemory, Keys, Line, State, ThreadMemory};
+use crate::verdict::Confidence;
 
 /// Words that, opening a message, make it a question or request even without a `?`.
 const ASKING: &[&str] = &[
