@@ -749,7 +749,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "channel: boxed -> lookup -> deliver -> client -> boxed",
     "channel: client -> recorder -> deliver -> client",
     "channel: client -> stdout -> deliver -> client",
-    "channel/http: exchange -> retry -> exchange",
 ];
 
 #[test]

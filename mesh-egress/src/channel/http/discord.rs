@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, server_error, unexpected_body};
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
-use super::retry::{Request, Transport};
+use super::retry::Request;
 use super::stream_settings::{StreamSettings, discord_budget};
+use super::transport::Transport;
 use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::address::{Address, DiscordAddress};
 use crate::channel::stream::RateBudget;

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::ChannelErrorKind;
 use super::answer::{BodyError, Outcome, read_capped, too_large};
 use super::policy::MAX_RETRY_AFTER;
-use super::retry::{Classify, Transport};
+use super::transport::{Classify, Transport};
 use crate::channel::stream::{CallKind, RateBudget};
 use crate::ownership::{Ownership, TryWindow};
 

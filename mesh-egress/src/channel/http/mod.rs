@@ -14,6 +14,7 @@ mod stream_call;
 mod stream_settings;
 mod telegram;
 mod telegram_stream;
+mod transport;
 
 use std::fmt;
 use std::time::Duration;

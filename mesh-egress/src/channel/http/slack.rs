@@ -14,8 +14,9 @@ use super::answer::{
 };
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use super::exchange::Repeat;
-use super::retry::{Request, Transport};
+use super::retry::Request;
 use super::stream_settings::{StreamSettings, slack_budget};
+use super::transport::Transport;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::address::{Address, SlackAddress};
 use crate::channel::stream::RateBudget;

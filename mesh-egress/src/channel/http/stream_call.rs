@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::answer::Outcome;
 use super::exchange::{Failure, Observe, Plan, Repeat, Spacing, Stop, Wire};
-use super::retry::{Classify, Transport};
+use super::transport::{Classify, Transport};
 use super::{ChannelError, ChannelErrorKind, Surface};
 use crate::channel::stream::{CallKind, DriverError, Parts, RateBudget};
 use crate::ownership::Ownership;

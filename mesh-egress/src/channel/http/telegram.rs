@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
 use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
-use super::retry::{Request, Transport};
+use super::retry::Request;
 use super::stream_settings::{StreamSettings, telegram_budget};
+use super::transport::Transport;
 use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
 use crate::address::{Address, TelegramAddress};
 use crate::channel::stream::RateBudget;

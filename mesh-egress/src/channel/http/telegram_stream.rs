@@ -10,9 +10,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::answer::Outcome;
-use super::retry::Classify;
 use super::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
 use super::stream_settings::{channel_stream_builders, client_stream_builders};
+use super::transport::Classify;
 use super::{Surface, TelegramChannel, TelegramClient, Token};
 use crate::channel::Render;
 use crate::channel::stream::{
