@@ -741,40 +741,15 @@ fn folder_circles(src: &Path) -> Vec<String> {
     out
 }
 
-/// Circles between the files of one folder that are still to be broken (issue 24): this list
-/// only shrinks. A circle not listed here fails the test, and so does a listed one that is gone
-/// (delete its line).
-const KNOWN_CIRCLES: &[&str] = &[
-    "channel: boxed -> deliver -> client -> boxed",
-    "channel: boxed -> lookup -> deliver -> client -> boxed",
-    "channel: client -> recorder -> deliver -> client",
-    "channel: client -> stdout -> deliver -> client",
-];
-
 #[test]
 fn the_files_of_one_folder_import_each_other_without_circles() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mesh-egress/src");
     let found = folder_circles(&src);
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|c| !KNOWN_CIRCLES.contains(&c.as_str()))
-        .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "files of one folder import each other in a circle (move what both need into one of \
          them, or into a file both use):\n{}",
-        new.iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let gone: Vec<&&str> = KNOWN_CIRCLES
-        .iter()
-        .filter(|c| !found.iter().any(|f| f == *c))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "circles broken (delete them from KNOWN_CIRCLES): {gone:?}"
+        found.join("\n")
     );
 }
 

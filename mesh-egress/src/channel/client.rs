@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::unserved::UnservedAddress;
 use super::{BoxedChannel, Channel, Recorder, Render, Stdout};
 use crate::address::{Address, Surface};
 
@@ -36,34 +37,6 @@ pub trait SurfaceClient: Send + Sync {
     /// The channel to the conversation at `address`, or why this client cannot send there
     /// (another surface's address, or one this client does not serve).
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress>;
-}
-
-/// Why a [`SurfaceClient`] cannot make a channel to an address.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a {surface} client cannot send to {address}")]
-pub struct UnservedAddress {
-    surface: Surface,
-    address: Address,
-}
-
-impl UnservedAddress {
-    /// `client` cannot send to `address`.
-    pub fn new(client: Surface, address: Address) -> Self {
-        Self {
-            surface: client,
-            address,
-        }
-    }
-
-    /// The surface of the client that was asked.
-    pub fn client(&self) -> Surface {
-        self.surface
-    }
-
-    /// The address it was asked for.
-    pub fn address(&self) -> &Address {
-        &self.address
-    }
 }
 
 /// Stdout has one destination: it serves [`Address::Plain`], printing every conversation's

@@ -573,7 +573,7 @@ pub enum DeliveryError {
     /// No client serves the conversation's address (a front door's turn addressed to a
     /// surface it has no client for); nothing was rendered or sent.
     #[error(transparent)]
-    Unserved(#[from] super::UnservedAddress),
+    Unserved(#[from] super::unserved::UnservedAddress),
     /// The durable outbox could not record the delivery (its database failed mid-reply): the
     /// rest was not sent here; what the outbox holds is sent by a worker once the store
     /// answers again.

@@ -166,13 +166,14 @@ mod stdout;
 pub mod stream;
 #[cfg(all(test, feature = "markdown"))]
 mod tests;
+mod unserved;
 
 use std::future::Future;
 use std::time::SystemTime;
 
 pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, RenderedParts};
 pub use boxed::{BoxedChannel, BoxedRenderer, DynChannel};
-pub use client::{SurfaceClient, UnservedAddress};
+pub use client::SurfaceClient;
 pub(crate) use deliver::deliver_rendered;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use deliver::send_committed_parts;
@@ -185,6 +186,7 @@ pub use lookup::PartLookup;
 pub use plain::PlainText;
 pub use recorder::Recorder;
 pub use stdout::Stdout;
+pub use unserved::UnservedAddress;
 
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
