@@ -352,6 +352,20 @@ fn each_use_path(
     }
 }
 
+/// The attributes of the items a `#[cfg(test)]` can take out of the build.
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    match item {
+        syn::Item::Mod(m) => &m.attrs,
+        syn::Item::Fn(f) => &f.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Use(u) => &u.attrs,
+        syn::Item::Struct(s) => &s.attrs,
+        syn::Item::Const(c) => &c.attrs,
+        syn::Item::Static(s) => &s.attrs,
+        _ => &[],
+    }
+}
+
 fn is_deprecated(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| a.path().is_ident("deprecated"))
 }
@@ -385,16 +399,7 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
 
 impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs: &[syn::Attribute] = match item {
-            syn::Item::Mod(m) => &m.attrs,
-            syn::Item::Fn(f) => &f.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Use(u) => &u.attrs,
-            syn::Item::Struct(s) => &s.attrs,
-            syn::Item::Const(c) => &c.attrs,
-            syn::Item::Static(s) => &s.attrs,
-            _ => &[],
-        };
+        let attrs = item_attrs(item);
         if is_cfg_test(attrs) {
             return;
         }
@@ -627,13 +632,7 @@ impl SiblingCollector<'_> {
 
 impl<'ast> Visit<'ast> for SiblingCollector<'_> {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs: &[syn::Attribute] = match item {
-            syn::Item::Mod(m) => &m.attrs,
-            syn::Item::Fn(f) => &f.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Use(u) => &u.attrs,
-            _ => &[],
-        };
+        let attrs = item_attrs(item);
         if !is_cfg_test(attrs) {
             syn::visit::visit_item(self, item);
         }

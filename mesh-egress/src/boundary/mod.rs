@@ -182,10 +182,7 @@ pub(crate) fn resolve_stream(
     policy: &DegradationPolicy,
     result: Result<AnswerStream, EgressError>,
 ) -> StreamedReply {
-    match result {
-        Ok(stream) => StreamedReply::stream(stream, mode),
-        Err(error) => StreamedReply::resolved(resolve(mode, policy, Err(error))),
-    }
+    streamed_or(mode, result, |error| resolve(mode, policy, Err(error)))
 }
 
 /// The turn-aware boundary for a handler that streams (see [`resolve_in`]).
@@ -195,9 +192,20 @@ pub(crate) fn resolve_stream_in(
     policy: &DegradationPolicy,
     result: Result<AnswerStream, EgressError>,
 ) -> StreamedReply {
+    streamed_or(mode, result, |error| {
+        resolve_in(turn, mode, policy, Err(error))
+    })
+}
+
+/// A handler's stream in `mode`, or the reply `degrade` makes of its failure.
+fn streamed_or(
+    mode: Mode,
+    result: Result<AnswerStream, EgressError>,
+    degrade: impl FnOnce(EgressError) -> Reply,
+) -> StreamedReply {
     match result {
         Ok(stream) => StreamedReply::stream(stream, mode),
-        Err(error) => StreamedReply::resolved(resolve_in(turn, mode, policy, Err(error))),
+        Err(error) => StreamedReply::resolved(degrade(error)),
     }
 }
 
