@@ -104,7 +104,7 @@ use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
-use mesh_egress::silence::{ENV_SILENCE_TOKENS, SilenceTokens};
+use mesh_egress::silence::SilenceTokens;
 use mesh_egress::{Address, Attribution, Bot, Turn};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
@@ -283,7 +283,7 @@ async fn main() -> ExitCode {
     // cut before rendering.
     let silence = match SilenceTokens::from_env() {
         Ok(tokens) => tokens,
-        Err(error) => return usage_error(&format!("{ENV_SILENCE_TOKENS}: {error}")),
+        Err(error) => return usage_error(&format!("MESH_SILENCE_TOKENS: {error}")),
     };
     let store_url = cli::store_url(args.store.clone());
     init_logs();

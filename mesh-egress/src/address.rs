@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 /// The longest id any field of an address may hold, in bytes. Slack, Discord and Telegram ids
 /// are a few dozen bytes; a web chat id is the application's (the AI SDK's are 16 characters).
-pub const MAX_ADDRESS_FIELD: usize = 256;
+pub(crate) const MAX_ADDRESS_FIELD: usize = 256;
 
 /// Which chat surface a conversation lives on. One type for the whole crate: the outbox stores
 /// it, the connectors report it, the duplicate rules key on it.
@@ -114,7 +114,7 @@ pub enum AddressError {
         /// Which field.
         field: &'static str,
     },
-    /// A field is longer than [`MAX_ADDRESS_FIELD`] bytes.
+    /// A field is longer than 256 bytes.
     #[error("the address's {field} is longer than {MAX_ADDRESS_FIELD} bytes")]
     TooLong {
         /// Which field.

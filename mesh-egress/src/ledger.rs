@@ -20,8 +20,8 @@ use crate::ownership::StopReason;
 use crate::render::{PartBudgetCut, RenderError};
 use crate::reply::Mode;
 
-/// Where ledger rows go. Implement it to make the ledger durable; [`InMemoryLedger`] is the
-/// default.
+/// Where ledger rows go. Implement it to make the ledger durable; [`Ledger::in_memory`] keeps
+/// them in memory.
 pub trait LedgerStore: Send + Sync + 'static {
     /// Appends one row.
     fn record(&self, entry: LedgerEntry);
@@ -32,7 +32,7 @@ pub trait LedgerStore: Send + Sync + 'static {
 
 /// A ledger that keeps rows in memory.
 #[derive(Debug, Default)]
-pub struct InMemoryLedger {
+pub(crate) struct InMemoryLedger {
     rows: Mutex<Vec<LedgerEntry>>,
 }
 

@@ -1,6 +1,7 @@
 //! Retry primitives shared by every layer that waits before trying again: one [`Backoff`]
 //! (Layer A's model retries, the chat connectors' per-part retries, the follow-up runner) and one
-//! `Retry-After` reader ([`parse_retry_after`], feature `model`).
+//! `Retry-After` reader (`parse_retry_after`, feature `model`, used by the model and chat
+//! connectors).
 //!
 //! A leaf module: it imports nothing of ours, so each layer can depend on it without depending
 //! on the others.
@@ -112,19 +113,8 @@ fn unit_interval(x: f64) -> f64 {
 /// Absent, malformed, non-finite, negative or past values are ignored (the next header is
 /// tried); nothing here panics. `header` looks a header up by lowercase name. The value is not
 /// clamped: callers clamp it to their own bound (a [`Backoff`] does).
-///
-/// ```
-/// use std::time::{Duration, SystemTime};
-/// use mesh_egress::retry::parse_retry_after;
-/// let headers = |name: &str| (name == "retry-after").then_some("1.5");
-/// assert_eq!(parse_retry_after(headers, SystemTime::now()), Some(Duration::from_millis(1500)));
-/// let ms = |name: &str| (name == "x-ms-retry-after-ms").then_some("250");
-/// assert_eq!(parse_retry_after(ms, SystemTime::now()), Some(Duration::from_millis(250)));
-/// let bad = |name: &str| (name == "retry-after").then_some("-3");
-/// assert_eq!(parse_retry_after(bad, SystemTime::now()), None);
-/// ```
 #[cfg(feature = "model")]
-pub fn parse_retry_after<'a>(
+pub(crate) fn parse_retry_after<'a>(
     header: impl Fn(&str) -> Option<&'a str>,
     now: SystemTime,
 ) -> Option<Duration> {
@@ -161,18 +151,7 @@ fn non_negative(value: &str) -> Option<f64> {
 ///
 /// Each part saturates; a value that overflows a `Duration` or is not finite reads as `None`,
 /// as does anything unparseable. The value is not clamped.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::retry::parse_duration_text;
-/// assert_eq!(parse_duration_text("6m0s"), Some(Duration::from_secs(360)));
-/// assert_eq!(parse_duration_text("9m38.016s"), Some(Duration::from_millis(578_016)));
-/// assert_eq!(parse_duration_text("26s"), Some(Duration::from_secs(26)));
-/// assert_eq!(parse_duration_text("20ms"), Some(Duration::from_millis(20)));
-/// assert_eq!(parse_duration_text("54 seconds"), Some(Duration::from_secs(54)));
-/// assert_eq!(parse_duration_text("soon"), None);
-/// ```
-pub fn parse_duration_text(text: &str) -> Option<Duration> {
+pub(crate) fn parse_duration_text(text: &str) -> Option<Duration> {
     let mut rest = text.trim().trim_start_matches('~').trim_start();
     let mut total = Duration::ZERO;
     let mut parts = 0;
@@ -250,17 +229,7 @@ fn decimal(number: &str, unit_nanos: u128) -> Option<Duration> {
 /// Finds the wait a provider wrote into an error message: "try again in 4.77s", "Please try
 /// again in 9m38.016s", "Please retry after 9 seconds", "Please retry in 26.4s". The first such
 /// phrase wins; `None` when there is none. Not clamped.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::retry::parse_wait_in_text;
-/// let groq = "Limit 6000, Used 5034, Requested 1443. Please try again in 4.77s. Need more tokens?";
-/// assert_eq!(parse_wait_in_text(groq), Some(Duration::from_millis(4770)));
-/// let azure = "... S0 pricing tier. Please retry after 9 seconds. Please go here: ...";
-/// assert_eq!(parse_wait_in_text(azure), Some(Duration::from_secs(9)));
-/// assert_eq!(parse_wait_in_text("try again later"), None);
-/// ```
-pub fn parse_wait_in_text(text: &str) -> Option<Duration> {
+pub(crate) fn parse_wait_in_text(text: &str) -> Option<Duration> {
     let lower = text.to_ascii_lowercase();
     for phrase in ["try again in ", "retry in ", "retry after ", "retrying in "] {
         let mut from = 0;
@@ -292,6 +261,69 @@ fn parse_leading_duration(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The examples these readers' docs gave when they were public.
+    #[test]
+    fn the_documented_examples_hold() {
+        assert_eq!(parse_duration_text("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(
+            parse_duration_text("9m38.016s"),
+            Some(Duration::from_millis(578_016))
+        );
+        assert_eq!(parse_duration_text("26s"), Some(Duration::from_secs(26)));
+        assert_eq!(parse_duration_text("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(
+            parse_duration_text("54 seconds"),
+            Some(Duration::from_secs(54))
+        );
+        assert_eq!(parse_duration_text("soon"), None);
+        let groq =
+            "Limit 6000, Used 5034, Requested 1443. Please try again in 4.77s. Need more tokens?";
+        assert_eq!(parse_wait_in_text(groq), Some(Duration::from_millis(4770)));
+        let azure = "... S0 pricing tier. Please retry after 9 seconds. Please go here: ...";
+        assert_eq!(parse_wait_in_text(azure), Some(Duration::from_secs(9)));
+        assert_eq!(parse_wait_in_text("try again later"), None);
+    }
+
+    #[cfg(feature = "model")]
+    #[test]
+    fn the_documented_header_examples_hold() {
+        let headers = |name: &str| (name == "retry-after").then_some("1.5");
+        assert_eq!(
+            parse_retry_after(headers, SystemTime::now()),
+            Some(Duration::from_millis(1500))
+        );
+        let ms = |name: &str| (name == "x-ms-retry-after-ms").then_some("250");
+        assert_eq!(
+            parse_retry_after(ms, SystemTime::now()),
+            Some(Duration::from_millis(250))
+        );
+        let bad = |name: &str| (name == "retry-after").then_some("-3");
+        assert_eq!(parse_retry_after(bad, SystemTime::now()), None);
+    }
+
+    /// Hostile text: any short string, alone or after a wait phrase, reads without a panic.
+    mod hostile {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn duration_text_never_panics(text in ".{0,40}") {
+                let _ = parse_duration_text(&text);
+                let _ = parse_wait_in_text(&text);
+                let _ = parse_wait_in_text(&format!("try again in {text}"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_duration_saturates_into_a_duration_not_an_overflow() {
+        assert_eq!(
+            parse_duration_text("1000000h"),
+            Some(Duration::from_secs(3_600_000_000))
+        );
+    }
 
     #[test]
     fn steps_double_up_to_the_cap_and_saturate() {

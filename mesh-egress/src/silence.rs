@@ -16,7 +16,7 @@ use std::fmt;
 
 /// The environment variable `turn` (and any application that wants it) reads the tokens from:
 /// comma-separated, blanks around each ignored.
-pub const ENV_SILENCE_TOKENS: &str = "MESH_SILENCE_TOKENS";
+pub(crate) const ENV_SILENCE_TOKENS: &str = "MESH_SILENCE_TOKENS";
 
 /// The longest token accepted, in bytes: a control token is a word, and the stream filter
 /// holds back at most this much.
@@ -107,7 +107,7 @@ impl SilenceTokens {
         Ok(Self { tokens: out })
     }
 
-    /// The tokens in `value`, comma-separated (how [`ENV_SILENCE_TOKENS`] is written); empty
+    /// The tokens in `value`, comma-separated (how `MESH_SILENCE_TOKENS` is written); empty
     /// entries are skipped, so an unset or blank value declares none.
     ///
     /// ```
@@ -121,7 +121,7 @@ impl SilenceTokens {
         Self::new(value.split(',').filter(|t| !t.trim().is_empty()))
     }
 
-    /// The tokens declared by [`ENV_SILENCE_TOKENS`] in the process environment (none when it
+    /// The tokens declared by `MESH_SILENCE_TOKENS` in the process environment (none when it
     /// is unset).
     pub fn from_env() -> Result<Self, SilenceTokenError> {
         Self::parse(&std::env::var(ENV_SILENCE_TOKENS).unwrap_or_default())

@@ -3,7 +3,8 @@
 //! normalised projection, so each is caught, and sanitising cuts the source bytes.
 #![cfg(feature = "gate")]
 
-use mesh_egress::gate::{GateVerdict, QualityGate, Rule};
+use mesh_egress::gate::{GateVerdict, QualityGate};
+use mesh_egress::verdict::Rule;
 use mesh_egress::{AgentMessage, Attribution, Turn};
 
 const USER: &str = "Can you check on shipment NW-4471?";

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use mesh_egress::gate::{GateVerdict, JudgeOutcome, ModelJudge, QualityGate};
+use mesh_egress::gate::{GateVerdict, ModelJudge, QualityGate};
 use mesh_egress::model::{OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse};
 use mesh_egress::verdict::JudgeFailure;
+use mesh_egress::verdict::JudgeOutcome;
 use mesh_egress::{AgentMessage, Attribution, Turn};
 
 const USER: &str = "Is the Hamburg shipment delayed?";

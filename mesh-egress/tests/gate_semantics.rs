@@ -10,12 +10,12 @@ use std::time::Duration;
 use mesh_egress::boundary::resolve;
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::gate::{
-    GateBlocked, GateInput, GateVerdict, Judge, JudgeError, JudgeOutcome, JudgeRequest,
-    JudgeVerdict, QualityGate, Rule,
+    GateBlocked, GateInput, GateVerdict, Judge, JudgeError, JudgeRequest, JudgeVerdict, QualityGate,
 };
 use mesh_egress::ledger::LedgerRecord;
 use mesh_egress::model::JudgeBudget;
 use mesh_egress::verdict::JudgeFailure;
+use mesh_egress::verdict::{JudgeOutcome, Rule};
 use mesh_egress::{AgentMessage, Attribution, EgressError, FailureClass, Turn};
 use tokio::time::Instant;
 

@@ -6,7 +6,7 @@
 use mesh_egress::address::{SlackAddress, TelegramAddress};
 use mesh_egress::engagement::{Decision, Reason};
 use mesh_egress::ingress::{
-    ChatKind, DeliveryId, Identity, Ingress, IngressBuilder, Mention, ThreadWindow,
+    ChatKind, Identity, InboundId, Ingress, IngressBuilder, Mention, ThreadWindow,
 };
 use mesh_egress::{Address, Surface};
 use serde_json::{Value, json};
@@ -73,9 +73,9 @@ fn a_slack_thread_reply_is_addressed_to_its_thread_and_replies_to_its_root() {
     assert_eq!(
         inbound.deliveries(),
         [
-            DeliveryId::Event("Ev0001".into()),
-            DeliveryId::Message("C0OPS/1741078900.000200".into()),
-            DeliveryId::Client("6d0c8a4e-1f2b-4c3d-9e8f-000000000001".into()),
+            InboundId::Event("Ev0001".into()),
+            InboundId::Message("C0OPS/1741078900.000200".into()),
+            InboundId::Client("6d0c8a4e-1f2b-4c3d-9e8f-000000000001".into()),
         ]
     );
     assert_eq!(inbound.at_ms(), 1_741_078_900_000);
@@ -122,8 +122,8 @@ fn a_telegram_topic_message_carries_the_topic_in_its_address_and_is_not_a_reply(
     assert_eq!(
         inbound.deliveries(),
         [
-            DeliveryId::Event("9".into()),
-            DeliveryId::Message("-1009876543210/80".into()),
+            InboundId::Event("9".into()),
+            InboundId::Message("-1009876543210/80".into()),
         ]
     );
 }

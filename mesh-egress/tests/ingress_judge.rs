@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mesh_egress::engagement::{Complexity, Decision, Engagement, JudgeAnswer, Reason};
-use mesh_egress::gate::{JudgeOutcome, ModelJudge, QualityGate};
+use mesh_egress::gate::{ModelJudge, QualityGate};
 use mesh_egress::ingress::{Identity, Ingress, IngressBuilder};
 use mesh_egress::ledger::{Ledger, LedgerRecord};
 use mesh_egress::model::{
@@ -17,6 +17,7 @@ use mesh_egress::model::{
 };
 use mesh_egress::model::{JudgeBudget, SharedBudget};
 use mesh_egress::testing::{ScriptedConnector, Step};
+use mesh_egress::verdict::JudgeOutcome;
 use mesh_egress::{AgentMessage, Attribution, Surface, Turn};
 use tokio::time::Instant;
 

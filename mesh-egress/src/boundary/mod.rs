@@ -34,9 +34,7 @@ pub(crate) use deliver::{Ready, Shown, prepare};
 pub use promise::{Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream::{
-    DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live,
-};
+pub use stream::{StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
 pub use stream_rest::rest_after;

@@ -52,7 +52,7 @@ use crate::turn::{StopReason, Turn};
 /// The idle flush unless configured: a stream quiet for this long shows what it has (cut at a
 /// safe word boundary), so a slow model still shows progress. Half a second is about where a
 /// pause in typing starts to read as a stall.
-pub const DEFAULT_IDLE_FLUSH: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_IDLE_FLUSH: Duration = Duration::from_millis(500);
 
 /// How a streamed turn is delivered: its mode and Layer C policy, the gate and what it is told,
 /// the block sizes and the idle flush.
@@ -106,7 +106,7 @@ impl std::fmt::Debug for Observer {
 }
 
 impl<'a> StreamPlan<'a> {
-    /// A plan with the gate off, the default block sizes and [`DEFAULT_IDLE_FLUSH`].
+    /// A plan with the gate off, the default block sizes and an idle flush of 500 ms.
     pub fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
         Self {
             mode,

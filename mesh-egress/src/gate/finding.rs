@@ -3,7 +3,8 @@
 use std::fmt;
 use std::ops::Range;
 
-pub use crate::verdict::{Confidence, Rule};
+pub use crate::verdict::Confidence;
+pub(crate) use crate::verdict::Rule;
 
 /// Why a finding was lowered from its rule's base confidence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -46,7 +46,7 @@ use crate::gate::finding::Finding;
 use crate::model::fast::{Fence, one_word};
 use crate::turn::Turn;
 use crate::verdict::JudgeFailure;
-pub use crate::verdict::JudgeOutcome;
+pub(crate) use crate::verdict::JudgeOutcome;
 
 /// The judge's ruling on a flagged candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

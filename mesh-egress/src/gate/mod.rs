@@ -12,7 +12,7 @@
 //!    differently from its bytes (entities, Markdown markers, compatibility or look-alike
 //!    letters, invisible characters, broken whitespace), the same checks run again over its
 //!    normalised [`Projection`](normalise::Projection), whose spans map back to the source.
-//!    Each [`Finding`] has a [`Rule`] and a [`Confidence`]. Context from the
+//!    Each [`Finding`] has a [`Rule`](crate::verdict::Rule) and a [`Confidence`]. Context from the
 //!    user's message lowers a finding to low confidence: a failure shape inside code when the
 //!    user asked about code or errors, or an error the user quoted themselves.
 //! 2. **The judge** ([`Judge`]), only for flagged candidates, bounded in time and by a
@@ -34,8 +34,8 @@
 //!
 //! **Narrower than the specification, on purpose.** The specification lets the judge
 //! downgrade any high-confidence block. Here it may not downgrade a system-prompt echo
-//! ([`Rule::SystemPromptOverlap`]), a canary ([`Rule::Canary`]) or a credential
-//! ([`Rule::is_credential`]) (see [`Rule::judge_may_downgrade`]), and is not even asked when
+//! ([`Rule::SystemPromptOverlap`](crate::verdict::Rule::SystemPromptOverlap)), a canary ([`Rule::Canary`](crate::verdict::Rule::Canary)) or a credential
+//! ([`Rule::is_credential`](crate::verdict::Rule::is_credential)) (see [`Rule::judge_may_downgrade`](crate::verdict::Rule::judge_may_downgrade)), and is not even asked when
 //! one is present: a person asking the bot to print its instructions is exactly when a judge
 //! is most likely to be talked into allowing it, and none of these has a reading that is fit
 //! to send to someone who did not write it. When the user's own message holds the prompt
@@ -99,8 +99,9 @@ use std::time::Duration;
 pub use block::BlockEvaluation;
 pub use builder::{GateConfigError, QualityGateBuilder};
 pub use evaluation::{Evaluation, GateBlocked, GateInput, GateVerdict};
-pub use finding::{Confidence, Demotion, Finding, Rule};
-pub use judge::{Judge, JudgeError, JudgeOutcome, JudgeRequest, JudgeVerdict};
+pub use finding::{Confidence, Demotion, Finding};
+pub(crate) use judge::JudgeOutcome;
+pub use judge::{Judge, JudgeError, JudgeRequest, JudgeVerdict};
 pub use model_judge::ModelJudge;
 // The budget lives with the fast-model plumbing the ingress classifier shares; its names stay
 // importable from here.
@@ -119,9 +120,6 @@ use sanitise::{redact_credentials, strip};
 /// The default judge time bound: the spec's "last 200–800ms" an operator trades for quality
 /// (the one bound every fast-model judge shares).
 pub(crate) const DEFAULT_JUDGE_TIMEOUT: Duration = crate::model::fast::DEFAULT_FAST_TIMEOUT;
-
-/// A good starting threshold for [`QualityGateBuilder::system_prompt`].
-pub const DEFAULT_PROMPT_THRESHOLD: f64 = overlap::DEFAULT_THRESHOLD;
 
 /// The opt-in egress quality gate of one agent (or several: budgets are kept per agent).
 ///

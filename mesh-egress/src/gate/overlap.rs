@@ -22,8 +22,9 @@ pub(crate) const MAX_NGRAM: usize = 32;
 /// The default n-gram length, in words.
 pub(crate) const DEFAULT_NGRAM: usize = 6;
 
-/// The default threshold (fraction of the window).
-pub(crate) const DEFAULT_THRESHOLD: f64 = 0.5;
+/// The threshold the tests use (fraction of the window; the builder's docs call 0.5 a good start).
+#[cfg(test)]
+const DEFAULT_THRESHOLD: f64 = 0.5;
 
 /// The n-gram hashes are already well mixed; hashing them again would only cost time.
 #[derive(Default)]

@@ -23,7 +23,7 @@ use serde::de::IgnoredAny;
 use crate::address::{Address, DiscordAddress, Surface};
 use crate::ingress::identity::Identity;
 use crate::ingress::inbound::{
-    Author, ChatKind, DeliveryId, Inbound, InboundError, Mention, Mentions, Parts, ReplyTo,
+    Author, ChatKind, Inbound, InboundError, InboundId, Mention, Mentions, Parts, ReplyTo,
     count_links,
 };
 
@@ -156,7 +156,7 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
     let parts = Parts {
         surface: Surface::Discord,
         address,
-        deliveries: vec![DeliveryId::Message(id.clone())],
+        deliveries: vec![InboundId::Message(id.clone())],
         message_id: id,
         author: Author {
             us: us.is_discord_user(&author.id),

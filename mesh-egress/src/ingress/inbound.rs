@@ -268,9 +268,10 @@ impl ReplyTo {
     }
 }
 
-/// An id that recognises the same delivery again.
+/// An id that recognises the same inbound delivery again (a surface retries, or sends one
+/// message as two events). Not our outbound [`DeliveryId`](crate::DeliveryId).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum DeliveryId {
+pub enum InboundId {
     /// The delivery itself: Slack's envelope `event_id` (the same on every retry), Telegram's
     /// `update_id`.
     Event(String),
@@ -309,7 +310,7 @@ pub struct Inbound {
     pub(crate) thread: Option<String>,
     pub(crate) chat: ChatKind,
     pub(crate) edited: bool,
-    pub(crate) deliveries: Vec<DeliveryId>,
+    pub(crate) deliveries: Vec<InboundId>,
     pub(crate) at_ms: u64,
     pub(crate) attachments: usize,
     pub(crate) links: usize,
@@ -386,7 +387,7 @@ impl Inbound {
     }
 
     /// The ids that recognise a repeated delivery of the same message.
-    pub fn deliveries(&self) -> &[DeliveryId] {
+    pub fn deliveries(&self) -> &[InboundId] {
         &self.deliveries
     }
 
@@ -414,7 +415,7 @@ pub(crate) struct Parts {
     pub(crate) thread: Option<String>,
     pub(crate) chat: ChatKind,
     pub(crate) edited: bool,
-    pub(crate) deliveries: Vec<DeliveryId>,
+    pub(crate) deliveries: Vec<InboundId>,
     pub(crate) at_ms: u64,
     pub(crate) attachments: usize,
     pub(crate) links: usize,

@@ -76,7 +76,7 @@ use crate::verdict::Confidence;
 pub use builder::{IngressBuilder, IngressConfigError};
 pub use identity::Identity;
 pub use inbound::{
-    Author, ChatKind, Command, DeliveryId, Inbound, InboundError, MAX_DEPTH, MAX_EVENT_BYTES,
+    Author, ChatKind, Command, Inbound, InboundError, InboundId, MAX_DEPTH, MAX_EVENT_BYTES,
     MAX_MENTIONS, Mention, ReplyTo, check_document,
 };
 

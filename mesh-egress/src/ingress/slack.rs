@@ -22,7 +22,7 @@ use serde::de::IgnoredAny;
 use crate::address::{Address, SlackAddress, Surface};
 use crate::ingress::identity::Identity;
 use crate::ingress::inbound::{
-    Author, ChatKind, DeliveryId, Inbound, InboundError, Mention, Mentions, Parts, ReplyTo,
+    Author, ChatKind, Inbound, InboundError, InboundId, Mention, Mentions, Parts, ReplyTo,
 };
 
 /// The fields of an envelope and of a message event in one shape: the document may be either,
@@ -131,11 +131,11 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
 
     let mut deliveries = Vec::with_capacity(3);
     if let Some(event_id) = event_id {
-        deliveries.push(DeliveryId::Event(event_id));
+        deliveries.push(InboundId::Event(event_id));
     }
-    deliveries.push(DeliveryId::Message(format!("{channel}/{ts}")));
+    deliveries.push(InboundId::Message(format!("{channel}/{ts}")));
     if let Some(client) = message.client_msg_id {
-        deliveries.push(DeliveryId::Client(client));
+        deliveries.push(InboundId::Client(client));
     }
     let parts = Parts {
         surface: Surface::Slack,

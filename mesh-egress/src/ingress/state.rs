@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 
 use crate::address::{Address, Surface};
-use crate::ingress::inbound::{DeliveryId, Inbound};
+use crate::ingress::inbound::{Inbound, InboundId};
 
 /// How many delivery ids are remembered (a retry or a second event type arrives within
 /// seconds to minutes; Slack retries three times over about an hour).
@@ -158,7 +158,7 @@ impl State {
     }
 
     /// Whether any of `deliveries` was seen before; remembers them all either way.
-    pub(crate) fn seen_before(&mut self, surface: Surface, deliveries: &[DeliveryId]) -> bool {
+    pub(crate) fn seen_before(&mut self, surface: Surface, deliveries: &[InboundId]) -> bool {
         let mut seen = false;
         for delivery in deliveries {
             let key = self.key((Kind::Delivery, surface, delivery));

@@ -22,7 +22,7 @@ use serde::de::IgnoredAny;
 use crate::address::{Address, Surface, TelegramAddress};
 use crate::ingress::identity::Identity;
 use crate::ingress::inbound::{
-    Author, ChatKind, Command, DeliveryId, Inbound, InboundError, MAX_MENTIONS, Mention, Mentions,
+    Author, ChatKind, Command, Inbound, InboundError, InboundId, MAX_MENTIONS, Mention, Mentions,
     Parts, ReplyTo, count_links,
 };
 
@@ -188,9 +188,9 @@ pub(crate) fn parse(text: &str, us: &Identity) -> Result<Inbound, InboundError> 
         .ok_or_else(|| bad("a date before 1970 or past what milliseconds hold"))?;
     let mut deliveries = Vec::with_capacity(2);
     if let Some(update_id) = update.update_id {
-        deliveries.push(DeliveryId::Event(update_id.to_string()));
+        deliveries.push(InboundId::Event(update_id.to_string()));
     }
-    deliveries.push(DeliveryId::Message(format!(
+    deliveries.push(InboundId::Message(format!(
         "{}/{}",
         message.chat.id, message.message_id
     )));

@@ -12,8 +12,7 @@ use crate::retry::Backoff;
 /// between them add up to at most [`max_wait`](Self::max_wait). A wait is the surface's own
 /// rate-limit answer when it gives one (Discord's `retry_after` body field, Telegram's
 /// `parameters.retry_after`, otherwise the `retry-after-ms`, `x-ms-retry-after-ms` or
-/// `Retry-After` header, in seconds or as an HTTP-date, read by
-/// [`parse_retry_after`](crate::retry::parse_retry_after)), otherwise exponential backoff for
+/// `Retry-After` header, in seconds or as an HTTP-date), otherwise exponential backoff for
 /// 5xx answers and connection failures: a [`Backoff`] from [`backoff`](Self::backoff), doubling
 /// with each try and capped at the wait budget. Every wait is cut to what is left of the part's
 /// budget; once the budget or the tries are spent, the part comes back in a
