@@ -85,7 +85,7 @@ async fn answer(
 }
 
 /// The `answer` route on `bot`, failing `failures` times first.
-fn answer_route(bot: &Bot, failures: u32) -> mesh_egress::bot::Route<Question> {
+fn answer_route(bot: &Bot, failures: u32) -> mesh_egress::bot::Endpoint<Question> {
     let failures = Arc::new(AtomicU32::new(failures));
     bot.route("answer", move |turn: Turn, q: Question| {
         let failures = Arc::clone(&failures);

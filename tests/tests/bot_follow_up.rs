@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use mesh_egress::bot::{Outcome, Route};
+use mesh_egress::bot::{Endpoint, Outcome};
 use mesh_egress::channel::Recorder;
 use mesh_egress::degrade::DegradationPolicy;
 use mesh_egress::ledger::{CommitmentState, LedgerRecord};
@@ -47,7 +47,7 @@ async fn echo(turn: &Turn, failures: &AtomicU32) -> Result<AgentMessage, EgressE
     Ok(turn.message(format!("You said: {}", turn.input().unwrap_or("nothing"))))
 }
 
-fn echo_route(bot: &Bot, failures: u32) -> Route<()> {
+fn echo_route(bot: &Bot, failures: u32) -> Endpoint<()> {
     let failures = Arc::new(AtomicU32::new(failures));
     bot.route("echo", move |turn: Turn, (): ()| {
         let failures = Arc::clone(&failures);

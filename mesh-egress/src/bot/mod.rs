@@ -13,7 +13,7 @@
 //! - [`Bot::turn`]: a [`Turn`] with the bot's policies (and the store's ledger, with a store).
 //! - [`Bot::send`]: delivers a [`Reply`] or a [`StreamedReply`] to the turn's address.
 //! - [`Bot::route`] / [`Bot::run`]: a handler registered under a name with typed input, so a
-//!   promise it makes is kept by re-running **the same handler** ([`Route`]).
+//!   promise it makes is kept by re-running **the same handler** ([`Endpoint`]).
 //! - [`Bot::worker`]: the durable promise keeper built from the same value.
 //!
 //! ```
@@ -40,14 +40,14 @@
 //! # Ok(()) }
 //! ```
 
+mod endpoint;
 mod keeper;
-mod route;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-pub use route::Route;
+pub use endpoint::Endpoint;
 
 use crate::address::{Address, Surface};
 use crate::answer::{AnswerStream, Streamed, StreamedReply};
@@ -74,7 +74,7 @@ pub struct Bot {
 struct Shared {
     policies: Policies,
     clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
-    routes: Arc<RwLock<HashMap<String, Arc<dyn route::Erased>>>>,
+    routes: Arc<RwLock<HashMap<String, Arc<dyn endpoint::Erased>>>>,
     keeper: Option<Arc<dyn PromiseKeeper>>,
     in_memory: Arc<keeper::InFlight>,
     #[cfg(feature = "gate")]

@@ -1,4 +1,4 @@
-//! [`Route`]: a handler registered on the [`Bot`] under a name, with typed input, so a promise
+//! [`Endpoint`]: a handler registered on the [`Bot`] under a name, with typed input, so a promise
 //! its turn makes is kept by re-running the same handler (in memory or by a worker).
 
 use std::fmt;
@@ -18,12 +18,12 @@ use crate::turn::Turn;
 
 /// A handler registered with [`Bot::route`]: its name and the type of its input, so
 /// [`Bot::run`] is type-checked. Cheap to clone.
-pub struct Route<I> {
+pub struct Endpoint<I> {
     name: Arc<str>,
     handler: Arc<dyn Fn(Turn, I) -> BoxFuture<'static, Outgoing> + Send + Sync>,
 }
 
-impl<I> Clone for Route<I> {
+impl<I> Clone for Endpoint<I> {
     fn clone(&self) -> Self {
         Self {
             name: Arc::clone(&self.name),
@@ -32,13 +32,13 @@ impl<I> Clone for Route<I> {
     }
 }
 
-impl<I> fmt::Debug for Route<I> {
+impl<I> fmt::Debug for Endpoint<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Route").field(&self.name).finish()
+        f.debug_tuple("Endpoint").field(&self.name).finish()
     }
 }
 
-impl<I> Route<I> {
+impl<I> Endpoint<I> {
     /// The name the route is registered under (stored with a durable promise).
     pub fn name(&self) -> &str {
         &self.name
@@ -109,7 +109,7 @@ impl Bot {
     /// first keep running their own handler). Stored promises name the route, so keep names
     /// stable across releases; input that no longer deserializes ends its promise with a
     /// handoff.
-    pub fn route<I, F, Fut, O>(&self, name: impl Into<String>, handler: F) -> Route<I>
+    pub fn route<I, F, Fut, O>(&self, name: impl Into<String>, handler: F) -> Endpoint<I>
     where
         I: Serialize + DeserializeOwned + Send + 'static,
         F: Fn(Turn, I) -> Fut + Send + Sync + 'static,
@@ -131,7 +131,7 @@ impl Bot {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.clone(), Arc::new(erased));
-        Route {
+        Endpoint {
             name: Arc::from(name),
             handler,
         }
@@ -148,7 +148,7 @@ impl Bot {
     pub async fn run<I: Serialize>(
         &self,
         turn: &Turn,
-        route: &Route<I>,
+        route: &Endpoint<I>,
         input: I,
     ) -> Result<Delivery, DeliveryError> {
         let rerun = match serde_json::to_value(&input) {
