@@ -151,6 +151,7 @@ fn non_negative(value: &str) -> Option<f64> {
 ///
 /// Each part saturates; a value that overflows a `Duration` or is not finite reads as `None`,
 /// as does anything unparseable. The value is not clamped.
+#[cfg(feature = "model")]
 pub(crate) fn parse_duration_text(text: &str) -> Option<Duration> {
     let mut rest = text.trim().trim_start_matches('~').trim_start();
     let mut total = Duration::ZERO;
@@ -184,6 +185,7 @@ pub(crate) fn parse_duration_text(text: &str) -> Option<Duration> {
 }
 
 /// Nanoseconds in one `unit`, and whether it is an English word.
+#[cfg(feature = "model")]
 fn unit_nanos(unit: &str) -> Option<(u128, bool)> {
     let nanos = match unit.to_ascii_lowercase().as_str() {
         "ns" => (1, false),
@@ -203,6 +205,7 @@ fn unit_nanos(unit: &str) -> Option<(u128, bool)> {
 
 /// `number` (digits with at most one dot) times `unit_nanos`, exactly (no float rounding:
 /// "4.77s" is 4770 ms, not 4769.999 ms), saturating into `None` on overflow.
+#[cfg(feature = "model")]
 fn decimal(number: &str, unit_nanos: u128) -> Option<Duration> {
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
@@ -229,6 +232,7 @@ fn decimal(number: &str, unit_nanos: u128) -> Option<Duration> {
 /// Finds the wait a provider wrote into an error message: "try again in 4.77s", "Please try
 /// again in 9m38.016s", "Please retry after 9 seconds", "Please retry in 26.4s". The first such
 /// phrase wins; `None` when there is none. Not clamped.
+#[cfg(feature = "model")]
 pub(crate) fn parse_wait_in_text(text: &str) -> Option<Duration> {
     let lower = text.to_ascii_lowercase();
     for phrase in ["try again in ", "retry in ", "retry after ", "retrying in "] {
@@ -251,6 +255,7 @@ pub(crate) fn parse_wait_in_text(text: &str) -> Option<Duration> {
 }
 
 /// The longest prefix of `text` that reads as a duration (so "4.77s need more" reads as 4.77 s).
+#[cfg(feature = "model")]
 fn parse_leading_duration(text: &str) -> Option<Duration> {
     let words: Vec<&str> = text.split_whitespace().collect();
     (1..=words.len().min(2))
@@ -263,6 +268,7 @@ mod tests {
     use super::*;
 
     /// The examples these readers' docs gave when they were public.
+    #[cfg(feature = "model")]
     #[test]
     fn the_documented_examples_hold() {
         assert_eq!(parse_duration_text("6m0s"), Some(Duration::from_secs(360)));
@@ -302,6 +308,7 @@ mod tests {
         assert_eq!(parse_retry_after(bad, SystemTime::now()), None);
     }
 
+    #[cfg(feature = "model")]
     /// Hostile text: any short string, alone or after a wait phrase, reads without a panic.
     mod hostile {
         use super::super::*;
@@ -317,6 +324,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "model")]
     #[test]
     fn a_huge_duration_saturates_into_a_duration_not_an_overflow() {
         assert_eq!(
@@ -337,6 +345,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "model")]
     #[test]
     fn duration_text_in_every_form_providers_write_it() {
         let ms = |n| Some(Duration::from_millis(n));
@@ -365,6 +374,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "model")]
     #[test]
     fn waits_written_in_messages() {
         let ms = |n| Some(Duration::from_millis(n));
