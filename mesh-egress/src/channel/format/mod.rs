@@ -146,6 +146,24 @@ pub(crate) fn push_replaced(
     out.push_str(&s[run..]);
 }
 
+/// The set of the ASCII characters `chars`, one bit per character (what
+/// [`Dialect::TEXT_ESCAPES`] and [`Dialect::CODE_ESCAPES`] are written with).
+pub(crate) const fn ascii_set(chars: &[u8]) -> u128 {
+    let mut set = 0_u128;
+    let mut i = 0;
+    while i < chars.len() {
+        set |= 1 << (chars[i] & 0x7f);
+        i += 1;
+    }
+    set
+}
+
+/// Whether byte `b` is an ASCII character of `set`.
+#[inline]
+pub(crate) fn in_ascii_set(set: u128, b: u8) -> bool {
+    b < 0x80 && (set >> b) & 1 == 1
+}
+
 /// An inline style.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Style {
@@ -182,6 +200,15 @@ pub(crate) trait Dialect {
     /// markers go first and a list item's bullet or indentation after them.
     const QUOTE_STARTS_LINE: bool = false;
 
+    /// The ASCII characters [`escape`](Self::escape) or
+    /// [`list_number_escape`](Self::list_number_escape) may escape, as an [`ascii_set`]: the
+    /// walk asks those methods only about these and about non-ASCII characters, so a word of
+    /// letters and plain punctuation costs no call per character. A superset is safe; the
+    /// `escape_sets_cover_every_escape` test checks each dialect's.
+    const TEXT_ESCAPES: u128 = u128::MAX;
+    /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
+    const CODE_ESCAPES: u128 = u128::MAX;
+
     /// The escape for `c` in ordinary text, if it needs one.
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str>;
     /// The escape for the `.` or `)` after the digits a line starts with, which would
@@ -201,6 +228,13 @@ pub(crate) trait Dialect {
     /// mentions set apart).
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         Cow::Borrowed(word)
+    }
+    /// Whether some word of `text` may need [`guard_word`](Self::guard_word); when not, each
+    /// of its words is written as it is. Asked once per text, so a dialect that guards words
+    /// overrides both, and a text without what the guard looks for costs no call per word.
+    fn guards(&self, text: &str) -> bool {
+        let _ = text;
+        false
     }
     /// An inline style's markers (`None`: the channel shows the text unstyled).
     fn style(&self, style: Style) -> Option<Pair>;
@@ -354,3 +388,45 @@ macro_rules! renderer_options {
     };
 }
 pub(crate) use renderer_options;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each escape `d` writes for an ASCII character is in the set the walk asks about.
+    fn covers<D: Dialect>(d: &D, name: &str) {
+        for b in 0..0x80_u8 {
+            let c = char::from(b);
+            let in_text = d.escape(c, true).is_some()
+                || d.escape(c, false).is_some()
+                || d.list_number_escape(c).is_some();
+            if in_text {
+                assert!(
+                    in_ascii_set(D::TEXT_ESCAPES, b),
+                    "{name}: text escape {c:?}"
+                );
+            }
+            if d.code_escape(c).is_some() {
+                assert!(
+                    in_ascii_set(D::CODE_ESCAPES, b),
+                    "{name}: code escape {c:?}"
+                );
+            }
+            // The walk counts a line's leading digits on this basis.
+            if c.is_ascii_alphanumeric() {
+                assert!(!in_ascii_set(D::TEXT_ESCAPES, b), "{name}: {c:?} escaped");
+            }
+        }
+    }
+
+    #[test]
+    fn escape_sets_cover_every_escape() {
+        covers(&Plain, "plain");
+        covers(&Slack, "slack");
+        covers(&Discord, "discord");
+        covers(&Telegram, "telegram");
+        covers(&web::Web, "web");
+        assert!(!in_ascii_set(u128::MAX, 0x80));
+        assert_eq!(ascii_set(b"\0\x7f"), 1 | 1 << 127);
+    }
+}

@@ -10,6 +10,8 @@ pub(crate) struct Plain;
 impl Dialect for Plain {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    const TEXT_ESCAPES: u128 = 0;
+    const CODE_ESCAPES: u128 = 0;
 
     fn escape(&self, _c: char, _at_line_start: bool) -> Option<&'static str> {
         None

@@ -119,6 +119,8 @@ impl Dialect for Slack {
     // Slack reads `>` as a quote only at a line's start: in a list item it goes before the
     // item's indentation.
     const QUOTE_STARTS_LINE: bool = true;
+    const TEXT_ESCAPES: u128 = super::ascii_set(b"`&<>");
+    const CODE_ESCAPES: u128 = super::ascii_set(b"&<>");
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
         match c {

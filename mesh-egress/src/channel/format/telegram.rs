@@ -239,6 +239,8 @@ fn decode_entity(text: &str) -> Option<(char, usize)> {
 impl Dialect for Telegram {
     const UNIT: Unit = Unit::Utf16;
     const MARKUP_COUNTS: bool = false;
+    const TEXT_ESCAPES: u128 = super::ascii_set(b"&<>");
+    const CODE_ESCAPES: u128 = super::ascii_set(b"&<>");
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
         html_escape(c)

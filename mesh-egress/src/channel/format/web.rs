@@ -107,6 +107,8 @@ pub(crate) struct Web;
 impl Dialect for Web {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    const TEXT_ESCAPES: u128 = super::ascii_set(b"\\*_~`[]<>&!|#-+=.)");
+    const CODE_ESCAPES: u128 = 0;
 
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str> {
         Some(match c {
