@@ -148,14 +148,18 @@ pub(crate) struct Atoms {
 }
 
 impl Atoms {
-    /// An empty stream measuring in `unit`.
-    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
+    /// An empty stream measuring in `unit`, with room for `capacity` bytes of text and at
+    /// most `max_atoms` atoms buffered at once.
+    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize, max_atoms: usize) -> Self {
         Self {
             text: String::with_capacity(capacity),
             // About one atom per three bytes of chat text (a word, a space, a marker); packing
-            // in batches keeps far fewer than that buffered for a long message.
-            atoms: Vec::with_capacity((capacity / 3).min(1 << 14)),
-            markers: Vec::new(),
+            // in batches keeps far fewer than that buffered for a long message. Sized once:
+            // growing a full buffer copies all of it.
+            atoms: Vec::with_capacity((capacity / 3).min(max_atoms)),
+            // About one marker (a style, a link, a code span) per 64 bytes of chat text; the
+            // markers are kept for the whole message.
+            markers: Vec::with_capacity(capacity / 64),
             unit,
             markup_counts,
             visible: false,

@@ -252,12 +252,18 @@ impl<D: Dialect> Walker<'_, D> {
         if id.is_some() {
             self.out.prefix(&prefix);
         }
-        for (n, line) in body.split('\n').enumerate() {
-            if n > 0 {
-                self.out.space("\n", Level::Line, false);
-                self.out.prefix(&prefix);
+        // Lines found by a byte loop: code lines are short, and a search call per line cost
+        // more than the line.
+        let mut rest = body;
+        loop {
+            let end = rest.bytes().position(|b| b == b'\n').unwrap_or(rest.len());
+            self.code_text(&rest[..end], false);
+            if end == rest.len() {
+                break;
             }
-            self.code_text(line, false);
+            self.out.space("\n", Level::Line, false);
+            self.out.prefix(&prefix);
+            rest = &rest[end + 1..];
         }
         if let Some(id) = id {
             self.out.close(id);

@@ -52,7 +52,14 @@ pub(super) fn walk<D: Dialect>(
         d,
         links,
         link_markup_cap,
-        out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 4),
+        // The packer drains the buffer once it holds a batch after an event: room for half a
+        // batch more keeps one event's atoms from growing it.
+        out: Atoms::new(
+            D::UNIT,
+            D::MARKUP_COUNTS,
+            src.len() + src.len() / 4,
+            super::BATCH + super::BATCH / 2,
+        ),
         lines: Lines {
             pending: None,
             line_started: false,
