@@ -2,9 +2,9 @@
 
 use std::borrow::Cow;
 
+use super::Dialect;
 use super::text::{ends_sentence, is_ascii_break, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
-use super::{Dialect, in_ascii_set};
 use crate::channel::atom::{Level, is_boundary};
 
 impl<D: Dialect> Walker<'_, D> {
@@ -126,21 +126,28 @@ impl<D: Dialect> Walker<'_, D> {
         // `.` over as separate texts (`1\. not a list`), so the count spans words.
         let mut digits = if url { None } else { self.lines.leading_digits };
         let escapes = if url {
-            D::CODE_ESCAPES
+            &D::CODE_ESCAPES
         } else {
-            D::TEXT_ESCAPES
+            &D::TEXT_ESCAPES
         };
         let bytes = word.as_bytes();
         let mut run = 0;
         let mut at = 0;
         while at < bytes.len() {
-            let b = bytes[at];
-            // An ASCII character outside the dialect's escape set needs no look, but for a
-            // list marker's count (no dialect escapes an ASCII letter or digit).
-            if b.is_ascii() && digits.is_none() && !in_ascii_set(escapes, b) {
-                at += 1;
-                continue;
+            if digits.is_none() {
+                // An ASCII character outside the dialect's escape set needs no look, but for a
+                // list marker's count (no dialect escapes an ASCII letter or digit).
+                while let Some(&b) = bytes.get(at)
+                    && b.is_ascii()
+                    && !escapes.contains(b)
+                {
+                    at += 1;
+                }
+                if at == bytes.len() {
+                    break;
+                }
             }
+            let b = bytes[at];
             let c = if b.is_ascii() {
                 char::from(b)
             } else {
@@ -206,7 +213,7 @@ impl<D: Dialect> Walker<'_, D> {
                 run = at;
             }
             if b.is_ascii() {
-                if in_ascii_set(D::CODE_ESCAPES, b)
+                if D::CODE_ESCAPES.contains(b)
                     && let Some(escaped) = d.code_escape(char::from(b))
                 {
                     self.out.graphemes(&code[run..at]);

@@ -146,22 +146,35 @@ pub(crate) fn push_replaced(
     out.push_str(&s[run..]);
 }
 
-/// The set of the ASCII characters `chars`, one bit per character (what
-/// [`Dialect::TEXT_ESCAPES`] and [`Dialect::CODE_ESCAPES`] are written with).
-pub(crate) const fn ascii_set(chars: &[u8]) -> u128 {
-    let mut set = 0_u128;
-    let mut i = 0;
-    while i < chars.len() {
-        set |= 1 << (chars[i] & 0x7f);
-        i += 1;
-    }
-    set
-}
+/// A set of ASCII characters, one flag per character: a membership test is one load (what
+/// [`Dialect::TEXT_ESCAPES`] and [`Dialect::CODE_ESCAPES`] are).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AsciiSet([bool; 128]);
 
-/// Whether byte `b` is an ASCII character of `set`.
-#[inline]
-pub(crate) fn in_ascii_set(set: u128, b: u8) -> bool {
-    b < 0x80 && (set >> b) & 1 == 1
+impl AsciiSet {
+    /// No character.
+    pub(crate) const NONE: Self = Self([false; 128]);
+    /// Every ASCII character.
+    pub(crate) const ALL: Self = Self([true; 128]);
+
+    /// The set of the ASCII characters `chars` (a byte above ASCII is ignored).
+    pub(crate) const fn of(chars: &[u8]) -> Self {
+        let mut set = [false; 128];
+        let mut i = 0;
+        while i < chars.len() {
+            if chars[i] < 0x80 {
+                set[chars[i] as usize] = true;
+            }
+            i += 1;
+        }
+        Self(set)
+    }
+
+    /// Whether byte `b` is an ASCII character of the set.
+    #[inline]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        b < 0x80 && self.0[usize::from(b)]
+    }
 }
 
 /// An inline style.
@@ -201,13 +214,13 @@ pub(crate) trait Dialect {
     const QUOTE_STARTS_LINE: bool = false;
 
     /// The ASCII characters [`escape`](Self::escape) or
-    /// [`list_number_escape`](Self::list_number_escape) may escape, as an [`ascii_set`]: the
+    /// [`list_number_escape`](Self::list_number_escape) may escape, as an [`AsciiSet`]: the
     /// walk asks those methods only about these and about non-ASCII characters, so a word of
     /// letters and plain punctuation costs no call per character. A superset is safe; the
     /// `escape_sets_cover_every_escape` test checks each dialect's.
-    const TEXT_ESCAPES: u128 = u128::MAX;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::ALL;
     /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
-    const CODE_ESCAPES: u128 = u128::MAX;
+    const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
 
     /// The escape for `c` in ordinary text, if it needs one.
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str>;
@@ -401,20 +414,14 @@ mod tests {
                 || d.escape(c, false).is_some()
                 || d.list_number_escape(c).is_some();
             if in_text {
-                assert!(
-                    in_ascii_set(D::TEXT_ESCAPES, b),
-                    "{name}: text escape {c:?}"
-                );
+                assert!(D::TEXT_ESCAPES.contains(b), "{name}: text escape {c:?}");
             }
             if d.code_escape(c).is_some() {
-                assert!(
-                    in_ascii_set(D::CODE_ESCAPES, b),
-                    "{name}: code escape {c:?}"
-                );
+                assert!(D::CODE_ESCAPES.contains(b), "{name}: code escape {c:?}");
             }
             // The walk counts a line's leading digits on this basis.
             if c.is_ascii_alphanumeric() {
-                assert!(!in_ascii_set(D::TEXT_ESCAPES, b), "{name}: {c:?} escaped");
+                assert!(!D::TEXT_ESCAPES.contains(b), "{name}: {c:?} escaped");
             }
         }
     }
@@ -426,7 +433,9 @@ mod tests {
         covers(&Discord, "discord");
         covers(&Telegram, "telegram");
         covers(&web::Web, "web");
-        assert!(!in_ascii_set(u128::MAX, 0x80));
-        assert_eq!(ascii_set(b"\0\x7f"), 1 | 1 << 127);
+        assert!(!AsciiSet::ALL.contains(0x80));
+        let set = AsciiSet::of(b"\0\x7f\xff");
+        assert!((0..=0xff).all(|b| set.contains(b) == matches!(b, 0 | 0x7f)));
+        assert!((0..=0xff).all(|b| !AsciiSet::NONE.contains(b)));
     }
 }
