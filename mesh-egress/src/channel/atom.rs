@@ -103,9 +103,12 @@ impl Atom {
 /// (`"` to `&quot;`), which keeps every offset within `u32`.
 pub(crate) const MAX_SOURCE: usize = (u32::MAX / 8) as usize;
 
-/// A length known to fit, because the source is at most [`MAX_SOURCE`].
+/// A length known to fit, because the source is at most [`MAX_SOURCE`] (the walk refuses a
+/// larger one before it writes an atom).
+#[inline]
 fn small(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+    debug_assert!(u32::try_from(n).is_ok(), "an offset past u32: {n}");
+    n as u32
 }
 
 /// A paired style or fence marker: what closes it at a part end and what reopens it in the next.
@@ -145,14 +148,18 @@ pub(crate) struct Atoms {
 }
 
 impl Atoms {
-    /// An empty stream measuring in `unit`.
-    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize) -> Self {
+    /// An empty stream measuring in `unit`, with room for `capacity` bytes of text and at
+    /// most `max_atoms` atoms buffered at once.
+    pub(crate) fn new(unit: Unit, markup_counts: bool, capacity: usize, max_atoms: usize) -> Self {
         Self {
             text: String::with_capacity(capacity),
             // About one atom per three bytes of chat text (a word, a space, a marker); packing
-            // in batches keeps far fewer than that buffered for a long message.
-            atoms: Vec::with_capacity((capacity / 3).min(1 << 14)),
-            markers: Vec::new(),
+            // in batches keeps far fewer than that buffered for a long message. Sized once:
+            // growing a full buffer copies all of it.
+            atoms: Vec::with_capacity((capacity / 3).min(max_atoms)),
+            // About one marker (a style, a link, a code span) per 64 bytes of chat text; the
+            // markers are kept for the whole message.
+            markers: Vec::with_capacity(capacity / 64),
             unit,
             markup_counts,
             visible: false,
@@ -167,11 +174,13 @@ impl Atoms {
 
     /// Whether `atom` shows something: an escape, or a grapheme run that is not all
     /// whitespace (code indentation, say).
+    #[inline]
     pub(crate) fn is_visible(&self, atom: &Atom) -> bool {
         self.is_visible_from(atom, atom.start())
     }
 
     /// Whether what is left of `atom` from byte `from` shows something.
+    #[inline]
     pub(crate) fn is_visible_from(&self, atom: &Atom, from: usize) -> bool {
         if from == atom.start() {
             return atom.visible;
@@ -183,27 +192,18 @@ impl Atoms {
         }
     }
 
+    #[inline]
     fn push(&mut self, s: &str, units: usize, mut kind: Kind) {
         let start = self.text.len();
         self.text.push_str(s);
         // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
-        // which renderers never write).
-        let joins_prev = start > 0
-            && !s.is_empty()
-            && (!s.as_bytes()[0].is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
-            && !clearly_a_boundary(&self.text[..start], s)
-            && !is_grapheme_boundary(&self.text, start);
-        if joins_prev {
-            if let Kind::Space { .. } = kind {
-                // Whitespace inside a cluster (after a prepend mark) is no break.
-                kind = Kind::Graphemes;
-            }
-            if let Some(prev) = self.atoms.last_mut()
-                && matches!(prev.kind, Kind::Space { .. })
-            {
-                // A mark that extends the whitespace before it: that whitespace is no break.
-                prev.kind = Kind::Graphemes;
-            }
+        // which renderers never write): the common case decides it from two bytes.
+        let mut joins_prev = false;
+        if start > 0
+            && let Some(&first) = s.as_bytes().first()
+            && (!first.is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
+        {
+            joins_prev = self.continues_cluster(start, &mut kind);
         }
         let visible = match kind {
             Kind::Escape => true,
@@ -219,6 +219,30 @@ impl Atoms {
             joins_prev,
             visible,
         });
+    }
+
+    /// Whether the text written from byte `start` continues the cluster before it; if so,
+    /// whitespace on either side of `start` is no break (`kind` and the previous atom become
+    /// grapheme runs). Kept out of [`push`](Self::push): most atoms never get here.
+    #[cold]
+    #[inline(never)]
+    fn continues_cluster(&mut self, start: usize, kind: &mut Kind) -> bool {
+        if clearly_a_boundary(&self.text[..start], &self.text[start..])
+            || is_grapheme_boundary(&self.text, start)
+        {
+            return false;
+        }
+        if let Kind::Space { .. } = kind {
+            // Whitespace inside a cluster (after a prepend mark) is no break.
+            *kind = Kind::Graphemes;
+        }
+        if let Some(prev) = self.atoms.last_mut()
+            && matches!(prev.kind, Kind::Space { .. })
+        {
+            // A mark that extends the whitespace before it: that whitespace is no break.
+            prev.kind = Kind::Graphemes;
+        }
+        true
     }
 
     /// Appends a run of grapheme clusters (no escapes, no whitespace breaks inside).

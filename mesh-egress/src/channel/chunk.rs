@@ -359,6 +359,47 @@ impl Chunker<'_> {
             } else {
                 atom.start()
             };
+            // Most atoms are whole words, escapes or prefixes that fit: they only add their
+            // units and their visibility (what the general step below does for them, without
+            // its break and marker bookkeeping).
+            if byte == atom.start()
+                && matches!(atom.kind, Kind::Graphemes | Kind::Escape | Kind::Prefix)
+            {
+                let len = st.len + atom.units();
+                if len + st.closes <= self.max && st.entities <= self.max_entities {
+                    has_content = has_content || atoms.is_visible(atom);
+                    prev_open = false;
+                    st.pos = Pos {
+                        idx: i + 1,
+                        byte: atom.end(),
+                    };
+                    st.len = len;
+                    i += 1;
+                    continue;
+                }
+            }
+            // The space between two words: a break before it, and its units if it fits (what
+            // the general step does for it; a space that does not fit goes there too and notes
+            // the same break again).
+            if byte == atom.start()
+                && let Kind::Space { level, keep: false } = atom.kind
+            {
+                if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) {
+                    breaks[level as usize] = Some(st);
+                }
+                let len = st.len + atom.units();
+                if len + st.closes <= self.max && st.entities <= self.max_entities {
+                    has_content = has_content || atoms.is_visible(atom);
+                    prev_open = false;
+                    st.pos = Pos {
+                        idx: i + 1,
+                        byte: atom.end(),
+                    };
+                    st.len = len;
+                    i += 1;
+                    continue;
+                }
+            }
             let units = if byte == atom.start() {
                 atom.units()
             } else {

@@ -3,7 +3,8 @@
 use std::borrow::Cow;
 
 use super::{
-    Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs, renderer_options,
+    AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs,
+    renderer_options,
 };
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
@@ -126,6 +127,18 @@ fn defuse_mention_syntax(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether `text` holds an `@` or a `<`, which every mention either guard sets apart starts
+/// with. Block by block without a short-circuit inside one, so the check vectorises: it runs
+/// on every text of a message.
+fn holds_mention_lead(text: &str) -> bool {
+    let lead = |b: u8| (b == b'@') | (b == b'<');
+    let mut blocks = text.as_bytes().chunks_exact(16);
+    blocks
+        .by_ref()
+        .any(|block| block.iter().fold(false, |acc, &b| acc | lead(b)))
+        || blocks.remainder().iter().any(|&b| lead(b))
+}
+
 /// The Discord dialect.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Discord;
@@ -133,6 +146,8 @@ pub(crate) struct Discord;
 impl Dialect for Discord {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::of(b"\\*_~`|[]<>&#-+.)");
+    const CODE_ESCAPES: AsciiSet = AsciiSet::NONE;
 
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str> {
         Some(match c {
@@ -178,15 +193,19 @@ impl Dialect for Discord {
 
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         // A URL shown as text is not backslash-escaped (the backslash would show), so a
-        // mention written inside one (`[x](a<@1>b)`) is set apart here. Every word passes
-        // through, and both guards need an `@` or a `<`: one byte scan settles most words.
-        if !word.bytes().any(|b| b == b'@' || b == b'<') {
+        // mention written inside one (`[x](a<@1>b)`) is set apart here. Both guards need an
+        // `@` or a `<`: one byte scan settles most words (and `guards` most texts).
+        if !holds_mention_lead(word) {
             return Cow::Borrowed(word);
         }
         match defuse_mass_mentions(word) {
             Cow::Borrowed(word) => defuse_mention_syntax(word),
             Cow::Owned(word) => Cow::Owned(defuse_mention_syntax(&word).into_owned()),
         }
+    }
+
+    fn guards(&self, text: &str) -> bool {
+        holds_mention_lead(text)
     }
 
     fn style(&self, style: Style) -> Option<Pair> {
@@ -226,5 +245,52 @@ impl Dialect for Discord {
             ' ' => Some("%20"),
             _ => None,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mention_lead_check_agrees_with_a_byte_search() {
+        for lead in ['@', '<'] {
+            for at in 0..40 {
+                let mut text = "ab—🙂".repeat(6).chars().take(at).collect::<String>();
+                assert!(!holds_mention_lead(&text), "{text:?}");
+                text.push(lead);
+                text.push_str("here z");
+                assert!(holds_mention_lead(&text), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_the_guard_skips_has_no_word_it_would_change() {
+        let words = [
+            "plain",
+            "@everyone",
+            "@here",
+            "a@here",
+            "<@1>",
+            "<#c>",
+            "<:e:1>",
+            "<a:e:1>",
+            "<t:1>",
+            "x<@&r>y",
+            "me@example.com",
+            "<",
+            "@",
+            "—@here",
+            "🙂<@2>",
+        ];
+        for word in words {
+            if !Discord.guards(word) {
+                assert!(matches!(Discord.guard_word(word), Cow::Borrowed(w) if w == word));
+            }
+            if Discord.guard_word(word) != word {
+                assert!(Discord.guards(&format!("text {word} text")), "{word:?}");
+            }
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
 
+use std::borrow::Cow;
+
 use super::Dialect;
-use super::text::{ends_sentence, is_break_space, is_url_start, stands_alone};
+use super::text::{ends_sentence, is_ascii_break, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
 use crate::channel::atom::{Level, is_boundary};
 
@@ -12,6 +14,7 @@ impl<D: Dialect> Walker<'_, D> {
             return;
         }
         self.flush();
+        let guard = self.d.guards(text);
         let bytes = text.as_bytes();
         let mut word = 0;
         let mut url = is_url_start(text);
@@ -20,6 +23,18 @@ impl<D: Dialect> Walker<'_, D> {
         // Byte by byte for ASCII, char by char above it: chat text is mostly ASCII, and an
         // ASCII space between ASCII bytes always stands alone.
         while at < bytes.len() {
+            if space.is_none() {
+                // Inside a word an ASCII byte that is no whitespace changes nothing.
+                while let Some(&b) = bytes.get(at)
+                    && b.is_ascii()
+                    && !is_ascii_break(b)
+                {
+                    at += 1;
+                }
+                if at == bytes.len() {
+                    break;
+                }
+            }
             let b = bytes[at];
             let (c, end) = if b.is_ascii() {
                 (char::from(b), at + 1)
@@ -36,7 +51,7 @@ impl<D: Dialect> Walker<'_, D> {
             if is_break_space(c) && alone(text) {
                 if space.is_none() {
                     self.word_end(&text[word..at]);
-                    self.word(&text[word..at], url);
+                    self.guarded_word(&text[word..at], url, guard);
                     space = Some(at);
                 }
                 at = end;
@@ -51,7 +66,7 @@ impl<D: Dialect> Walker<'_, D> {
             if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
                 self.word_end(&text[word..end]);
-                self.word(&text[word..end], url);
+                self.guarded_word(&text[word..end], url, guard);
                 self.out.space("", Level::Sentence, false);
                 word = end;
             }
@@ -64,7 +79,7 @@ impl<D: Dialect> Walker<'_, D> {
             }
             None => {
                 self.word_end(&text[word..]);
-                self.word(&text[word..], url);
+                self.guarded_word(&text[word..], url, guard);
             }
         }
     }
@@ -91,21 +106,53 @@ impl<D: Dialect> Walker<'_, D> {
 
     /// A word (no whitespace breaks), escaped as text or as a URL.
     pub(super) fn word(&mut self, word: &str, url: bool) {
+        self.guarded_word(word, url, true);
+    }
+
+    /// A word, set apart by the dialect's [`guard_word`](Dialect::guard_word) when `guard`
+    /// (false only when [`guards`](Dialect::guards) said no word of its text needs it).
+    fn guarded_word(&mut self, word: &str, url: bool, guard: bool) {
         if word.is_empty() {
             return;
         }
         let d = self.d;
-        let word = d.guard_word(word);
+        let word = if guard {
+            d.guard_word(word)
+        } else {
+            Cow::Borrowed(word)
+        };
         // The digits the line starts with, so far: a `.` or `)` after one to nine of them
         // would make the line an ordered list item. The parser may hand the digits and the
         // `.` over as separate texts (`1\. not a list`), so the count spans words.
         let mut digits = if url { None } else { self.lines.leading_digits };
+        let escapes = if url {
+            &D::CODE_ESCAPES
+        } else {
+            &D::TEXT_ESCAPES
+        };
+        let bytes = word.as_bytes();
         let mut run = 0;
-        for (at, c) in word.char_indices() {
-            // No dialect escapes an ASCII letter, nor a digit but for a list marker's count.
-            if digits.is_none() && c.is_ascii_alphanumeric() {
-                continue;
+        let mut at = 0;
+        while at < bytes.len() {
+            if digits.is_none() {
+                // An ASCII character outside the dialect's escape set needs no look, but for a
+                // list marker's count (no dialect escapes an ASCII letter or digit).
+                while let Some(&b) = bytes.get(at)
+                    && b.is_ascii()
+                    && !escapes.contains(b)
+                {
+                    at += 1;
+                }
+                if at == bytes.len() {
+                    break;
+                }
             }
+            let b = bytes[at];
+            let c = if b.is_ascii() {
+                char::from(b)
+            } else {
+                word[at..].chars().next().unwrap_or('\u{fffd}')
+            };
             let marker = match digits {
                 Some(n) if c.is_ascii_digit() => {
                     digits = Some(n + 1);
@@ -129,40 +176,60 @@ impl<D: Dialect> Walker<'_, D> {
                 self.out.escape(escaped, c);
                 run = at + c.len_utf8();
             }
+            at += c.len_utf8();
         }
         self.out.graphemes(&word[run..]);
         self.wrote();
         self.lines.leading_digits = digits;
     }
 
-    /// Code text: every character kept; spaces are breaks that stay in the part.
+    /// Code text: every character kept; spaces are breaks that stay in the part. Walked by
+    /// bytes: an ASCII byte that is neither a space nor in the dialect's code escapes only
+    /// moves on, and a character above ASCII is decoded only to ask for its escape.
     fn code_text(&mut self, code: &str, inline: bool) {
         let d = self.d;
+        let bytes = code.as_bytes();
         let mut run = 0;
         let mut space: Option<usize> = None;
         let mut leading = !inline;
-        for (at, c) in code.char_indices() {
-            // After an ASCII space an ASCII byte (or the end) always starts a new cluster.
-            let next_ascii = code.as_bytes().get(at + 1).is_none_or(u8::is_ascii);
-            if (c == ' ' || c == '\t') && (next_ascii || is_boundary(code, at + 1)) {
-                if !leading && space.is_none() {
-                    self.out.graphemes(&code[run..at]);
-                    space = Some(at);
+        let mut at = 0;
+        while at < bytes.len() {
+            let b = bytes[at];
+            if b == b' ' || b == b'\t' {
+                // After an ASCII space an ASCII byte (or the end) always starts a new cluster.
+                let next_ascii = bytes.get(at + 1).is_none_or(u8::is_ascii);
+                if next_ascii || is_boundary(code, at + 1) {
+                    if !leading && space.is_none() {
+                        self.out.graphemes(&code[run..at]);
+                        space = Some(at);
+                    }
+                    at += 1;
+                    continue;
                 }
-                continue;
             }
-            if leading {
-                leading = false;
-            }
+            leading = false;
             if let Some(start) = space.take() {
                 self.out.space(&code[start..at], Level::Word, !inline);
                 run = at;
             }
+            if b.is_ascii() {
+                if D::CODE_ESCAPES.contains(b)
+                    && let Some(escaped) = d.code_escape(char::from(b))
+                {
+                    self.out.graphemes(&code[run..at]);
+                    self.out.escape(escaped, char::from(b));
+                    run = at + 1;
+                }
+                at += 1;
+                continue;
+            }
+            let c = code[at..].chars().next().unwrap_or('\u{fffd}');
             if let Some(escaped) = d.code_escape(c) {
                 self.out.graphemes(&code[run..at]);
                 self.out.escape(escaped, c);
                 run = at + c.len_utf8();
             }
+            at += c.len_utf8();
         }
         match space {
             Some(start) => self.out.space(&code[start..], Level::Word, !inline),
@@ -192,12 +259,18 @@ impl<D: Dialect> Walker<'_, D> {
         if id.is_some() {
             self.out.prefix(&prefix);
         }
-        for (n, line) in body.split('\n').enumerate() {
-            if n > 0 {
-                self.out.space("\n", Level::Line, false);
-                self.out.prefix(&prefix);
+        // Lines found by a byte loop: code lines are short, and a search call per line cost
+        // more than the line.
+        let mut rest = body;
+        loop {
+            let end = rest.bytes().position(|b| b == b'\n').unwrap_or(rest.len());
+            self.code_text(&rest[..end], false);
+            if end == rest.len() {
+                break;
             }
-            self.code_text(line, false);
+            self.out.space("\n", Level::Line, false);
+            self.out.prefix(&prefix);
+            rest = &rest[end + 1..];
         }
         if let Some(id) = id {
             self.out.close(id);

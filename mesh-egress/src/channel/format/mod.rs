@@ -146,6 +146,37 @@ pub(crate) fn push_replaced(
     out.push_str(&s[run..]);
 }
 
+/// A set of ASCII characters, one flag per character: a membership test is one load (what
+/// [`Dialect::TEXT_ESCAPES`] and [`Dialect::CODE_ESCAPES`] are).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AsciiSet([bool; 128]);
+
+impl AsciiSet {
+    /// No character.
+    pub(crate) const NONE: Self = Self([false; 128]);
+    /// Every ASCII character.
+    pub(crate) const ALL: Self = Self([true; 128]);
+
+    /// The set of the ASCII characters `chars` (a byte above ASCII is ignored).
+    pub(crate) const fn of(chars: &[u8]) -> Self {
+        let mut set = [false; 128];
+        let mut i = 0;
+        while i < chars.len() {
+            if chars[i] < 0x80 {
+                set[chars[i] as usize] = true;
+            }
+            i += 1;
+        }
+        Self(set)
+    }
+
+    /// Whether byte `b` is an ASCII character of the set.
+    #[inline]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        b < 0x80 && self.0[usize::from(b)]
+    }
+}
+
 /// An inline style.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Style {
@@ -182,6 +213,15 @@ pub(crate) trait Dialect {
     /// markers go first and a list item's bullet or indentation after them.
     const QUOTE_STARTS_LINE: bool = false;
 
+    /// The ASCII characters [`escape`](Self::escape) or
+    /// [`list_number_escape`](Self::list_number_escape) may escape, as an [`AsciiSet`]: the
+    /// walk asks those methods only about these and about non-ASCII characters, so a word of
+    /// letters and plain punctuation costs no call per character. A superset is safe; the
+    /// `escape_sets_cover_every_escape` test checks each dialect's.
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::ALL;
+    /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
+    const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
+
     /// The escape for `c` in ordinary text, if it needs one.
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str>;
     /// The escape for the `.` or `)` after the digits a line starts with, which would
@@ -201,6 +241,13 @@ pub(crate) trait Dialect {
     /// mentions set apart).
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         Cow::Borrowed(word)
+    }
+    /// Whether some word of `text` may need [`guard_word`](Self::guard_word); when not, each
+    /// of its words is written as it is. Asked once per text, so a dialect that guards words
+    /// overrides both, and a text without what the guard looks for costs no call per word.
+    fn guards(&self, text: &str) -> bool {
+        let _ = text;
+        false
     }
     /// An inline style's markers (`None`: the channel shows the text unstyled).
     fn style(&self, style: Style) -> Option<Pair>;
@@ -354,3 +401,41 @@ macro_rules! renderer_options {
     };
 }
 pub(crate) use renderer_options;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each escape `d` writes for an ASCII character is in the set the walk asks about.
+    fn covers<D: Dialect>(d: &D, name: &str) {
+        for b in 0..0x80_u8 {
+            let c = char::from(b);
+            let in_text = d.escape(c, true).is_some()
+                || d.escape(c, false).is_some()
+                || d.list_number_escape(c).is_some();
+            if in_text {
+                assert!(D::TEXT_ESCAPES.contains(b), "{name}: text escape {c:?}");
+            }
+            if d.code_escape(c).is_some() {
+                assert!(D::CODE_ESCAPES.contains(b), "{name}: code escape {c:?}");
+            }
+            // The walk counts a line's leading digits on this basis.
+            if c.is_ascii_alphanumeric() {
+                assert!(!D::TEXT_ESCAPES.contains(b), "{name}: {c:?} escaped");
+            }
+        }
+    }
+
+    #[test]
+    fn escape_sets_cover_every_escape() {
+        covers(&Plain, "plain");
+        covers(&Slack, "slack");
+        covers(&Discord, "discord");
+        covers(&Telegram, "telegram");
+        covers(&web::Web, "web");
+        assert!(!AsciiSet::ALL.contains(0x80));
+        let set = AsciiSet::of(b"\0\x7f\xff");
+        assert!((0..=0xff).all(|b| set.contains(b) == matches!(b, 0 | 0x7f)));
+        assert!((0..=0xff).all(|b| !AsciiSet::NONE.contains(b)));
+    }
+}

@@ -1,6 +1,6 @@
 //! Plain text: the words without markup; links as `label (url)`, quotes as `> `.
 
-use super::{Dialect, Heading, Pair, Quote, Style};
+use super::{AsciiSet, Dialect, Heading, Pair, Quote, Style};
 use crate::channel::atom::Unit;
 
 /// The plain-text dialect (used by [`PlainText`](crate::channel::PlainText)).
@@ -10,6 +10,8 @@ pub(crate) struct Plain;
 impl Dialect for Plain {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::NONE;
+    const CODE_ESCAPES: AsciiSet = AsciiSet::NONE;
 
     fn escape(&self, _c: char, _at_line_start: bool) -> Option<&'static str> {
         None

@@ -3,7 +3,8 @@
 use std::borrow::Cow;
 
 use super::{
-    Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs, renderer_options,
+    AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs,
+    renderer_options,
 };
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
@@ -119,6 +120,8 @@ impl Dialect for Slack {
     // Slack reads `>` as a quote only at a line's start: in a list item it goes before the
     // item's indentation.
     const QUOTE_STARTS_LINE: bool = true;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::of(b"`&<>");
+    const CODE_ESCAPES: AsciiSet = AsciiSet::of(b"&<>");
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
         match c {

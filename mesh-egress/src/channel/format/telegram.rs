@@ -1,6 +1,6 @@
 //! Telegram HTML parse mode: `<b>`, `<i>`, `<s>`, `<code>`, `<pre>`, `<a>`, `<blockquote>`.
 
-use super::{Dialect, Heading, LinkPolicy, Pair, Quote, Style, renderer_options};
+use super::{AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, renderer_options};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
 use crate::egress::Markdown;
@@ -239,6 +239,8 @@ fn decode_entity(text: &str) -> Option<(char, usize)> {
 impl Dialect for Telegram {
     const UNIT: Unit = Unit::Utf16;
     const MARKUP_COUNTS: bool = false;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::of(b"&<>");
+    const CODE_ESCAPES: AsciiSet = AsciiSet::of(b"&<>");
 
     fn escape(&self, c: char, _at_line_start: bool) -> Option<&'static str> {
         html_escape(c)

@@ -12,6 +12,13 @@ use crate::render::{is_hostile_control, may_hold_hostile_control, strip_controls
 /// of it.
 pub(super) const SPACES: &str = "                                                                ";
 
+/// Whether ASCII byte `b` is whitespace a line may break at (what [`is_break_space`] says of
+/// it).
+#[inline]
+pub(super) fn is_ascii_break(b: u8) -> bool {
+    matches!(b, b' ' | b'\t'..=b'\r')
+}
+
 /// Whitespace a line may break at (not the no-break spaces).
 pub(super) fn is_break_space(c: char) -> bool {
     if c.is_ascii() {
@@ -68,10 +75,18 @@ pub(super) fn stands_alone(text: &str, at: usize, end: usize) -> bool {
 /// Removes control characters from a parser string (entities such as `&#x1b;` decode to them,
 /// so the source alone cannot be filtered). A string borrowed from a source that holds none
 /// has none (`source_clean`): only decoded strings, which the parser owns, are checked then.
+#[inline]
 fn clean(s: &mut CowStr<'_>, source_clean: bool) {
     if source_clean && matches!(s, CowStr::Borrowed(_)) {
         return;
     }
+    clean_decoded(s);
+}
+
+/// [`clean`] for a string that needs the look: kept out of line, since most events never
+/// get here.
+#[inline(never)]
+fn clean_decoded(s: &mut CowStr<'_>) {
     if may_hold_hostile_control(s) && s.chars().any(is_hostile_control) {
         *s = CowStr::from(strip_controls(s).into_owned());
     }
@@ -79,6 +94,7 @@ fn clean(s: &mut CowStr<'_>, source_clean: bool) {
 
 /// Removes control characters from every string of `event` that can reach the output, in
 /// place; `source_clean`: the source the parser reads holds none.
+#[inline]
 pub(super) fn clean_event(event: &mut Event<'_>, source_clean: bool) {
     match event {
         Event::Text(t)
@@ -110,8 +126,10 @@ mod tests {
 
     #[test]
     fn the_ascii_break_spaces_are_the_ascii_whitespace() {
-        for c in (0..0x80_u8).map(char::from) {
+        for b in 0..0x80_u8 {
+            let c = char::from(b);
             assert_eq!(is_break_space(c), c.is_whitespace(), "{c:?}");
+            assert_eq!(is_ascii_break(b), is_break_space(c), "{c:?}");
         }
     }
 

@@ -52,7 +52,14 @@ pub(super) fn walk<D: Dialect>(
         d,
         links,
         link_markup_cap,
-        out: Atoms::new(D::UNIT, D::MARKUP_COUNTS, src.len() + src.len() / 4),
+        // The packer drains the buffer once it holds a batch after an event: room for half a
+        // batch more keeps one event's atoms from growing it.
+        out: Atoms::new(
+            D::UNIT,
+            D::MARKUP_COUNTS,
+            src.len() + src.len() / 4,
+            super::BATCH + super::BATCH / 2,
+        ),
         lines: Lines {
             pending: None,
             line_started: false,
@@ -153,6 +160,8 @@ pub(super) struct Blocks {
     pub(super) quotes: Vec<QuoteLevel>,
     /// Quotes that are shown (pushed a container or opened a marker).
     pub(super) quote_depth: usize,
+    /// The line prefix being written (kept for its allocation).
+    line: String,
 }
 
 /// One open block quote.
@@ -529,8 +538,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
     pub(super) fn flush(&mut self) {
         self.flush_break();
         if !self.lines.line_started {
-            let prefix = self.line_prefix(true);
-            self.out.prefix(&prefix);
+            if !self.blocks.containers.is_empty() {
+                // One buffer for every line's prefix: a list or a quote writes one per line.
+                let mut prefix = std::mem::take(&mut self.blocks.line);
+                prefix.clear();
+                self.push_line_prefix(&mut prefix, true);
+                self.out.prefix(&prefix);
+                self.blocks.line = prefix;
+            }
             self.lines.line_started = true;
             self.lines.at_line_start = true;
             self.lines.leading_digits = Some(0);
@@ -543,8 +558,14 @@ impl<'a, D: Dialect> Walker<'_, D> {
     /// The prefix of the current line: quote markers, bullets, indentation.
     pub(super) fn line_prefix(&mut self, take_bullets: bool) -> String {
         let mut prefix = String::new();
+        self.push_line_prefix(&mut prefix, take_bullets);
+        prefix
+    }
+
+    /// Appends the prefix of the current line to `prefix`.
+    fn push_line_prefix(&mut self, prefix: &mut String, take_bullets: bool) {
         if self.blocks.containers.is_empty() {
-            return prefix;
+            return;
         }
         let quote = match self.d.quote() {
             Quote::Prefix(p) => p,
@@ -576,7 +597,6 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 }
             }
         }
-        prefix
     }
 
     pub(super) fn wrote(&mut self) {

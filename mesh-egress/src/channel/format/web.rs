@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 
 use super::{
-    Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs, renderer_options,
+    AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs,
+    renderer_options,
 };
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
@@ -107,6 +108,8 @@ pub(crate) struct Web;
 impl Dialect for Web {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
+    const TEXT_ESCAPES: AsciiSet = AsciiSet::of(b"\\*_~`[]<>&!|#-+=.)");
+    const CODE_ESCAPES: AsciiSet = AsciiSet::NONE;
 
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str> {
         Some(match c {
