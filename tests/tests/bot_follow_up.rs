@@ -243,3 +243,112 @@ async fn a_bots_turn_records_on_the_stores_durable_ledger() {
         "{rows:?}"
     );
 }
+
+/// The route's typed input, stored with its promise.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Question {
+    text: String,
+    asked: u32,
+}
+
+#[egress_boundary(interactive)]
+async fn asked(turn: &Turn, question: &Question, healthy: bool) -> Result<AgentMessage, EgressError> {
+    if !healthy {
+        return Err(EgressError::transport(CAUSE, turn.attribution().clone()));
+    }
+    Ok(turn.message(format!("{} (question {})", question.text, question.asked)))
+}
+
+/// The route `ask`, failing or healthy: the same handler in both processes.
+fn ask_route(bot: &Bot, healthy: bool) -> Route<Question> {
+    bot.route("ask", move |turn: Turn, question: Question| async move {
+        asked(&turn, &question, healthy).await
+    })
+}
+
+#[tokio::test]
+async fn after_a_restart_the_follow_up_is_the_same_routes_answer_to_its_typed_input() {
+    let place = Backend::Sqlite.place();
+    // The first process: the route fails, the promise is stored with its typed input.
+    {
+        let store = Store::open(&place.url).await.unwrap();
+        let bot = Bot::new()
+            .with_client(Recorder::new())
+            .with_policy(quick(3))
+            .with_store(store.clone());
+        let route = ask_route(&bot, false);
+        let question = Question {
+            text: "Is the deploy green?".into(),
+            asked: 7,
+        };
+        let delivery = bot
+            .run(&turn(&bot, "conv-restart"), &route, question)
+            .await
+            .unwrap();
+        assert_eq!(delivery.outcome(), Outcome::Holding);
+        assert!(delivery.is_kept());
+        assert!(delivery.kept_promise().is_some(), "the caller can wait for it");
+        store.close().await;
+    }
+    // The restarted process: a new bot on the same file, the same route registered again.
+    let store = Store::open(&place.url).await.unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_policy(quick(3))
+        .with_store(store.clone());
+    let _route = ask_route(&bot, true);
+    let worker = bot
+        .worker("worker-restarted")
+        .expect("the bot has a store")
+        .with_poll_interval(Duration::from_millis(10));
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(recorder.sent(), ["Is the deploy green? (question 7)"]);
+    let stored = store.commitments("conv-restart").await.unwrap();
+    assert_eq!(stored[0].status, CommitmentStatus::Fulfilled);
+}
+
+#[tokio::test]
+async fn a_row_stored_before_typed_input_is_served_by_the_route_of_its_name() {
+    use mesh_egress::boundary::resolve;
+    use mesh_egress::degrade::{Mode, Reply};
+    use mesh_egress::store::{FollowUpPlan, FollowUpTask};
+    let place = Backend::Sqlite.place();
+    let store = Store::open(&place.url).await.unwrap();
+    // A promise as an older release stored it: the route's input as the whole value.
+    let failed = Err(EgressError::transport(
+        CAUSE,
+        Attribution::new("ci-bot", "conv-old-row", "run-1"),
+    ));
+    let Reply::Holding { commitment, .. } = resolve(Mode::Interactive, &quick(2), failed) else {
+        panic!("a holding line");
+    };
+    let old = FollowUpTask::new(
+        "ask",
+        serde_json::json!({"text": "Is the old row served?", "asked": 3}),
+        Mode::Interactive,
+    );
+    let plan = FollowUpPlan::new(Duration::ZERO, Duration::ZERO, 2);
+    store
+        .keep_commitment(&commitment, &Address::Plain, &old, plan)
+        .await
+        .unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_policy(quick(2))
+        .with_store(store.clone());
+    let _route = ask_route(&bot, true);
+    let worker = bot.worker("worker-old-row").expect("the bot has a store");
+    let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(recorder.sent(), ["Is the old row served? (question 3)"]);
+}

@@ -533,11 +533,6 @@ pub(crate) fn build_gate(
 /// it, so a promise stored by an older `turn` is kept.
 pub(crate) const LEGACY_HANDLER: &str = "turn-example.answer";
 
-/// The stored input's field with the Markdown a streamed turn showed before its holding line,
-/// in promises stored under [`LEGACY_HANDLER`]: the follow-up delivers only what follows it
-/// (`boundary::rest_after`).
-pub(crate) const LEGACY_DELIVERED: &str = "delivered";
-
 /// The gate a stored task asks for, built as `turn --gate on` builds it (see [`stored_gate`]).
 pub(crate) fn gate_for_task(
     connector: &OpenAiCompatible,
@@ -594,27 +589,30 @@ pub(crate) fn legacy_handler(
     move |task, turn| {
         let router = Arc::clone(&router);
         Box::pin(async move {
-            let prompt = task
-                .input
-                .get("prompt")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default();
-            let request = chat_request(task.system_prompt.as_deref(), prompt);
+            let asked: LegacyAsked = task.input_as().map_err(|error| {
+                EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
+            })?;
+            let request = chat_request(task.system_prompt.as_deref(), &asked.prompt);
             let answer = router
                 .complete(&turn, &request)
                 .await
                 .and_then(|completion| completion.into_message(&turn))?;
             // A streamed turn's promise: only what follows the blocks already shown.
-            match task
-                .input
-                .get(LEGACY_DELIVERED)
-                .and_then(serde_json::Value::as_str)
-            {
-                Some(delivered) => mesh_egress::boundary::rest_after(delivered, answer),
+            match asked.delivered {
+                Some(delivered) => mesh_egress::boundary::rest_after(&delivered, answer),
                 None => Ok(answer),
             }
         })
     }
+}
+
+/// The input of a promise stored under [`LEGACY_HANDLER`]: the prompt, and after a stream the
+/// Markdown already shown (the system prompt and gate settings are the task's own fields).
+#[derive(serde::Deserialize)]
+struct LegacyAsked {
+    prompt: String,
+    #[serde(default)]
+    delivered: Option<String>,
 }
 
 /// The store `--store` (or `MESH_STORE_URL`) names: `Ok(None)` without one, the usage error

@@ -260,19 +260,20 @@ impl Bot {
     ) -> Result<AgentMessage, crate::egress::EgressError> {
         use crate::egress::EgressError;
         let mode = task.mode;
-        let stored: keeper::StoredRun = serde_json::from_value(task.input).map_err(|error| {
+        // The route's input as it was stored (its own type is the route's business).
+        let input: serde_json::Value = task.input_as().map_err(|error| {
             EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
         })?;
         let mut turn = turn
             .with_policies(self.shared.policies.clone())
             .with_mode(mode);
-        if let Some(said) = stored.said {
+        if let Some(said) = task.said() {
             turn = turn.with_input(said);
         }
         let turn = turn.into_follow_up();
-        let rerun = Rerun::new(task.handler, stored.input);
+        let rerun = Rerun::new(task.handler.as_str(), input);
         let reply = self
-            .follow_up_reply(&turn, mode, &rerun, &stored.delivered)
+            .follow_up_reply(&turn, mode, &rerun, task.delivered())
             .await;
         let policy = turn.policy_for(mode);
         match self.gate(&turn, mode, policy, reply).await {
