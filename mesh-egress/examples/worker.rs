@@ -190,10 +190,7 @@ async fn main() -> ExitCode {
     let model = turn_bot::Model {
         router: Arc::clone(&router),
     };
-    let _route = bot.route(
-        turn_bot::ROUTE,
-        turn_bot::checked(model, connector.clone()),
-    );
+    let _route = bot.route(turn_bot::ROUTE, turn_bot::checked(model, connector.clone()));
     let Some(worker) = bot.worker(holder_name("worker")) else {
         return usage_error("missing --store URL (or MESH_STORE_URL)");
     };

@@ -252,7 +252,11 @@ struct Question {
 }
 
 #[egress_boundary(interactive)]
-async fn asked(turn: &Turn, question: &Question, healthy: bool) -> Result<AgentMessage, EgressError> {
+async fn asked(
+    turn: &Turn,
+    question: &Question,
+    healthy: bool,
+) -> Result<AgentMessage, EgressError> {
     if !healthy {
         return Err(EgressError::transport(CAUSE, turn.attribution().clone()));
     }
@@ -287,7 +291,10 @@ async fn after_a_restart_the_follow_up_is_the_same_routes_answer_to_its_typed_in
             .unwrap();
         assert_eq!(delivery.outcome(), Outcome::Holding);
         assert!(delivery.is_kept());
-        assert!(delivery.kept_promise().is_some(), "the caller can wait for it");
+        assert!(
+            delivery.kept_promise().is_some(),
+            "the caller can wait for it"
+        );
         store.close().await;
     }
     // The restarted process: a new bot on the same file, the same route registered again.

@@ -426,9 +426,7 @@ async fn a_row_stored_with_a_prompt_key_is_served_by_a_typed_handler(backend: Ba
     assert_eq!(status(&store, "c-old").await, [CommitmentStatus::Fulfilled]);
 }
 
-async fn a_typed_follow_up_re_runs_its_handler_with_the_stored_input_as_its_type(
-    backend: Backend,
-) {
+async fn a_typed_follow_up_re_runs_its_handler_with_the_stored_input_as_its_type(backend: Backend) {
     let place = backend.place();
     let store = Store::open(&place.url).await.unwrap();
     let commitment = promise("c-typed", "r1", 2);
@@ -454,8 +452,12 @@ async fn an_input_that_no_longer_fits_its_handler_hands_off_at_once(backend: Bac
     let place = backend.place();
     let store = Store::open(&place.url).await.unwrap();
     let commitment = promise("c-mismatch", "r1", 3);
-    let task = FollowUpTask::typed(HANDLER, &serde_json::json!({"question": 7}), Mode::Interactive)
-        .unwrap();
+    let task = FollowUpTask::typed(
+        HANDLER,
+        &serde_json::json!({"question": 7}),
+        Mode::Interactive,
+    )
+    .unwrap();
     store
         .keep_commitment(&commitment, &Address::Plain, &task, now_plan(3))
         .await
@@ -475,7 +477,10 @@ async fn an_input_that_no_longer_fits_its_handler_hands_off_at_once(backend: Bac
         });
     let report = worker.run_once(&Cancellation::new()).await.unwrap();
     assert_eq!(report.handed_off, 1, "{report:?}");
-    assert_eq!(report.retried, 0, "asking again would fail the same way: {report:?}");
+    assert_eq!(
+        report.retried, 0,
+        "asking again would fail the same way: {report:?}"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 0, "the handler never ran");
     assert_eq!(channel.sent(), ["Sam will take it from here."]);
     assert_eq!(

@@ -95,11 +95,8 @@ where
             Ok(input) => Box::pin(self(input, turn.clone())),
             // Asking again would fail the same way: the mode's last word at once.
             Err(error) => {
-                let error = EgressError::semantic(
-                    InputMismatch(error),
-                    turn.attribution().clone(),
-                )
-                .with_retryable(false);
+                let error = EgressError::semantic(InputMismatch(error), turn.attribution().clone())
+                    .with_retryable(false);
                 Box::pin(std::future::ready(Err(error)))
             }
         }
