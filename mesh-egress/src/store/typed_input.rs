@@ -41,6 +41,12 @@ impl FollowUpTask {
     /// handler declares: a worker re-runs that handler with `input` read back as its type
     /// ([`input_as`](Self::input_as)).
     ///
+    /// The input column then holds `{"input": <input>, "delivered": "...", "said": "..."}`
+    /// (`delivered` and `said` left out when empty). Any other value there is a row stored
+    /// before typed input (by [`new`](Self::new), or an older release): its whole value is the
+    /// handler's input, and what the person said is read the way those rows put it (the value
+    /// itself when it is a string, else its `"prompt"` string), so such a row is still served.
+    ///
     /// ```
     /// use mesh_egress::degrade::Mode;
     /// use mesh_egress::store::FollowUpTask;
@@ -96,7 +102,7 @@ impl FollowUpTask {
     }
 
     /// The handler's input, read back as its type `I`: the envelope's input, or the whole
-    /// stored value of a row stored before typed input (see the [module docs](self)), so a
+    /// stored value of a row stored before typed input (see [`typed`](Self::typed)), so a
     /// type with the fields those rows had (`{"prompt": ..}`, say) reads them too.
     ///
     /// # Errors
