@@ -359,3 +359,46 @@ async fn a_row_stored_before_typed_input_is_served_by_the_route_of_its_name() {
     assert_eq!(report.fulfilled, 1, "{report:?}");
     assert_eq!(recorder.sent(), ["Is the old row served? (question 3)"]);
 }
+
+/// Each paragraph is longer than the cutter's minimum block, so each is a block of its own.
+const P1: &str =
+    "The build finished a few minutes ago and every one of the integration tests passed.\n\n";
+const P2: &str =
+    "Deploying to staging now; the rollout usually takes about a minute to settle down.";
+
+#[egress_boundary(interactive)]
+async fn two_paragraphs(turn: &Turn) -> Result<mesh_egress::AnswerStream, EgressError> {
+    Ok(mesh_egress::AnswerStream::from_chunks(
+        turn,
+        [Ok(P1.to_owned()), Ok(P2.to_owned())],
+    ))
+}
+
+/// A channel that is its own surface (the `Recorder`, stdout) has no stream to show a reply
+/// in: with a store its blocks go through the outbox as messages of their own, each claimed
+/// and recorded like any message, never as parts of a surface's stream (whose outcome after a
+/// crash is only ever `uncertain`).
+#[tokio::test]
+async fn a_stream_to_a_channel_without_one_of_its_own_is_stored_as_messages() {
+    let place = Backend::Sqlite.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_store(store.clone());
+    let turn = turn(&bot, "conv-blocks");
+    let reply = two_paragraphs(&turn).await;
+    let delivery = tokio::time::timeout(BOUND, bot.send(&turn, reply))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(delivery.outcome(), Outcome::Answered);
+    assert_eq!(recorder.sent(), [P1.trim(), P2.trim()]);
+    let parts = store.parts("conv-blocks").await.unwrap();
+    let texts: Vec<&str> = parts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(texts, [P1.trim(), P2.trim()]);
+    for part in &parts {
+        assert_eq!(part.state, mesh_egress::store::PartState::Sent, "{part:?}");
+        assert!(!part.streamed, "recorded as a streamed part: {part:?}");
+    }
+}
