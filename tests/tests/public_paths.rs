@@ -424,8 +424,9 @@ fn every_reexport_resolves() {
 
 /// Of the paths before the front door, how many may still be public.
 const KEPT_AT_MOST: usize = 272;
-/// How many public paths the crate may have.
-const TOTAL_AT_MOST: usize = 328;
+/// How many public paths the crate may have (329: `ledger::JoinedBy`, the typed record of how a
+/// failed stream's rest was joined, which was a string before).
+const TOTAL_AT_MOST: usize = 329;
 
 #[test]
 fn a_third_of_the_public_paths_before_the_front_door_are_gone() {

@@ -1,6 +1,6 @@
-//! [`Handler`]: the turn a worker re-runs to keep a promise, registered by name, and
-//! [`FollowUpInput`], the input type it declares: read back from the stored follow-up as that
-//! type, so a follow-up is the same handler run again with the same typed input.
+//! [`Handler`]: the turn a worker re-runs to keep a promise, registered by name, and the input
+//! type it declares, read back from the stored follow-up as that type, so a follow-up is the
+//! same handler run again with the same typed input.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -19,7 +19,7 @@ use crate::turn::Turn;
 ///
 /// Any `Fn(I, Turn) -> impl Future<Output = Result<AgentMessage, EgressError>>` (`Send + Sync +
 /// 'static`, its future `Send + 'static`) is a handler, for any input type `I` that
-/// deserializes ([`FollowUpInput`]): the promise was stored with
+/// deserializes (`serde::de::DeserializeOwned`): the promise was stored with
 /// [`FollowUpTask::typed`] (its input of that type), or before typed input, when the whole
 /// stored value is read as `I`. A handler that needs the whole task (its system prompt, its
 /// gate settings) takes the [`FollowUpTask`] itself.
@@ -50,30 +50,34 @@ pub trait Handler<I = FollowUpTask>: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<AgentMessage, EgressError>>;
 }
 
-/// The input a [`Handler`] declares, read back from the stored task: any type that
-/// deserializes (from the task's typed input, see [`FollowUpTask::input_as`]), or the whole
-/// [`FollowUpTask`].
-pub trait FollowUpInput: Sized + Send + 'static {
-    /// The input `task` stored for its handler.
-    ///
-    /// # Errors
-    ///
-    /// When the stored input does not fit this type (the handler's input type changed since
-    /// the promise was stored).
-    fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error>;
-}
+/// The input a [`Handler`] may declare. Sealed, and never named outside: a handler's input
+/// is any type that deserializes, or the whole [`FollowUpTask`], and nothing else can be.
+mod sealed {
+    use super::{DeserializeOwned, FollowUpTask};
 
-impl FollowUpInput for FollowUpTask {
-    fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error> {
-        Ok(task.clone())
+    /// An input read back from the stored task: from its typed input
+    /// ([`FollowUpTask::input_as`]), or the whole task.
+    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
+    pub trait FollowUpInput: Sized + Send + 'static {
+        /// The input `task` stored for its handler; an error when it no longer fits this
+        /// type (the handler's input type changed since the promise was stored).
+        fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error>;
+    }
+
+    impl FollowUpInput for FollowUpTask {
+        fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error> {
+            Ok(task.clone())
+        }
+    }
+
+    impl<T: DeserializeOwned + Send + 'static> FollowUpInput for T {
+        fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error> {
+            task.input_as()
+        }
     }
 }
 
-impl<T: DeserializeOwned + Send + 'static> FollowUpInput for T {
-    fn from_task(task: &FollowUpTask) -> Result<Self, serde_json::Error> {
-        task.input_as()
-    }
-}
+use sealed::FollowUpInput;
 
 /// Why a stored input no longer fits its handler's input type.
 #[derive(Debug, thiserror::Error)]

@@ -80,7 +80,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-pub use handler::{FollowUpInput, Handler};
+pub use handler::Handler;
 pub use keep::Kept;
 
 use crate::address::{Address, Surface};
