@@ -709,9 +709,9 @@ async fn streamed_scene(
                 s.delivered_bytes,
                 s.failed_route.map_or("-".into(), |r| r.to_string()),
                 s.failed_after_bytes.unwrap_or(0),
-                s.failure.as_deref().unwrap_or("-"),
+                s.failure.map_or("-", |f| f.as_str()),
                 s.rest_answered_by.map_or("-".into(), |r| r.to_string()),
-                s.joined_by.as_deref().unwrap_or("-"),
+                s.joined_by.map_or("-", |j| j.as_str()),
             ));
         }
     }

@@ -44,9 +44,10 @@
 //!
 //! `--store URL` (`sqlite:PATH` or `postgres://…`; default `MESH_STORE_URL`) makes the turn
 //! persistent: it holds the conversation's lease (`MESH_WORKER_LEASE_MS`), its parts go through
-//! the durable outbox, and a holding line's promise is stored (handler, prompt, mode, gate
-//! settings, system prompt, the plan of `MESH_FOLLOW_UP_*`) for `worker` to keep; with
-//! `--follow-up` this process keeps it itself, recorded on the store.
+//! the durable outbox, and a holding line's promise is stored by the store's promise keeper
+//! (the front door's route and its typed input: the prompt, the system prompt and the gate
+//! settings; the mode and the plan of `MESH_FOLLOW_UP_*`) for `worker` to keep by re-running
+//! the same route; with `--follow-up` this process keeps it itself, recorded on the store.
 //!
 //! `--stream` streams the answer through the whole pipeline (`boundary::stream`: routed stream
 //! -> block cutter -> the gate's block check -> render -> commit -> send), each block a message
@@ -76,8 +77,7 @@
 //! what the stream did not confirm is re-sent as messages of their own through the outbox. A
 //! holding line's promise after a failure mid-stream is stored with the Markdown already shown,
 //! so the follow-up (`worker`, or this process with `--follow-up`) delivers only what follows;
-//! it is stored before the holding line goes (`StreamPlan::with_promise_keeper`), as on the
-//! non-streamed path.
+//! it is stored before the holding line goes, as on the non-streamed path.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -98,14 +98,13 @@ use cli::{
     Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, init_logs,
     model_from_env, usage_error, value,
 };
-use mesh_egress::boundary::{StreamPlan, resolve_in};
 use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
 use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
 use mesh_egress::silence::SilenceTokens;
-use mesh_egress::{Address, Attribution, Bot, Turn};
+use mesh_egress::{Address, Attribution, Bot};
 
 const USAGE: &str = "usage: turn [--mode interactive|proactive] \
                      [--channel plain|slack|discord|telegram] [--gate on|off] \
@@ -289,10 +288,7 @@ async fn main() -> ExitCode {
     init_logs();
 
     let gate = if args.gate {
-        let judge = std::env::var("MESH_GATE_JUDGE_MODEL")
-            .ok()
-            .filter(|v| !v.trim().is_empty());
-        match build_gate(&connector, args.system_prompt.as_deref(), judge) {
+        match build_gate(&connector, args.system_prompt.as_deref(), judge_model()) {
             Ok(gate) => gate,
             Err(message) => return usage_error(&message),
         }
@@ -305,11 +301,7 @@ async fn main() -> ExitCode {
         Ok(persistent) => persistent,
         Err(code) => return code,
     };
-    let router = Arc::new(Router::new(
-        connector.clone(),
-        model,
-        RetryConfig::from_env(),
-    ));
+    let router = Arc::new(Router::new(connector, model, RetryConfig::from_env()));
 
     let started = Instant::now();
     let run = SystemTime::now()
@@ -325,152 +317,75 @@ async fn main() -> ExitCode {
         .with_follow_up(follow_up.first_delay, follow_up.attempts)
         .with_silence_tokens(silence);
     let target = args.deliver.unwrap_or(Surface::Plain);
-    let Some(persistent) = persistent else {
-        // The front door: one bot, its one client the channel this turn prints (or delivers)
-        // through, so a follow-up goes there too.
-        let channel = if args.stream {
-            match stream_channel(&args, delivery, &address, started) {
-                Ok(channel) => channel,
-                Err(code) => return code,
+    // The front door: one bot, its one client the channel this turn prints (or delivers)
+    // through, so a follow-up goes there too; with `--store`, the store's outbox under the
+    // conversation's lease, and the store's promise keeper.
+    let channel = if args.stream {
+        match stream_channel(&args, delivery, &address, started) {
+            Ok(channel) => channel,
+            Err(code) => return code,
+        }
+    } else {
+        match delivery.map(|delivery| delivery.channel(&address, args.json)) {
+            Some(Ok(channel)) => channel,
+            Some(Err(error)) => return usage_error(&error.to_string()),
+            None => {
+                BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json))
             }
-        } else {
-            match delivery.map(|delivery| delivery.channel(&address, args.json)) {
-                Some(Ok(channel)) => channel,
-                Some(Err(error)) => return usage_error(&error.to_string()),
-                None => BoxedChannel::new(
-                    Stdout::with_renderer(args.surface.renderer()).json(args.json),
-                ),
-            }
-        };
-        let bot = Bot::new()
-            .with_policy(policy)
-            .with_gate(gate)
-            .with_client(cli::OwnConversation(channel));
-        let turn = turn_bot::turn(&bot, address, attribution, args.mode, &args.prompt);
-        let model = turn_bot::Model {
-            router,
-            system_prompt: args.system_prompt.as_deref().map(Arc::from),
-        };
-        let prompt = args.prompt.clone();
-        return if args.stream {
-            let handler = turn_bot::streamed(model);
-            turn_bot::run(&bot, &turn, handler, prompt, args.follow_up, target).await
-        } else {
-            let handler = turn_bot::whole(model);
-            turn_bot::run(&bot, &turn, handler, prompt, args.follow_up, target).await
-        };
+        }
     };
-    // `--store`: the conversation's lease backs the turn's ownership from the start, so losing
-    // it stops recovery as well as delivery.
-    let turn = Turn::new(attribution)
-        .with_address(address.clone())
-        .with_ownership(persistent.ownership());
-    let request = cli::chat_request(args.system_prompt.as_deref(), &args.prompt);
-
-    // The un-annotated turn: Layer A, then the opt-in gate. The stored promise's follow-up runs
-    // it again. A tool-only or empty completion is an EgressError (this turn offers no tools),
-    // never an empty body.
-    let answer = || async {
-        let result = router
-            .complete(&turn, &request)
-            .await
-            .and_then(|completion| completion.into_message(&turn));
-        gate.check(&turn, args.prompt.as_str(), result).await
-    };
-
-    if args.stream {
-        let plan = StreamPlan::new(args.mode, &policy).with_gate(&gate, args.prompt.as_str());
-        let streamed = turn_stream::Streamed {
-            turn: &turn,
-            mode: args.mode,
-            plan: &plan,
-            router: &router,
-            request: &request,
-            target,
-            follow_up: args.follow_up,
-        };
-        // Every block through the durable outbox, under the conversation's lease.
-        let run = turn_store::StreamedDelivery {
-            streamed,
-            policy: &policy,
-            task: cli::follow_up_task(
-                args.mode,
-                &args.prompt,
-                args.gate,
-                args.system_prompt.as_deref(),
-            ),
-            handler: cli::answer_handler(Arc::clone(&router)),
-            gate: move |task: &mesh_egress::store::FollowUpTask| {
-                cli::gate_for_task(&connector, task)
-            },
-        };
-        let Some(delivery) = delivery else {
-            let channel = BoxedChannel::new(cli::Tee::new(
-                turn_stream::Rendering(args.surface.renderer()),
-                cli::Printing::streamed(args.json, started),
-            ));
-            return persistent.stream(run, channel).await;
-        };
-        let printer = turn_live::LivePrinter::new(args.json, started);
-        let connector = match delivery
-            .with_stream_mode(args.stream_mode)
-            .connector(&address)
-        {
-            Ok(connector) => connector,
-            Err(error) => return usage_error(&error.to_string()),
-        };
-        return match connector {
-            cli::Connector::Slack(slack) => {
-                let slack = slack.with_renderer(SlackMarkdown::new());
-                let live = turn_live::Live::new(slack, printer);
-                persistent.stream_live(run, live).await
-            }
-            cli::Connector::Discord(discord) => {
-                let live = turn_live::Live::new(discord, printer);
-                persistent.stream_live(run, live).await
-            }
-            cli::Connector::Telegram(telegram) => {
-                let live = turn_live::Live::new(telegram, printer);
-                persistent.stream_live(run, live).await
-            }
-        };
+    let mut bot = Bot::new()
+        .with_policy(policy)
+        .with_gate(gate)
+        .with_client(cli::OwnConversation(channel));
+    if let Some(persistent) = &persistent {
+        bot = bot.with_store(persistent.store().clone());
     }
-    // The turn-aware boundary: Layer C's rows land on the turn's ledger, and every message of the
-    // reply is refused by the channel once the turn no longer owns the conversation.
-    let reply = resolve_in(&turn, args.mode, &policy, answer().await);
-    tracing::info!(target: "mesh_egress::degrade", reply = reply.kind().as_str(), mode = args.mode.as_str(), "turn ended");
-
-    let channel = match delivery.map(|delivery| delivery.channel(&address, args.json)) {
-        Some(Ok(channel)) => channel,
-        Some(Err(error)) => return usage_error(&error.to_string()),
-        None => BoxedChannel::new(Stdout::with_renderer(args.surface.renderer()).json(args.json)),
+    let turn = turn_bot::turn(&bot, address, attribution, args.mode, &args.prompt);
+    let model = turn_bot::Model { router };
+    // What the route is asked, stored with its promise: the gate's settings too, so `worker`
+    // checks the follow-up as this turn checks its answer.
+    let asked = turn_bot::Asked {
+        prompt: args.prompt.clone(),
+        system_prompt: args.system_prompt.clone(),
+        gate: args.gate.then(|| turn_bot::GateSettings {
+            judge_model: judge_model(),
+        }),
     };
-    let task = cli::follow_up_task(
-        args.mode,
-        &args.prompt,
-        args.gate,
-        args.system_prompt.as_deref(),
-    );
-    let handler = cli::answer_handler(Arc::clone(&router));
-    persistent
-        .deliver(turn_store::Delivered {
-            turn: &turn,
-            mode: args.mode,
-            policy: &policy,
-            channel,
-            target,
-            reply,
-            task,
-            follow_up: args.follow_up,
-            handler,
-            gate: move |task: &mesh_egress::store::FollowUpTask| {
-                cli::gate_for_task(&connector, task)
-            },
-        })
-        .await
+    match (persistent, args.stream) {
+        (None, false) => {
+            let handler = turn_bot::whole(model);
+            turn_bot::run(&bot, &turn, handler, asked, args.follow_up, target).await
+        }
+        (None, true) => {
+            let handler = turn_bot::streamed(model);
+            turn_bot::run(&bot, &turn, handler, asked, args.follow_up, target).await
+        }
+        (Some(persistent), false) => {
+            let turn = persistent.turn(turn);
+            let handler = turn_bot::whole(model);
+            persistent
+                .run(&bot, &turn, handler, asked, args.follow_up, target)
+                .await
+        }
+        (Some(persistent), true) => {
+            let turn = persistent.turn(turn);
+            let handler = turn_bot::streamed(model);
+            persistent
+                .run(&bot, &turn, handler, asked, args.follow_up, target)
+                .await
+        }
+    }
 }
 
-/// The channel `--stream` goes through without a store: stdout's (each block a message of its
+/// `MESH_GATE_JUDGE_MODEL`, when set and not blank: the gate's judge.
+fn judge_model() -> Option<String> {
+    std::env::var("MESH_GATE_JUDGE_MODEL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// The channel `--stream` goes through: stdout's (each block a message of its
 /// own, printed as it is delivered), or the surface's own stream under `--deliver` (a Slack
 /// stream in the thread, Telegram drafts, Discord edits, or blocks, or the final reply, as
 /// `--stream-mode` says), each message printed when the surface confirms it.

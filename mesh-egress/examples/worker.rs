@@ -16,11 +16,13 @@
 //! stored for a chat surface are left for a worker with that surface's client (one `warn`).
 //!
 //! Each pass sends the outbox parts still open, each to its own conversation's destination,
-//! then claims due commitments and keeps them: the registered handler re-asks the model the
-//! stored prompt (with the stored system prompt) with the same `MESH_MODEL_*` settings as
-//! `turn`, the gate runs again from the stored settings, and the follow-up goes through the
-//! outbox, to the commitment's stored destination, with the commitment ended in the same
-//! transaction. Stdout shows each delivered part exactly as `turn` prints it (`--json`:
+//! then claims due commitments and keeps them: the front door's route `turn` registered
+//! re-asks the model the stored prompt (with the stored system prompt; its typed input is
+//! stored with the promise) with the same `MESH_MODEL_*` settings as `turn`, the gate runs
+//! again from the stored settings, and the follow-up goes through the outbox, to the
+//! commitment's stored destination, with the commitment ended in the same transaction.
+//! Promises an older `turn --store` stored (under its handler's name, input `{"prompt": ..}`)
+//! are kept the same way. Stdout shows each delivered part exactly as `turn` prints it (`--json`:
 //! `{"part": N, "text": "..."}`, plus `"id"` under `--deliver`); stderr carries JSON logs.
 //! Parts and promises stored before addresses were (migration 0004) are not sent to a guessed
 //! destination: they are ended and reported (see the `store` module docs).
@@ -35,13 +37,15 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/turn_bot.rs"]
+mod turn_bot;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use cli::{
-    Delivery, HANDLER, Surface, answer_handler, channel_flag, chosen_surface, deliver_flag,
-    gate_for_task, holder_name, init_logs, model_from_env, open_store, store_url, usage_error,
+    Delivery, LEGACY_HANDLER, Surface, channel_flag, chosen_surface, deliver_flag, gate_for_task,
+    holder_name, init_logs, legacy_handler, model_from_env, open_store, store_url, usage_error,
     value,
 };
 use mesh_egress::channel::{Stdout, SurfaceClient};
@@ -168,10 +172,11 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The front door, built once: the store, the policy and the one surface client; the worker
-    // is built from it (a route registered on the bot would be kept by it too), and keeps the
-    // promises `turn --store` stored under its handler's name, the gate re-run from the stored
-    // settings.
+    // The front door, built once: the store, the policy and the one surface client, and the
+    // route `turn --store` stores its promises for, with the same typed input; the worker is
+    // built from it and re-runs that route, its answer checked by the gate the promise's turn
+    // ran (rebuilt from the stored settings). Promises an older `turn --store` stored under
+    // its handler's name are kept too, the gate re-run from the stored settings.
     let client: Arc<dyn SurfaceClient> = match delivery {
         // Every conversation of the surface, each to its stored destination.
         Some(delivery) => Arc::new(delivery.printing_client(args.json)),
@@ -182,6 +187,10 @@ async fn main() -> ExitCode {
         .with_store(store.clone())
         .with_policy(policy)
         .with_clients([client]);
+    let model = turn_bot::Model {
+        router: Arc::clone(&router),
+    };
+    let _route = bot.route(turn_bot::ROUTE, turn_bot::checked(model, connector.clone()));
     let Some(worker) = bot.worker(holder_name("worker")) else {
         return usage_error("missing --store URL (or MESH_STORE_URL)");
     };
@@ -189,7 +198,7 @@ async fn main() -> ExitCode {
         // Parts the outbox cannot settle are kept on the store's own ledger for operators.
         .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()))
         .with_lease_ttl(ttl)
-        .register(HANDLER, answer_handler(router))
+        .register(LEGACY_HANDLER, legacy_handler(router))
         .with_gate(move |task| gate_for_task(&connector, task));
 
     let shutdown = Cancellation::new();

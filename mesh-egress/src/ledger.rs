@@ -364,18 +364,88 @@ pub struct StreamReport {
     /// The route whose stream failed after something was delivered, if one did.
     #[serde(default)]
     pub failed_route: Option<usize>,
-    /// Why it failed (a classification label such as `stream_idle_timeout`).
+    /// Why it failed, as Layer A classified it (stored as its label, e.g.
+    /// `stream_idle_timeout`).
     #[serde(default)]
-    pub failure: Option<String>,
+    pub failure: Option<FailureReason>,
     /// Bytes delivered when it failed.
     #[serde(default)]
     pub failed_after_bytes: Option<usize>,
     /// The route that answered the rest, if one did.
     #[serde(default)]
     pub rest_answered_by: Option<usize>,
-    /// How the rest was joined to what was delivered: `prefill` or `afresh`.
+    /// How the rest was joined to what was delivered.
     #[serde(default)]
-    pub joined_by: Option<String>,
+    pub joined_by: Option<JoinedBy>,
+}
+
+/// How the rest of a failed stream was joined to what was delivered (see
+/// [`StreamReport::joined_by`]); serialized as [`as_str`](Self::as_str)'s label, and a label
+/// it does not know is an error when a row is read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinedBy {
+    /// The next route was given the delivered text as the assistant's prefix.
+    Prefill,
+    /// The next route was asked the original request again; its answer joined after what
+    /// was delivered.
+    Afresh,
+}
+
+impl JoinedBy {
+    /// The label the ledger stores: `prefill` or `afresh`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prefill => "prefill",
+            Self::Afresh => "afresh",
+        }
+    }
+}
+
+#[cfg(test)]
+mod stream_report_tests {
+    use super::*;
+
+    /// A row as the ledger stored it when both fields were strings.
+    const STORED: &str = r#"{"delivered_bytes":10,"failed_route":0,"failure":"stream_idle_timeout","failed_after_bytes":10,"rest_answered_by":1,"joined_by":"afresh"}"#;
+
+    #[test]
+    fn a_stored_stream_report_reads_back_typed_and_writes_the_same_names() {
+        let report: StreamReport = serde_json::from_str(STORED).unwrap();
+        assert_eq!(report.failure, Some(FailureReason::StreamIdleTimeout));
+        assert_eq!(report.joined_by, Some(JoinedBy::Afresh));
+        assert_eq!(serde_json::to_string(&report).unwrap(), STORED);
+        for joined in [JoinedBy::Prefill, JoinedBy::Afresh] {
+            let label = serde_json::to_value(joined).unwrap();
+            assert_eq!(label, joined.as_str());
+        }
+    }
+
+    #[test]
+    fn a_healthy_streams_report_has_neither() {
+        let report: StreamReport = serde_json::from_str(r#"{"delivered_bytes":3}"#).unwrap();
+        assert_eq!(
+            report,
+            StreamReport {
+                delivered_bytes: 3,
+                ..StreamReport::default()
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_that_names_it() {
+        for (row, name) in [
+            (STORED.replace("afresh", "sideways"), "sideways"),
+            (
+                STORED.replace("stream_idle_timeout", "gremlins"),
+                "gremlins",
+            ),
+        ] {
+            let error = serde_json::from_str::<StreamReport>(&row).unwrap_err();
+            assert!(error.to_string().contains(name), "{error}");
+        }
+    }
 }
 
 /// Every attempt of a model call, in order: a list that holds one attempt without allocating

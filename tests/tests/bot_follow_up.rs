@@ -243,3 +243,162 @@ async fn a_bots_turn_records_on_the_stores_durable_ledger() {
         "{rows:?}"
     );
 }
+
+/// The route's typed input, stored with its promise.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Question {
+    text: String,
+    asked: u32,
+}
+
+#[egress_boundary(interactive)]
+async fn asked(
+    turn: &Turn,
+    question: &Question,
+    healthy: bool,
+) -> Result<AgentMessage, EgressError> {
+    if !healthy {
+        return Err(EgressError::transport(CAUSE, turn.attribution().clone()));
+    }
+    Ok(turn.message(format!("{} (question {})", question.text, question.asked)))
+}
+
+/// The route `ask`, failing or healthy: the same handler in both processes.
+fn ask_route(bot: &Bot, healthy: bool) -> Endpoint<Question> {
+    bot.route("ask", move |turn: Turn, question: Question| async move {
+        asked(&turn, &question, healthy).await
+    })
+}
+
+#[tokio::test]
+async fn after_a_restart_the_follow_up_is_the_same_routes_answer_to_its_typed_input() {
+    let place = Backend::Sqlite.place();
+    // The first process: the route fails, the promise is stored with its typed input.
+    {
+        let store = Store::open(&place.url).await.unwrap();
+        let bot = Bot::new()
+            .with_client(Recorder::new())
+            .with_policy(quick(3))
+            .with_store(store.clone());
+        let route = ask_route(&bot, false);
+        let question = Question {
+            text: "Is the deploy green?".into(),
+            asked: 7,
+        };
+        let delivery = bot
+            .run(&turn(&bot, "conv-restart"), &route, question)
+            .await
+            .unwrap();
+        assert_eq!(delivery.outcome(), Outcome::Holding);
+        assert!(delivery.is_kept());
+        assert!(
+            delivery.kept_promise().is_some(),
+            "the caller can wait for it"
+        );
+        store.close().await;
+    }
+    // The restarted process: a new bot on the same file, the same route registered again.
+    let store = Store::open(&place.url).await.unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_policy(quick(3))
+        .with_store(store.clone());
+    let _route = ask_route(&bot, true);
+    let worker = bot
+        .worker("worker-restarted")
+        .expect("the bot has a store")
+        .with_poll_interval(Duration::from_millis(10));
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(recorder.sent(), ["Is the deploy green? (question 7)"]);
+    let stored = store.commitments("conv-restart").await.unwrap();
+    assert_eq!(stored[0].status, CommitmentStatus::Fulfilled);
+}
+
+#[tokio::test]
+async fn a_row_stored_before_typed_input_is_served_by_the_route_of_its_name() {
+    use mesh_egress::boundary::resolve;
+    use mesh_egress::degrade::{Mode, Reply};
+    use mesh_egress::store::{FollowUpPlan, FollowUpTask};
+    let place = Backend::Sqlite.place();
+    let store = Store::open(&place.url).await.unwrap();
+    // A promise as an older release stored it: the route's input as the whole value.
+    let failed = Err(EgressError::transport(
+        CAUSE,
+        Attribution::new("ci-bot", "conv-old-row", "run-1"),
+    ));
+    let Reply::Holding { commitment, .. } = resolve(Mode::Interactive, &quick(2), failed) else {
+        panic!("a holding line");
+    };
+    let old = FollowUpTask::new(
+        "ask",
+        serde_json::json!({"text": "Is the old row served?", "asked": 3}),
+        Mode::Interactive,
+    );
+    let plan = FollowUpPlan::new(Duration::ZERO, Duration::ZERO, 2);
+    store
+        .keep_commitment(&commitment, &Address::Plain, &old, plan)
+        .await
+        .unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_policy(quick(2))
+        .with_store(store.clone());
+    let _route = ask_route(&bot, true);
+    let worker = bot.worker("worker-old-row").expect("the bot has a store");
+    let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(recorder.sent(), ["Is the old row served? (question 3)"]);
+}
+
+/// Each paragraph is longer than the cutter's minimum block, so each is a block of its own.
+const P1: &str =
+    "The build finished a few minutes ago and every one of the integration tests passed.\n\n";
+const P2: &str =
+    "Deploying to staging now; the rollout usually takes about a minute to settle down.";
+
+#[egress_boundary(interactive)]
+async fn two_paragraphs(turn: &Turn) -> Result<mesh_egress::AnswerStream, EgressError> {
+    Ok(mesh_egress::AnswerStream::from_chunks(
+        turn,
+        [Ok(P1.to_owned()), Ok(P2.to_owned())],
+    ))
+}
+
+/// A channel that is its own surface (the `Recorder`, stdout) has no stream to show a reply
+/// in: with a store its blocks go through the outbox as messages of their own, each claimed
+/// and recorded like any message, never as parts of a surface's stream (whose outcome after a
+/// crash is only ever `uncertain`).
+#[tokio::test]
+async fn a_stream_to_a_channel_without_one_of_its_own_is_stored_as_messages() {
+    let place = Backend::Sqlite.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let recorder = Recorder::new();
+    let bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_store(store.clone());
+    let turn = turn(&bot, "conv-blocks");
+    let reply = two_paragraphs(&turn).await;
+    let delivery = tokio::time::timeout(BOUND, bot.send(&turn, reply))
+        .await
+        .expect("in time")
+        .unwrap();
+    assert_eq!(delivery.outcome(), Outcome::Answered);
+    assert_eq!(recorder.sent(), [P1.trim(), P2.trim()]);
+    let parts = store.parts("conv-blocks").await.unwrap();
+    let texts: Vec<&str> = parts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(texts, [P1.trim(), P2.trim()]);
+    for part in &parts {
+        assert_eq!(part.state, mesh_egress::store::PartState::Sent, "{part:?}");
+        assert!(!part.streamed, "recorded as a streamed part: {part:?}");
+    }
+}

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use mesh_egress::ledger::LedgerRecord;
+use mesh_egress::ledger::{JoinedBy, LedgerRecord};
+use mesh_egress::model::FailureReason;
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, RecoveryError, RecoveryReport, RetryConfig, Route,
     RoutedStream, Router,
@@ -269,7 +270,7 @@ async fn after_delivery_a_failure_abandons_the_route_and_without_a_fallback_ends
     let report = recovery(&turn);
     let stream = report.stream.expect("a stream report");
     assert_eq!(stream.failed_route, Some(0));
-    assert_eq!(stream.failure.as_deref(), Some("stream_idle_timeout"));
+    assert_eq!(stream.failure, Some(FailureReason::StreamIdleTimeout));
     assert_eq!(stream.failed_after_bytes, Some("The build ".len()));
     assert_eq!(stream.rest_answered_by, None);
     assert_eq!(
@@ -307,9 +308,9 @@ async fn a_prefill_route_continues_from_the_delivered_text_and_its_restated_over
     assert_eq!(report.answered_by, Some(1));
     let stream = report.stream.expect("a stream report");
     assert_eq!(stream.failed_route, Some(0));
-    assert_eq!(stream.failure.as_deref(), Some("connection"));
+    assert_eq!(stream.failure, Some(FailureReason::Connection));
     assert_eq!(stream.rest_answered_by, Some(1));
-    assert_eq!(stream.joined_by.as_deref(), Some("prefill"));
+    assert_eq!(stream.joined_by, Some(JoinedBy::Prefill));
 }
 
 #[tokio::test(start_paused = true)]
@@ -341,8 +342,8 @@ async fn a_route_without_prefill_is_asked_afresh_and_only_what_follows_the_deliv
     }
     assert_eq!(connector.calls_to("fb")[0].prefill, None);
     let stream = recovery(&turn).stream.expect("a stream report");
-    assert_eq!(stream.failure.as_deref(), Some("server_error"));
-    assert_eq!(stream.joined_by.as_deref(), Some("afresh"));
+    assert_eq!(stream.failure, Some(FailureReason::ServerError));
+    assert_eq!(stream.joined_by, Some(JoinedBy::Afresh));
     assert_eq!(stream.rest_answered_by, Some(1));
 }
 

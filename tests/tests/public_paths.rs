@@ -425,7 +425,7 @@ fn every_reexport_resolves() {
 /// Of the paths before the front door, how many may still be public.
 const KEPT_AT_MOST: usize = 261;
 /// How many public paths the crate may have.
-const TOTAL_AT_MOST: usize = 318;
+const TOTAL_AT_MOST: usize = 319;
 
 #[test]
 fn a_third_of_the_public_paths_before_the_front_door_are_gone() {

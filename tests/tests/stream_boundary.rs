@@ -11,7 +11,8 @@ use mesh_egress::channel::DeliveryError;
 #[allow(deprecated)]
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
 use mesh_egress::gate::{GateVerdict, QualityGate};
-use mesh_egress::ledger::{LedgerRecord, RecoveryReport};
+use mesh_egress::ledger::{JoinedBy, LedgerRecord, RecoveryReport};
+use mesh_egress::model::FailureReason;
 use mesh_egress::model::{
     ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
 };
@@ -199,10 +200,10 @@ async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_
     assert_eq!(connector.calls_to("fb")[0].at - start, MS(700));
     let report = recovery(&turn).stream.expect("a stream report");
     assert_eq!(report.failed_route, Some(0));
-    assert_eq!(report.failure.as_deref(), Some("stream_idle_timeout"));
+    assert_eq!(report.failure, Some(FailureReason::StreamIdleTimeout));
     assert_eq!(report.failed_after_bytes, Some(B1.len()));
     assert_eq!(report.rest_answered_by, Some(1));
-    assert_eq!(report.joined_by.as_deref(), Some("afresh"));
+    assert_eq!(report.joined_by, Some(JoinedBy::Afresh));
 }
 
 #[tokio::test(start_paused = true)]

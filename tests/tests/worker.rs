@@ -24,6 +24,9 @@ both_backends!(
     a_shutdown_mid_wait_gives_the_claim_back_at_once,
     a_follow_up_waits_for_the_conversations_open_parts_and_goes_after_them,
     a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to,
+    a_row_stored_with_a_prompt_key_is_served_by_a_typed_handler,
+    a_typed_follow_up_re_runs_its_handler_with_the_stored_input_as_its_type,
+    an_input_that_no_longer_fits_its_handler_hands_off_at_once,
 );
 
 const HANDLER: &str = "answer";
@@ -385,4 +388,103 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
         .unwrap();
     assert_eq!(rest.fulfilled, 1, "{rest:?}");
     assert_eq!(channel.sent(), ["the earlier message", "answer for r7"]);
+}
+
+/// A handler's typed input: the shape the rows stored before typed input had, `{"prompt": ..}`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Asked {
+    prompt: String,
+    #[serde(default)]
+    urgent: bool,
+}
+
+async fn asked(asked: Asked, turn: Turn) -> Result<AgentMessage, EgressError> {
+    let urgency = if asked.urgent { " (urgent)" } else { "" };
+    Ok(turn.message(format!("You asked: {}{urgency}", asked.prompt)))
+}
+
+fn typed_worker(store: &Store, channel: Recorder) -> Worker {
+    Worker::new(store.clone(), "w-typed")
+        .with_client(channel)
+        .with_lease_ttl(Duration::from_secs(30))
+        .with_poll_interval(Duration::from_millis(20))
+        .register(HANDLER, asked)
+}
+
+async fn a_row_stored_with_a_prompt_key_is_served_by_a_typed_handler(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    // `keep` stores the input as rows did before typed input: `{"prompt": "status of r1?"}`.
+    let _ = keep(&store, "c-old", "r1", now_plan(2)).await;
+    let channel = Recorder::new();
+    let report = typed_worker(&store, channel.clone())
+        .run_once(&Cancellation::new())
+        .await
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(channel.sent(), ["You asked: status of r1?"]);
+    assert_eq!(status(&store, "c-old").await, [CommitmentStatus::Fulfilled]);
+}
+
+async fn a_typed_follow_up_re_runs_its_handler_with_the_stored_input_as_its_type(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let commitment = promise("c-typed", "r1", 2);
+    let input = Asked {
+        prompt: "Is the deploy done?".into(),
+        urgent: true,
+    };
+    let task = FollowUpTask::typed(HANDLER, &input, Mode::Interactive).unwrap();
+    store
+        .keep_commitment(&commitment, &Address::Plain, &task, now_plan(2))
+        .await
+        .unwrap();
+    let channel = Recorder::new();
+    let report = typed_worker(&store, channel.clone())
+        .run_once(&Cancellation::new())
+        .await
+        .unwrap();
+    assert_eq!(report.fulfilled, 1, "{report:?}");
+    assert_eq!(channel.sent(), ["You asked: Is the deploy done? (urgent)"]);
+}
+
+async fn an_input_that_no_longer_fits_its_handler_hands_off_at_once(backend: Backend) {
+    let place = backend.place();
+    let store = Store::open(&place.url).await.unwrap();
+    let commitment = promise("c-mismatch", "r1", 3);
+    let task = FollowUpTask::typed(
+        HANDLER,
+        &serde_json::json!({"question": 7}),
+        Mode::Interactive,
+    )
+    .unwrap();
+    store
+        .keep_commitment(&commitment, &Address::Plain, &task, now_plan(3))
+        .await
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let channel = Recorder::new();
+    let worker = Worker::new(store.clone(), "w-mismatch")
+        .with_client(channel.clone())
+        .with_poll_interval(Duration::from_millis(10))
+        .with_policy(
+            DegradationPolicy::default().with_handoff("Sam", "Sam will take it from here."),
+        )
+        .register(HANDLER, move |asked: Asked, turn: Turn| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, EgressError>(turn.message(asked.prompt)) }
+        });
+    let report = worker.run_once(&Cancellation::new()).await.unwrap();
+    assert_eq!(report.handed_off, 1, "{report:?}");
+    assert_eq!(
+        report.retried, 0,
+        "asking again would fail the same way: {report:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the handler never ran");
+    assert_eq!(channel.sent(), ["Sam will take it from here."]);
+    assert_eq!(
+        status(&store, "c-mismatch").await,
+        [CommitmentStatus::HandedOff]
+    );
 }

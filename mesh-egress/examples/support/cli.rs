@@ -528,40 +528,12 @@ pub(crate) fn build_gate(
         .map_err(|error| format!("--gate on: {error}"))
 }
 
-/// The name the examples' follow-up handler is registered under, stored with each promise.
-pub(crate) const HANDLER: &str = "turn-example.answer";
+/// The handler name `turn --store` stored its promises under before it went through the front
+/// door (`Bot`; it now stores them for the route `turn_bot::ROUTE`): `worker` still registers
+/// it, so a promise stored by an older `turn` is kept.
+pub(crate) const LEGACY_HANDLER: &str = "turn-example.answer";
 
-/// The task input's field with the Markdown a streamed turn showed before its holding line:
-/// the follow-up delivers only what follows it (`boundary::rest_after`).
-pub(crate) const DELIVERED_INPUT: &str = "delivered";
-
-/// What a promise of `turn` stores: the prompt as input, and the gate settings of the turn
-/// (`None` with the gate off).
-pub(crate) fn follow_up_task(
-    mode: mesh_egress::degrade::Mode,
-    prompt: &str,
-    gate: bool,
-    system_prompt: Option<&str>,
-) -> mesh_egress::store::FollowUpTask {
-    let mut task = mesh_egress::store::FollowUpTask::new(
-        HANDLER,
-        serde_json::json!({ "prompt": prompt }),
-        mode,
-    );
-    if gate {
-        let judge = std::env::var("MESH_GATE_JUDGE_MODEL")
-            .ok()
-            .filter(|v| !v.trim().is_empty());
-        task = task.with_gate(serde_json::json!({ "judge_model": judge }));
-    }
-    if let Some(system) = system_prompt {
-        task = task.with_system_prompt(system);
-    }
-    task
-}
-
-/// The gate a stored task asks for, built as `turn --gate on` builds it. A gate that cannot be
-/// built fails closed on known leaks: the heuristics-only gate.
+/// The gate a stored task asks for, built as `turn --gate on` builds it (see [`stored_gate`]).
 pub(crate) fn gate_for_task(
     connector: &OpenAiCompatible,
     task: &mesh_egress::store::FollowUpTask,
@@ -572,7 +544,17 @@ pub(crate) fn gate_for_task(
         .and_then(|gate| gate.get("judge_model"))
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned);
-    build_gate(connector, task.system_prompt.as_deref(), judge).unwrap_or_else(|error| {
+    stored_gate(connector, task.system_prompt.as_deref(), judge)
+}
+
+/// The gate a stored promise's turn ran, built as `turn --gate on` builds it. A gate that
+/// cannot be built fails closed on known leaks: the heuristics-only gate.
+pub(crate) fn stored_gate(
+    connector: &OpenAiCompatible,
+    system_prompt: Option<&str>,
+    judge: Option<String>,
+) -> QualityGate {
+    build_gate(connector, system_prompt, judge).unwrap_or_else(|error| {
         tracing::warn!(target: "mesh_egress::gate", error = %error, "stored gate settings rejected; heuristics only");
         QualityGate::builder()
             .build()
@@ -590,10 +572,12 @@ pub(crate) fn chat_request(system_prompt: Option<&str>, prompt: &str) -> ChatReq
     ChatRequest::new(messages)
 }
 
-/// The follow-up handler both examples register under [`HANDLER`]: re-asks the model the
-/// stored prompt (with the stored system prompt) through the same `Router` settings as the
-/// turn. The worker re-runs the gate around it from the stored settings.
-pub(crate) fn answer_handler(
+/// The handler `worker` registers under [`LEGACY_HANDLER`], for promises an older `turn
+/// --store` stored (input `{"prompt": ..}`, and `"delivered"` after a stream): re-asks the model
+/// the stored prompt (with the stored system prompt) through the same `Router` settings as the
+/// turn, and delivers only what follows what was shown. The worker re-runs the gate around it
+/// from the stored settings.
+pub(crate) fn legacy_handler(
     router: Arc<Router<OpenAiCompatible>>,
 ) -> impl Fn(
     mesh_egress::store::FollowUpTask,
@@ -605,27 +589,30 @@ pub(crate) fn answer_handler(
     move |task, turn| {
         let router = Arc::clone(&router);
         Box::pin(async move {
-            let prompt = task
-                .input
-                .get("prompt")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default();
-            let request = chat_request(task.system_prompt.as_deref(), prompt);
+            let asked: LegacyAsked = task.input_as().map_err(|error| {
+                EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
+            })?;
+            let request = chat_request(task.system_prompt.as_deref(), &asked.prompt);
             let answer = router
                 .complete(&turn, &request)
                 .await
                 .and_then(|completion| completion.into_message(&turn))?;
             // A streamed turn's promise: only what follows the blocks already shown.
-            match task
-                .input
-                .get(DELIVERED_INPUT)
-                .and_then(serde_json::Value::as_str)
-            {
-                Some(delivered) => mesh_egress::boundary::rest_after(delivered, answer),
+            match asked.delivered {
+                Some(delivered) => mesh_egress::boundary::rest_after(&delivered, answer),
                 None => Ok(answer),
             }
         })
     }
+}
+
+/// The input of a promise stored under [`LEGACY_HANDLER`]: the prompt, and after a stream the
+/// Markdown already shown (the system prompt and gate settings are the task's own fields).
+#[derive(serde::Deserialize)]
+struct LegacyAsked {
+    prompt: String,
+    #[serde(default)]
+    delivered: Option<String>,
 }
 
 /// The store `--store` (or `MESH_STORE_URL`) names: `Ok(None)` without one, the usage error

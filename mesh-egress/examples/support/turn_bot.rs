@@ -3,7 +3,12 @@
 //! render first → commit → send or stream). With `--follow-up` the handler is a registered
 //! route, so the bot's in-memory keeper keeps a holding line's promise by re-running **the same
 //! handler** (a stream's follow-up delivers only what follows what was shown), and the process
-//! waits for it ([`Bot::promises_kept`]).
+//! waits for it ([`Bot::promises_kept`]). With `--store` the same route's promise is stored
+//! (its typed input, [`Asked`], with it) for `worker`, which registers the same route name with
+//! the same input type (`turn_store`).
+
+// Shared by `turn` and `worker`: each uses some of it.
+#![allow(dead_code, unreachable_pub)]
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -17,77 +22,105 @@ use mesh_egress::{Attribution, egress_boundary};
 
 use crate::cli::{Surface, chat_request, delivery_failed};
 
-/// The route a `--follow-up` turn registers (its input is the prompt).
-const ROUTE: &str = "answer";
+/// The route `turn` registers for a promise it keeps (or stores, with `--store`), and `worker`
+/// registers to keep the stored ones: its input is an [`Asked`].
+pub(crate) const ROUTE: &str = "turn-example.ask";
 
-/// The model the handlers ask: the router and the system prompt, cheap to clone.
+/// The route's input, stored with a promise: what the person asked and how the turn was set
+/// up, so a follow-up (in this process or in `worker`) asks the model the same request and
+/// checks the answer with the same gate.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Asked {
+    /// The person's message.
+    pub(crate) prompt: String,
+    /// `--system-prompt`'s text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) system_prompt: Option<String>,
+    /// `--gate on`'s settings (`None`: the gate was off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gate: Option<GateSettings>,
+}
+
+/// The gate settings a turn ran with (the stored shape of `turn --store --gate on` since
+/// before the front door: `{"judge_model": ...}`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct GateSettings {
+    /// `MESH_GATE_JUDGE_MODEL` of the turn (`None`: heuristics only).
+    #[serde(default)]
+    pub(crate) judge_model: Option<String>,
+}
+
+/// The model the handlers ask: the router, cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Model {
     pub(crate) router: Arc<Router<OpenAiCompatible>>,
-    pub(crate) system_prompt: Option<Arc<str>>,
 }
 
 impl Model {
-    /// Layer A's completion of `prompt`. A tool-only or empty completion is an `EgressError`
-    /// (this turn offers no tools), never an empty body.
-    async fn complete(&self, turn: &Turn, prompt: &str) -> Result<AgentMessage, EgressError> {
-        let request = chat_request(self.system_prompt.as_deref(), prompt);
+    /// Layer A's completion of what was asked. A tool-only or empty completion is an
+    /// `EgressError` (this turn offers no tools), never an empty body.
+    pub(crate) async fn complete(
+        &self,
+        turn: &Turn,
+        asked: &Asked,
+    ) -> Result<AgentMessage, EgressError> {
+        let request = chat_request(asked.system_prompt.as_deref(), &asked.prompt);
         self.router
             .complete(turn, &request)
             .await
             .and_then(|completion| completion.into_message(turn))
     }
 
-    /// Layer A's routed stream of `prompt`, owned.
-    fn stream(&self, turn: &Turn, prompt: &str) -> AnswerStream {
-        let request = chat_request(self.system_prompt.as_deref(), prompt);
+    /// Layer A's routed stream of what was asked, owned.
+    fn stream(&self, turn: &Turn, asked: &Asked) -> AnswerStream {
+        let request = chat_request(asked.system_prompt.as_deref(), &asked.prompt);
         self.router.answer_stream(turn, request)
     }
 }
 
 #[egress_boundary(interactive)]
-async fn ask(turn: &Turn, model: &Model, prompt: &str) -> Result<AgentMessage, EgressError> {
-    model.complete(turn, prompt).await
+async fn ask(turn: &Turn, model: &Model, asked: &Asked) -> Result<AgentMessage, EgressError> {
+    model.complete(turn, asked).await
 }
 
 #[egress_boundary(proactive)]
-async fn digest(turn: &Turn, model: &Model, prompt: &str) -> Result<AgentMessage, EgressError> {
-    model.complete(turn, prompt).await
+async fn digest(turn: &Turn, model: &Model, asked: &Asked) -> Result<AgentMessage, EgressError> {
+    model.complete(turn, asked).await
 }
 
 #[egress_boundary(interactive)]
 async fn ask_streamed(
     turn: &Turn,
     model: &Model,
-    prompt: &str,
+    asked: &Asked,
 ) -> Result<AnswerStream, EgressError> {
-    Ok(model.stream(turn, prompt))
+    Ok(model.stream(turn, asked))
 }
 
 #[egress_boundary(proactive)]
 async fn digest_streamed(
     turn: &Turn,
     model: &Model,
-    prompt: &str,
+    asked: &Asked,
 ) -> Result<AnswerStream, EgressError> {
-    Ok(model.stream(turn, prompt))
+    Ok(model.stream(turn, asked))
 }
 
 /// The handler for a whole answer, in the turn's mode (a follow-up turn carries the mode of
 /// the turn that made the promise).
 pub(crate) fn whole(
     model: Model,
-) -> impl Fn(Turn, String) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
+) -> impl Fn(Turn, Asked) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
 + Clone
 + Send
 + Sync
 + 'static {
-    move |turn: Turn, prompt: String| {
+    move |turn: Turn, asked: Asked| {
         let model = model.clone();
         Box::pin(async move {
             match turn.mode() {
-                Mode::Interactive => ask(&turn, &model, &prompt).await,
-                Mode::Proactive => digest(&turn, &model, &prompt).await,
+                Mode::Interactive => ask(&turn, &model, &asked).await,
+                Mode::Proactive => digest(&turn, &model, &asked).await,
             }
         })
     }
@@ -96,17 +129,17 @@ pub(crate) fn whole(
 /// The handler for a streamed answer, in the turn's mode.
 pub(crate) fn streamed(
     model: Model,
-) -> impl Fn(Turn, String) -> std::pin::Pin<Box<dyn Future<Output = StreamedReply> + Send>>
+) -> impl Fn(Turn, Asked) -> std::pin::Pin<Box<dyn Future<Output = StreamedReply> + Send>>
 + Clone
 + Send
 + Sync
 + 'static {
-    move |turn: Turn, prompt: String| {
+    move |turn: Turn, asked: Asked| {
         let model = model.clone();
         Box::pin(async move {
             match turn.mode() {
-                Mode::Interactive => ask_streamed(&turn, &model, &prompt).await,
-                Mode::Proactive => digest_streamed(&turn, &model, &prompt).await,
+                Mode::Interactive => ask_streamed(&turn, &model, &asked).await,
+                Mode::Proactive => digest_streamed(&turn, &model, &asked).await,
             }
         })
     }
@@ -134,17 +167,17 @@ pub(crate) async fn run<H, Fut, O>(
     bot: &Bot,
     turn: &Turn,
     handler: H,
-    prompt: String,
+    asked: Asked,
     follow_up: bool,
     target: Surface,
 ) -> ExitCode
 where
-    H: Fn(Turn, String) -> Fut + Send + Sync + 'static,
+    H: Fn(Turn, Asked) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = O> + Send + 'static,
     O: Sendable,
 {
     if !follow_up {
-        let reply = handler(turn.clone(), prompt).await;
+        let reply = handler(turn.clone(), asked).await;
         let delivery = match bot.send(turn, reply).await {
             Ok(delivery) => delivery,
             Err(error) => return delivery_failed(target, &error),
@@ -165,7 +198,7 @@ where
         return ExitCode::SUCCESS;
     }
     let route = bot.route(ROUTE, handler);
-    match bot.run(turn, &route, prompt).await {
+    match bot.run(turn, &route, asked).await {
         Ok(delivery) => {
             tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), kept = delivery.is_kept(), mode = turn.mode().as_str(), "turn ended");
         }
@@ -180,4 +213,63 @@ where
         }
     }
     ExitCode::SUCCESS
+}
+
+#[egress_boundary(interactive)]
+async fn ask_checked(
+    turn: &Turn,
+    model: &Model,
+    asked: &Asked,
+    gate: Option<&mesh_egress::gate::QualityGate>,
+) -> Result<AgentMessage, EgressError> {
+    let answer = model.complete(turn, asked).await;
+    match gate {
+        Some(gate) => gate.check(turn, &asked.prompt, answer).await,
+        None => answer,
+    }
+}
+
+#[egress_boundary(proactive)]
+async fn digest_checked(
+    turn: &Turn,
+    model: &Model,
+    asked: &Asked,
+    gate: Option<&mesh_egress::gate::QualityGate>,
+) -> Result<AgentMessage, EgressError> {
+    let answer = model.complete(turn, asked).await;
+    match gate {
+        Some(gate) => gate.check(turn, &asked.prompt, answer).await,
+        None => answer,
+    }
+}
+
+/// The handler `worker` registers under [`ROUTE`]: [`whole`]'s answer, checked by the gate the
+/// promise's turn ran, rebuilt from the stored settings ([`Asked::gate`]). The worker's bot has
+/// no gate of its own (each stored promise carries its turn's), so the check is the handler's.
+/// A streamed turn's promise is kept with a whole answer too: the bot delivers only what
+/// follows what was shown.
+pub(crate) fn checked(
+    model: Model,
+    connector: OpenAiCompatible,
+) -> impl Fn(Turn, Asked) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |turn: Turn, asked: Asked| {
+        let model = model.clone();
+        let gate = asked.gate.as_ref().map(|gate| {
+            crate::cli::stored_gate(
+                &connector,
+                asked.system_prompt.as_deref(),
+                gate.judge_model.clone(),
+            )
+        });
+        Box::pin(async move {
+            match turn.mode() {
+                Mode::Interactive => ask_checked(&turn, &model, &asked, gate.as_ref()).await,
+                Mode::Proactive => digest_checked(&turn, &model, &asked, gate.as_ref()).await,
+            }
+        })
+    }
 }

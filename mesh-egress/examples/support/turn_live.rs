@@ -190,4 +190,8 @@ impl<C: StreamingChannel> StreamingChannel for Live<C> {
         }));
         Ok(stream)
     }
+
+    fn streams_natively(&self) -> bool {
+        self.inner.streams_natively()
+    }
 }

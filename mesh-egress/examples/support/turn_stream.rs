@@ -1,16 +1,10 @@
-//! `turn --stream --store`: what the streamed turn through the durable outbox needs from the
-//! command line (without a store, `--stream` goes through the front door, `turn_bot`), and the
-//! stdout format a stream prints through.
+//! `turn --stream` to stdout: the surface's format a stream prints through (the front door,
+//! `turn_bot`, streams onto it block by block; with `--store`, through the durable outbox).
 
 use std::future::Future;
 
-use mesh_egress::boundary::StreamPlan;
+use mesh_egress::CommittedPart;
 use mesh_egress::channel::{Channel, PartReceipt, Render, SendError};
-use mesh_egress::degrade::Mode;
-use mesh_egress::model::{ChatRequest, OpenAiCompatible, Router};
-use mesh_egress::{CommittedPart, Turn};
-
-use crate::cli::Surface;
 
 /// A surface's format with nothing behind it: what `--stream` prints to stdout through (the
 /// printing [`Tee`](crate::cli::Tee) around it does the printing).
@@ -30,15 +24,4 @@ impl Channel for Rendering {
     ) -> impl Future<Output = Result<PartReceipt, SendError>> + Send {
         std::future::ready(Ok(PartReceipt::new(part.idempotency_key())))
     }
-}
-
-/// What the streamed turn needs from the command line.
-pub(crate) struct Streamed<'a> {
-    pub(crate) turn: &'a Turn,
-    pub(crate) mode: Mode,
-    pub(crate) plan: &'a StreamPlan<'a>,
-    pub(crate) router: &'a Router<OpenAiCompatible>,
-    pub(crate) request: &'a ChatRequest,
-    pub(crate) target: Surface,
-    pub(crate) follow_up: bool,
 }

@@ -260,27 +260,9 @@ impl PromiseKeeper for InMemory {
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(super) use durable::StoredRun;
-
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod durable {
-    use serde::{Deserialize, Serialize};
-
     use super::{BoxFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
-
-    /// A route's follow-up as the store keeps it: the route's input, what the person had
-    /// seen (a stream's delivered prefix; absent for a whole answer) and what the person said
-    /// (the follow-up turn's input, so its gate reads the same message; absent when the turn
-    /// was not told).
-    #[derive(Serialize, Deserialize)]
-    pub(in crate::bot) struct StoredRun {
-        pub(in crate::bot) input: serde_json::Value,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        pub(in crate::bot) delivered: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub(in crate::bot) said: Option<String>,
-    }
 
     /// The store keeps a promise durably: stored (route, input, mode, plan and address) before
     /// its holding line goes; a [`Worker`](crate::worker::Worker) built with
@@ -293,13 +275,12 @@ mod durable {
         ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
             Box::pin(async move {
                 let rerun = promise.rerun().ok_or(NothingToRerun)?;
-                let run = StoredRun {
-                    input: rerun.input().clone(),
-                    delivered: promise.delivered().to_owned(),
-                    said: promise.input().map(str::to_owned),
-                };
-                let task =
-                    FollowUpTask::new(rerun.route(), serde_json::to_value(run)?, promise.mode());
+                // The route's typed input (serialized by `Bot::run`), what the person had seen
+                // (a stream's delivered prefix) and what they said (the follow-up turn's input,
+                // so its gate reads the same message).
+                let task = FollowUpTask::typed(rerun.route(), rerun.input(), promise.mode())?
+                    .with_delivered(promise.delivered())
+                    .with_said(promise.input().unwrap_or_default());
                 let plan = FollowUpPlan::for_commitment(promise.commitment(), MAX_FOLLOW_UP_DELAY);
                 self.keep_commitment(promise.commitment(), promise.address(), &task, plan)
                     .await?;

@@ -260,19 +260,20 @@ impl Bot {
     ) -> Result<AgentMessage, crate::egress::EgressError> {
         use crate::egress::EgressError;
         let mode = task.mode;
-        let stored: keeper::StoredRun = serde_json::from_value(task.input).map_err(|error| {
+        // The route's input as it was stored (its own type is the route's business).
+        let input: serde_json::Value = task.input_as().map_err(|error| {
             EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
         })?;
         let mut turn = turn
             .with_policies(self.shared.policies.clone())
             .with_mode(mode);
-        if let Some(said) = stored.said {
+        if let Some(said) = task.said() {
             turn = turn.with_input(said);
         }
         let turn = turn.into_follow_up();
-        let rerun = Rerun::new(task.handler, stored.input);
+        let rerun = Rerun::new(task.handler.as_str(), input);
         let reply = self
-            .follow_up_reply(&turn, mode, &rerun, &stored.delivered)
+            .follow_up_reply(&turn, mode, &rerun, task.delivered())
             .await;
         let policy = turn.policy_for(mode);
         match self.gate(&turn, mode, policy, reply).await {
@@ -461,7 +462,11 @@ impl Bot {
         }
         delivery.receipts.push(receipt);
         delivery.kept = kept;
-        delivery.promise = if kept { None } else { promise };
+        if kept {
+            delivery.kept_promise = promise;
+        } else {
+            delivery.promise = promise;
+        }
         Ok(delivery)
     }
 
@@ -501,7 +506,7 @@ impl Bot {
         mode: Mode,
         rerun: Option<&Rerun>,
     ) -> Result<Delivery, DeliveryError> {
-        use crate::boundary::{StreamEnd, StreamPlan, stream_live};
+        use crate::boundary::{StreamEnd, StreamPlan, stream as boundary_stream, stream_live};
         let policy = turn.policy_for(mode);
         let mut plan = StreamPlan::new(mode, policy)
             .with_gate(&self.shared.gate, turn.input().unwrap_or_default());
@@ -510,7 +515,13 @@ impl Bot {
                 .with_promise_keeper(self.keeper())
                 .with_rerun(Some(rerun.clone()));
         }
-        let mut receipt = stream_live(turn, &plan, channel, stream).await?;
+        // A channel that is its own surface gets the blocks as messages of their own, each
+        // committed and sent like any message (through the outbox, with a store).
+        let mut receipt = if channel.streams_natively() {
+            stream_live(turn, &plan, channel, stream).await?
+        } else {
+            boundary_stream(turn, &plan, channel, stream).await?
+        };
         let rest = receipt.take_rest();
         let outcome = match receipt.end() {
             StreamEnd::Answered => Outcome::Answered,
@@ -522,7 +533,9 @@ impl Bot {
         let mut delivery = Delivery::new(outcome);
         delivery.delivered = receipt.delivered().to_owned();
         delivery.kept = rerun.is_some() && rest.is_some();
-        if !delivery.kept {
+        if delivery.kept {
+            delivery.kept_promise = rest;
+        } else {
             delivery.promise = rest;
         }
         delivery.receipts = receipt.into_receipts();
@@ -657,6 +670,7 @@ pub struct Delivery {
     receipts: Vec<Receipt>,
     delivered: String,
     promise: Option<Commitment>,
+    kept_promise: Option<Commitment>,
     kept: bool,
 }
 
@@ -667,6 +681,7 @@ impl Delivery {
             receipts: Vec::new(),
             delivered: String::new(),
             promise: None,
+            kept_promise: None,
             kept: false,
         }
     }
@@ -691,6 +706,14 @@ impl Delivery {
     /// turn): it will re-run the route.
     pub fn is_kept(&self) -> bool {
         self.kept
+    }
+
+    /// The holding line's promise the bot's keeper took ([`is_kept`](Self::is_kept)), for a
+    /// caller that waits for it: with a store, a command-line turn keeps the stored promise in
+    /// its own process (`Worker::keep_in_process` on the bot's `worker`) instead of leaving it
+    /// to another worker process.
+    pub fn kept_promise(&self) -> Option<&Commitment> {
+        self.kept_promise.as_ref()
     }
 
     /// The holding line's promise when nobody keeps it yet (no route started the turn): keep

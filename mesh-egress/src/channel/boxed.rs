@@ -126,6 +126,7 @@ pub struct BoxedChannel {
 trait DynStreaming: Send + Sync {
     fn stream_mode_dyn(&self) -> StreamMode;
     fn open_stream_dyn(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError>;
+    fn streams_natively_dyn(&self) -> bool;
 }
 
 impl<C: StreamingChannel> DynStreaming for C {
@@ -135,6 +136,10 @@ impl<C: StreamingChannel> DynStreaming for C {
 
     fn open_stream_dyn(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         self.open_stream(attribution)
+    }
+
+    fn streams_natively_dyn(&self) -> bool {
+        self.streams_natively()
     }
 }
 
@@ -186,6 +191,12 @@ impl StreamingChannel for BoxedChannel {
                 ReplyStream::spawn(SendEach::new(self.clone()), StreamMode::Blocks, attribution)
             }
         }
+    }
+
+    fn streams_natively(&self) -> bool {
+        self.streaming
+            .as_ref()
+            .is_some_and(|streaming| streaming.streams_natively_dyn())
     }
 }
 

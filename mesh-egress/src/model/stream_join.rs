@@ -19,23 +19,9 @@ pub(super) const ANCHOR: usize = 64;
 /// How far past the held length a fresh answer may run before the anchor must have appeared.
 pub(super) const JOIN_BOUND: usize = 1024;
 
-/// How a continuation relates to the held text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum JoinMode {
-    /// The route was given the held text as the assistant's prefix.
-    Prefill,
-    /// The route was asked the original request again.
-    Afresh,
-}
-
-impl JoinMode {
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Self::Prefill => "prefill",
-            Self::Afresh => "afresh",
-        }
-    }
-}
+/// How a continuation relates to the held text: the ledger's [`JoinedBy`](crate::ledger::JoinedBy),
+/// which records it.
+pub(crate) use crate::ledger::JoinedBy as JoinMode;
 
 /// What a push gave.
 #[derive(Debug, PartialEq, Eq)]

@@ -484,7 +484,7 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
             )
         };
         if let Some(joiner) = &joiner {
-            self.stream_report.joined_by = Some(joiner.mode().as_str().to_owned());
+            self.stream_report.joined_by = Some(joiner.mode());
         }
         Ok(Opening {
             future,
@@ -747,7 +747,7 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         self.log(&record, reason);
         self.push(record);
         self.stream_report.failed_route = Some(self.route);
-        self.stream_report.failure = Some(reason.as_str().to_owned());
+        self.stream_report.failure = Some(reason);
         self.stream_report.failed_after_bytes = Some(delivered);
         if self.route + 1 < self.router.routes.len() {
             self.fall_back(self.route + 1, FallbackReason::StreamFailedAfterDelivery);

@@ -302,6 +302,7 @@ mod readdress;
 mod resend;
 mod retention;
 mod stream;
+mod typed_input;
 #[cfg(feature = "web")]
 mod web_chats;
 

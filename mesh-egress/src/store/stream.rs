@@ -336,6 +336,10 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
         self.inner().stream_mode()
     }
 
+    fn streams_natively(&self) -> bool {
+        self.inner().streams_natively()
+    }
+
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner().open_stream(attribution)?;
         stream.observe(Arc::new(Journal {

@@ -294,13 +294,7 @@ impl Worker {
         let task = claim.task();
         match (&self.gate, &task.gate) {
             (Some(make), Some(_)) => {
-                let user = match &task.input {
-                    serde_json::Value::String(text) => text.as_str(),
-                    other => other
-                        .get("prompt")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default(),
-                };
+                let user = task.said().unwrap_or_default();
                 make(task).check(turn, user, result).await
             }
             _ => result,

@@ -17,8 +17,8 @@
 //!    PostgreSQL skips rows another worker is claiming, SQLite has one writer) and keeps each:
 //!    it takes the conversation's lease (fencing) and renews lease and claim in the background,
 //!    sends what the conversation still has open for the commitment's address, re-runs the
-//!    [`Handler`] registered under the stored name (its [`Turn`](crate::Turn) carries the
-//!    address), re-runs the gate from the stored settings (feature `gate`, see
+//!    [`Handler`] registered under the stored name with the stored input read back as the
+//!    handler's input type (its [`Turn`](crate::Turn) carries the address), re-runs the gate from the stored settings (feature `gate`, see
 //!    [`Worker::with_gate`]), puts the result through [`resolve_in`](crate::boundary::resolve_in)
 //!    with the stored mode, and delivers to the stored address through the outbox with the
 //!    commitment ended **in the same transaction** as the follow-up's parts
@@ -49,17 +49,21 @@
 //! ```no_run
 //! use mesh_egress::address::SlackAddress;
 //! use mesh_egress::channel::{DiscordClient, SlackClient};
-//! use mesh_egress::store::{FollowUpTask, Store};
+//! use mesh_egress::store::Store;
 //! use mesh_egress::worker::Worker;
 //! use mesh_egress::{Cancellation, EgressError, Turn};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Question { text: String }
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
 //! let worker = Worker::new(store, "worker-a")
 //!     .with_client(SlackClient::new(std::env::var("SLACK_BOT_TOKEN")?))
 //!     .with_client(DiscordClient::new(std::env::var("DISCORD_BOT_TOKEN")?))
-//!     .register("answer", |task: FollowUpTask, turn: Turn| async move {
+//!     // The handler's own input type, stored with the promise (`FollowUpTask::typed`).
+//!     .register("answer", |question: Question, turn: Turn| async move {
 //!         // `turn.address()` is the conversation's chat; the answer goes there.
-//!         Ok::<_, EgressError>(turn.message(format!("Here it is: {}", task.input)))
+//!         Ok::<_, EgressError>(turn.message(format!("Here it is: {}", question.text)))
 //!     });
 //! let shutdown = Cancellation::new();
 //! let report = worker.run_once(&shutdown).await?;
@@ -116,7 +120,7 @@ pub struct Worker {
     ttl: Duration,
     poll: Duration,
     policy: DegradationPolicy,
-    handlers: HashMap<String, Arc<dyn Handler>>,
+    handlers: HashMap<String, Arc<dyn handler::Registered>>,
     #[cfg(feature = "gate")]
     gate: Option<GateFactory>,
     reports: Mutex<Reports>,
@@ -307,9 +311,17 @@ impl Worker {
         self
     }
 
-    /// Registers `handler` under `name`, the name a stored commitment's task carries.
-    pub fn register(mut self, name: impl Into<String>, handler: impl Handler) -> Self {
-        self.handlers.insert(name.into(), Arc::new(handler));
+    /// Registers `handler` under `name`, the name a stored commitment's task carries. The
+    /// handler declares its input type `I` ([`Handler`]): a follow-up re-runs it with the
+    /// stored input read back as `I` ([`FollowUpTask::typed`](crate::store::FollowUpTask::typed)
+    /// stores one); input that no longer fits ends the promise with the mode's last word.
+    pub fn register<I: 'static>(
+        mut self,
+        name: impl Into<String>,
+        handler: impl Handler<I>,
+    ) -> Self {
+        self.handlers
+            .insert(name.into(), Arc::new(handler::Erased::new(handler)));
         self
     }
 
@@ -336,8 +348,8 @@ impl Worker {
     /// Re-runs a gate on every follow-up whose task stored gate settings: `make` builds it
     /// from the task (its [`gate`](crate::store::FollowUpTask::gate) settings and
     /// [`system_prompt`](crate::store::FollowUpTask::system_prompt)), as the original turn
-    /// built its own. The gate reads the task's input as the user message when it is a string
-    /// (or an object's `"prompt"` string).
+    /// built its own. The gate reads what the person said
+    /// ([`FollowUpTask::said`](crate::store::FollowUpTask::said)).
     #[cfg(feature = "gate")]
     pub fn with_gate(
         mut self,

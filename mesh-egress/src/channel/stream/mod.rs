@@ -126,6 +126,16 @@ pub trait StreamingChannel: Channel {
     ///
     /// Fails only when no Tokio runtime is running to drive the stream.
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError>;
+
+    /// Whether the surface shows a stream its own way (`true`, the default, and every HTTP
+    /// connector's). `false` for a channel that is its own surface (the
+    /// [`Recorder`](crate::channel::Recorder), a [`BoxedChannel::new`](crate::channel::BoxedChannel::new)):
+    /// its stream only sends each part as a message, so the front door sends the blocks as
+    /// messages of their own instead, each through the channel's `commit` and `send` (a durable
+    /// outbox then claims and records each as it does any message, not as a streamed part).
+    fn streams_natively(&self) -> bool {
+        true
+    }
 }
 
 /// The stream of a channel that is its own surface (the in-memory [`Recorder`] and the
@@ -195,6 +205,10 @@ struct SendFailed(String);
 impl StreamingChannel for crate::channel::Recorder {
     fn stream_mode(&self) -> StreamMode {
         StreamMode::Blocks
+    }
+
+    fn streams_natively(&self) -> bool {
+        false
     }
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
