@@ -187,6 +187,19 @@ pub(crate) fn settle(
     result: Result<Completion, ModelError>,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
+    // The healthy case, asked in place: text and no tool call, the text holding no text tool
+    // call. It is what `inspect` finds `Usable` unchanged, without moving the completion
+    // through it.
+    if let Ok(completion) = &result
+        && completion.tool_calls.is_empty()
+        && completion.has_text()
+        && completion
+            .content
+            .as_deref()
+            .is_some_and(|text| markers::find(text).is_none())
+    {
+        return result;
+    }
     match inspect(usable(result)?, request) {
         Inspected::Usable(completion) => Ok(completion),
         Inspected::Failed(error) => Err(error),
