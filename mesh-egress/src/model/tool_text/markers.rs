@@ -589,7 +589,11 @@ mod tests {
                 // The marker alone, and inside prose: the automata still run (whether it opens
                 // a call there is theirs to say; `each_marker_is_found_where_it_opens_a_call`
                 // runs short texts through the filter too).
-                assert!(scanner.may_hold_marker(marker.literal), "{}", marker.literal);
+                assert!(
+                    scanner.may_hold_marker(marker.literal),
+                    "{}",
+                    marker.literal
+                );
                 let inside = format!("Some prose, then {} and more.", marker.literal);
                 assert!(scanner.may_hold_marker(&inside), "{}", marker.literal);
             }
