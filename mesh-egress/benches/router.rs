@@ -2,6 +2,10 @@
 //! `backon` and by `tower::retry`, each peer given the same per-attempt timeout (60 s) and the
 //! same attempt budget (3), so all do the same work. The connector answers at once.
 //!
+//! Beside them, the parts of what the Router adds: its ledger row (`ledger_row`, as the Router
+//! builds it; `ledger_row_only`, with freshly allocated model names, as earlier rounds measured
+//! it) and its two clock reads (`clock_pair`).
+//!
 //! `cargo bench -p mesh-egress --features testing --bench router`
 
 #![allow(missing_docs)]
@@ -160,6 +164,40 @@ fn bench(c: &mut Criterion) {
             };
             turn.ledger()
                 .record(turn.attribution(), LedgerRecord::Recovery(report));
+        });
+    });
+    // The same row as the Router builds it for a call answered on its first poll: the route's
+    // model name shared (two `Arc` clones), not allocated as `ledger_row_only` does above (kept
+    // as it was, so old and new builds compare).
+    let model: Arc<str> = Arc::from("m");
+    group.bench_function("ledger_row", |b| {
+        b.iter(|| {
+            let model = black_box(&model);
+            let report = RecoveryReport {
+                attempts: mesh_egress::ledger::Attempts::one(AttemptRecord {
+                    route_index: 0,
+                    model: Arc::clone(model),
+                    attempt: 1,
+                    outcome: AttemptOutcome::Answered,
+                    retryable: true,
+                    duration: Duration::ZERO,
+                    wait: None,
+                }),
+                answered_by: Some(0),
+                answered_model: Some(Arc::clone(model)),
+                gave_up: None,
+                stream: None,
+            };
+            turn.ledger()
+                .record(turn.attribution(), LedgerRecord::Recovery(report));
+        });
+    });
+    // The two clock reads the Router makes on the healthy path (the call's start, and the
+    // attempt's duration for its row), which a direct call does not make.
+    group.bench_function("clock_pair", |b| {
+        b.iter(|| {
+            let start = tokio::time::Instant::now();
+            black_box(black_box(start).elapsed())
         });
     });
     group.finish();

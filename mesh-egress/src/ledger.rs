@@ -100,6 +100,8 @@ impl Ledger {
     }
 
     /// Appends a row attributed to `attribution`.
+    // Inlined so a caller's row is built in place, not moved into the entry once more.
+    #[inline]
     pub fn record(&self, attribution: &Attribution, record: LedgerRecord) {
         self.store
             .record(LedgerEntry::new(attribution.clone(), record));
@@ -172,6 +174,7 @@ pub struct LedgerEntry {
 }
 
 impl LedgerEntry {
+    #[inline]
     pub(crate) fn new(attribution: Attribution, record: LedgerRecord) -> Self {
         Self {
             attribution,

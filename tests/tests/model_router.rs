@@ -507,6 +507,46 @@ async fn the_turns_deadline_caps_recovery() {
     assert_eq!(recovery(&turn).gave_up.as_deref(), Some("deadline_reached"));
 }
 
+/// The healthy path asks the primary only when the call has time left: none with a zero total
+/// deadline or a turn whose deadline is now, and then recovery ends at once without asking any
+/// model (`total_deadline`); a turn with a moment left is answered.
+#[tokio::test(start_paused = true)]
+async fn a_call_with_no_time_left_asks_no_model_and_one_with_a_moment_left_is_answered() {
+    let now = Instant::now();
+    let no_time = [
+        (
+            RetryConfig::default().with_total_deadline(Duration::ZERO),
+            turn(),
+        ),
+        (RetryConfig::default(), turn().with_deadline(now)),
+    ];
+    for (config, turn) in no_time {
+        let connector = ScriptedConnector::new().on("a", [Step::answer("ok")]);
+        let err = router(&connector, config, &["a"])
+            .complete(&turn, request())
+            .await
+            .expect_err("no time left");
+        assert!(connector.calls().is_empty());
+        assert!(err.retryable());
+        let report = recovery(&turn);
+        assert_eq!(report.gave_up.as_deref(), Some("total_deadline"));
+        assert!(report.attempts.is_empty());
+        assert_eq!(Instant::now(), now);
+    }
+    let connector = ScriptedConnector::new().on("a", [Step::answer("ok")]);
+    let turn = turn().with_deadline(now + Duration::from_nanos(1));
+    let completion = router(&connector, RetryConfig::default(), &["a"])
+        .complete(&turn, request())
+        .await
+        .expect("answered");
+    assert_eq!(completion.content.as_deref(), Some("ok"));
+    let report = recovery(&turn);
+    assert_eq!(report.answered_by, Some(0));
+    assert_eq!(report.attempts.len(), 1);
+    assert_eq!(report.attempts[0].outcome, AttemptOutcome::Answered);
+    assert_eq!(report.attempts[0].duration, Duration::ZERO);
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_attempt_disables_retries_but_not_fallback_or_deadlines() {
     let config = lookup(&[("MESH_MODEL_RETRY_ATTEMPTS", "1")]);

@@ -138,17 +138,17 @@ impl<C: ModelConnector> Router<C> {
     ) -> Result<Completion, EgressError> {
         let request = request.borrow();
         let start = Instant::now();
-        let mut end = saturating_after(start, self.config.total_deadline());
-        if let Some(deadline) = turn.deadline() {
-            end = end.min(deadline);
-        }
         // The healthy path: the primary is asked at once and polled once, before any timer,
-        // signal subscription or recovery state exists. `end > start` already means the turn's
-        // deadline has not passed (`end` is capped by it), so only cancellation and ownership
-        // are left to check, in `Turn::stop_reason`'s order (each asked once). No time left goes
-        // to `recover` untouched, which gives up before asking the turn anything; a stopped turn
-        // goes there with its reason.
-        let stopped = if end <= start {
+        // signal subscription or recovery state exists (the call's end instant included, which
+        // only recovery reads). The call has time left when the total deadline is not zero and
+        // the turn's deadline has not passed, which also means the turn is not stopped by its
+        // deadline, so only cancellation and ownership are left to check, in
+        // `Turn::stop_reason`'s order (each asked once). No time left goes to `recover`
+        // untouched, which gives up before asking the turn anything; a stopped turn goes there
+        // with its reason.
+        let has_time = !self.config.total_deadline().is_zero()
+            && turn.deadline().is_none_or(|deadline| deadline > start);
+        let stopped = if !has_time {
             None
         } else if turn.cancellation().is_cancelled() {
             Some(StopReason::Cancelled)
@@ -157,9 +157,9 @@ impl<C: ModelConnector> Router<C> {
         } else {
             None
         };
-        if end <= start || stopped.is_some() {
+        if !has_time || stopped.is_some() {
             let first = stopped.map(First::Stopped);
-            let recovery = Recovery::new(turn, request, start, end);
+            let recovery = self.recovery(turn, request, start);
             return Box::pin(self.recover::<std::future::Pending<_>>(recovery, first)).await;
         }
         // In an `Option` so recovery can drop it in place (cancelling it) when its attempt ends.
@@ -177,8 +177,23 @@ impl<C: ModelConnector> Router<C> {
         };
         // Boxed so the healthy path's future stays small: the recovery machinery (timers, the
         // turn's signals, backoff) is only built for a call that did not answer at once.
-        let recovery = Recovery::new(turn, request, start, end);
+        let recovery = self.recovery(turn, request, start);
         Box::pin(self.recover(recovery, Some(first))).await
+    }
+
+    /// The recovery state of a call that started at `start`: it must end after the total
+    /// deadline, or at the turn's deadline if that comes first.
+    pub(super) fn recovery<'a>(
+        &self,
+        turn: &'a Turn,
+        request: &'a ChatRequest,
+        start: Instant,
+    ) -> Recovery<'a> {
+        let mut end = saturating_after(start, self.config.total_deadline());
+        if let Some(deadline) = turn.deadline() {
+            end = end.min(deadline);
+        }
+        Recovery::new(turn, request, start, end)
     }
 
     /// The ledger row of a call the primary answered on its first poll.

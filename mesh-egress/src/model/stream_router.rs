@@ -21,7 +21,7 @@ use super::ModelConnector;
 use super::error::ModelError;
 use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, RecoveryError};
-use super::router::{Router, saturating_after};
+use super::router::Router;
 use super::stream::{ModelStream, ToolCallAssembler, ToolCallDelta};
 use super::stream_join::{JoinMode, Joined, Joiner};
 use super::tool_text::{HeadCheck, HeadStep, quoted_by_user, read_streamed};
@@ -215,14 +215,12 @@ impl<C: ModelConnector> Router<C> {
     /// ```
     pub fn stream<'a>(&'a self, turn: &'a Turn, request: &'a ChatRequest) -> RoutedStream<'a> {
         let start = Instant::now();
-        let mut end = saturating_after(start, self.config.total_deadline());
-        if let Some(deadline) = turn.deadline() {
-            end = end.min(deadline);
-        }
+        let recovery = self.recovery(turn, request, start);
+        let end = recovery.end;
         let driver = Driver {
             router: self,
             turn,
-            recovery: Some(Recovery::new(turn, request, start, end)),
+            recovery: Some(recovery),
             route: 0,
             route_open: false,
             route_attempt: 0,

@@ -1,6 +1,7 @@
 //! The text protocols Layer A recognises, the markers that open each, and the one cheap check
-//! of a completion's text ([`find`]): a look at its first byte, and one Aho-Corasick pass over
-//! it for the markers, the automaton built once per process. Everything past that (where a
+//! of a completion's text ([`find`]): a look at its first byte, and an Aho-Corasick pass over
+//! it for the markers (skipped on a short reply that holds none of their first bytes), the
+//! automata built once per process. Everything past that (where a
 //! call ends, whether it sits in code, what it says) runs only on a text that holds a marker.
 
 use std::ops::Range;
@@ -90,28 +91,68 @@ fn groups() -> [Vec<&'static Marker>; 2] {
 }
 
 /// One group's automaton and its markers, in pattern order.
-type Group = (AhoCorasick, Vec<&'static Marker>);
+struct Group {
+    automaton: AhoCorasick,
+    markers: Vec<&'static Marker>,
+}
 
-/// One automaton per group, built on first use. `None` only if the builder refused the table,
-/// which is a constant far below its limits (a unit test pins that it builds).
-fn automata() -> Option<&'static [Group]> {
-    static AUTOMATA: OnceLock<Option<Vec<Group>>> = OnceLock::new();
-    AUTOMATA
+/// What [`find`] scans with, built once: the groups' automata, the markers that only count as
+/// the reply's first text, and the bytes the scanned markers start with.
+struct Scanner {
+    groups: Vec<Group>,
+    starts: Vec<&'static Marker>,
+    /// `first_byte[b]`: some scanned marker starts with byte `b`.
+    first_byte: [bool; 256],
+}
+
+/// Up to this length [`find`] first looks for a scanned marker's first byte, one table lookup
+/// per byte, and skips the automata when there is none: on a short reply each automaton's
+/// fixed cost per search (its input checks, start state and prefilter call, about 200
+/// instructions) is most of the check, while a longer text amortises it and the automata's own
+/// vectorised prefilters are faster than this loop (see the router benchmark's profile in
+/// BENCHMARKS.md).
+const SHORT_TEXT: usize = 128;
+
+impl Scanner {
+    /// Whether `text` may hold a scanned marker (always true past [`SHORT_TEXT`], where the
+    /// automata's prefilters answer that).
+    fn may_hold_marker(&self, text: &str) -> bool {
+        text.len() > SHORT_TEXT || text.bytes().any(|b| self.first_byte[usize::from(b)])
+    }
+}
+
+/// The scanner, built on first use. `None` only if the builder refused the table, which is a
+/// constant far below its limits (a unit test pins that it builds).
+fn scanner() -> Option<&'static Scanner> {
+    static SCANNER: OnceLock<Option<Scanner>> = OnceLock::new();
+    SCANNER
         .get_or_init(|| {
-            groups()
+            let mut first_byte = [false; 256];
+            let groups = groups()
                 .into_iter()
-                .map(|group| {
+                .map(|markers| {
+                    for marker in &markers {
+                        if let Some(&b) = marker.literal.as_bytes().first() {
+                            first_byte[usize::from(b)] = true;
+                        }
+                    }
                     // Exact case: these are tokens of a vocabulary, not words. No literal is a
                     // prefix of another, so the leftmost match is the only one.
-                    AhoCorasickBuilder::new()
+                    let automaton = AhoCorasickBuilder::new()
                         .match_kind(MatchKind::LeftmostFirst)
-                        .build(group.iter().map(|m| m.literal))
-                        .ok()
-                        .map(|ac| (ac, group))
+                        .build(markers.iter().map(|m| m.literal))
+                        .ok()?;
+                    Some(Group { automaton, markers })
                 })
-                .collect()
+                .collect::<Option<Vec<Group>>>()?;
+            let starts = MARKERS.iter().filter(|m| m.place == Place::Start).collect();
+            Some(Scanner {
+                groups,
+                starts,
+                first_byte,
+            })
         })
-        .as_deref()
+        .as_ref()
 }
 
 /// A text tool call found in a completion's text: its format and where its markup starts (the
@@ -132,7 +173,8 @@ pub(crate) enum Opens {
 }
 
 /// The healthy-path check: the text tool call `text` holds, if any. Cost on a reply without one:
-/// a look at its first non-blank byte and one automaton pass.
+/// a look at its first non-blank byte and one automaton pass per group (on a short reply, a
+/// look for the markers' first bytes instead, unless one occurs).
 pub(crate) fn find(text: &str) -> Option<Found> {
     let lead = text.len() - text.trim_start().len();
     if let Some(format) = whole_reply(&text[lead..]) {
@@ -141,12 +183,16 @@ pub(crate) fn find(text: &str) -> Option<Found> {
             start: lead,
         });
     }
-    if let Some(found) = at_start(text, lead) {
+    let scanner = scanner()?;
+    if let Some(found) = at_start(scanner, text, lead) {
         return Some(found);
+    }
+    if !scanner.may_hold_marker(text) {
+        return None;
     }
     let mut code: Option<Vec<Range<usize>>> = None;
     let mut first: Option<Found> = None;
-    for (automaton, markers) in automata()? {
+    for Group { automaton, markers } in &scanner.groups {
         for m in automaton.find_iter(text) {
             if first.is_some_and(|f| f.start <= m.start()) {
                 break;
@@ -173,10 +219,10 @@ pub(crate) fn find(text: &str) -> Option<Found> {
 
 /// A call of a format that opens the reply (`functools[`, `>>>`): at `lead`, or, for
 /// Functionary's `>>>all` text, at the first recipient line after it that names a function.
-fn at_start(text: &str, lead: usize) -> Option<Found> {
-    let marker = MARKERS
+fn at_start(scanner: &Scanner, text: &str, lead: usize) -> Option<Found> {
+    let marker = scanner
+        .starts
         .iter()
-        .filter(|m| m.place == Place::Start)
         .find(|m| text[lead..].starts_with(m.literal))?;
     let opens_at = |at: usize| opens(marker.literal, &text[at + marker.literal.len()..]);
     if opens_at(lead) == Opens::Yes {
@@ -532,7 +578,32 @@ mod tests {
 
     #[test]
     fn the_marker_table_compiles() {
-        assert!(automata().is_some_and(|a| a.iter().all(|(_, m)| !m.is_empty())));
+        assert!(scanner().is_some_and(|s| s.groups.iter().all(|g| !g.markers.is_empty())));
+    }
+
+    #[test]
+    fn the_first_byte_filter_never_hides_a_marker() {
+        let scanner = scanner().expect("the table builds");
+        for group in &scanner.groups {
+            for marker in &group.markers {
+                // The marker alone, and inside prose: the automata still run (whether it opens
+                // a call there is theirs to say; `each_marker_is_found_where_it_opens_a_call`
+                // runs short texts through the filter too).
+                assert!(
+                    scanner.may_hold_marker(marker.literal),
+                    "{}",
+                    marker.literal
+                );
+                let inside = format!("Some prose, then {} and more.", marker.literal);
+                assert!(scanner.may_hold_marker(&inside), "{}", marker.literal);
+            }
+        }
+        // Every scanned marker is in a group, and every other one is checked at the start.
+        let grouped: usize = scanner.groups.iter().map(|g| g.markers.len()).sum();
+        assert_eq!(grouped + scanner.starts.len(), MARKERS.len());
+        // A short reply with none of those bytes skips the automata; a long one never does.
+        assert!(!scanner.may_hold_marker("All green."));
+        assert!(scanner.may_hold_marker(&"All green. ".repeat(20)));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! Delivered as an answer, the person reads `<tool_call>{"name": "search_logs", …}`.
 //!
 //! Layer A reads a completion's text for one ([`text_tool_format`]; a look at its first byte
-//! and one Aho-Corasick pass over it, the automaton built once: the healthy path pays that and
-//! nothing else). A call found outside code (a marker inside a fence or an inline code span is
+//! and one Aho-Corasick pass over it, the automata built once, or on a short reply with none of
+//! the markers' first bytes not even that pass: the healthy path pays that and nothing else). A call found outside code (a marker inside a fence or an inline code span is
 //! the model quoting the format, as when the person asked about it):
 //!
 //! - **the request offered tools**: it is read into structured [`ToolCall`]s (its name must be
@@ -187,6 +187,19 @@ pub(crate) fn settle(
     result: Result<Completion, ModelError>,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
+    // The healthy case, asked in place: text and no tool call, the text holding no text tool
+    // call. It is what `inspect` finds `Usable` unchanged, without moving the completion
+    // through it.
+    if let Ok(completion) = &result
+        && completion.tool_calls.is_empty()
+        && completion.has_text()
+        && completion
+            .content
+            .as_deref()
+            .is_some_and(|text| markers::find(text).is_none())
+    {
+        return result;
+    }
     match inspect(usable(result)?, request) {
         Inspected::Usable(completion) => Ok(completion),
         Inspected::Failed(error) => Err(error),
