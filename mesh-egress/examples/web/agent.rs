@@ -1,15 +1,15 @@
-//! The web example's agent: the release assistant, answering through Layer A's routed stream,
-//! against the scripted fake provider (a fault chosen per message on the page) or, with
-//! `MESH_MODEL_BASE_URL`, a real OpenAI-compatible endpoint.
+//! The web example's agent: the release assistant, an `#[egress_boundary]` handler streaming
+//! Layer A's routed answer, against the scripted fake provider (a fault chosen per message on
+//! the page) or, with `MESH_MODEL_BASE_URL`, a real OpenAI-compatible endpoint.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::BoxFuture;
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::web::{Answered, ChatAgent, ChatInput, ChatRole, ChatTurn};
+use mesh_egress::web::{ChatInput, ChatRole};
+use mesh_egress::{AnswerStream, EgressError, Turn, egress_boundary};
 use serde::{Deserialize, Serialize};
 
 const SYSTEM_PROMPT: &str = "You are the release assistant for the payments team. Answer in a \
@@ -46,30 +46,25 @@ pub(crate) enum Model {
     /// The scripted fake provider, in memory.
     Scripted(Scripted),
     /// The endpoint the `MESH_MODEL_*` variables name.
-    Real(Box<Router<OpenAiCompatible>>),
+    Real(Arc<Router<OpenAiCompatible>>),
 }
 
-/// The example's [`ChatAgent`].
-pub(crate) struct ReleaseAssistant {
-    pub(crate) model: Model,
-}
-
-impl ChatAgent for ReleaseAssistant {
-    type Options = Options;
-
-    fn answer<'a>(&'a self, chat: ChatTurn<'a, Options>) -> BoxFuture<'a, Answered> {
-        Box::pin(async move {
-            let (turn, input) = (chat.turn(), chat.input());
-            let request = request_of(input);
-            match &self.model {
-                Model::Real(router) => chat.stream(router.stream(turn, &request)).await,
-                Model::Scripted(scripted) => {
-                    let router = scripted.router(turn.attribution().run(), input);
-                    chat.stream(router.stream(turn, &request)).await
-                }
-            }
-        })
-    }
+/// The release assistant's answer to one message of the chat: the model's stream. A promise
+/// its holding line makes is kept by the bot re-running this same handler.
+#[egress_boundary(interactive)]
+pub(crate) async fn answer(
+    turn: &Turn,
+    model: &Model,
+    input: ChatInput<Options>,
+) -> Result<AnswerStream, EgressError> {
+    let request = request_of(&input);
+    Ok(match model {
+        Model::Real(router) => router.answer_stream(turn, request),
+        Model::Scripted(scripted) => {
+            let router = scripted.router(turn.attribution().run(), &input);
+            Arc::new(router).answer_stream(turn, request)
+        }
+    })
 }
 
 /// The model request: the system prompt, the chat so far (from the store), the new message.

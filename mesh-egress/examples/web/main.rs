@@ -36,14 +36,16 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::routing::get;
-use mesh_egress::Cancellation;
-use mesh_egress::degrade::{DegradationPolicy, FollowUp};
+use mesh_egress::degrade::FollowUp;
 use mesh_egress::gate::QualityGate;
 use mesh_egress::model::{RetryConfig, Router};
-use mesh_egress::web::WebChat;
+use mesh_egress::web::{ChatInput, WebChat};
+use mesh_egress::{Bot, Cancellation, Turn};
 
-use agent::{Model, ReleaseAssistant, Scripted};
+use agent::{Model, Options, Scripted, answer};
 use cli::{holder_name, init_logs, model_from_env, open_store, usage_error, value};
 
 const USAGE: &str = "usage: web [--port N] [--store URL]";
@@ -101,7 +103,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
 fn model() -> Result<Model, String> {
     if std::env::var("MESH_MODEL_BASE_URL").is_ok_and(|v| !v.trim().is_empty()) {
         let (connector, model) = model_from_env()?;
-        Ok(Model::Real(Box::new(Router::new(
+        Ok(Model::Real(Arc::new(Router::new(
             connector,
             model,
             RetryConfig::from_env(),
@@ -111,8 +113,9 @@ fn model() -> Result<Model, String> {
     }
 }
 
-/// Layer C's policy: the follow-up from `MESH_FOLLOW_UP_*`, or a demo-sized one.
-fn policy() -> DegradationPolicy {
+/// The promise a holding line makes: the follow-up from `MESH_FOLLOW_UP_*`, or a demo-sized
+/// one (its first delay, its tries).
+fn follow_up() -> (Duration, u32) {
     let (follow_up, _warnings) = FollowUp::from_env();
     let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
     let first_delay = if set("MESH_FOLLOW_UP_DELAY_MS") {
@@ -120,7 +123,7 @@ fn policy() -> DegradationPolicy {
     } else {
         DEMO_FOLLOW_UP
     };
-    DegradationPolicy::default().with_follow_up(first_delay, follow_up.attempts)
+    (first_delay, follow_up.attempts)
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT.
@@ -171,9 +174,25 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let chat = WebChat::new(store.clone(), ReleaseAssistant { model })
-        .with_policy(policy())
-        .with_gate(gate);
+    // The one value, built once: Layer C's policy, the gate, the store (and so the durable
+    // promise keeper); the web chat serves its route and is the client it delivers with.
+    let (first_delay, attempts) = follow_up();
+    let bot = Bot::new()
+        .with_follow_up(first_delay, attempts)
+        .with_gate(gate)
+        .with_store(store.clone());
+    let model = Arc::new(model);
+    let ask = bot.route(
+        "release-assistant",
+        move |turn: Turn, input: ChatInput<Options>| {
+            let model = Arc::clone(&model);
+            async move { answer(&turn, &model, input).await }
+        },
+    );
+    let Some(chat) = WebChat::from_bot(bot, ask) else {
+        eprintln!("error: the web chat needs the bot's store");
+        return ExitCode::FAILURE;
+    };
 
     let shutdown = Cancellation::new();
     if let Err(error) = on_signals(shutdown.clone()) {

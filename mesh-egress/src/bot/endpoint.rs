@@ -43,6 +43,26 @@ impl<I> Endpoint<I> {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The handler's future for `turn` and `input`.
+    pub(super) fn call(&self, turn: &Turn, input: I) -> BoxFuture<'static, Outgoing> {
+        (self.handler)(turn.clone(), input)
+    }
+}
+
+impl<I: Serialize> Endpoint<I> {
+    /// What re-runs this route with `input` for a follow-up, or `None` (with a warning) when
+    /// the input cannot be serialized: the turn still runs, its promise then comes back in the
+    /// [`Delivery`].
+    pub(super) fn rerun(&self, input: &I) -> Option<Rerun> {
+        match serde_json::to_value(input) {
+            Ok(value) => Some(Rerun::new(self.name(), value)),
+            Err(error) => {
+                tracing::warn!(target: "mesh_egress::bot", route = self.name(), error = %error, "the route's input cannot be serialized; a promise this turn makes is not kept");
+                None
+            }
+        }
+    }
 }
 
 /// A route as the keepers call it: input as it was serialized.
@@ -151,14 +171,8 @@ impl Bot {
         route: &Endpoint<I>,
         input: I,
     ) -> Result<Delivery, DeliveryError> {
-        let rerun = match serde_json::to_value(&input) {
-            Ok(value) => Some(Rerun::new(route.name(), value)),
-            Err(error) => {
-                tracing::warn!(target: "mesh_egress::bot", route = route.name(), error = %error, "the route's input cannot be serialized; a promise this turn makes is not kept");
-                None
-            }
-        };
-        let reply = (route.handler)(turn.clone(), input).await;
+        let rerun = route.rerun(&input);
+        let reply = route.call(turn, input).await;
         self.send_rerun(turn, reply, rerun.as_ref()).await
     }
 

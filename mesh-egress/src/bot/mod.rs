@@ -40,13 +40,19 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(all(feature = "gate", feature = "markdown"))]
+mod deadline;
 mod endpoint;
 mod keeper;
+#[cfg(all(feature = "gate", feature = "markdown"))]
+mod to_channel;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
+#[cfg(all(feature = "gate", feature = "markdown"))]
+pub(crate) use deadline::Deadlined;
 pub use endpoint::Endpoint;
 
 use crate::address::{Address, Surface};
@@ -55,7 +61,9 @@ use crate::boundary::{
     Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, record_delivered, resolve_in,
 };
 use crate::channel::stream::StreamingChannel;
-use crate::channel::{DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered};
+use crate::channel::{
+    Channel, DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered,
+};
 use crate::degrade::{DegradationPolicy, Policies};
 use crate::egress::{AgentMessage, Attribution};
 use crate::future::BoxFuture;
@@ -232,6 +240,23 @@ impl Bot {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn worker(&self, holder: impl Into<String>) -> Option<crate::worker::Worker> {
         let store = self.shared.store.clone()?;
+        Some(self.worker_on(store, holder.into()))
+    }
+
+    /// The store the bot commits through and keeps its promises in, if it has one.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn store(&self) -> Option<&crate::store::Store> {
+        self.shared.store.as_ref()
+    }
+
+    /// [`worker`](Self::worker) on `store` (the bot's own: a surface that checked
+    /// [`store`](Self::store) once builds its workers without asking again).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn worker_on(
+        &self,
+        store: crate::store::Store,
+        holder: String,
+    ) -> crate::worker::Worker {
         let mut worker = crate::worker::Worker::new(store, holder)
             .with_policy(self.shared.policies.for_mode(Mode::Interactive).clone());
         if let Some(ledger) = self.store_ledger() {
@@ -247,7 +272,7 @@ impl Bot {
                 async move { bot.kept_by_worker(task, turn).await }
             });
         }
-        Some(worker)
+        worker
     }
 
     /// A worker's follow-up of a route's promise: the route re-run on a follow-up turn, gated;
@@ -406,7 +431,7 @@ impl Bot {
         Arc::new(keeper::InMemory::new(self.clone()))
     }
 
-    async fn whole<C: StreamingChannel>(
+    async fn whole<C: Channel + ?Sized>(
         &self,
         turn: &Turn,
         channel: &C,
@@ -506,40 +531,35 @@ impl Bot {
         mode: Mode,
         rerun: Option<&Rerun>,
     ) -> Result<Delivery, DeliveryError> {
-        use crate::boundary::{StreamEnd, StreamPlan, stream as boundary_stream, stream_live};
+        let plan = self.stream_plan(turn, mode, rerun);
+        // A channel that is its own surface gets the blocks as messages of their own, each
+        // committed and sent like any message (through the outbox, with a store).
+        let receipt = if channel.streams_natively() {
+            crate::boundary::stream_live(turn, &plan, channel, stream).await?
+        } else {
+            crate::boundary::stream(turn, &plan, channel, stream).await?
+        };
+        Ok(streamed_delivery(receipt, rerun))
+    }
+
+    /// How a streamed turn of `mode` goes: Layer C's policy for the mode, the gate's block
+    /// check, and, when a route started the turn, the bot's keeper for a promise.
+    #[cfg(all(feature = "gate", feature = "markdown"))]
+    fn stream_plan<'a>(
+        &'a self,
+        turn: &'a Turn,
+        mode: Mode,
+        rerun: Option<&Rerun>,
+    ) -> crate::boundary::StreamPlan<'a> {
         let policy = turn.policy_for(mode);
-        let mut plan = StreamPlan::new(mode, policy)
+        let mut plan = crate::boundary::StreamPlan::new(mode, policy)
             .with_gate(&self.shared.gate, turn.input().unwrap_or_default());
         if let Some(rerun) = rerun {
             plan = plan
                 .with_promise_keeper(self.keeper())
                 .with_rerun(Some(rerun.clone()));
         }
-        // A channel that is its own surface gets the blocks as messages of their own, each
-        // committed and sent like any message (through the outbox, with a store).
-        let mut receipt = if channel.streams_natively() {
-            stream_live(turn, &plan, channel, stream).await?
-        } else {
-            boundary_stream(turn, &plan, channel, stream).await?
-        };
-        let rest = receipt.take_rest();
-        let outcome = match receipt.end() {
-            StreamEnd::Answered => Outcome::Answered,
-            StreamEnd::Stopped(reason) => Outcome::Stopped(reason),
-            StreamEnd::Degraded { .. } if rest.is_some() => Outcome::Holding,
-            StreamEnd::Degraded { .. } if receipt.layer_c().is_some() => Outcome::Handoff,
-            _ => Outcome::Silent,
-        };
-        let mut delivery = Delivery::new(outcome);
-        delivery.delivered = receipt.delivered().to_owned();
-        delivery.kept = rerun.is_some() && rest.is_some();
-        if delivery.kept {
-            delivery.kept_promise = rest;
-        } else {
-            delivery.promise = rest;
-        }
-        delivery.receipts = receipt.into_receipts();
-        Ok(delivery)
+        plan
     }
 
     /// Without the block check (features `gate` and `markdown`), a stream is read to its end
@@ -557,6 +577,34 @@ impl Bot {
         let reply = collect(turn, stream, mode).await;
         self.whole(turn, channel, reply, rerun).await
     }
+}
+
+/// What a streamed turn delivered, as the front door reports it: the promise kept when a
+/// route started the turn (the plan had the keeper), else handed back.
+#[cfg(all(feature = "gate", feature = "markdown"))]
+fn streamed_delivery(
+    mut receipt: crate::boundary::StreamedTurnReceipt,
+    rerun: Option<&Rerun>,
+) -> Delivery {
+    use crate::boundary::StreamEnd;
+    let rest = receipt.take_rest();
+    let outcome = match receipt.end() {
+        StreamEnd::Answered => Outcome::Answered,
+        StreamEnd::Stopped(reason) => Outcome::Stopped(reason),
+        StreamEnd::Degraded { .. } if rest.is_some() => Outcome::Holding,
+        StreamEnd::Degraded { .. } if receipt.layer_c().is_some() => Outcome::Handoff,
+        _ => Outcome::Silent,
+    };
+    let mut delivery = Delivery::new(outcome);
+    delivery.delivered = receipt.delivered().to_owned();
+    delivery.kept = rerun.is_some() && rest.is_some();
+    if delivery.kept {
+        delivery.kept_promise = rest;
+    } else {
+        delivery.promise = rest;
+    }
+    delivery.receipts = receipt.into_receipts();
+    delivery
 }
 
 /// `stream` read to its end as one reply of `turn` in `mode` (the boundary's: a failure goes

@@ -1,20 +1,30 @@
-//! [`ChatAgent`]: what the application writes, the one place a web chat's turn is answered.
+//! [`ChatInput`]: what one turn of a web chat answers, the input of the route a [`WebChat`]
+//! serves; and [`ChatAgent`], the agent seam of [`WebChat::new`], which this file makes a route
+//! of the chat's [`Bot`], so an agent's turn takes the front door's one path as an
+//! `#[egress_boundary]` handler's does.
 //!
 //! The agent gets a [`ChatTurn`] (the turn, and the [`ChatInput`]: what the person wrote, the
 //! chat so far, the page's typed options) and answers with a stream of text through
-//! [`ChatTurn::stream`]. That call is the whole boundary for the web: gate, Layer C, render,
-//! commit to the outbox, send, keep the promise. A [`ChatTurn`] is also how a worker re-runs
-//! the same agent to keep a promise (its text is then collected, not streamed), so one agent
-//! serves both. [`Answered`] can only come from [`ChatTurn::stream`]: an agent cannot finish a
-//! turn without going through it.
+//! [`ChatTurn::stream`]: the text becomes the route's [`AnswerStream`], which the bot gates,
+//! renders, commits to the outbox and sends block by block, Layer C answering for what was not
+//! delivered. A worker keeping a promise re-runs the same route, so one agent serves both.
+//! [`Answered`] can only come from [`ChatTurn::stream`]: an agent cannot finish a turn without
+//! going through it.
+//!
+//! [`WebChat`]: super::WebChat
+//! [`WebChat::new`]: super::WebChat::new
+
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
-use super::deadline::Deadlined;
-use super::live_turn::{Collected, LiveTurn, Streamed};
-use crate::egress::{AgentMessage, EgressError};
+use crate::answer::{AnswerStream, Driven, Pull, StreamedReply};
+use crate::bot::{Bot, Deadlined, Endpoint};
+use crate::egress::EgressError;
 use crate::future::BoxFuture;
+use crate::reply::Mode;
 use crate::stream::TextSource;
 use crate::turn::Turn;
 
@@ -141,34 +151,17 @@ impl<O> ChatInput<O> {
 pub struct ChatTurn<'a, O> {
     turn: &'a Turn,
     input: &'a ChatInput<O>,
-    how: How<'a>,
+    pump: Pump,
 }
 
-/// Where the answer goes.
-enum How<'a> {
-    /// Streamed to the page through the boundary (a request).
-    Live(&'a LiveTurn<'a>),
-    /// Collected into one message (a worker keeping a promise).
-    Collect,
+/// The agent's side of the route's [`AnswerStream`]: the stream's pulls come in, one item goes
+/// back for each (see [`Driven`]).
+struct Pump {
+    pulls: mpsc::UnboundedReceiver<Pull>,
+    items: mpsc::UnboundedSender<Option<Result<String, EgressError>>>,
 }
 
 impl<'a, O> ChatTurn<'a, O> {
-    pub(super) fn live(turn: &'a Turn, input: &'a ChatInput<O>, live: &'a LiveTurn<'a>) -> Self {
-        Self {
-            turn,
-            input,
-            how: How::Live(live),
-        }
-    }
-
-    pub(super) fn collect(turn: &'a Turn, input: &'a ChatInput<O>) -> Self {
-        Self {
-            turn,
-            input,
-            how: How::Collect,
-        }
-    }
-
     /// The turn: pass it to the model. It outlives `self`, so take it before
     /// [`stream`](Self::stream) consumes the `ChatTurn`: `let turn = chat.turn();`.
     pub fn turn(&self) -> &'a Turn {
@@ -183,59 +176,82 @@ impl<'a, O> ChatTurn<'a, O> {
     /// Whether this run keeps a promise (a worker's follow-up) rather than answering a
     /// request. An agent needs it only to tell the two apart in its own logs.
     pub fn is_follow_up(&self) -> bool {
-        matches!(self.how, How::Collect)
+        self.turn.is_follow_up()
     }
 
     /// Answers with `source`'s text (a [`RoutedStream`](crate::model::RoutedStream), or any
-    /// [`TextSource`] with the turn's errors). On a request it goes to the page block by
-    /// block: each block through the gate's block check, rendered, committed to the outbox,
-    /// then streamed; a failure goes to Layer C, whose holding line or handoff arrives as
-    /// ordinary text, and a holding line's promise is stored before it goes. On a follow-up
-    /// the text is collected into one message for the worker.
+    /// [`TextSource`] with the turn's errors), as the stream of an `#[egress_boundary]`
+    /// handler: on a request it goes to the page block by block, each block through the gate's
+    /// block check, rendered, committed to the outbox, then streamed; a failure goes to Layer
+    /// C, whose holding line or handoff arrives as ordinary text, and a holding line's promise
+    /// is stored before it goes. On a follow-up the worker reads it whole. Either way it ends
+    /// at the turn's deadline if it has not ended by then.
     pub async fn stream<S>(self, source: S) -> Answered
     where
         S: TextSource<Error = EgressError> + 'a,
     {
-        // The turn's deadline holds whatever the source does (see `deadline`).
-        let source = Deadlined::new(source, self.turn.deadline(), self.turn.attribution());
-        match self.how {
-            How::Live(live) => Answered(Outcome::Streamed(Box::new(live.stream(source).await))),
-            How::Collect => Answered(Outcome::Collected(collect(self.turn, source).await)),
+        let mut source = Deadlined::new(source, self.turn.deadline(), self.turn.attribution());
+        let Pump { mut pulls, items } = self.pump;
+        // As the Router's own answer stream does: report what was delivered, then read on.
+        while let Some(pull) = pulls.recv().await {
+            let (delivered, next) = match pull {
+                Pull::Next { delivered } => (delivered, true),
+                Pull::Close { delivered } => (delivered, false),
+            };
+            if !delivered.is_empty() {
+                source.mark_delivered(&delivered);
+            }
+            if !next || items.send(source.next().await).is_err() {
+                break;
+            }
         }
+        Answered(())
     }
 }
 
-/// Reads `source` to its end into one message.
-async fn collect<S>(turn: &Turn, mut source: S) -> Collected
-where
-    S: TextSource<Error = EgressError>,
-{
-    let mut text = String::new();
-    while let Some(delta) = source.next().await {
-        let delta = delta?;
-        source.mark_delivered(&delta);
-        text.push_str(&delta);
-    }
-    Ok(AgentMessage::new(text, turn.attribution().clone()))
+/// `agent` as a route of `bot` registered under `name`: each run gives an interactive
+/// [`StreamedReply`] whose stream is the agent's answer (the agent runs as the stream is read,
+/// in the reader's task).
+pub(super) fn agent_route<A: ChatAgent>(
+    bot: &Bot,
+    name: &str,
+    agent: A,
+) -> Endpoint<ChatInput<A::Options>> {
+    let agent = Arc::new(agent);
+    bot.route(name, move |turn: Turn, input: ChatInput<A::Options>| {
+        let reply = answered_by(Arc::clone(&agent), turn, input);
+        async move { reply }
+    })
+}
+
+/// The stream of `agent`'s answer to `input` on `turn`.
+fn answered_by<A: ChatAgent>(
+    agent: Arc<A>,
+    turn: Turn,
+    input: ChatInput<A::Options>,
+) -> StreamedReply {
+    let (pulls_tx, pulls) = mpsc::unbounded_channel();
+    let (items, items_rx) = mpsc::unbounded_channel();
+    let attribution = turn.attribution().clone();
+    let driver: BoxFuture<'static, ()> = Box::pin(async move {
+        let chat = ChatTurn {
+            turn: &turn,
+            input: &input,
+            pump: Pump { pulls, items },
+        };
+        let _answered = agent.answer(chat).await;
+    });
+    let stream = AnswerStream::driven(attribution, Driven::new(driver, pulls_tx, items_rx));
+    StreamedReply::stream(stream, Mode::Interactive)
 }
 
 /// A turn that went through [`ChatTurn::stream`]; only that call makes one.
 #[must_use = "return it from `ChatAgent::answer`"]
-pub struct Answered(pub(super) Outcome);
-
-/// What [`ChatTurn::stream`] came to.
-pub(super) enum Outcome {
-    /// Boxed: a stream's receipt is large, and an `Answered` moves through every agent.
-    Streamed(Box<Streamed>),
-    Collected(Collected),
-}
+pub struct Answered(());
 
 impl std::fmt::Debug for Answered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
-            Outcome::Streamed(_) => "Answered(streamed)",
-            Outcome::Collected(_) => "Answered(collected)",
-        })
+        f.write_str("Answered")
     }
 }
 

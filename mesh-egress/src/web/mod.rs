@@ -2,11 +2,12 @@
 //! UI message stream (protocol v1) to a page using `useChat`, with the whole boundary behind
 //! it.
 //!
-//! [`WebChat`] is built once from the [`Store`] and the application's [`ChatAgent`]; its
+//! [`WebChat`] is built once from a [`Bot`] with a [`Store`] and the [`Endpoint`] it serves
+//! ([`WebChat::from_bot`]), or from a store and a [`ChatAgent`] ([`WebChat::new`]); its
 //! [`router`](WebChat::router) serves
 //!
 //! - `POST /api/chat`: the AI SDK's chat request (`id`, `messages`, `trigger`, `messageId`,
-//!   and the page's typed [`options`](ChatAgent::Options)). The reply streams as
+//!   and the page's typed options, the `O` of the route's [`ChatInput`]). The reply streams as
 //!   `text/event-stream`, one `data: {json}` event per chunk (`start`, then per delivered part
 //!   `text-start`/`text-delta`/`text-end` with paired ids, then `finish`), ending with
 //!   `data: [DONE]`, with the headers the AI SDK's own server sends
@@ -27,14 +28,23 @@
 //! refused before it streams gets a status and a fixed sentence ([`Refusal`]); tool calls and
 //! their errors are never streamed (only text is).
 //!
+//! # One front door
+//!
+//! A web turn takes the [`Bot`]'s one path, as a turn of any other surface does: the chat
+//! serves an [`Endpoint`] of the bot (an `#[egress_boundary]` handler taking a [`ChatInput`]
+//! and returning `Result<AnswerStream, EgressError>`, registered with [`Bot::route`], or one
+//! made of a [`ChatAgent`] by [`WebChat::new`]), and each request runs it with [`Bot::run_to`] into the chat's live
+//! reply: resolve, gate, render first, keep the promise, commit, send each block. The bot
+//! holds the chat's [`client`](WebChat::client), so its [`worker`](WebChat::worker) delivers
+//! to any chat's address.
+//!
 //! # Durable and resumable
 //!
 //! Each part is committed to the outbox, with the chat's [`WebAddress`], before it streams
 //! (the channel is the store's [`Durable`](crate::store::Durable) one), and a turn holds the
-//! conversation's lease while it runs. A holding line's promise is stored before the line
-//! goes; a [`Worker`] with this chat's [`client`](WebChat::client) and
-//! [`follow_up`](WebChat::follow_up) handler ([`WebChat::worker`] builds one) keeps it: it
-//! re-runs the same agent on the stored input and delivers what follows the delivered prefix
+//! conversation's lease while it runs. A holding line's promise is stored (by the bot's store)
+//! before the line goes; the bot's [`Worker`] ([`WebChat::worker`] builds one) keeps it: it
+//! re-runs the same route on the stored input and delivers what follows the delivered prefix
 //! to the chat's address, where it is listed by `GET /api/chat/{id}/messages` and, if a page
 //! is reading, streamed live.
 //!
@@ -46,23 +56,17 @@
 //! the last message's text is read: the history the agent sees comes from the store.
 //!
 //! ```no_run
-//! use mesh_egress::web::{Answered, ChatAgent, ChatTurn, Identity, NoOptions, WebChat};
-//! use mesh_egress::BoxFuture;
+//! use std::sync::Arc;
+//! use mesh_egress::web::{ChatInput, Identity, NoOptions, WebChat};
 //! use mesh_egress::store::Store;
-//! use mesh_egress::stream::ChunkSource;
-//! use mesh_egress::{Cancellation, EgressError};
+//! use mesh_egress::{egress_boundary, AnswerStream, Bot, Cancellation, EgressError, Turn};
 //! use axum::extract::FromRequestParts;
 //! use axum::http::request::Parts;
 //!
-//! struct Echo;
-//! impl ChatAgent for Echo {
-//!     type Options = NoOptions;
-//!     fn answer<'a>(&'a self, chat: ChatTurn<'a, NoOptions>) -> BoxFuture<'a, Answered> {
-//!         Box::pin(async move {
-//!             let text = format!("You said: {}", chat.input().text());
-//!             chat.stream(ChunkSource::<EgressError>::new([text])).await
-//!         })
-//!     }
+//! #[egress_boundary(interactive)]
+//! async fn echo(turn: &Turn, input: ChatInput<NoOptions>) -> Result<AnswerStream, EgressError> {
+//!     let text = format!("You said: {}", input.text());
+//!     Ok(AnswerStream::from_chunks(turn, [Ok(text)]))
 //! }
 //!
 //! /// The application's own idea of who is asking (here: a header its proxy sets).
@@ -79,8 +83,11 @@
 //! }
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = Store::open("sqlite:/var/lib/mesh/chat.db").await?;
-//! let chat = WebChat::new(store, Echo);
+//! let bot = Bot::new().with_store(Store::open("sqlite:/var/lib/mesh/chat.db").await?);
+//! let route = bot.route("echo", |turn: Turn, input: ChatInput<NoOptions>| async move {
+//!     echo(&turn, input).await
+//! });
+//! let chat = WebChat::from_bot(bot, route).ok_or("the bot has no store")?;
 //! let worker = chat.worker("web-worker-1");
 //! let shutdown = Cancellation::new();
 //! tokio::spawn(async move { worker.run(&shutdown).await });
@@ -90,20 +97,19 @@
 
 mod agent;
 mod client;
-mod deadline;
 mod identity;
 mod live;
-mod live_turn;
 mod messages;
 mod protocol;
 mod request;
 mod routes;
 mod turn;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRequestParts;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
 pub use client::WebClient;
@@ -111,10 +117,12 @@ pub use identity::{Identity, IdentityError, MAX_IDENTITY};
 pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
 pub use request::{Refusal, RequestLimits};
 pub use turn::FOLLOW_UP_HANDLER;
-pub use turn::FollowUp;
+
+use std::sync::Arc;
 
 #[cfg(doc)]
 use crate::address::WebAddress;
+use crate::bot::{Bot, Endpoint};
 use crate::channel::WebMarkdown;
 use crate::degrade::DegradationPolicy;
 use crate::gate::QualityGate;
@@ -128,13 +136,13 @@ const MAX_TURNS: u32 = 200;
 /// How long a turn may run before it is stopped (Layer C answers for what was not delivered).
 const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// A web chat surface: the store, the agent, the policies, and the live replies its router and
-/// its client share (see the [module docs](self)).
-pub struct WebChat<A> {
+/// A web chat surface: the bot and the route it serves, the bot's store, the bounds, and the
+/// live replies its router and its client share (see the [module docs](self)). `O` is the
+/// page's options (the route's [`ChatInput`]'s).
+pub struct WebChat<O> {
+    bot: Bot,
+    route: Endpoint<ChatInput<O>>,
     store: Store,
-    agent: Arc<A>,
-    policy: DegradationPolicy,
-    gate: QualityGate,
     limits: RequestLimits,
     renderer: WebMarkdown,
     agent_name: String,
@@ -144,13 +152,12 @@ pub struct WebChat<A> {
     replies: Arc<Replies>,
 }
 
-/// What the router, the client and the follow-up handler share.
-pub(crate) struct Inner<A> {
+/// What the router and its turns share.
+pub(crate) struct Inner<O> {
+    /// The chat's bot, holding the chat's client.
+    bot: Bot,
+    route: Endpoint<ChatInput<O>>,
     store: Store,
-    agent: Arc<A>,
-    policy: DegradationPolicy,
-    gate: QualityGate,
-    gate_on: bool,
     limits: RequestLimits,
     agent_name: String,
     turn_timeout: Duration,
@@ -160,23 +167,46 @@ pub(crate) struct Inner<A> {
     client: WebClient,
 }
 
-impl<A> Inner<A> {
+impl<O> Inner<O> {
     /// A new run id: one turn, one assistant message.
     fn new_run(&self) -> String {
         format!("msg-{:032x}", crate::id::unique_u128())
     }
 }
 
-impl<A: ChatAgent> WebChat<A> {
-    /// A web chat on `store` answered by `agent`, with the default policy, no gate, the
-    /// default [`RequestLimits`], [`WebMarkdown`] and the lease length of
-    /// `MESH_WORKER_LEASE_MS`.
-    pub fn new(store: Store, agent: A) -> Self {
+/// What a page's options must be to travel with a turn: read from its request, stored with
+/// its promise, re-read by the worker (the bounds of [`WebChat`]'s methods, named once for the
+/// crate's own functions).
+pub(crate) trait PageOptions: Serialize + DeserializeOwned + Send + Sync + 'static {}
+
+impl<O: Serialize + DeserializeOwned + Send + Sync + 'static> PageOptions for O {}
+
+impl<O> WebChat<O>
+where
+    O: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// A web chat on `store` answered by `agent`: a bot on `store` (the default policy, no
+    /// gate) serving `agent` as its route [`FOLLOW_UP_HANDLER`], with the default
+    /// [`RequestLimits`], [`WebMarkdown`] and the lease length of `MESH_WORKER_LEASE_MS`.
+    pub fn new<A: ChatAgent<Options = O>>(store: Store, agent: A) -> Self {
+        let bot = Bot::new().with_store(store.clone());
+        let route = agent::agent_route(&bot, FOLLOW_UP_HANDLER, agent);
+        Self::serving(bot, route, store)
+    }
+
+    /// A web chat serving `route` of `bot`, in the bot's store: each request's turn runs the
+    /// route ([`Bot::run_to`]) with the bot's policies and gate, and its promise is the bot's.
+    /// `None` when the bot has no store (a web chat's chats, turns and leases live there).
+    pub fn from_bot(bot: Bot, route: Endpoint<ChatInput<O>>) -> Option<Self> {
+        let store = bot.store()?.clone();
+        Some(Self::serving(bot, route, store))
+    }
+
+    fn serving(bot: Bot, route: Endpoint<ChatInput<O>>, store: Store) -> Self {
         Self {
+            bot,
+            route,
             store,
-            agent: Arc::new(agent),
-            policy: DegradationPolicy::default(),
-            gate: QualityGate::off(),
             limits: RequestLimits::default(),
             renderer: WebMarkdown::new(),
             agent_name: "web-chat".to_owned(),
@@ -187,16 +217,17 @@ impl<A: ChatAgent> WebChat<A> {
         }
     }
 
-    /// Layer C's policy: holding lines, handoff, follow-up plan, silence tokens.
+    /// Layer C's policy, for the chat's bot: holding lines, handoff, follow-up plan, silence
+    /// tokens.
     pub fn with_policy(mut self, policy: DegradationPolicy) -> Self {
-        self.policy = policy;
+        self.bot = self.bot.with_policy(policy);
         self
     }
 
     /// The quality gate every block is checked by before it streams (and every follow-up,
-    /// by the [`worker`](Self::worker)).
+    /// by the [`worker`](Self::worker)), for the chat's bot.
     pub fn with_gate(mut self, gate: QualityGate) -> Self {
-        self.gate = gate;
+        self.bot = self.bot.with_gate(gate);
         self
     }
 
@@ -231,13 +262,16 @@ impl<A: ChatAgent> WebChat<A> {
         self
     }
 
-    fn inner(&self) -> Arc<Inner<A>> {
+    /// The chat's bot, with the chat's [`client`](Self::client) among its clients.
+    fn served_bot(&self) -> Bot {
+        self.bot.clone().with_client(self.client())
+    }
+
+    fn inner(&self) -> Arc<Inner<O>> {
         Arc::new(Inner {
+            bot: self.served_bot(),
+            route: self.route.clone(),
             store: self.store.clone(),
-            agent: Arc::clone(&self.agent),
-            policy: self.policy.clone(),
-            gate: self.gate.clone(),
-            gate_on: self.gate.is_on(),
             limits: self.limits,
             agent_name: self.agent_name.clone(),
             turn_timeout: self.turn_timeout,
@@ -257,45 +291,32 @@ impl<A: ChatAgent> WebChat<A> {
     where
         I: FromRequestParts<()> + Into<Identity> + Send + 'static,
     {
-        routes::router::<A, I>(self.inner())
+        routes::router::<O, I>(self.inner())
     }
 
-    /// The web surface's client, for a [`Worker`]: it delivers to any chat's address, and a
-    /// page reading that chat sees the delivery live.
+    /// The web surface's client: it delivers to any chat's address, and a page reading that
+    /// chat sees the delivery live. The chat's bot holds it.
     pub fn client(&self) -> WebClient {
         WebClient::new(Arc::clone(&self.replies), self.store.clone(), self.renderer)
     }
 
-    /// The follow-up handler that keeps this chat's promises: the same agent, re-run. Register
-    /// it under [`FOLLOW_UP_HANDLER`].
-    pub fn follow_up(&self) -> FollowUp<A> {
-        FollowUp::new(self.inner())
-    }
-
-    /// A [`Worker`] on the same store that keeps this chat's promises and sends what a
-    /// restart left in its outbox: the [`client`](Self::client), the
-    /// [`follow_up`](Self::follow_up) handler, the policy and the gate, holding claims as
-    /// `holder`.
+    /// The bot's [`Worker`] on the same store (see [`Bot::worker`]), with the chat's
+    /// [`client`](Self::client) among its clients: it keeps this chat's promises by re-running
+    /// the same route, gated by the bot's gate, and sends what a restart left in its outbox;
+    /// it holds claims as `holder`. Build it after every route is registered.
     pub fn worker(&self, holder: impl Into<String>) -> Worker {
-        let worker = Worker::new(self.store.clone(), holder)
-            .with_client(self.client())
-            .with_policy(self.policy.clone())
-            .register(FOLLOW_UP_HANDLER, self.follow_up());
-        if self.gate.is_on() {
-            let gate = self.gate.clone();
-            worker.with_gate(move |_| gate.clone())
-        } else {
-            worker
-        }
+        self.served_bot()
+            .worker_on(self.store.clone(), holder.into())
     }
 }
 
-impl<A> std::fmt::Debug for WebChat<A> {
+impl<O> std::fmt::Debug for WebChat<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebChat")
+            .field("bot", &self.bot)
+            .field("route", &self.route)
             .field("agent_name", &self.agent_name)
             .field("limits", &self.limits)
-            .field("gate", &self.gate.is_on())
             .finish_non_exhaustive()
     }
 }

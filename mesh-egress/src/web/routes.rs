@@ -13,14 +13,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use super::agent::{ChatAgent, ChatInput};
+use super::agent::ChatInput;
 use super::identity::Identity;
 use super::live::LiveReply;
 use super::messages::{history, ui_messages};
 use super::protocol::{KEEP_ALIVE, STREAM_HEADERS};
 use super::request::{Refusal, Trigger, read};
 use super::turn::{Accepted, conversation_of, run};
-use super::{Inner, MAX_TURNS};
+use super::{Inner, MAX_TURNS, PageOptions};
 use crate::address::WebAddress;
 use crate::store::{ChatAccess, StoreError};
 
@@ -33,15 +33,15 @@ const LEASE_RETRY: Duration = Duration::from_millis(50);
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// The router (see [`WebChat::router`](super::WebChat::router)).
-pub(super) fn router<A, I>(inner: Arc<Inner<A>>) -> axum::Router
+pub(super) fn router<O, I>(inner: Arc<Inner<O>>) -> axum::Router
 where
-    A: ChatAgent,
+    O: PageOptions,
     I: FromRequestParts<()> + Into<Identity> + Send + 'static,
 {
     axum::Router::new()
-        .route("/api/chat", post(post_chat::<A, I>))
-        .route("/api/chat/{id}/stream", get(resume::<A, I>))
-        .route("/api/chat/{id}/messages", get(messages::<A, I>))
+        .route("/api/chat", post(post_chat::<O, I>))
+        .route("/api/chat/{id}/stream", get(resume::<O, I>))
+        .route("/api/chat/{id}/messages", get(messages::<O, I>))
         .with_state(inner)
 }
 
@@ -57,8 +57,8 @@ where
 }
 
 /// Whether `identity` may use `chat`; a store failure is "unavailable".
-async fn open_chat<A>(
-    inner: &Inner<A>,
+async fn open_chat<O>(
+    inner: &Inner<O>,
     chat: &WebAddress,
     identity: &Identity,
     create: bool,
@@ -84,12 +84,12 @@ fn chat_from_path(id: String) -> Result<WebAddress, Refusal> {
     WebAddress::parse(id).map_err(|_| Refusal::NotFound)
 }
 
-async fn post_chat<A, I>(State(inner): State<Arc<Inner<A>>>, request: Request) -> Response
+async fn post_chat<O, I>(State(inner): State<Arc<Inner<O>>>, request: Request) -> Response
 where
-    A: ChatAgent,
+    O: PageOptions,
     I: FromRequestParts<()> + Into<Identity> + Send + 'static,
 {
-    match accept::<A, I>(&inner, request).await {
+    match accept::<O, I>(&inner, request).await {
         Ok(accepted) => {
             let reply = Arc::clone(&accepted.reply);
             // The turn runs on its own task: a page that goes away does not stop the reply,
@@ -103,12 +103,9 @@ where
 
 /// Checks a `POST /api/chat` and readies its turn: who asks, the body, the chat, the lease,
 /// the recorded turn and the live reply, in that order.
-async fn accept<A, I>(
-    inner: &Arc<Inner<A>>,
-    request: Request,
-) -> Result<Accepted<A::Options>, Refusal>
+async fn accept<O, I>(inner: &Arc<Inner<O>>, request: Request) -> Result<Accepted<O>, Refusal>
 where
-    A: ChatAgent,
+    O: PageOptions,
     I: FromRequestParts<()> + Into<Identity> + Send + 'static,
 {
     let (mut parts, body) = request.into_parts();
@@ -139,7 +136,7 @@ where
     .await
     .map_err(|_| Refusal::TooSlow)?
     .map_err(|_| Refusal::TooLarge)?;
-    let request = read::<A::Options>(&bytes, limits)?;
+    let request = read::<O>(&bytes, limits)?;
     let chat = request.chat;
     open_chat(inner, &chat, &identity, true).await?;
     let conversation = conversation_of(&chat);
@@ -190,8 +187,8 @@ where
 }
 
 /// Takes the conversation's lease, waiting a little for a worker that holds it.
-async fn acquire<A>(
-    inner: &Inner<A>,
+async fn acquire<O>(
+    inner: &Inner<O>,
     conversation: &str,
     holder: &str,
 ) -> Result<crate::store::Lease, Refusal> {
@@ -212,13 +209,13 @@ async fn acquire<A>(
     }
 }
 
-async fn resume<A, I>(
-    State(inner): State<Arc<Inner<A>>>,
+async fn resume<O, I>(
+    State(inner): State<Arc<Inner<O>>>,
     Path(id): Path<String>,
     request: Request,
 ) -> Response
 where
-    A: ChatAgent,
+    O: PageOptions,
     I: FromRequestParts<()> + Into<Identity> + Send + 'static,
 {
     let found = async {
@@ -235,13 +232,13 @@ where
     }
 }
 
-async fn messages<A, I>(
-    State(inner): State<Arc<Inner<A>>>,
+async fn messages<O, I>(
+    State(inner): State<Arc<Inner<O>>>,
     Path(id): Path<String>,
     request: Request,
 ) -> Response
 where
-    A: ChatAgent,
+    O: PageOptions,
     I: FromRequestParts<()> + Into<Identity> + Send + 'static,
 {
     let listed = async {

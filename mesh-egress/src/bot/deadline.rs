@@ -1,11 +1,11 @@
-//! The turn's time bound, kept whatever the agent's text source does.
+//! The turn's time bound, kept whatever the handler's text source does.
 //!
 //! `boundary::stream` leaves a passed deadline to the source (a `RoutedStream` caps its own
 //! deadline by the turn's and reports it as a failure), so a source that ignores the turn
-//! (an application's own stream, a tool that hangs) would keep a web reply open for ever.
-//! [`Deadlined`] makes the deadline the source's failure at its instant; [`Expired`] is the
-//! source of an agent that had not begun to answer when the deadline passed. Either way Layer
-//! C answers for what was not delivered (a holding line and its promise, or the handoff).
+//! (an application's own stream, a tool that hangs) would keep a reply a reader waits on open
+//! for ever. [`Deadlined`] makes the deadline the source's failure at its instant, and
+//! [`expired`] is the failure of a handler that had not returned by then. Either way Layer C
+//! answers for what was not delivered (a holding line and its promise, or the handoff).
 
 use std::error::Error;
 use std::fmt;
@@ -17,23 +17,23 @@ use crate::stream::TextSource;
 
 /// The cause a passed deadline is reported with (for logs only, as every cause).
 #[derive(Debug)]
-pub(super) struct TurnDeadline;
+struct TurnDeadline;
 
 impl fmt::Display for TurnDeadline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the web turn reached its deadline")
+        f.write_str("the turn reached its deadline")
     }
 }
 
 impl Error for TurnDeadline {}
 
 /// The failure a passed deadline is: transport-like and retryable, so a promise may keep it.
-fn expired(attribution: &Attribution) -> EgressError {
+pub(super) fn expired(attribution: &Attribution) -> EgressError {
     EgressError::transport(TurnDeadline, attribution.clone())
 }
 
 /// `source`, ended by a failure at `deadline` if it has not ended by then.
-pub(super) struct Deadlined<S> {
+pub(crate) struct Deadlined<S> {
     source: S,
     deadline: Option<Instant>,
     attribution: Attribution,
@@ -41,7 +41,7 @@ pub(super) struct Deadlined<S> {
 }
 
 impl<S> Deadlined<S> {
-    pub(super) fn new(source: S, deadline: Option<Instant>, attribution: &Attribution) -> Self {
+    pub(crate) fn new(source: S, deadline: Option<Instant>, attribution: &Attribution) -> Self {
         Self {
             source,
             deadline,
@@ -81,29 +81,6 @@ where
     }
 }
 
-/// The source of an agent that had not begun to answer at the deadline: one failure.
-pub(super) struct Expired {
-    failure: Option<EgressError>,
-}
-
-impl Expired {
-    pub(super) fn new(attribution: &Attribution) -> Self {
-        Self {
-            failure: Some(expired(attribution)),
-        }
-    }
-}
-
-impl TextSource for Expired {
-    type Error = EgressError;
-
-    async fn next(&mut self) -> Option<Result<String, EgressError>> {
-        self.failure.take().map(Err)
-    }
-
-    fn mark_delivered(&mut self, _text: &str) {}
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -112,7 +89,7 @@ mod tests {
     use crate::stream::ChunkSource;
 
     fn attribution() -> Attribution {
-        Attribution::new("web-chat", "web:c", "r")
+        Attribution::new("ci-bot", "conv-1", "run-1")
     }
 
     /// A source that yields its first chunk and then never another.
@@ -142,7 +119,7 @@ mod tests {
         assert!(failure.retryable());
         assert_eq!(
             failure.internal_cause().to_string(),
-            "the web turn reached its deadline"
+            "the turn reached its deadline"
         );
         assert!(source.next().await.is_none(), "nothing after the failure");
     }
@@ -175,12 +152,5 @@ mod tests {
         assert_eq!(text, "ab");
         let mut none = Deadlined::new(Stalls(Some("x".into())), None, &attribution());
         assert!(none.next().await.expect("a chunk").is_ok());
-    }
-
-    #[tokio::test]
-    async fn an_expired_turn_is_one_failure() {
-        let mut source = Expired::new(&attribution());
-        assert!(source.next().await.expect("the failure").is_err());
-        assert!(source.next().await.is_none());
     }
 }
