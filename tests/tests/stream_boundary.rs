@@ -3,41 +3,24 @@
 //! after it never repeats a word (continued on a fallback, or Layer C for the rest), a block
 //! the gate blocks stops the stream, and cancellation or a lost ownership stop it at once.
 
-use std::time::Duration;
-
 use mesh_egress::BoxFuture;
-use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamPlan, rest_after, stream};
+use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamedTurnReceipt, rest_after};
 use mesh_egress::channel::DeliveryError;
 #[allow(deprecated)]
 use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
 use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{JoinedBy, LedgerRecord, RecoveryReport};
 use mesh_egress::model::FailureReason;
-use mesh_egress::model::{
-    ChatMessage, ChatRequest, Jitter, ModelError, RetryConfig, Route, Router,
-};
-use mesh_egress::stream::CutterConfig;
+use mesh_egress::model::{Jitter, ModelError, RetryConfig, Route, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::{AgentMessage, Attribution, Cancellation, Ownership, StopReason, Turn};
+use mesh_egress::{AgentMessage, Cancellation, Ownership, StopReason, Turn};
 use tokio::time::Instant;
 
 mod stream_support;
-use stream_support::Timed;
-
-const MS: fn(u64) -> Duration = Duration::from_millis;
-
-const B1: &str = "The build finished and every test passed.\n\n";
-const B2: &str = "Deploying to staging now, it takes a minute.\n\n";
-const B3: &str = "Then production follows after the checks.\n\n";
-const B4: &str = "I will post the link when it is live.\n\n";
-
-fn turn() -> Turn {
-    Turn::new(Attribution::new("agent", "conv", "run"))
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(vec![ChatMessage::user("status?")])
-}
+use stream_support::{
+    B1, B2, B3, B4, MS, Timed, assert_nothing_from_the_blocked_block_on, held_after, plan,
+    stream_gated, stream_interactive, stream_routed, trimmed, turn,
+};
 
 fn router(
     connector: &ScriptedConnector,
@@ -49,18 +32,28 @@ fn router(
     Router::with_routes(connector.clone(), primary, routes, config).with_jitter(Jitter::fixed(0.0))
 }
 
-/// Blocks of at least 20 bytes, no idle flush (the idle flush has its own test).
-fn plan(mode: Mode, policy: &DegradationPolicy) -> StreamPlan<'_> {
-    StreamPlan::new(mode, policy)
-        .with_cutter(CutterConfig {
-            min_block: 20,
-            max_block: 4000,
-        })
-        .with_idle_flush(None)
+/// A primary that sends B1 and B2, then fails with a 500 before B3.
+fn failing_after_two_blocks() -> ScriptedConnector {
+    ScriptedConnector::new().on(
+        "primary",
+        [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
+    )
 }
 
-fn trimmed(blocks: &[&str]) -> Vec<String> {
-    blocks.iter().map(|b| b.trim().to_owned()).collect()
+/// Streams B1, B2, B3 100 ms apart on `turn`, running `stop` right after the first send.
+async fn stream_with_stop_after_first_send(
+    turn: &Turn,
+    stop: impl Fn() + Send + Sync + 'static,
+) -> (StreamedTurnReceipt, Timed) {
+    let connector =
+        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new().after_first_send(stop);
+    let receipt = stream_routed(turn, &plan(Mode::Interactive, &policy), &channel, &router)
+        .await
+        .expect("stopped");
+    (receipt, channel)
 }
 
 fn recovery(turn: &Turn) -> RecoveryReport {
@@ -84,18 +77,8 @@ async fn each_block_is_sent_as_its_own_message_as_soon_as_it_is_complete() {
         ],
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new();
-    let request = request();
-    let receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("delivered");
+    let (turn, channel, result) = stream_interactive(&router).await;
+    let receipt = result.expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Chunks at 100, 200, 300, 400 ms and the finish chunk at 500 ms: the first block goes
@@ -117,18 +100,8 @@ async fn before_the_first_block_a_broken_stream_is_retried_invisibly() {
         ],
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new();
-    let request = request();
-    let receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("delivered");
+    let (_turn, channel, result) = stream_interactive(&router).await;
+    let receipt = result.expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     // The half block held by the cutter was joined to the retry: no word twice.
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
@@ -142,25 +115,9 @@ async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_tur
         .otherwise(Step::status(503));
     let config = RetryConfig::default().with_attempts(1);
     let router = router(&connector, config, &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new();
-    let request = request();
-    let mut receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("a holding line is delivered");
-    assert_eq!(
-        receipt.end(),
-        StreamEnd::Degraded {
-            reply: ReplyKind::Holding,
-            after_blocks: 0
-        }
-    );
+    let (turn, channel, result) = stream_interactive(&router).await;
+    let mut receipt = result.expect("a holding line is delivered");
+    assert_eq!(receipt.end(), held_after(0));
     let sent = channel.texts();
     assert_eq!(sent.len(), 1);
     assert!(!sent[0].contains("503"));
@@ -181,19 +138,9 @@ async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_
         .on("fb", [Step::chunks([B1, B2, B3])]);
     let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(500)));
     let router = router(&connector, config, &["primary", "fb"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new();
     let start = Instant::now();
-    let request = request();
-    let receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("delivered");
+    let (turn, channel, result) = stream_interactive(&router).await;
+    let receipt = result.expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Last content at 200 ms, idle bound 500 ms: the fallback is asked at 700 ms.
@@ -209,30 +156,15 @@ async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_
 #[tokio::test(start_paused = true)]
 async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_follow_up_sends_only_the_rest()
  {
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
-    );
+    let connector = failing_after_two_blocks();
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let turn = turn();
     let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
     let channel = Timed::new();
-    let request = request();
-    let mut receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("delivered");
-    assert_eq!(
-        receipt.end(),
-        StreamEnd::Degraded {
-            reply: ReplyKind::Holding,
-            after_blocks: 2
-        }
-    );
+    let mut receipt = stream_routed(&turn, &plan(Mode::Interactive, &policy), &channel, &router)
+        .await
+        .expect("delivered");
+    assert_eq!(receipt.end(), held_after(2));
     let sent = channel.texts();
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert_eq!(sent.len(), 3, "the two blocks and a holding line: {sent:?}");
@@ -271,23 +203,14 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
 
 #[tokio::test(start_paused = true)]
 async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
-    let connector = ScriptedConnector::new().on(
-        "primary",
-        [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
-    );
+    let connector = failing_after_two_blocks();
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let turn = turn();
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
-    let request = request();
-    let mut receipt = stream(
-        &turn,
-        &plan(Mode::Proactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("delivered");
+    let mut receipt = stream_routed(&turn, &plan(Mode::Proactive, &policy), &channel, &router)
+        .await
+        .expect("delivered");
     assert_eq!(
         receipt.end(),
         StreamEnd::Degraded {
@@ -308,36 +231,13 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
         [Step::chunks([B1, B2, leak, B3, B4]).chunk_delay(MS(10))],
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let gate = QualityGate::builder().build().expect("gate");
-    let channel = Timed::new();
-    let request = request();
-    let plan = plan(Mode::Interactive, &policy).with_gate(&gate, "status?");
-    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
-        .await
-        .expect("delivered");
-    assert_eq!(
-        receipt.end(),
-        StreamEnd::Degraded {
-            reply: ReplyKind::Holding,
-            after_blocks: 2
-        }
-    );
+    let (turn, channel, result) = stream_gated(&router).await;
+    let receipt = result.expect("delivered");
+    assert_eq!(receipt.end(), held_after(2));
     let sent = channel.texts();
     assert_eq!(sent.len(), 3, "{sent:?}");
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
-    for text in &sent {
-        assert!(!text.contains("LLM request failed"), "{text}");
-        assert!(
-            !text.contains("production"),
-            "a block after the blocked one: {text}"
-        );
-        assert!(
-            !text.contains("post the link"),
-            "a block after the blocked one: {text}"
-        );
-    }
+    assert_nothing_from_the_blocked_block_on(&sent, "LLM request failed");
     let gate_rows = turn
         .ledger()
         .entries()
@@ -355,9 +255,8 @@ async fn a_gate_that_is_off_passes_every_block_unchanged() {
     let turn = turn();
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
-    let request = request();
     let plan = plan(Mode::Interactive, &policy).with_gate(&QualityGate::off(), "status?");
-    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
+    let receipt = stream_routed(&turn, &plan, &channel, &router)
         .await
         .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
@@ -366,22 +265,10 @@ async fn a_gate_that_is_off_passes_every_block_unchanged() {
 
 #[tokio::test(start_paused = true)]
 async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
-    let connector =
-        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
-    let router = router(&connector, RetryConfig::default(), &["primary"]);
     let cancellation = Cancellation::new();
     let turn = turn().with_cancellation(cancellation.clone());
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new().after_first_send(move || cancellation.cancel());
-    let request = request();
-    let receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("stopped");
+    let (receipt, channel) =
+        stream_with_stop_after_first_send(&turn, move || cancellation.cancel()).await;
     assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::Cancelled));
     assert_eq!(channel.texts(), trimmed(&[B1]));
     assert!(receipt.layer_c().is_none());
@@ -389,22 +276,10 @@ async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn losing_the_conversation_stops_the_stream_with_nothing_more_sent() {
-    let connector =
-        ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
-    let router = router(&connector, RetryConfig::default(), &["primary"]);
     let ownership = Ownership::held();
     let turn = turn().with_ownership(ownership.clone());
-    let policy = DegradationPolicy::default();
-    let channel = Timed::new().after_first_send(move || ownership.revoke());
-    let request = request();
-    let receipt = stream(
-        &turn,
-        &plan(Mode::Interactive, &policy),
-        &channel,
-        router.stream(&turn, &request),
-    )
-    .await
-    .expect("stopped");
+    let (receipt, channel) =
+        stream_with_stop_after_first_send(&turn, move || ownership.revoke()).await;
     assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::OwnershipLost));
     assert_eq!(channel.texts(), trimmed(&[B1]));
 }
@@ -425,9 +300,8 @@ async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
     let turn = turn();
     let policy = DegradationPolicy::default();
     let channel = Timed::new();
-    let request = request();
     let plan = plan(Mode::Interactive, &policy).with_idle_flush(Some(MS(300)));
-    let receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request))
+    let receipt = stream_routed(&turn, &plan, &channel, &router)
         .await
         .expect("delivered");
     assert_eq!(receipt.end(), StreamEnd::Answered);
@@ -470,10 +344,7 @@ impl PromiseKeeper for NotingKeeper {
 async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed_one_sends_no_line()
 {
     for fail in [false, true] {
-        let connector = ScriptedConnector::new().on(
-            "primary",
-            [Step::chunks([B1, B2, B3]).fail_after(2, || ModelError::status(500))],
-        );
+        let connector = failing_after_two_blocks();
         let router = router(&connector, RetryConfig::default(), &["primary"]);
         let turn = turn();
         let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
@@ -484,7 +355,7 @@ async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed
             seen: std::sync::Mutex::new(Vec::new()),
         });
         let plan = plan(Mode::Interactive, &policy).with_promise_keeper(keeper.clone());
-        let result = stream(&turn, &plan, &channel, router.stream(&turn, &request())).await;
+        let result = stream_routed(&turn, &plan, &channel, &router).await;
         // Asked once, after the two blocks and before the holding line, with what was shown.
         assert_eq!(
             *keeper.seen.lock().unwrap(),

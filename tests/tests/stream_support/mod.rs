@@ -1,13 +1,113 @@
-//! Shared helpers for the streaming boundary tests.
+//! Shared helpers for the streaming boundary tests: the four blocks they stream, the turn, the
+//! request and the plan they stream with, and a channel that records when each part was sent.
+//! The paused-time file (`stream_boundary.rs`) and the loopback one (`stream_boundary_http.rs`)
+//! state the same rules, so they share one set-up and differ only in the connector.
 #![allow(dead_code, unreachable_pub)]
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mesh_egress::CommittedPart;
-use mesh_egress::channel::{Channel, PartReceipt, PlainText, SendError};
+use mesh_egress::boundary::{StreamEnd, StreamPlan, StreamedTurnReceipt, stream};
+use mesh_egress::channel::{Channel, DeliveryError, PartReceipt, PlainText, SendError};
+use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
+use mesh_egress::gate::QualityGate;
+use mesh_egress::model::{ChatMessage, ChatRequest, ModelConnector, Router};
+use mesh_egress::stream::CutterConfig;
+use mesh_egress::{Attribution, CommittedPart, Turn};
 use tokio::time::Instant;
+
+pub const MS: fn(u64) -> Duration = Duration::from_millis;
+
+// Each block is over the plan's 20-byte minimum and ends in a blank line, so each one the model
+// sends is one part on the channel.
+pub const B1: &str = "The build finished and every test passed.\n\n";
+pub const B2: &str = "Deploying to staging now, it takes a minute.\n\n";
+pub const B3: &str = "Then production follows after the checks.\n\n";
+pub const B4: &str = "I will post the link when it is live.\n\n";
+
+pub fn turn() -> Turn {
+    Turn::new(Attribution::new("agent", "conv", "run"))
+}
+
+pub fn request() -> ChatRequest {
+    ChatRequest::new(vec![ChatMessage::user("status?")])
+}
+
+/// Blocks of at least 20 bytes, no idle flush (the idle flush has its own test).
+pub fn plan(mode: Mode, policy: &DegradationPolicy) -> StreamPlan<'_> {
+    StreamPlan::new(mode, policy)
+        .with_cutter(CutterConfig {
+            min_block: 20,
+            max_block: 4000,
+        })
+        .with_idle_flush(None)
+}
+
+/// The blocks as the channel shows them (the cutter trims the blank line after each).
+pub fn trimmed(blocks: &[&str]) -> Vec<String> {
+    blocks.iter().map(|b| b.trim().to_owned()).collect()
+}
+
+/// How a turn ends when a holding line stands in for what follows `blocks` delivered blocks.
+pub fn held_after(blocks: usize) -> StreamEnd {
+    StreamEnd::Degraded {
+        reply: ReplyKind::Holding,
+        after_blocks: blocks,
+    }
+}
+
+/// `boundary::stream` of the router's answer to [`request`] onto `channel`.
+pub async fn stream_routed<C: ModelConnector>(
+    turn: &Turn,
+    plan: &StreamPlan<'_>,
+    channel: &Timed,
+    router: &Router<C>,
+) -> Result<StreamedTurnReceipt, DeliveryError> {
+    let request = request();
+    stream(turn, plan, channel, router.stream(turn, &request)).await
+}
+
+/// The common case: a fresh [`turn`] streams the router's answer in interactive mode under the
+/// default policy onto a fresh [`Timed`] channel. The turn and channel come back for the checks.
+pub async fn stream_interactive<C: ModelConnector>(
+    router: &Router<C>,
+) -> (Turn, Timed, Result<StreamedTurnReceipt, DeliveryError>) {
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let channel = Timed::new();
+    let result = stream_routed(&turn, &plan(Mode::Interactive, &policy), &channel, router).await;
+    (turn, channel, result)
+}
+
+/// [`stream_interactive`] with every block checked by the default quality gate.
+pub async fn stream_gated<C: ModelConnector>(
+    router: &Router<C>,
+) -> (Turn, Timed, Result<StreamedTurnReceipt, DeliveryError>) {
+    let turn = turn();
+    let policy = DegradationPolicy::default();
+    let gate = QualityGate::builder().build().expect("gate");
+    let channel = Timed::new();
+    let plan = plan(Mode::Interactive, &policy).with_gate(&gate, "status?");
+    let result = stream_routed(&turn, &plan, &channel, router).await;
+    (turn, channel, result)
+}
+
+/// Asserts that nothing sent shows the blocked block (`leak_marker` is a piece of it) or any
+/// block after it (B3 and B4 follow the blocked one in the gate tests).
+pub fn assert_nothing_from_the_blocked_block_on(sent: &[String], leak_marker: &str) {
+    for text in sent {
+        assert!(!text.contains(leak_marker), "{text}");
+        assert!(
+            !text.contains("production"),
+            "a block after the blocked one: {text}"
+        );
+        assert!(
+            !text.contains("post the link"),
+            "a block after the blocked one: {text}"
+        );
+    }
+}
 
 /// A plain-text channel that records each part with the instant it was sent, and can run a
 /// hook after a given send (to cancel the turn or revoke its ownership mid-stream).
