@@ -25,7 +25,7 @@ use mesh_egress::BoxFuture;
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::store::Store;
 use mesh_egress::stream::TextSource;
-use mesh_egress::web::{Answered, ChatAgent, ChatTurn, Identity, NoOptions, WebChat};
+use mesh_egress::web::{Answered, ChatAgent, ChatTurn, NoOptions, Owner, WebChat};
 use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
@@ -42,9 +42,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Bench {
     }
 }
 
-impl From<Bench> for Identity {
-    fn from(_: Bench) -> Identity {
-        Identity::new("bench").expect("a valid identity")
+impl From<Bench> for Owner {
+    fn from(_: Bench) -> Owner {
+        Owner::new("bench").expect("a valid identity")
     }
 }
 

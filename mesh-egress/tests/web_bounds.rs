@@ -13,9 +13,7 @@ use mesh_egress::BoxFuture;
 use mesh_egress::EgressError;
 use mesh_egress::store::Store;
 use mesh_egress::stream::{ChunkSource, TextSource};
-use mesh_egress::web::{
-    Answered, ChatAgent, ChatTurn, Identity, NoOptions, RequestLimits, WebChat,
-};
+use mesh_egress::web::{Answered, ChatAgent, ChatTurn, NoOptions, Owner, RequestLimits, WebChat};
 use serde_json::json;
 use web_support::{Reply, assert_no_cause, read_stream};
 
@@ -29,7 +27,7 @@ const REQUEST_BOUND: Duration = Duration::from_secs(10);
 const FIRST: &str = "The first paragraph made it out before the stall.";
 
 /// Who is asking: the `x-visitor` header.
-struct Visitor(Identity);
+struct Visitor(Owner);
 
 impl<S: Send + Sync> FromRequestParts<S> for Visitor {
     type Rejection = ();
@@ -39,12 +37,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Visitor {
             .get("x-visitor")
             .and_then(|v| v.to_str().ok())
             .ok_or(())?;
-        Identity::new(id).map(Visitor).map_err(drop)
+        Owner::new(id).map(Visitor).map_err(drop)
     }
 }
 
-impl From<Visitor> for Identity {
-    fn from(visitor: Visitor) -> Identity {
+impl From<Visitor> for Owner {
+    fn from(visitor: Visitor) -> Owner {
         visitor.0
     }
 }

@@ -49,7 +49,9 @@ struct Crate {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Target {
     Module(Vec<String>),
-    Item,
+    /// An item that is not a module: where it is declared (its module's segments, then its
+    /// name), so two paths to one item are told from two items of one name.
+    Item(Vec<String>),
     /// Outside the crate (another crate's item, e.g. the macro).
     External,
     /// Nothing this walk can find (reported, so a resolution bug cannot hide paths).
@@ -249,7 +251,7 @@ impl Crate {
                 // A path into another crate stays there; into an item (an enum's variant) is
                 // that item.
                 Target::External => Target::External,
-                Target::Item => Target::Item,
+                Target::Item(at) => Target::Item(at),
                 Target::Unresolved => Target::Unresolved,
             };
         }
@@ -264,7 +266,7 @@ impl Crate {
             for n in named {
                 let target = match &n.entry {
                     Entry::Module(path) => Target::Module(path.clone()),
-                    Entry::Item => Target::Item,
+                    Entry::Item => Target::Item(declared(at, name)),
                     Entry::Use(target) => self.resolve(at, target, depth + 1),
                 };
                 if matches!(target, Target::Module(_)) {
@@ -286,7 +288,13 @@ impl Crate {
 
     /// Every public path, with the unresolved re-exports (which would hide paths).
     fn public_paths(&self) -> (BTreeSet<String>, Vec<String>) {
-        let mut out = BTreeSet::new();
+        let (items, unresolved) = self.public_items();
+        (items.into_keys().collect(), unresolved)
+    }
+
+    /// Every public path and, for an item that is not a module, where it is declared.
+    fn public_items(&self) -> (BTreeMap<String, Option<Vec<String>>>, Vec<String>) {
+        let mut out = BTreeMap::new();
         let mut unresolved = Vec::new();
         let mut seen = BTreeSet::new();
         self.visit(&[], "mesh_egress", &mut out, &mut unresolved, &mut seen);
@@ -297,7 +305,7 @@ impl Crate {
         &self,
         at: &[String],
         prefix: &str,
-        out: &mut BTreeSet<String>,
+        out: &mut BTreeMap<String, Option<Vec<String>>>,
         unresolved: &mut Vec<String>,
         seen: &mut BTreeSet<String>,
     ) {
@@ -312,7 +320,7 @@ impl Crate {
             for n in named.iter().filter(|n| n.public) {
                 let target = match &n.entry {
                     Entry::Module(path) => Target::Module(path.clone()),
-                    Entry::Item => Target::Item,
+                    Entry::Item => Target::Item(declared(at, name)),
                     Entry::Use(target) => self.resolve(at, target, 0),
                 };
                 names.push((name.clone(), target));
@@ -339,14 +347,25 @@ impl Crate {
         }
         for (name, target) in names {
             let path = format!("{prefix}::{name}");
-            out.insert(path.clone());
+            let declared = match &target {
+                Target::Item(at) => Some(at.clone()),
+                _ => None,
+            };
+            out.insert(path.clone(), declared);
             match target {
                 Target::Module(module) => self.visit(&module, &path, out, unresolved, seen),
                 Target::Unresolved => unresolved.push(path),
-                Target::Item | Target::External => {}
+                Target::Item(_) | Target::External => {}
             }
         }
     }
+}
+
+/// An item's declaration: its module's segments, then its name.
+fn declared(at: &[String], name: &str) -> Vec<String> {
+    let mut path = at.to_vec();
+    path.push(name.to_owned());
+    path
 }
 
 fn use_tree(tree: &syn::UseTree, prefix: &mut Vec<String>, public: bool, module: &mut Module) {
@@ -419,6 +438,43 @@ fn every_reexport_resolves() {
     assert!(
         unresolved.is_empty(),
         "public re-exports the walk cannot resolve: {unresolved:?}"
+    );
+}
+
+/// One name per concept (issue 24): two public types, traits or constants never share a name.
+/// Two paths to one item are fine (a root re-export of a module's type); two items under one
+/// name make a reader ask which one a signature means, as `Surface`, `StreamReceipt`,
+/// `StreamError`, `ChunkSource` and `MAX_RETRY_AFTER` once did.
+#[test]
+fn no_two_public_items_share_a_name() {
+    let (items, _) = Crate::load(&runtime_src()).public_items();
+    let mut by_name: BTreeMap<&str, BTreeMap<&Vec<String>, Vec<&str>>> = BTreeMap::new();
+    for (path, declared) in &items {
+        let Some(declared) = declared else { continue };
+        let name = path.rsplit("::").next().unwrap_or(path);
+        // Functions are named by what they do, and one verb may serve two modules
+        // (`boundary::stream` beside the `stream` module); types and constants are nouns.
+        if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            by_name
+                .entry(name)
+                .or_default()
+                .entry(declared)
+                .or_default()
+                .push(path);
+        }
+    }
+    let shared: Vec<String> = by_name
+        .iter()
+        .filter(|(_, items)| items.len() > 1)
+        .map(|(name, items)| {
+            let paths: Vec<&str> = items.values().flatten().copied().collect();
+            format!("{name}: {}", paths.join(", "))
+        })
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "public names that mean two things:\n{}",
+        shared.join("\n")
     );
 }
 

@@ -14,13 +14,13 @@ use mesh_egress::BoxFuture;
 use mesh_egress::EgressError;
 use mesh_egress::store::Store;
 use mesh_egress::stream::ChunkSource;
-use mesh_egress::web::{Answered, ChatAgent, ChatTurn, Identity, NoOptions, WebChat};
+use mesh_egress::web::{Answered, ChatAgent, ChatTurn, NoOptions, Owner, WebChat};
 use serde_json::{Value, json};
 use store_support::Backend;
 use tower::ServiceExt;
 
 /// Who is asking: the `x-visitor` header.
-struct Visitor(Identity);
+struct Visitor(Owner);
 
 impl<S: Send + Sync> FromRequestParts<S> for Visitor {
     type Rejection = ();
@@ -30,12 +30,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Visitor {
             .get("x-visitor")
             .and_then(|v| v.to_str().ok())
             .ok_or(())?;
-        Identity::new(id).map(Visitor).map_err(drop)
+        Owner::new(id).map(Visitor).map_err(drop)
     }
 }
 
-impl From<Visitor> for Identity {
-    fn from(visitor: Visitor) -> Identity {
+impl From<Visitor> for Owner {
+    fn from(visitor: Visitor) -> Owner {
         visitor.0
     }
 }

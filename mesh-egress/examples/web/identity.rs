@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum_extra::extract::SignedCookieJar;
 use axum_extra::extract::cookie::{Cookie, Key, SameSite};
-use mesh_egress::web::Identity;
+use mesh_egress::web::Owner;
 
 /// The cookie's name.
 const COOKIE: &str = "mesh_web_visitor";
@@ -38,10 +38,10 @@ pub(crate) fn key_from_env() -> Result<Key, String> {
 
 /// The visitor a request comes from, put there by [`identify`].
 #[derive(Clone, Debug)]
-pub(crate) struct Visitor(Identity);
+pub(crate) struct Visitor(Owner);
 
-impl From<Visitor> for Identity {
-    fn from(visitor: Visitor) -> Identity {
+impl From<Visitor> for Owner {
+    fn from(visitor: Visitor) -> Owner {
         visitor.0
     }
 }
@@ -60,7 +60,7 @@ pub(crate) async fn identify(State(key): State<Key>, mut request: Request, next:
     let jar = SignedCookieJar::from_headers(request.headers(), key);
     let known = jar
         .get(COOKIE)
-        .and_then(|cookie| Identity::new(cookie.value().to_owned()).ok());
+        .and_then(|cookie| Owner::new(cookie.value().to_owned()).ok());
     let (identity, new_cookie) = match known {
         Some(identity) => (identity, None),
         None => {
@@ -70,7 +70,7 @@ pub(crate) async fn identify(State(key): State<Key>, mut request: Request, next:
                 .same_site(SameSite::Lax)
                 .path("/")
                 .build();
-            match Identity::new(id) {
+            match Owner::new(id) {
                 Ok(identity) => (identity, Some(cookie)),
                 Err(_) => return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
             }

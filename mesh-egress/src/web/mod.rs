@@ -50,14 +50,14 @@
 //!
 //! # Whose chat is it
 //!
-//! A chat belongs to the [`Identity`] that created it: another identity gets `404 Not Found`
+//! A chat belongs to the [`Owner`] that created it: another identity gets `404 Not Found`
 //! on every endpoint, never a word of it. The application says who is asking with its own
-//! axum extractor (`router::<MyIdentity>()`). Bodies are bounded ([`RequestLimits`]), and only
+//! axum extractor (`router::<MyOwner>()`). Bodies are bounded ([`RequestLimits`]), and only
 //! the last message's text is read: the history the agent sees comes from the store.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mesh_egress::web::{ChatInput, Identity, NoOptions, WebChat};
+//! use mesh_egress::web::{ChatInput, Owner, NoOptions, WebChat};
 //! use mesh_egress::store::Store;
 //! use mesh_egress::{egress_boundary, AnswerStream, Bot, Cancellation, EgressError, Turn};
 //! use axum::extract::FromRequestParts;
@@ -70,16 +70,16 @@
 //! }
 //!
 //! /// The application's own idea of who is asking (here: a header its proxy sets).
-//! struct User(Identity);
+//! struct User(Owner);
 //! impl<S: Send + Sync> FromRequestParts<S> for User {
 //!     type Rejection = ();
 //!     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ()> {
 //!         let id = parts.headers.get("x-user").and_then(|v| v.to_str().ok()).ok_or(())?;
-//!         Identity::new(id).map(User).map_err(drop)
+//!         Owner::new(id).map(User).map_err(drop)
 //!     }
 //! }
-//! impl From<User> for Identity {
-//!     fn from(user: User) -> Identity { user.0 }
+//! impl From<User> for Owner {
+//!     fn from(user: User) -> Owner { user.0 }
 //! }
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -97,9 +97,9 @@
 
 mod agent;
 mod client;
-mod identity;
 mod live;
 mod messages;
+mod owner;
 mod protocol;
 mod request;
 mod routes;
@@ -113,7 +113,7 @@ use serde::de::DeserializeOwned;
 
 pub use agent::{Answered, ChatAgent, ChatInput, ChatLine, ChatRole, ChatTurn, NoOptions};
 pub use client::WebClient;
-pub use identity::{Identity, IdentityError, MAX_IDENTITY};
+pub use owner::{MAX_OWNER, Owner, OwnerError};
 pub use protocol::{DONE, Interruption, MessageMetadata, UiChunk};
 pub use request::{Refusal, RequestLimits};
 pub use turn::FOLLOW_UP_HANDLER;
@@ -285,11 +285,11 @@ where
     /// The router to mount: `POST /api/chat`, `GET /api/chat/{id}/stream`,
     /// `GET /api/chat/{id}/messages`. `I` is the application's extractor of who is asking
     /// (any `FromRequestParts<()>`, such as one generic over every state, whose value converts
-    /// into an [`Identity`]); when it rejects a request, the request gets
+    /// into an [`Owner`]); when it rejects a request, the request gets
     /// [`Refusal::Unidentified`].
     pub fn router<I>(&self) -> axum::Router
     where
-        I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+        I: FromRequestParts<()> + Into<Owner> + Send + 'static,
     {
         routes::router::<O, I>(self.inner())
     }

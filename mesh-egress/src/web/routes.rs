@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::agent::ChatInput;
-use super::identity::Identity;
 use super::live::LiveReply;
 use super::messages::{history, ui_messages};
+use super::owner::Owner;
 use super::protocol::{KEEP_ALIVE, STREAM_HEADERS};
 use super::request::{Refusal, Trigger, read};
 use super::turn::{Accepted, conversation_of, run};
@@ -36,7 +36,7 @@ const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 pub(super) fn router<O, I>(inner: Arc<Inner<O>>) -> axum::Router
 where
     O: PageOptions,
-    I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+    I: FromRequestParts<()> + Into<Owner> + Send + 'static,
 {
     axum::Router::new()
         .route("/api/chat", post(post_chat::<O, I>))
@@ -46,9 +46,9 @@ where
 }
 
 /// Who is asking, from the application's extractor; its refusal is ours, with no detail.
-async fn identify<I>(parts: &mut Parts) -> Result<Identity, Refusal>
+async fn identify<I>(parts: &mut Parts) -> Result<Owner, Refusal>
 where
-    I: FromRequestParts<()> + Into<Identity>,
+    I: FromRequestParts<()> + Into<Owner>,
 {
     I::from_request_parts(parts, &())
         .await
@@ -60,7 +60,7 @@ where
 async fn open_chat<O>(
     inner: &Inner<O>,
     chat: &WebAddress,
-    identity: &Identity,
+    identity: &Owner,
     create: bool,
 ) -> Result<ChatAccess, Refusal> {
     let access = inner
@@ -87,7 +87,7 @@ fn chat_from_path(id: String) -> Result<WebAddress, Refusal> {
 async fn post_chat<O, I>(State(inner): State<Arc<Inner<O>>>, request: Request) -> Response
 where
     O: PageOptions,
-    I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+    I: FromRequestParts<()> + Into<Owner> + Send + 'static,
 {
     match accept::<O, I>(&inner, request).await {
         Ok(accepted) => {
@@ -106,7 +106,7 @@ where
 async fn accept<O, I>(inner: &Arc<Inner<O>>, request: Request) -> Result<Accepted<O>, Refusal>
 where
     O: PageOptions,
-    I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+    I: FromRequestParts<()> + Into<Owner> + Send + 'static,
 {
     let (mut parts, body) = request.into_parts();
     let identity = identify::<I>(&mut parts).await?;
@@ -216,7 +216,7 @@ async fn resume<O, I>(
 ) -> Response
 where
     O: PageOptions,
-    I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+    I: FromRequestParts<()> + Into<Owner> + Send + 'static,
 {
     let found = async {
         let (mut parts, _) = request.into_parts();
@@ -239,7 +239,7 @@ async fn messages<O, I>(
 ) -> Response
 where
     O: PageOptions,
-    I: FromRequestParts<()> + Into<Identity> + Send + 'static,
+    I: FromRequestParts<()> + Into<Owner> + Send + 'static,
 {
     let listed = async {
         let (mut parts, _) = request.into_parts();
