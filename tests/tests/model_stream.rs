@@ -5,97 +5,13 @@
 
 use std::time::Duration;
 
-use mesh_egress::ledger::{JoinedBy, LedgerRecord};
-use mesh_egress::model::FailureReason;
-use mesh_egress::model::{
-    ChatMessage, ChatRequest, Jitter, RecoveryError, RecoveryReport, RetryConfig, Route,
-    RoutedStream, Router,
-};
+use mesh_egress::ledger::JoinedBy;
+use mesh_egress::model::{FailureReason, RecoveryReport, RetryConfig, Route, RoutedStream};
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::{Attribution, EgressError, Turn};
 use tokio::time::Instant;
 
-const S: fn(u64) -> Duration = Duration::from_secs;
-const MS: fn(u64) -> Duration = Duration::from_millis;
-
-fn turn() -> Turn {
-    Turn::new(Attribution::new("agent", "conv", "run"))
-}
-
-fn request() -> ChatRequest {
-    ChatRequest::new(vec![ChatMessage::user("status?")])
-}
-
-fn router(
-    connector: &ScriptedConnector,
-    config: RetryConfig,
-    routes: Vec<Route>,
-) -> Router<ScriptedConnector> {
-    let mut routes = routes.into_iter();
-    let primary = routes.next().expect("a primary");
-    Router::with_routes(connector.clone(), primary, routes, config).with_jitter(Jitter::fixed(0.0))
-}
-
-fn routes(names: &[&str]) -> Vec<Route> {
-    names.iter().map(|n| Route::new(*n)).collect()
-}
-
-/// What one consumer pass saw: each delta with its instant since `start`, and how it ended.
-struct Seen {
-    deltas: Vec<(Duration, String)>,
-    error: Option<EgressError>,
-}
-
-impl Seen {
-    fn text(&self) -> String {
-        self.deltas.iter().map(|(_, d)| d.as_str()).collect()
-    }
-}
-
-/// Reads `stream` to its end; marks every delta delivered when `deliver` is set.
-async fn consume(stream: &mut RoutedStream<'_>, start: Instant, deliver: bool) -> Seen {
-    let mut seen = Seen {
-        deltas: Vec::new(),
-        error: None,
-    };
-    for _ in 0..1000 {
-        match stream.next().await {
-            Some(Ok(delta)) => {
-                if deliver {
-                    stream.mark_delivered(&delta);
-                }
-                seen.deltas.push((Instant::now() - start, delta));
-            }
-            Some(Err(error)) => {
-                seen.error = Some(error);
-                break;
-            }
-            None => break,
-        }
-    }
-    seen
-}
-
-fn recovery(turn: &Turn) -> RecoveryReport {
-    let reports: Vec<RecoveryReport> = turn
-        .ledger()
-        .entries()
-        .into_iter()
-        .filter_map(|e| match e.into_record() {
-            LedgerRecord::Recovery(r) => Some(r),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reports.len(), 1, "one recovery report per streamed call");
-    reports.into_iter().next().expect("one report")
-}
-
-fn cause(error: &EgressError) -> &RecoveryError {
-    error
-        .internal_cause()
-        .downcast_ref::<RecoveryError>()
-        .expect("a recovery error")
-}
+mod model_support;
+use model_support::{MS, S, Streamed, cause, recovery, router, router_over, stream_to_end, turn};
 
 fn outcomes(report: &RecoveryReport) -> Vec<(usize, String)> {
     report
@@ -111,23 +27,13 @@ async fn a_healthy_stream_yields_each_chunk_as_it_arrives() {
         "primary",
         [Step::chunks(["All ", "green", "."]).chunk_delay(MS(100))],
     );
-    let router = router(
-        &connector,
-        RetryConfig::default(),
-        routes(&["primary", "fb"]),
-    );
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert!(seen.error.is_none());
-        let times: Vec<Duration> = seen.deltas.iter().map(|(t, _)| *t).collect();
-        assert_eq!(times, [MS(100), MS(200), MS(300)]);
-        assert_eq!(seen.text(), "All green.");
-        assert_eq!(stream.finish_reason(), Some("stop"));
-    }
+    let router = router(&connector, RetryConfig::default(), &["primary", "fb"]);
+    let Streamed { turn, seen, .. } = stream_to_end(&router, true).await;
+    assert!(seen.error.is_none());
+    let times: Vec<Duration> = seen.deltas.iter().map(|(t, _)| *t).collect();
+    assert_eq!(times, [MS(100), MS(200), MS(300)]);
+    assert_eq!(seen.text(), "All green.");
+    assert_eq!(seen.finish_reason.as_deref(), Some("stop"));
     let report = recovery(&turn);
     assert_eq!(report.answered_by, Some(0));
     assert_eq!(outcomes(&report), [(0, "ok".to_owned())]);
@@ -142,15 +48,9 @@ async fn no_first_token_within_its_bound_abandons_the_route_at_that_instant() {
         .on("primary", [Step::chunks(["late"]).chunk_delay(S(5))])
         .on("fb", [Step::chunks(["on time"])]);
     let config = RetryConfig::default().with_stream_first_token_timeout(Some(S(2)));
-    let router = router(&connector, config, routes(&["primary", "fb"]));
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert_eq!(seen.deltas, [(S(2), "on time".to_owned())]);
-    }
+    let router = router(&connector, config, &["primary", "fb"]);
+    let Streamed { turn, start, seen } = stream_to_end(&router, true).await;
+    assert_eq!(seen.deltas, [(S(2), "on time".to_owned())]);
     assert_eq!(connector.calls_to("fb")[0].at - start, S(2));
     let report = recovery(&turn);
     assert_eq!(
@@ -168,12 +68,8 @@ async fn the_attempt_timeout_bounds_only_the_time_to_the_first_token() {
     let config = RetryConfig::default()
         .with_attempt_timeout(Some(S(1)))
         .with_stream_first_token_timeout(None);
-    let router = router(&connector, config, routes(&["primary"]));
-    let turn = turn();
-    let start = Instant::now();
-    let request = request();
-    let mut stream = router.stream(&turn, &request);
-    let seen = consume(&mut stream, start, true).await;
+    let router = router(&connector, config, &["primary"]);
+    let Streamed { start, seen, .. } = stream_to_end(&router, true).await;
     assert!(seen.error.is_none());
     assert_eq!(seen.text(), "w ".repeat(10));
     // The first attempt was cut at 1 s (no token yet), the retry started after the 500 ms
@@ -193,18 +89,12 @@ async fn silence_between_chunks_past_the_idle_bound_is_a_stalled_route_at_that_i
         )
         .on("fb", [Step::chunks(["a", "b", "c", "d"])]);
     let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(500)));
-    let router = router(&connector, config, routes(&["primary", "fb"]));
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        // Nothing is marked delivered: recovery is invisible, and the fallback's answer is
-        // joined to what was already yielded, so no letter comes twice.
-        let seen = consume(&mut stream, start, false).await;
-        assert!(seen.error.is_none());
-        assert_eq!(seen.text(), "abcd");
-    }
+    let router = router(&connector, config, &["primary", "fb"]);
+    // Nothing is marked delivered: recovery is invisible, and the fallback's answer is
+    // joined to what was already yielded, so no letter comes twice.
+    let Streamed { turn, start, seen } = stream_to_end(&router, false).await;
+    assert!(seen.error.is_none());
+    assert_eq!(seen.text(), "abcd");
     // Last content at 200 ms, idle bound 500 ms.
     assert_eq!(connector.calls_to("fb")[0].at - start, MS(700));
     let report = recovery(&turn);
@@ -223,12 +113,8 @@ async fn before_anything_is_delivered_a_broken_stream_retries_the_same_route_inv
             Step::chunks(["Hel", "lo"]),
         ],
     );
-    let router = router(&connector, RetryConfig::default(), routes(&["primary"]));
-    let turn = turn();
-    let start = Instant::now();
-    let request = request();
-    let mut stream = router.stream(&turn, &request);
-    let seen = consume(&mut stream, start, false).await;
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let Streamed { start, seen, .. } = stream_to_end(&router, false).await;
     assert!(seen.error.is_none());
     assert_eq!(seen.text(), "Hello");
     let calls = connector.calls_to("primary");
@@ -249,22 +135,16 @@ async fn after_delivery_a_failure_abandons_the_route_and_without_a_fallback_ends
         ],
     );
     let config = RetryConfig::default().with_stream_idle_timeout(Some(S(1)));
-    let router = router(&connector, config, routes(&["primary"]));
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert_eq!(seen.text(), "The build ");
-        let error = seen.error.expect("the stream failed after delivery");
-        assert_eq!(Instant::now() - start, MS(1200));
-        let cause = cause(&error);
-        assert_eq!(cause.gave_up(), "stream_failed_after_delivery");
-        assert!(cause.failed_after_delivery());
-        assert_eq!(cause.delivered_bytes(), "The build ".len());
-        assert_eq!(stream.delivered(), "The build ");
-    }
+    let router = router(&connector, config, &["primary"]);
+    let Streamed { turn, start, seen } = stream_to_end(&router, true).await;
+    assert_eq!(seen.text(), "The build ");
+    let error = seen.error.expect("the stream failed after delivery");
+    assert_eq!(Instant::now() - start, MS(1200));
+    let cause = cause(&error);
+    assert_eq!(cause.gave_up(), "stream_failed_after_delivery");
+    assert!(cause.failed_after_delivery());
+    assert_eq!(cause.delivered_bytes(), "The build ".len());
+    assert_eq!(seen.delivered, "The build ");
     // Three attempts were allowed, yet the route was not retried: the answer was under way.
     assert_eq!(connector.calls_to("primary").len(), 1);
     let report = recovery(&turn);
@@ -290,17 +170,11 @@ async fn a_prefill_route_continues_from_the_delivered_text_and_its_restated_over
         )
         .on("fb", [Step::chunks(["is green", " and the tests pass."])]);
     let routes = vec![Route::new("primary"), Route::new("fb").with_prefill(true)];
-    let router = router(&connector, RetryConfig::default(), routes);
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert!(seen.error.is_none());
-        assert_eq!(seen.text(), "The build is green and the tests pass.");
-        assert_eq!(stream.delivered(), "The build is green and the tests pass.");
-    }
+    let router = router_over(connector.clone(), RetryConfig::default(), routes);
+    let Streamed { turn, start, seen } = stream_to_end(&router, true).await;
+    assert!(seen.error.is_none());
+    assert_eq!(seen.text(), "The build is green and the tests pass.");
+    assert_eq!(seen.delivered, "The build is green and the tests pass.");
     let fb = connector.calls_to("fb");
     assert_eq!(fb[0].prefill.as_deref(), Some("The build is green"));
     assert_eq!(fb[0].at - start, MS(300));
@@ -326,20 +200,10 @@ async fn a_route_without_prefill_is_asked_afresh_and_only_what_follows_the_deliv
             "fb",
             [Step::chunks(["The build is ", "green and the tests pass."])],
         );
-    let router = router(
-        &connector,
-        RetryConfig::default(),
-        routes(&["primary", "fb"]),
-    );
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert!(seen.error.is_none());
-        assert_eq!(seen.text(), "The build is green and the tests pass.");
-    }
+    let router = router(&connector, RetryConfig::default(), &["primary", "fb"]);
+    let Streamed { turn, seen, .. } = stream_to_end(&router, true).await;
+    assert!(seen.error.is_none());
+    assert_eq!(seen.text(), "The build is green and the tests pass.");
     assert_eq!(connector.calls_to("fb")[0].prefill, None);
     let stream = recovery(&turn).stream.expect("a stream report");
     assert_eq!(stream.failure, Some(FailureReason::ServerError));
@@ -355,22 +219,12 @@ async fn an_answer_that_cannot_be_joined_to_the_delivered_text_ends_the_stream_f
             [Step::chunks(["Deploy ", "step one"]).reset_after(2)],
         )
         .on("fb", [Step::chunks(["Something else entirely."])]);
-    let router = router(
-        &connector,
-        RetryConfig::default(),
-        routes(&["primary", "fb"]),
-    );
-    let turn = turn();
-    let start = Instant::now();
-    {
-        let request = request();
-        let mut stream = router.stream(&turn, &request);
-        let seen = consume(&mut stream, start, true).await;
-        assert_eq!(seen.text(), "Deploy step one");
-        let error = seen.error.expect("unjoinable");
-        assert_eq!(cause(&error).gave_up(), "stream_unjoinable");
-        assert_eq!(cause(&error).delivered_bytes(), "Deploy step one".len());
-    }
+    let router = router(&connector, RetryConfig::default(), &["primary", "fb"]);
+    let Streamed { turn, seen, .. } = stream_to_end(&router, true).await;
+    assert_eq!(seen.text(), "Deploy step one");
+    let error = seen.error.expect("unjoinable");
+    assert_eq!(cause(&error).gave_up(), "stream_unjoinable");
+    assert_eq!(cause(&error).delivered_bytes(), "Deploy step one".len());
     let report = recovery(&turn);
     assert_eq!(report.gave_up.as_deref(), Some("stream_unjoinable"));
     assert_eq!(
@@ -385,12 +239,8 @@ async fn an_answer_that_cannot_be_joined_to_the_delivered_text_ends_the_stream_f
 #[tokio::test(start_paused = true)]
 async fn a_connector_without_streaming_answers_as_one_chunk() {
     let connector = ScriptedConnector::new().on("primary", [Step::answer("whole").after(MS(250))]);
-    let router = router(&connector, RetryConfig::default(), routes(&["primary"]));
-    let turn = turn();
-    let start = Instant::now();
-    let request = request();
-    let mut stream = router.stream(&turn, &request);
-    let seen = consume(&mut stream, start, true).await;
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let Streamed { seen, .. } = stream_to_end(&router, true).await;
     assert_eq!(seen.deltas, [(MS(250), "whole".to_owned())]);
 }
 
