@@ -1,16 +1,18 @@
 //! Layer A's deadline policy, rule by rule, in paused time against scripted connectors: every
 //! assertion is an exact instant.
 
+mod model_support;
 mod support;
 
 use std::time::Duration;
 
-use mesh_egress::ledger::{AttemptOutcome, LedgerRecord};
+use mesh_egress::ledger::AttemptOutcome;
 use mesh_egress::model::{
-    ChatMessage, ChatRequest, FailureReason, Jitter, RecoveryReport, RetryConfig, Route, Router,
+    ChatMessage, ChatRequest, FailureReason, Jitter, RetryConfig, Route, Router,
 };
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::{Attribution, FailureClass, Ownership, StopReason, Turn};
+use model_support::recovery;
 use tokio::time::Instant;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
@@ -51,20 +53,6 @@ fn call_times(connector: &ScriptedConnector, model: &str, start: Instant) -> Vec
         .iter()
         .map(|c| c.at - start)
         .collect()
-}
-
-fn recovery(turn: &Turn) -> RecoveryReport {
-    let reports: Vec<RecoveryReport> = turn
-        .ledger()
-        .entries()
-        .into_iter()
-        .filter_map(|e| match e.into_record() {
-            LedgerRecord::Recovery(r) => Some(r),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reports.len(), 1, "one recovery report per call");
-    reports.into_iter().next().expect("one report")
 }
 
 #[tokio::test(start_paused = true)]
