@@ -88,7 +88,7 @@ impl<C: StreamingChannel> StreamingChannel for Timed<C> {
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner.open_stream(attribution)?;
         let times = Arc::clone(&self.times);
-        stream.observe(Arc::new(move |progress: &StreamProgress<'_>| {
+        stream.observe(move |progress: &StreamProgress<'_>| {
             let now = Instant::now();
             let mut times = times.lock().expect("not poisoned");
             let Times {
@@ -109,7 +109,7 @@ impl<C: StreamingChannel> StreamingChannel for Timed<C> {
             for (part, _) in progress.newly_confirmed() {
                 confirmed.entry(part.delivery_id()).or_insert(now);
             }
-        }));
+        });
         Ok(stream)
     }
 }

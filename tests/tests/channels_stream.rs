@@ -134,9 +134,9 @@ async fn slack_a_stream_that_expires_mid_reply_rolls_over_and_the_rest_arrives_o
     let channel = slack(&api);
     let mut stream = channel.open_stream(&attribution()).unwrap();
     let (confirmed_tx, mut confirmed) = tokio::sync::watch::channel(0usize);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         confirmed_tx.send_replace(progress.confirmed().len());
-    }));
+    });
     let mut reply = Vec::new();
     for i in 0..10 {
         reply.extend(append(&channel, &mut stream, &block(i, 6)).await);
@@ -448,9 +448,9 @@ async fn a_failed_stream_hands_back_the_unconfirmed_parts_to_resume_from() {
     // Each block is appended once the one before was confirmed, so each is a message of its
     // own (blocks that queue behind the budget would go together).
     let (confirmed_tx, mut confirmed) = tokio::sync::watch::channel(0usize);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         confirmed_tx.send_replace(progress.confirmed().len());
-    }));
+    });
     let mut reply = Vec::new();
     for (i, text) in blocks.iter().enumerate() {
         reply.extend(append(&channel, &mut stream, text).await);
@@ -492,9 +492,9 @@ async fn blocks_that_queue_behind_the_budget_go_in_one_message_not_one_each() {
     let blocks: Vec<String> = (0..5).map(|i| block(i, 3)).collect();
     let mut stream = channel.open_stream(&attribution()).unwrap();
     let (confirmed_tx, mut confirmed) = tokio::sync::watch::channel(0usize);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         confirmed_tx.send_replace(progress.confirmed().len());
-    }));
+    });
     let mut reply = append(&channel, &mut stream, &blocks[0]).await;
     tokio::time::timeout(BOUND, confirmed.wait_for(|&n| n >= 1))
         .await
@@ -618,12 +618,12 @@ async fn the_last_text_is_reported_before_the_slack_stream_is_stopped() {
     let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&reports);
     let fake = std::sync::Arc::clone(&api);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         let stops = fake.calls_to("chat.stopStream");
         seen.lock()
             .unwrap()
             .push((progress.confirmed().len(), stops));
-    }));
+    });
     let mut reply = Vec::new();
     for text in &blocks {
         reply.extend(append(&channel, &mut stream, text).await);

@@ -4,16 +4,16 @@
 //! the gate blocks stops the stream, and cancellation or a lost ownership stop it at once.
 
 use mesh_egress::BoxFuture;
-use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamedTurnReceipt, rest_after};
+use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamedTurnReceipt};
 use mesh_egress::channel::DeliveryError;
 #[allow(deprecated)]
-use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode, ReplyKind};
+use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
 use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{JoinedBy, LedgerRecord, RecoveryReport};
 use mesh_egress::model::FailureReason;
 use mesh_egress::model::{Jitter, ModelError, RetryConfig, Route, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
-use mesh_egress::{AgentMessage, Cancellation, Ownership, StopReason, Turn};
+use mesh_egress::{Cancellation, Ownership, StopReason, Turn};
 use tokio::time::Instant;
 
 mod stream_support;
@@ -175,30 +175,14 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
     assert_eq!(report.delivered_bytes, [B1, B2].concat().len());
     assert_eq!(report.failed_route, Some(0));
 
-    // The follow-up asks afresh and delivers only what follows the delivered prefix (the
-    // deprecated runner is the keeping mechanism around a closure; the `Bot`'s keepers do
-    // the same for a route, see tests/bot.rs).
-    let attr = turn.attribution().clone();
-    let delivered = receipt.delivered().to_owned();
-    #[allow(deprecated)]
-    let outcome = FollowUpRunner::new(policy.clone())
-        .run(rest, &channel, || {
-            let (attr, delivered) = (attr.clone(), delivered.clone());
-            async move {
-                rest_after(
-                    &delivered,
-                    AgentMessage::new([B1, B2, B3, B4].concat(), attr),
-                )
-            }
-        })
-        .await
-        .expect("delivered");
-    #[allow(deprecated)]
-    let fulfilled = matches!(outcome, FollowUpOutcome::Fulfilled { follow_ups: 1, .. });
-    assert!(fulfilled);
-    let sent = channel.texts();
-    assert_eq!(sent.len(), 4);
-    assert_eq!(sent[3], [B3, B4].concat().trim());
+    // What the promise's follow-up sends (only what follows the delivered prefix) is the
+    // `Bot`'s keepers' to do: tests/bot.rs,
+    // `a_streamed_answer_is_one_slack_stream_and_a_mid_stream_failure_is_kept_after_the_prefix`.
+    assert_eq!(
+        (rest.first_delay(), rest.attempts()),
+        (MS(1000), 2),
+        "the policy's plan"
+    );
 }
 
 #[tokio::test(start_paused = true)]

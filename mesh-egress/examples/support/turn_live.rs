@@ -185,9 +185,9 @@ impl<C: StreamingChannel> StreamingChannel for Live<C> {
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner.open_stream(attribution)?;
         let printer = Arc::clone(&self.printer);
-        stream.observe(Arc::new(move |progress: &StreamProgress<'_>| {
+        stream.observe(move |progress: &StreamProgress<'_>| {
             printer.progress(progress);
-        }));
+        });
         Ok(stream)
     }
 

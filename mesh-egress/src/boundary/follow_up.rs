@@ -1,7 +1,10 @@
-//! [`FollowUpRunner`] (deprecated): a closure's follow-up kept in this process, through the one
-//! keeping mechanism ([`super::keeping`]).
+//! `FollowUpRunner`: a closure's follow-up kept in this process through the one keeping
+//! mechanism ([`super::keeping`]). It was public until the `Bot` kept promises itself (issue
+//! 24); it is now the unit tests' driver of `keep_in_process` (the backoff instants, the
+//! hand-off after the last try, a terminal failure, a cancellation), compiled for tests only.
 
-#![allow(deprecated)]
+// Its whole former shape stays (a test reads only some of it).
+#![allow(dead_code)]
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,10 +25,6 @@ use crate::reply::Commitment;
 /// conversation off after the last try — so a person who was told "give me a sec" is never left
 /// waiting.
 ///
-/// Deprecated: the [`Bot`](crate::Bot) keeps promises itself (in memory, or durably with a
-/// store), re-running the same registered route ([`Bot::route`](crate::Bot::route),
-/// [`Bot::run`](crate::Bot::run)); this runner is the same keeping mechanism around a closure.
-///
 /// The runner is a future the caller owns and awaits (spawn it on your own runtime if you want
 /// it in the background): it starts no task of its own, and dropping it or cancelling its
 /// [`Cancellation`] stops it at once.
@@ -35,49 +34,19 @@ use crate::reply::Commitment;
 /// commitment's `attempts` tries. Each failure is recorded exactly like a failure at the
 /// boundary (one error-tracking event carrying the cause) but mints no new promise; a failure
 /// that cannot be retried hands off at once.
-///
-/// ```
-/// # #![allow(deprecated)]
-/// use std::time::Duration;
-/// use mesh_egress::channel::{Deliver, Recorder};
-/// use mesh_egress::boundary::resolve;
-/// use mesh_egress::degrade::{DegradationPolicy, FollowUpOutcome, FollowUpRunner, Mode};
-/// use mesh_egress::{AgentMessage, Attribution, EgressError};
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// let attr = Attribution::new("bot", "dm-1", "run-1");
-/// let policy = DegradationPolicy::default().with_follow_up(Duration::from_secs(5), 3);
-/// let channel = Recorder::new();
-///
-/// let reply = resolve(Mode::Interactive, &policy, Err(EgressError::transport("503", attr.clone())));
-/// let mut receipt = channel.deliver(reply).await.unwrap();
-/// let promise = receipt.take_commitment().unwrap();
-///
-/// let runner = FollowUpRunner::new(policy);
-/// let outcome = runner
-///     .run(promise, &channel, || async { Ok(AgentMessage::new("Here it is.", attr.clone())) })
-///     .await
-///     .unwrap();
-/// assert!(matches!(outcome, FollowUpOutcome::Fulfilled { follow_ups: 1, .. }));
-/// assert_eq!(channel.sent().last().unwrap(), "Here it is.");
-/// # }
-/// ```
-#[deprecated(
-    note = "keep promises with the `Bot`: `bot.route(..)` then `bot.run(..)` re-runs the same handler (in memory, or durably with `with_store`)"
-)]
 #[derive(Clone, Debug)]
-pub struct FollowUpRunner {
+pub(crate) struct FollowUpRunner {
     policy: DegradationPolicy,
     ledger: Option<Ledger>,
     cancellation: Cancellation,
     max_delay: Duration,
 }
 
-/// How a commitment ended (see the deprecated [`FollowUpRunner`]).
-#[deprecated(note = "keep promises with the `Bot` (see `FollowUpRunner`)")]
+/// How a commitment ended (see [`FollowUpRunner`]).
 #[derive(Debug)]
 #[must_use]
 #[non_exhaustive]
-pub enum FollowUpOutcome {
+pub(crate) enum FollowUpOutcome {
     /// The real answer was delivered.
     Fulfilled {
         /// The delivery of the answer.
@@ -109,7 +78,7 @@ pub enum FollowUpOutcome {
 impl FollowUpRunner {
     /// A runner that hands off with `policy`'s handoff line and records on the policy's ledger,
     /// if it has one (see [`with_ledger`](Self::with_ledger)).
-    pub fn new(policy: DegradationPolicy) -> Self {
+    pub(crate) fn new(policy: DegradationPolicy) -> Self {
         Self {
             ledger: policy.ledger().cloned(),
             policy,
@@ -119,25 +88,25 @@ impl FollowUpRunner {
     }
 
     /// Records on `ledger` (e.g. the ledger of the turn that made the promise).
-    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+    pub(crate) fn with_ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = Some(ledger);
         self
     }
 
     /// Stops the runner when `cancellation` fires.
-    pub fn with_cancellation(mut self, cancellation: Cancellation) -> Self {
+    pub(crate) fn with_cancellation(mut self, cancellation: Cancellation) -> Self {
         self.cancellation = cancellation;
         self
     }
 
     /// Caps the wait between two follow-ups.
-    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+    pub(crate) fn with_max_delay(mut self, max_delay: Duration) -> Self {
         self.max_delay = max_delay;
         self
     }
 
     /// The runner's cancellation token.
-    pub fn cancellation(&self) -> &Cancellation {
+    pub(crate) fn cancellation(&self) -> &Cancellation {
         &self.cancellation
     }
 
@@ -151,14 +120,14 @@ impl FollowUpRunner {
     }
 
     /// The wait before follow-up `k` (from 1).
-    pub fn delay_before(&self, commitment: &Commitment, k: u32) -> Duration {
+    pub(crate) fn delay_before(&self, commitment: &Commitment, k: u32) -> Duration {
         self.plan(commitment).delay_before(k)
     }
 
     /// Keeps `commitment`: re-runs `turn` after each backoff and delivers the first answer to
     /// `channel`, or a handoff after the last failed try. A delivery failure is returned as is
     /// (the commitment stays pending on the ledger, so an operator sees it).
-    pub async fn run<C, F, Fut>(
+    pub(crate) async fn run<C, F, Fut>(
         &self,
         commitment: Commitment,
         channel: &C,

@@ -5,9 +5,8 @@
 //!
 //! The [`Bot`](crate::Bot)'s in-memory keeper walks the plan here; the
 //! [`Worker`](crate::worker::Worker) keeps a stored promise one try per claim (the store holds
-//! the plan) through the same [`one_try`]; the deprecated
-//! [`FollowUpRunner`](crate::degrade::FollowUpRunner) is a keeper of this kind around a
-//! closure.
+//! the plan) through the same [`one_try`]; the unit tests drive it through a keeper of this
+//! kind around a closure (`follow_up.rs`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -106,9 +105,17 @@ impl InProcess<'_> {
 /// How [`keep_in_process`] ended.
 pub(crate) enum InProcessEnd<D> {
     /// Kept (or handed off) after `follow_ups` tries.
-    Done { done: D, follow_ups: u32 },
+    Done {
+        done: D,
+        // Read by the unit tests' driver (`follow_up.rs`).
+        #[cfg_attr(not(test), allow(dead_code))]
+        follow_ups: u32,
+    },
     /// The cancellation fired after `follow_ups` tries; nothing more was sent.
-    Cancelled { follow_ups: u32 },
+    Cancelled {
+        #[cfg_attr(not(test), allow(dead_code))]
+        follow_ups: u32,
+    },
 }
 
 /// Keeps a promise in this process: [`one_try`] after each backoff step of the commitment's

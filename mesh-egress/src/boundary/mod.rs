@@ -4,7 +4,7 @@
 //!
 //! This is the only module that sees both the channels and Layer C; everything else points one
 //! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
-//! (`boundary::resolve`, `degrade::FollowUpRunner`, ...).
+//! (`degrade::resolve`, `degrade::Reply`).
 //!
 //! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
 //! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
@@ -16,7 +16,8 @@
 //!   repeating a word.
 
 mod deliver;
-pub(crate) mod follow_up;
+#[cfg(test)]
+mod follow_up;
 pub(crate) mod keeping;
 mod promise;
 #[cfg(all(feature = "gate", feature = "markdown"))]

@@ -36,7 +36,7 @@ use super::promise::{Promise, PromiseKeeper, Rerun};
 use super::resolve_in;
 use super::stream_silence::Unsilenced;
 use crate::block::Block;
-use crate::channel::stream::{ReplyStream, StreamObserver, StreamingChannel, SurfaceStreamReceipt};
+use crate::channel::stream::{ReplyStream, StreamingChannel, SurfaceStreamReceipt};
 use crate::channel::{
     Channel, DeliveryError, Receipt, RenderError, deliver_rendered, send_committed_parts,
 };
@@ -79,7 +79,6 @@ pub struct StreamPlan<'a> {
     input: GateInput<'a>,
     cutter: CutterConfig,
     idle_flush: Option<Duration>,
-    observer: Option<Observer>,
     keeper: Option<Keeper>,
     /// The route a kept promise re-runs (the front door's).
     rerun: Option<Rerun>,
@@ -95,16 +94,6 @@ impl std::fmt::Debug for Keeper {
     }
 }
 
-/// A [`StreamPlan`]'s observer of the surface's stream (only [`stream_live`] has one).
-#[derive(Clone)]
-struct Observer(Arc<dyn StreamObserver>);
-
-impl std::fmt::Debug for Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StreamObserver")
-    }
-}
-
 impl<'a> StreamPlan<'a> {
     /// A plan with the gate off, the default block sizes and an idle flush of 500 ms.
     pub fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
@@ -115,7 +104,6 @@ impl<'a> StreamPlan<'a> {
             input: GateInput::default(),
             cutter: CutterConfig::default(),
             idle_flush: Some(DEFAULT_IDLE_FLUSH),
-            observer: None,
             keeper: None,
             rerun: None,
         }
@@ -138,14 +126,6 @@ impl<'a> StreamPlan<'a> {
     /// The idle flush; `None` turns it off (blocks then end only at safe boundaries).
     pub fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
         self.idle_flush = idle;
-        self
-    }
-
-    /// Watches the surface's stream in [`stream_live`]: `observer` is attached to the
-    /// [`ReplyStream`] before its first block (see [`StreamObserver`]). [`stream`] has no
-    /// surface stream and ignores it.
-    pub fn with_observer(mut self, observer: Arc<dyn StreamObserver>) -> Self {
-        self.observer = Some(Observer(observer));
         self
     }
 
@@ -329,12 +309,7 @@ where
     S: TextSource<Error = EgressError>,
 {
     match channel.open_stream(turn.attribution()) {
-        Ok(mut session) => {
-            if let Some(Observer(observer)) = &plan.observer {
-                session.observe(Arc::clone(observer));
-            }
-            run(turn, plan, channel, source, Some(session)).await
-        }
+        Ok(session) => run(turn, plan, channel, source, Some(session)).await,
         // Only outside a runtime, which an `async fn` being polled is not; block by block then.
         Err(_) => run(turn, plan, channel, source, None).await,
     }

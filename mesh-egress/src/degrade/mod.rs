@@ -33,9 +33,6 @@ mod policy;
 pub use policies::Policies;
 pub use policy::{DegradationPolicy, FollowUp};
 // The boundary glue lives in `crate::boundary`; this re-export keeps a path DESIGN.md names.
-// `FollowUpRunner` is deprecated: the `Bot` keeps promises (see `crate::boundary::keeping`).
-#[allow(deprecated)]
-pub use crate::boundary::follow_up::{FollowUpOutcome, FollowUpRunner};
 
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{

@@ -169,7 +169,7 @@
 //! A [`Durable`] channel over a [`StreamingChannel`](crate::channel::stream::StreamingChannel)
 //! is one too: its [`open_stream`](crate::channel::stream::StreamingChannel::open_stream)
 //! opens the inner channel's stream and attaches the outbox's journal, a
-//! [`StreamObserver`](crate::channel::stream::StreamObserver). Each block is committed through
+//! `StreamObserver`. Each block is committed through
 //! the durable channel as usual (its parts `pending`, `streamed` unset); then:
 //!
 //! - **before each call** that may show parts in a message, the journal marks the ones not
@@ -178,7 +178,7 @@
 //!   confirms nothing and is no message) marks nothing: a reply that exists only as drafts is
 //!   `pending`, and after a crash it is sent as messages. If any part is refused (its lease
 //!   moved on, it is not pending in this outbox), none is marked and the journal refuses the
-//!   call ([`CallRefused`](crate::channel::stream::CallRefused)): that call and the rest of the
+//!   call (`CallRefused`): that call and the rest of the
 //!   reply never go, and the boundary ends the turn as ownership lost, its parts still
 //!   `pending` for whoever holds the conversation next. The conversation's lease itself is
 //!   left alone. If the database failed, see [store failures](#store-failures).
@@ -233,7 +233,7 @@
 //! When the journal cannot write before a call (SQLite busy past its timeout, a PostgreSQL
 //! failover), that is not a lost ownership: the conversation is still this process's, only
 //! the record is missing. The journal refuses the call as a store failure
-//! ([`CallRefused::store_failed`](crate::channel::stream::CallRefused::store_failed)): the
+//! (`CallRefused::store_failed`): the
 //! stream stops, and the parts it had marked for earlier calls and the surface never showed
 //! (a block whose edit was rate limited, say) go back to `pending`, best effort. The boundary
 //! sends nothing more and ends the turn with

@@ -342,7 +342,7 @@ impl<C: StreamingChannel> StreamingChannel for Durable<C> {
 
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError> {
         let mut stream = self.inner().open_stream(attribution)?;
-        stream.observe(Arc::new(Journal {
+        stream.observe_with(Arc::new(Journal {
             store: self.store().clone(),
             attribution: attribution.clone(),
             surface: self.surface(),

@@ -128,7 +128,11 @@ impl Worker {
     /// commitment's address, re-runs the handler and delivers to that address or reschedules
     /// (see the [module docs](super)). The `follow_up_claimed` failpoint stops a crash test's
     /// child here, after the claim and before any delivery.
-    pub async fn keep(&self, claim: &Claim, shutdown: &Cancellation) -> Result<Kept, StoreError> {
+    pub(crate) async fn keep(
+        &self,
+        claim: &Claim,
+        shutdown: &Cancellation,
+    ) -> Result<Kept, StoreError> {
         crate::failpoint::hit("follow_up_claimed").await;
         let store = self.store();
         let Some(address) = claim.address() else {

@@ -211,9 +211,9 @@ async fn stream<C: StreamingChannel>(
         .open_stream(&attribution)
         .map_err(|e| e.to_string())?;
     let (confirmed, mut watch) = tokio::sync::watch::channel(0usize);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         confirmed.send_replace(progress.confirmed().len());
-    }));
+    });
     for (sent, part) in parts.into_iter().enumerate() {
         stream.append(part);
         tokio::time::timeout(CONFIRM_BOUND, watch.wait_for(|n| *n > sent))
@@ -240,11 +240,11 @@ async fn drafts<C: StreamingChannel>(
         .open_stream(&attribution)
         .map_err(|e| e.to_string())?;
     let (drafted, mut watch) = tokio::sync::watch::channel(false);
-    stream.observe(std::sync::Arc::new(move |progress: &StreamProgress<'_>| {
+    stream.observe(move |progress: &StreamProgress<'_>| {
         if progress.updates().iter().any(|u| u.is_preview()) {
             drafted.send_replace(true);
         }
-    }));
+    });
     // No await between the appends: the stream's worker (on this current-thread runtime)
     // takes them all at its first flush.
     for part in parts {

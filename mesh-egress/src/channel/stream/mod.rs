@@ -56,7 +56,9 @@ mod session;
 mod slack_markdown;
 
 pub use budget::{BudgetConfig, CallKind, RateBudget};
-pub use observe::{CallRefused, MessageUpdate, PartRef, StreamObserver, StreamProgress};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use observe::{CallRefused, StreamObserver};
+pub use observe::{MessageUpdate, PartRef, StreamProgress};
 pub use receipt::{StreamOpenError, StreamedMessage, SurfaceStreamError, SurfaceStreamReceipt};
 pub use session::ReplyStream;
 pub(crate) use session::{Driver, DriverError, Parts};

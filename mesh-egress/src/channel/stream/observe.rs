@@ -1,4 +1,4 @@
-//! Watching a [`ReplyStream`](super::ReplyStream) as it goes: [`StreamObserver`], told before
+//! Watching a [`ReplyStream`](super::ReplyStream) as it goes: `StreamObserver`, told before
 //! each call which parts it may show and after it what the surface confirmed.
 //!
 //! The durable outbox uses it to record streamed parts as `sending`, then `sent` with the
@@ -20,14 +20,14 @@ use crate::outbound::DeliveryId;
 /// ([`SurfaceStreamError::is_store_failure`](super::SurfaceStreamError::is_store_failure)).
 #[derive(Debug, thiserror::Error)]
 #[error("the stream's next call was refused: {reason}")]
-pub struct CallRefused {
+pub(crate) struct CallRefused {
     reason: String,
     store_failed: bool,
 }
 
 impl CallRefused {
     /// A refusal, and why (for logs; never shown to a person).
-    pub fn new(reason: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
             store_failed: false,
@@ -36,7 +36,7 @@ impl CallRefused {
 
     /// A refusal because the observer's store could not record the call (a database that
     /// failed), not because the conversation moved on.
-    pub fn store_failed(reason: impl Into<String>) -> Self {
+    pub(crate) fn store_failed(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
             store_failed: true,
@@ -44,7 +44,7 @@ impl CallRefused {
     }
 
     /// Whether the observer's store failed (see [`store_failed`](Self::store_failed)).
-    pub fn is_store_failure(&self) -> bool {
+    pub(crate) fn is_store_failure(&self) -> bool {
         self.store_failed
     }
 }
@@ -178,33 +178,11 @@ impl StreamProgress<'_> {
 /// observer that records [`before_call`](Self::before_call) durably knows the record is there
 /// before any text of those parts can reach the surface.
 ///
-/// Any `Fn(&StreamProgress)` is an observer of progress alone:
-///
-/// ```
-/// use std::sync::{Arc, Mutex};
-/// use mesh_egress::channel::stream::{StreamObserver, StreamProgress, StreamingChannel};
-/// use mesh_egress::channel::{PlainText, Recorder};
-/// use mesh_egress::{AgentMessage, Attribution, Outbound, Ownership};
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let shown = Arc::new(Mutex::new(Vec::new()));
-/// let seen = Arc::clone(&shown);
-/// let attribution = Attribution::new("a", "c", "r");
-/// let mut stream = Recorder::new().open_stream(&attribution)?;
-/// stream.observe(Arc::new(move |progress: &StreamProgress<'_>| {
-///     for update in progress.updates() {
-///         seen.lock().unwrap().push(update.text().to_owned());
-///     }
-/// }));
-/// let message = AgentMessage::new("Hello.", attribution.clone());
-/// let committed = Outbound::new(message).render(&PlainText::new())?.commit(&Ownership::held()).await?;
-/// committed.into_parts().for_each(|part| stream.append(part));
-/// stream.finish().await?;
-/// assert_eq!(*shown.lock().unwrap(), ["Hello."]);
-/// # Ok(()) }
-/// ```
+/// Any `Fn(&StreamProgress)` is an observer of progress alone (what
+/// [`ReplyStream::observe`](super::ReplyStream::observe) takes).
 ///
 /// [`StreamPlan`]: crate::boundary::StreamPlan
-pub trait StreamObserver: Send + Sync + 'static {
+pub(crate) trait StreamObserver: Send + Sync + 'static {
     /// Before a call that may show `parts` in a message (every part not confirmed yet that the
     /// call may put in a message; parts it shows only as a preview, a Telegram draft, are not
     /// among them); `Err` stops the stream instead of making the call.

@@ -190,7 +190,7 @@ impl SurfaceStreamError {
         self
     }
 
-    /// Whether an observer refused the next call ([`CallRefused`](super::CallRefused): the
+    /// Whether an observer refused the next call (the
     /// durable outbox could not record it, e.g. another worker holds the conversation now).
     /// Then nothing more of the reply should go: not even the unconfirmed parts as messages.
     pub fn is_refused(&self) -> bool {
@@ -203,7 +203,7 @@ impl SurfaceStreamError {
     }
 
     /// Whether the refusal came from the observer's store failing
-    /// ([`CallRefused::store_failed`](super::CallRefused::store_failed)), not from the
+    /// (the outbox's journal), not from the
     /// conversation moving on: nothing more goes now, and what the durable outbox holds
     /// `pending` is sent by a worker once the store answers again.
     pub fn is_store_failure(&self) -> bool {

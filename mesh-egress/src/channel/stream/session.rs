@@ -376,10 +376,39 @@ impl ReplyStream {
         })
     }
 
-    /// Adds `observer`, told before each call which parts it may show and after it what the
-    /// surface confirmed (see [`StreamObserver`]). Attach it before the first
-    /// [`append`](Self::append) to see every call.
-    pub fn observe(&mut self, observer: Arc<dyn StreamObserver>) {
+    /// Adds `observer`, told after each call (or the calls of one flush) what the surface now
+    /// shows. It runs on the stream's worker and is awaited before the next call. Attach it
+    /// before the first [`append`](Self::append) to see every call.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use mesh_egress::channel::stream::{StreamProgress, StreamingChannel};
+    /// use mesh_egress::channel::{PlainText, Recorder};
+    /// use mesh_egress::{AgentMessage, Attribution, Outbound, Ownership};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let shown = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = Arc::clone(&shown);
+    /// let attribution = Attribution::new("a", "c", "r");
+    /// let mut stream = Recorder::new().open_stream(&attribution)?;
+    /// stream.observe(move |progress: &StreamProgress<'_>| {
+    ///     for update in progress.updates() {
+    ///         seen.lock().unwrap().push(update.text().to_owned());
+    ///     }
+    /// });
+    /// let message = AgentMessage::new("Hello.", attribution.clone());
+    /// let committed = Outbound::new(message).render(&PlainText::new())?.commit(&Ownership::held()).await?;
+    /// committed.into_parts().for_each(|part| stream.append(part));
+    /// stream.finish().await?;
+    /// assert_eq!(*shown.lock().unwrap(), ["Hello."]);
+    /// # Ok(()) }
+    /// ```
+    pub fn observe(&mut self, observer: impl Fn(&StreamProgress<'_>) + Send + Sync + 'static) {
+        self.observe_with(Arc::new(observer));
+    }
+
+    /// Adds an observer that is also told before each call which parts it may show (the
+    /// durable outbox's journal).
+    pub(crate) fn observe_with(&mut self, observer: Arc<dyn StreamObserver>) {
         self.shared
             .observers
             .lock()
