@@ -5,7 +5,7 @@
 //! token, 20 ms apart, a paragraph break every 25 tokens). Streamed: `boundary::stream` from
 //! `Router::stream`, the first block shown when it completes (token 25, 500 ms in). Not
 //! streamed: the same stream read to its end, then the whole answer delivered
-//! (`boundary::deliver`): the first part waits for the last token.
+//! (`Bot::send_to`): the first part waits for the last token.
 //!
 //! `cargo bench -p mesh-egress --bench ttfp`
 
@@ -16,12 +16,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mesh_egress::boundary::{StreamPlan, deliver, stream};
-use mesh_egress::channel::{Channel, PartReceipt, PlainText, SendError};
+use mesh_egress::boundary::{StreamPlan, stream};
+use mesh_egress::channel::{BoxedChannel, Channel, PartReceipt, PlainText, SendError};
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::model::{ChatMessage, ChatRequest};
 use mesh_egress::stream::TextSource;
-use mesh_egress::{AgentMessage, Attribution, Cancellation, CommittedPart, Turn};
+use mesh_egress::{AgentMessage, Attribution, Bot, Cancellation, CommittedPart, Turn};
 use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
@@ -32,7 +32,7 @@ const RUNS: usize = 10;
 struct First {
     renderer: PlainText,
     start: Instant,
-    first: Mutex<Option<Duration>>,
+    first: Arc<Mutex<Option<Duration>>>,
     stop: Cancellation,
 }
 
@@ -88,15 +88,18 @@ impl<S: TextSource> TextSource for Watched<S> {
 async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
     let (_provider, router) = paced_router(TOKENS).await;
     let stop = Cancellation::new();
-    let turn = Turn::new(Attribution::new("bench", "c", "r")).with_cancellation(stop.clone());
+    let turn = Turn::new(Attribution::new("bench", "c", "r"))
+        .with_mode(Mode::Interactive)
+        .with_cancellation(stop.clone());
     let policy = DegradationPolicy::default();
     let request = ChatRequest::new(vec![ChatMessage::user("status?")]);
     let channel = First {
         renderer: PlainText::new(),
         start: Instant::now(),
-        first: Mutex::new(None),
+        first: Arc::new(Mutex::new(None)),
         stop,
     };
+    let first = Arc::clone(&channel.first);
     let arrived = Arc::new(Mutex::new(None));
     if streamed {
         let plan = StreamPlan::new(Mode::Interactive, &policy);
@@ -118,11 +121,14 @@ async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
         }
         drop(source);
         let reply = Reply::Answer(AgentMessage::new(whole, turn.attribution().clone()));
-        let _receipt = deliver(&turn, Mode::Interactive, &policy, &channel, reply)
+        let channel = BoxedChannel::new(channel);
+        let _delivery = Bot::new()
+            .with_policy(policy)
+            .send_to(&turn, &channel, reply)
             .await
             .expect("delivered");
     }
-    let first = channel.first.lock().expect("not poisoned").take();
+    let first = first.lock().expect("not poisoned").take();
     let arrived = arrived.lock().expect("not poisoned").take();
     (first.expect("a part was delivered"), arrived)
 }

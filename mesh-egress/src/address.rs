@@ -27,82 +27,17 @@
 //! assert!(SlackAddress::parse("C01\n23").is_err());
 //! ```
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
+
+// `Address` and `Surface` are public at the crate root only (one path each).
+pub(crate) mod destination;
+pub(crate) mod surface;
+pub(crate) use destination::Address;
+pub(crate) use surface::Surface;
 
 /// The longest id any field of an address may hold, in bytes. Slack, Discord and Telegram ids
 /// are a few dozen bytes; a web chat id is the application's (the AI SDK's are 16 characters).
 pub(crate) const MAX_ADDRESS_FIELD: usize = 256;
-
-/// Which chat surface a conversation lives on. One type for the whole crate: the outbox stores
-/// it, the connectors report it, the duplicate rules key on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Surface {
-    /// Slack's Web API.
-    Slack,
-    /// Discord's REST API.
-    Discord,
-    /// Telegram's Bot API.
-    Telegram,
-    /// A web chat served by the application (the AI SDK's UI message stream).
-    Web,
-    /// Stdout, a recorder, any channel with a single destination and no dedupe.
-    Plain,
-}
-
-impl Surface {
-    /// Every surface, in a fixed order.
-    pub const ALL: [Surface; 5] = [
-        Self::Slack,
-        Self::Discord,
-        Self::Telegram,
-        Self::Web,
-        Self::Plain,
-    ];
-
-    /// The stable lowercase name: what the outbox stores and logs carry.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Slack => "slack",
-            Self::Discord => "discord",
-            Self::Telegram => "telegram",
-            Self::Web => "web",
-            Self::Plain => "plain",
-        }
-    }
-
-    /// The surface's proper name, as error messages show it (`Slack`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Slack => "Slack",
-            Self::Discord => "Discord",
-            Self::Telegram => "Telegram",
-            Self::Web => "web chat",
-            Self::Plain => "plain",
-        }
-    }
-
-    /// The surface whose stored name is `name` (as [`as_str`](Self::as_str) writes it).
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Whether the surface drops a repeated send of the same part by itself: Discord's
-    /// `nonce` with `enforce_nonce`
-    /// (<https://discord.com/developers/docs/resources/message#create-message>).
-    pub fn dedupes(self) -> bool {
-        matches!(self, Self::Discord)
-    }
-}
-
-impl fmt::Display for Surface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Why a value cannot be an address.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -379,158 +314,6 @@ impl WebAddress {
             c.is_ascii_alphanumeric() || c == '-' || c == '_'
         })
         .map(drop)
-    }
-}
-
-/// Where one conversation's messages go: a typed destination per [`Surface`].
-///
-/// It travels with the [`Turn`](crate::Turn) beside the attribution, and the durable outbox
-/// stores it with every part and commitment, so whoever sends a part later (a worker after a
-/// restart) sends it to this conversation's chat and nowhere else.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "surface", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Address {
-    /// A Slack channel, DM or thread.
-    Slack(SlackAddress),
-    /// A Discord channel or thread.
-    Discord(DiscordAddress),
-    /// A Telegram chat or forum topic.
-    Telegram(TelegramAddress),
-    /// A web chat.
-    Web(WebAddress),
-    /// Stdout, a recorder: the one destination such a channel has.
-    Plain,
-}
-
-impl Address {
-    /// A Slack channel or DM (see [`SlackAddress::new`]; a thread or stream recipient is set
-    /// on the [`SlackAddress`]).
-    ///
-    /// ```
-    /// use mesh_egress::{Address, Surface};
-    /// assert_eq!(Address::slack("C0123456789").surface(), Surface::Slack);
-    /// assert_eq!(Address::discord("223456789012345678").surface(), Surface::Discord);
-    /// assert_eq!(Address::telegram("-1001234567890").surface(), Surface::Telegram);
-    /// ```
-    pub fn slack(channel: impl Into<String>) -> Self {
-        Self::Slack(SlackAddress::new(channel))
-    }
-
-    /// A Discord channel or thread (see [`DiscordAddress::new`]).
-    pub fn discord(channel_id: impl Into<String>) -> Self {
-        Self::Discord(DiscordAddress::new(channel_id))
-    }
-
-    /// A Telegram chat (see [`TelegramAddress::new`]; a forum topic is set on the
-    /// [`TelegramAddress`]).
-    pub fn telegram(chat_id: impl Into<String>) -> Self {
-        Self::Telegram(TelegramAddress::new(chat_id))
-    }
-
-    /// The surface the address belongs to.
-    pub fn surface(&self) -> Surface {
-        match self {
-            Self::Slack(_) => Surface::Slack,
-            Self::Discord(_) => Surface::Discord,
-            Self::Telegram(_) => Surface::Telegram,
-            Self::Web(_) => Surface::Web,
-            Self::Plain => Surface::Plain,
-        }
-    }
-
-    /// Checks every field as the `parse` constructors do: what a deserialised address (a
-    /// stored row, a request) goes through before it is used.
-    pub fn validate(&self) -> Result<(), AddressError> {
-        match self {
-            Self::Slack(a) => a.validate(),
-            Self::Discord(a) => a.validate(),
-            Self::Telegram(a) => a.validate(),
-            Self::Web(a) => a.validate(),
-            Self::Plain => Ok(()),
-        }
-    }
-
-    /// The Slack address, if this is one.
-    pub fn as_slack(&self) -> Option<&SlackAddress> {
-        match self {
-            Self::Slack(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The Discord address, if this is one.
-    pub fn as_discord(&self) -> Option<&DiscordAddress> {
-        match self {
-            Self::Discord(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The Telegram address, if this is one.
-    pub fn as_telegram(&self) -> Option<&TelegramAddress> {
-        match self {
-            Self::Telegram(a) => Some(a),
-            _ => None,
-        }
-    }
-
-    /// The web chat address, if this is one.
-    pub fn as_web(&self) -> Option<&WebAddress> {
-        match self {
-            Self::Web(a) => Some(a),
-            _ => None,
-        }
-    }
-}
-
-impl From<SlackAddress> for Address {
-    fn from(address: SlackAddress) -> Self {
-        Self::Slack(address)
-    }
-}
-
-impl From<DiscordAddress> for Address {
-    fn from(address: DiscordAddress) -> Self {
-        Self::Discord(address)
-    }
-}
-
-impl From<TelegramAddress> for Address {
-    fn from(address: TelegramAddress) -> Self {
-        Self::Telegram(address)
-    }
-}
-
-impl From<WebAddress> for Address {
-    fn from(address: WebAddress) -> Self {
-        Self::Web(address)
-    }
-}
-
-/// `surface:id[/thread]`, for logs and operators (ids only: an address holds no message text).
-impl fmt::Display for Address {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:", self.surface().as_str())?;
-        match self {
-            Self::Slack(a) => {
-                f.write_str(&a.channel)?;
-                if let Some(ts) = &a.thread_ts {
-                    write!(f, "/{ts}")?;
-                }
-                Ok(())
-            }
-            Self::Discord(a) => f.write_str(&a.channel),
-            Self::Telegram(a) => {
-                f.write_str(&a.chat)?;
-                if let Some(topic) = a.topic {
-                    write!(f, "/{topic}")?;
-                }
-                Ok(())
-            }
-            Self::Web(a) => f.write_str(&a.chat),
-            Self::Plain => f.write_str("-"),
-        }
     }
 }
 

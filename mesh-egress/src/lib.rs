@@ -149,7 +149,7 @@ pub mod __private;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
-pub use address::{Address, Surface};
+pub use address::{destination::Address, surface::Surface};
 pub use answer::{AnswerStream, StreamedReply};
 pub use bot::Bot;
 pub use degrade::Reply;

@@ -1,16 +1,15 @@
 //! Telegram's 400 "Bad Request: can't parse entities" never drops a reply: the part goes once
 //! more as the plain text a person reads, and the ledger records that it did, through the
-//! boundary (a turn's delivery) and through the outbox's resend (a worker's).
+//! front door (a turn's delivery, `Bot::send_to`) and through the outbox's resend (a worker's).
 
 mod store_support;
 
-use mesh_egress::boundary::deliver;
 use mesh_egress::channel::TelegramChannel;
-use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+use mesh_egress::degrade::{Mode, Reply};
 use mesh_egress::ledger::{Ledger, LedgerRecord, RenderRecord};
 use mesh_egress::store::{PartState, Store};
 use mesh_egress::testing::{FakeApi, FakeResponse};
-use mesh_egress::{Attribution, Outbound, Surface, Turn};
+use mesh_egress::{Attribution, Bot, Outbound, Surface, Turn};
 
 use store_support::Backend;
 
@@ -33,18 +32,16 @@ async fn a_turns_reply_goes_as_plain_text_once_and_the_ledger_says_so() {
     let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
     api.script([FakeResponse::chat_refusal(Surface::Telegram, CANT_PARSE)]);
     let channel = TelegramChannel::new(TOKEN, "-1001234567890").base_url(api.base_url());
-    let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-1"));
+    let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-1")).with_mode(Mode::Interactive);
     let reply = Reply::Answer(turn.message("*Done* with `v2` & more"));
 
-    let receipt = deliver(
-        &turn,
-        Mode::Interactive,
-        &DegradationPolicy::default(),
-        &channel,
-        reply,
-    )
-    .await
-    .expect("delivered, not dropped");
+    let delivery = Bot::new()
+        .send_to(&turn, &channel, reply)
+        .await
+        .expect("delivered, not dropped");
+    let [receipt] = delivery.receipts() else {
+        panic!("one delivery: {:?}", delivery.receipts());
+    };
 
     assert_eq!(api.attempts(), 2);
     assert_eq!(api.texts(), ["Done with v2 & more"]);
@@ -68,19 +65,9 @@ async fn a_refusal_that_is_not_about_formatting_is_not_retried_as_plain_text() {
         "Bad Request: chat not found",
     )]);
     let channel = TelegramChannel::new(TOKEN, "-1001234567890").base_url(api.base_url());
-    let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-2"));
+    let turn = Turn::new(Attribution::new("bot", "conv-tg", "run-2")).with_mode(Mode::Interactive);
     let reply = Reply::Answer(turn.message("*Done*"));
-    assert!(
-        deliver(
-            &turn,
-            Mode::Interactive,
-            &DegradationPolicy::default(),
-            &channel,
-            reply
-        )
-        .await
-        .is_err()
-    );
+    assert!(Bot::new().send_to(&turn, &channel, reply).await.is_err());
     assert_eq!(api.attempts(), 1);
     assert!(plain_rows(turn.ledger()).is_empty());
 }

@@ -27,27 +27,14 @@ use super::resolve_in;
 /// proactive turns stay silent. The turn's ledger records the render failure (its kind, never
 /// the text) and then Layer C's rows like any boundary error; a reply shortened to its
 /// channel's part budget is recorded there too. Plain [`Deliver`](crate::channel::Deliver) still returns its typed
-/// [`RenderError`]; use this function at the edge of a bot, where every turn must end as the
-/// contract says.
+/// [`RenderError`].
 ///
-/// ```
-/// use mesh_egress::boundary::deliver;
-/// use mesh_egress::channel::Recorder;
-/// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
-/// use mesh_egress::{Attribution, Turn};
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let turn = Turn::new(Attribution::new("helper", "conv-1", "run-1"));
-/// let channel = Recorder::new();
-/// // The model answered with a lone block quote marker: nothing to show.
-/// let reply = Reply::Answer(turn.message(">"));
-/// let receipt = deliver(&turn, Mode::Interactive, &DegradationPolicy::default(), &channel, reply)
-///     .await
-///     .unwrap();
-/// assert!(receipt.commitment().is_some()); // a holding line, with its promise
-/// assert_eq!(channel.sent().len(), 1);
-/// # }
-/// ```
-pub async fn deliver<C: Channel + ?Sized>(
+/// Not public on its own, so that there is one door: the front door's path to a channel
+/// ([`Bot::send_to`](crate::Bot::send_to) and the bot's own sends) ends here for a whole
+/// answer.
+// Its callers: the streamed path (`gate` and `markdown`) and the unit tests.
+#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
+pub(crate) async fn deliver<C: Channel + ?Sized>(
     turn: &Turn,
     mode: Mode,
     policy: &DegradationPolicy,
@@ -194,6 +181,8 @@ pub(crate) fn record_plain_text(
 /// Renders an answer for `channel`, or says why it cannot be shown there as a semantic
 /// [`EgressError`]: retryable for an empty render (asking again may produce text), not for a
 /// limit problem (the same text would fail again).
+// Its callers: the worker (a store feature) and the unit tests.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn render_for<C: Channel + ?Sized>(
     channel: &C,
     message: AgentMessage,

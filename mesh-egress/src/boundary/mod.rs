@@ -7,7 +7,7 @@
 //! (`degrade::resolve`, `degrade::Reply`).
 //!
 //! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
-//! - [`deliver`]: a reply rendered for its channel first, so one that cannot be shown reaches
+//! - `deliver`: a reply rendered for its channel first, so one that cannot be shown reaches
 //!   Layer C instead of failing at delivery.
 //! - [`PromiseKeeper`]: keeps the promise a holding line made, told before the line goes; every
 //!   keeper (the bot's in memory, the store's worker) tries the follow-up the same way.
@@ -27,7 +27,6 @@ mod stream_rest;
 #[cfg(all(feature = "gate", feature = "markdown"))]
 mod stream_silence;
 
-pub use deliver::deliver;
 pub(crate) use deliver::record_delivered;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use deliver::render_for;
