@@ -55,7 +55,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
                 if !url_shown || label.trim().is_empty() && dest_url.is_empty() {
                     table.cell.push_str(&label);
                 } else if label.trim().is_empty() || label == **dest_url {
-                    table.cell.push_str(&dest_url);
+                    table.cell.push_str(dest_url);
                 } else {
                     table.cell.push_str(&format!("{label} ({dest_url})"));
                 }

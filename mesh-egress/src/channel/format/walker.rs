@@ -251,7 +251,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             Event::DisplayMath(t) => self.code_block("", t),
             Event::Html(t) => {
                 // Raw HTML is shown as text, never passed through or dropped.
-                let line = t.strip_suffix('\n').unwrap_or(&t);
+                let line = t.strip_suffix('\n').unwrap_or(t);
                 self.text(line);
                 if t.ends_with('\n') {
                     self.owe(Level::Line);
