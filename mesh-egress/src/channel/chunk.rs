@@ -359,36 +359,24 @@ impl Chunker<'_> {
             } else {
                 atom.start()
             };
-            // Most atoms are whole words, escapes or prefixes that fit: they only add their
-            // units and their visibility (what the general step below does for them, without
-            // its break and marker bookkeeping).
-            if byte == atom.start()
-                && matches!(atom.kind, Kind::Graphemes | Kind::Escape | Kind::Prefix)
-            {
+            // Most atoms are whole words, escapes, prefixes or the spaces between words that
+            // fit: they only add their units and their visibility (what the general step below
+            // does for them, without its marker bookkeeping), and a space notes the break
+            // before it. A space that does not fit goes to the general step, which notes the
+            // same break again.
+            if byte == atom.start() {
+                let simple = match atom.kind {
+                    Kind::Graphemes | Kind::Escape | Kind::Prefix => true,
+                    Kind::Space { level, keep: false } => {
+                        if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) {
+                            breaks[level as usize] = Some(st);
+                        }
+                        true
+                    }
+                    _ => false,
+                };
                 let len = st.len + atom.units();
-                if len + st.closes <= self.max && st.entities <= self.max_entities {
-                    has_content = has_content || atoms.is_visible(atom);
-                    prev_open = false;
-                    st.pos = Pos {
-                        idx: i + 1,
-                        byte: atom.end(),
-                    };
-                    st.len = len;
-                    i += 1;
-                    continue;
-                }
-            }
-            // The space between two words: a break before it, and its units if it fits (what
-            // the general step does for it; a space that does not fit goes there too and notes
-            // the same break again).
-            if byte == atom.start()
-                && let Kind::Space { level, keep: false } = atom.kind
-            {
-                if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) {
-                    breaks[level as usize] = Some(st);
-                }
-                let len = st.len + atom.units();
-                if len + st.closes <= self.max && st.entities <= self.max_entities {
+                if simple && len + st.closes <= self.max && st.entities <= self.max_entities {
                     has_content = has_content || atoms.is_visible(atom);
                     prev_open = false;
                     st.pos = Pos {
@@ -460,7 +448,6 @@ impl Chunker<'_> {
             return Err(self.too_small(&st, &next, byte, i, has_content));
         };
 
-        let mut closes = Vec::new();
         for atom in &list[start.idx..end.pos.idx] {
             match atom.kind {
                 Kind::Open(id) => stack.push(id),
@@ -470,13 +457,15 @@ impl Chunker<'_> {
                 _ => {}
             }
         }
-        let mut text = head.clone();
-        text.push_str(&atoms.text[start.byte..end.pos.byte]);
+        // One allocation of the part's exact size: its head, its body, its closing markers.
+        let body = &atoms.text[start.byte..end.pos.byte];
+        let tail: usize = stack.iter().map(|&id| atoms.marker(id).close.len()).sum();
+        let mut text = String::with_capacity(head.len() + body.len() + tail);
+        text.push_str(&head);
+        text.push_str(body);
         for &id in stack.iter().rev() {
-            closes.push(&*atoms.marker(id).close);
+            text.push_str(&atoms.marker(id).close);
         }
-        let tail: usize = closes.iter().map(|c| c.len()).sum();
-        text.extend(closes);
         Ok(Some((
             Part {
                 text,

@@ -70,8 +70,8 @@ impl<'a, D: Dialect> Walker<'_, D> {
     fn replay(&mut self, label: Vec<Event<'a>>) {
         debug_assert!(self.inline.in_link);
         let mut events = label.into_iter();
-        while let Some(event) = events.next() {
-            self.event(event, &mut events);
+        while let Some(mut event) = events.next() {
+            self.event(&mut event, &mut events);
         }
     }
 }

@@ -11,7 +11,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
     /// One event inside a table.
     pub(super) fn table_event<I: Iterator<Item = Event<'a>>>(
         &mut self,
-        event: Event<'a>,
+        event: &mut Event<'a>,
         rest: &mut I,
     ) {
         let Some(table) = &mut self.table else {
@@ -44,7 +44,7 @@ impl<'a, D: Dialect> Walker<'_, D> {
             ) => {
                 let label = plain_label(&collect_label(rest));
                 // A referenced URL is paid for once in the source: it spends the budget.
-                let url_shown = !is_reference(link_type)
+                let url_shown = !is_reference(*link_type)
                     || match self.inline.reference_bytes.checked_sub(dest_url.len()) {
                         Some(left) => {
                             self.inline.reference_bytes = left;
@@ -54,8 +54,8 @@ impl<'a, D: Dialect> Walker<'_, D> {
                     };
                 if !url_shown || label.trim().is_empty() && dest_url.is_empty() {
                     table.cell.push_str(&label);
-                } else if label.trim().is_empty() || label == *dest_url {
-                    table.cell.push_str(&dest_url);
+                } else if label.trim().is_empty() || label == **dest_url {
+                    table.cell.push_str(dest_url);
                 } else {
                     table.cell.push_str(&format!("{label} ({dest_url})"));
                 }
@@ -64,9 +64,9 @@ impl<'a, D: Dialect> Walker<'_, D> {
             | Event::Code(t)
             | Event::Html(t)
             | Event::InlineHtml(t)
-            | Event::InlineMath(t) => table.cell.push_str(&t),
+            | Event::InlineMath(t) => table.cell.push_str(t),
             Event::SoftBreak | Event::HardBreak => table.cell.push(' '),
-            Event::TaskListMarker(done) => table.cell.push_str(if done { "☑ " } else { "☐ " }),
+            Event::TaskListMarker(done) => table.cell.push_str(if *done { "☑ " } else { "☐ " }),
             Event::End(TagEnd::Table) => {
                 let table = self.table.take().map(draw_table).unwrap_or_default();
                 self.code_block("", &table);
