@@ -52,6 +52,7 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 #[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "web")]
 pub(crate) use deadline::Deadlined;
 pub use endpoint::Endpoint;
 
