@@ -5,14 +5,14 @@
 //! `cargo +nightly fuzz run gate_normalise fuzz/corpus/gate_normalise
 //! mesh-egress/tests/data/gate_normalise_seeds -- -max_total_time=60` (new inputs go to the
 //! first directory; the seeds are the second). The seeds also run on stable as an ordinary
-//! test: `cargo test -p mesh-egress --all-features --test gate_normalise`, which applies the
-//! same checks (`mesh-egress/tests/gate_normalise.rs`).
+//! test: `cargo test -p mesh-egress --all-features --lib normalise::invariants`, which applies the
+//! same checks (`mesh-egress/src/gate/normalise/invariants.rs`).
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mesh_egress::__internals::Projection;
 use mesh_egress::gate::QualityGate;
-use mesh_egress::gate::normalise::Projection;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -27,7 +27,10 @@ fuzz_target!(|data: &[u8]| {
     let mut last_start = 0;
     for pair in boundaries.windows(2) {
         let span = projection.source_span(pair[0]..pair[1]);
-        assert!(span.start <= span.end && span.end <= source.len(), "{span:?}");
+        assert!(
+            span.start <= span.end && span.end <= source.len(),
+            "{span:?}"
+        );
         assert!(source.is_char_boundary(span.start) && source.is_char_boundary(span.end));
         assert!(span.start >= last_start, "spans map back in order");
         last_start = span.start;
@@ -44,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
         .expect("gate");
     for finding in gate.scan(source, "why did it fail?") {
         let span = finding.span();
-        assert!(span.start <= span.end && span.end <= source.len(), "{finding:?}");
+        assert!(
+            span.start <= span.end && span.end <= source.len(),
+            "{finding:?}"
+        );
         assert!(source.is_char_boundary(span.start) && source.is_char_boundary(span.end));
     }
 });

@@ -10,7 +10,7 @@
 //! `cargo bench -p mesh-egress --all-features --bench stream`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use mesh_egress::model::{SseDecoder, SseEvent, decode_chunk};
+use mesh_egress::__internals::{SseDecoder, SseEvent, decode_chunk};
 use mesh_egress::stream::{BlockCutter, CutterConfig};
 use std::hint::black_box;
 

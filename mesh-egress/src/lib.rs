@@ -144,6 +144,10 @@ compile_error!("the `web` feature needs a store: enable `sqlite` or `postgres` t
 #[path = "private.rs"]
 pub mod __private;
 
+#[doc(hidden)]
+#[path = "internals.rs"]
+pub mod __internals;
+
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

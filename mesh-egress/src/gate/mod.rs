@@ -11,7 +11,7 @@
 //!    configured. The gate reads what a person will see: when the candidate could read
 //!    differently from its bytes (entities, Markdown markers, compatibility or look-alike
 //!    letters, invisible characters, broken whitespace), the same checks run again over its
-//!    normalised [`Projection`](normalise::Projection), whose spans map back to the source.
+//!    normalised projection (`normalise.rs`), whose spans map back to the source.
 //!    Each [`Finding`] has a [`Rule`](crate::verdict::Rule) and a [`Confidence`]. Context from the
 //!    user's message lowers a finding to low confidence: a failure shape inside code when the
 //!    user asked about code or errors, or an error the user quoted themselves.
@@ -84,7 +84,7 @@ mod finding;
 mod heuristics;
 mod judge;
 mod model_judge;
-pub mod normalise;
+pub(crate) mod normalise;
 mod overlap;
 mod rules;
 mod sanitise;

@@ -43,7 +43,9 @@ mod recovery;
 mod response;
 mod route;
 mod router;
-mod sse;
+// The stream decoder is read by the HTTP connector only.
+#[cfg(feature = "http")]
+pub(crate) mod sse;
 mod stream;
 mod stream_join;
 mod stream_router;
@@ -66,7 +68,6 @@ pub use message::UnusableCompletion;
 pub use openai::OpenAiCompatible;
 pub use route::{RecoveryError, Route};
 pub use router::Router;
-pub use sse::{SseDecoder, SseEvent, decode_chunk};
 pub use stream::{ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
 #[cfg(all(feature = "gate", feature = "markdown"))]

@@ -45,7 +45,6 @@ use super::stream::{StreamChunk, ToolCallDelta};
 
 /// The longest SSE line (and one event's data) read by default: 1 MiB, far above any real
 /// chunk (a whole tool call's arguments in one chunk included). Read by the HTTP connector.
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) const DEFAULT_MAX_SSE_LINE: usize = 1024 * 1024;
 
 /// The UTF-8 byte order mark, dropped once at the start of a stream.
@@ -77,16 +76,6 @@ enum Start {
 
 /// An incremental, bounded server-sent-events decoder: feed it bytes as they arrive, in any
 /// split, and it hands back whole events.
-///
-/// ```
-/// use mesh_egress::model::{SseDecoder, SseEvent};
-/// let mut decoder = SseDecoder::new(1024, 1 << 20);
-/// let mut events = Vec::new();
-/// decoder.feed(b": ping\n\ndata: {\"a\"", &mut events).unwrap();
-/// decoder.feed(b":1}\r\n\r\ndata: [DONE]\r\r", &mut events).unwrap();
-/// assert_eq!(events[0], SseEvent::Data { data: "{\"a\":1}".into(), error: false });
-/// assert_eq!(events[1], SseEvent::Done);
-/// ```
 #[derive(Debug)]
 pub struct SseDecoder {
     /// The start of a line whose end has not arrived yet.
@@ -389,6 +378,10 @@ fn status_of_stream_error(error: &serde_json::Value) -> u16 {
         500
     }
 }
+
+// The standard's rules, one case each, also fed in arbitrary splits.
+#[cfg(test)]
+mod standard;
 
 #[cfg(test)]
 mod tests {

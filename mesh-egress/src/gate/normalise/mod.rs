@@ -28,15 +28,8 @@
 //! The walk is one forward pass with no recursion; the projection is at most a small constant
 //! factor longer than the source (NFKC expansions are bounded).
 //!
-//! ```
-//! use mesh_egress::gate::normalise::Projection;
-//! let source = "LLM re**quest** f&#97;iled";
-//! let p = Projection::of(source);
-//! assert_eq!(p.text(), "LLM request failed");
-//! let at = p.text().find("failed").unwrap();
-//! let span = p.source_span(at..at + "failed".len());
-//! assert_eq!(&source[span], "f&#97;iled");
-//! ```
+//! `LLM re**quest** f&#97;iled` projects to `LLM request failed`, and the span of `failed` in
+//! the projection maps back to `f&#97;iled` in the source.
 
 use std::ops::Range;
 
@@ -47,6 +40,10 @@ use crate::gate::code::code_regions;
 use tables::{NAMED, confusable, is_format};
 
 mod tables;
+
+// The fuzz target's invariants, on its seed corpus and on generated text.
+#[cfg(test)]
+mod invariants;
 
 /// One run of projected bytes and the source bytes it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -405,6 +402,16 @@ fn reference(s: &str) -> Option<(char, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hidden_word_projects_plainly_and_maps_back_to_its_source() {
+        let source = "LLM re**quest** f&#97;iled";
+        let p = Projection::of(source);
+        assert_eq!(p.text(), "LLM request failed");
+        let at = p.text().find("failed").unwrap();
+        let span = p.source_span(at..at + "failed".len());
+        assert_eq!(&source[span], "f&#97;iled");
+    }
 
     fn find(source: &str, needle: &str) -> Option<String> {
         let p = Projection::of(source);

@@ -1,13 +1,11 @@
 //! The normaliser's invariants on the fuzz target's seed corpus (run on stable, as an
-//! ordinary test) and on generated text: the projection never panics, every projected range
+//! ordinary unit test) and on generated text: the projection never panics, every projected range
 //! maps back inside the source on its char boundaries and in order, and every finding's span
 //! is a valid range of the candidate. The same checks as `fuzz/fuzz_targets/gate_normalise.rs`.
-#![cfg(feature = "gate")]
-
 use std::path::Path;
 
-use mesh_egress::gate::QualityGate;
-use mesh_egress::gate::normalise::Projection;
+use super::Projection;
+use crate::gate::QualityGate;
 use proptest::prelude::*;
 
 /// The seed directory is small and flat; more entries than this is a mistake, not a corpus.

@@ -1,8 +1,8 @@
-//! The stream decoder against the WHATWG HTML standard's "Parsing an event stream"
+//! The decoder against the WHATWG HTML standard's "Parsing an event stream"
 //! (html.spec.whatwg.org/multipage/server-sent-events.html): each rule its own case, every
 //! case also fed byte by byte and, by proptest, in arbitrary splits across reads.
 
-use mesh_egress::model::{SseDecoder, SseEvent};
+use super::{SseDecoder, SseEvent};
 use proptest::prelude::*;
 
 /// One rule of the standard: the bytes on the wire and the events they make.
@@ -216,10 +216,7 @@ fn a_cr_only_line_past_its_cap_is_a_typed_failure() {
     let error = decoder
         .feed(b"data: a line far longer than sixteen bytes\r", &mut out)
         .expect_err("line cap");
-    assert_eq!(
-        error.kind(),
-        mesh_egress::model::ModelErrorKind::InvalidResponse
-    );
+    assert_eq!(error.kind(), crate::model::ModelErrorKind::InvalidResponse);
 }
 
 fn ends_on_a_blank_line(wire: &[u8]) -> bool {
