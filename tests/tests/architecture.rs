@@ -220,6 +220,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "__private",
         &["answer", "boundary", "degrade", "egress", "reply", "turn"],
     ),
+    // The doc-hidden hook the crate's benches and fuzz targets drive internal parsers through.
+    ("__internals", &["gate", "model"]),
     // Test support may use anything; nothing but the crate root uses it.
     (
         "testing",
@@ -450,9 +452,12 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     if stem != "mod" && stem != "lib" {
         parts.push(stem.to_owned());
     }
-    // lib.rs mounts `private.rs` as `__private` (`#[path = "private.rs"]`).
-    if parts.first().is_some_and(|p| p == "private") {
-        parts[0] = "__private".to_owned();
+    // lib.rs mounts `private.rs` as `__private` and `internals.rs` as `__internals`
+    // (`#[path = "…"]`).
+    if let Some(first) = parts.first_mut()
+        && (first == "private" || first == "internals")
+    {
+        *first = format!("__{first}");
     }
     parts
 }
