@@ -24,15 +24,24 @@ const MAX_TOKEN: usize = 64;
 
 /// An application's silence tokens (see the [module docs](self)). Cheap to clone.
 ///
+/// Declared once on the [`DegradationPolicy`](crate::degrade::DegradationPolicy); the
+/// boundary applies them to every reply, whole or streamed, before anything is rendered.
+///
 /// ```
-/// use mesh_egress::silence::{Silenced, SilenceTokens};
+/// use mesh_egress::boundary::resolve;
+/// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
+/// use mesh_egress::silence::SilenceTokens;
+/// use mesh_egress::{AgentMessage, Attribution};
 /// let tokens = SilenceTokens::new(["NO_REPLY", "HEARTBEAT_OK"]).expect("valid tokens");
-/// assert_eq!(tokens.apply("NO_REPLY"), Silenced::Silence { token: "NO_REPLY".into() });
-/// assert_eq!(
-///     tokens.apply("The deploy finished at 09:12.\n\nNO_REPLY"),
-///     Silenced::Removed { text: "The deploy finished at 09:12.".into(), count: 1 }
-/// );
-/// assert_eq!(tokens.apply("All green."), Silenced::Untouched);
+/// let policy = DegradationPolicy::default().with_silence_tokens(tokens);
+/// let said = |text: &str| {
+///     let message = AgentMessage::new(text, Attribution::new("digest", "c1", "r1"));
+///     resolve(Mode::Proactive, &policy, Ok(message))
+/// };
+/// assert!(matches!(said("NO_REPLY"), Reply::Silence));
+/// let cut = said("The deploy finished at 09:12.\n\nNO_REPLY");
+/// assert_eq!(cut.message().map(|m| m.body().as_str()), Some("The deploy finished at 09:12."));
+/// assert_eq!(said("All green.").message().map(|m| m.body().as_str()), Some("All green."));
 /// ```
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct SilenceTokens {
@@ -57,7 +66,7 @@ pub enum SilenceTokenError {
 
 /// What [`SilenceTokens::apply`] did to a reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Silenced {
+pub(crate) enum Silenced {
     /// No token in it.
     Untouched,
     /// The reply is only a token (with blanks, punctuation or emphasis around it): the agent
@@ -139,7 +148,7 @@ impl SilenceTokens {
 
     /// What to do with a whole reply: send it untouched, stay silent, or send it without its
     /// tokens. With no tokens declared this does no work.
-    pub fn apply(&self, body: &str) -> Silenced {
+    pub(crate) fn apply(&self, body: &str) -> Silenced {
         // The healthy path: one substring search per token, no copy.
         if !self.tokens.iter().any(|t| body.contains(t.as_str())) {
             return Silenced::Untouched;
@@ -151,7 +160,7 @@ impl SilenceTokens {
     }
 
     /// A filter for a streamed reply's text deltas (see [`SilenceFilter`]).
-    pub fn filter(&self) -> SilenceFilter {
+    pub(crate) fn filter(&self) -> SilenceFilter {
         SilenceFilter {
             tokens: self.tokens.clone(),
             pending: String::new(),
@@ -175,7 +184,7 @@ fn is_word(c: char) -> bool {
 /// token (`NO_RE` before `PLY`) is held back until the next delta says, so a token split
 /// across deltas never reaches the person; everything else passes at once.
 #[derive(Debug)]
-pub struct SilenceFilter {
+pub(crate) struct SilenceFilter {
     tokens: Vec<String>,
     pending: String,
     removed: usize,
@@ -184,7 +193,7 @@ pub struct SilenceFilter {
 
 impl SilenceFilter {
     /// Takes the next delta; returns the text that may be shown now.
-    pub fn push(&mut self, delta: &str) -> String {
+    pub(crate) fn push(&mut self, delta: &str) -> String {
         if self.tokens.is_empty() {
             return delta.to_owned();
         }
@@ -193,7 +202,7 @@ impl SilenceFilter {
     }
 
     /// The stream ended: the rest, without tokens.
-    pub fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         if self.tokens.is_empty() {
             return String::new();
         }
@@ -201,17 +210,17 @@ impl SilenceFilter {
     }
 
     /// How many tokens were cut so far.
-    pub fn removed(&self) -> usize {
+    pub(crate) fn removed(&self) -> usize {
         self.removed
     }
 
     /// The first token cut, if any.
-    pub fn first_token(&self) -> Option<&str> {
+    pub(crate) fn first_token(&self) -> Option<&str> {
         self.first.as_deref()
     }
 
     /// The verdict on a reply whose shown text (everything pushed and finished) is `shown`.
-    pub fn verdict(&self, shown: String) -> Silenced {
+    pub(crate) fn verdict(&self, shown: String) -> Silenced {
         match &self.first {
             None => Silenced::Untouched,
             Some(token) if is_blank(&shown) => Silenced::Silence {

@@ -479,9 +479,9 @@ fn no_two_public_items_share_a_name() {
 }
 
 /// Of the paths before the front door, how many may still be public.
-const KEPT_AT_MOST: usize = 254;
+const KEPT_AT_MOST: usize = 245;
 /// How many public paths the crate may have.
-const TOTAL_AT_MOST: usize = 311;
+const TOTAL_AT_MOST: usize = 302;
 
 #[test]
 fn a_third_of_the_public_paths_before_the_front_door_are_gone() {

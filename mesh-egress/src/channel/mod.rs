@@ -73,8 +73,8 @@
 //! A client is one bot token on one surface, and holds what every conversation of that bot
 //! shares: the API base, the HTTP client (its connection pool), the [`SendPolicy`], the token
 //! (redacted everywhere), the bot-wide rate-limit pause (Discord's `global` limit), and one
-//! [`RateBudget`](crate::channel::stream::RateBudget) per chat. A channel is one conversation:
-//! the client and an [`Address`] of its surface, made with
+//! rate budget per chat ([`BudgetConfig`](crate::channel::stream::BudgetConfig)). A channel
+//! is one conversation: the client and an [`Address`] of its surface, made with
 //! `client.channel(address)`. Two channels made for the same chat share its budget (Slack's
 //! and Telegram's limits are per channel or chat, so the threads and topics of one chat share
 //! it too); the client remembers at most 10,000 chats' budgets (see

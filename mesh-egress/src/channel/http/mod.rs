@@ -1,6 +1,8 @@
 //! The HTTP connectors; their documentation is the `channel` module's ("Connectors over HTTP").
 
 mod answer;
+#[cfg(all(test, feature = "testing"))]
+mod budget_tests;
 mod budgets;
 mod discord;
 mod discord_stream;

@@ -115,7 +115,8 @@ macro_rules! channel_stream_builders {
 
         /// The conversation's rate budget, shared by every stream and clone of this channel and
         /// by every channel its client makes for the same chat.
-        pub fn stream_budget(&self) -> &$crate::channel::stream::RateBudget {
+        #[cfg(test)]
+        pub(crate) fn stream_budget(&self) -> &$crate::channel::stream::RateBudget {
             &self.budget
         }
     };

@@ -1,5 +1,6 @@
-//! [`RateBudget`]: one conversation's share of a surface's rate limit, spent by previews,
-//! edits and final messages alike.
+//! One conversation's share of a surface's rate limit, spent by previews, edits and final
+//! messages alike: [`BudgetConfig`] (public: how fast a conversation may call) and the
+//! crate-private `RateBudget` the connectors spend.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,7 +15,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(24 * 60 * 60);
 /// What a call spends the budget on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum CallKind {
+pub(crate) enum CallKind {
     /// A preview: a draft, an edit of a message still growing, an append to a live stream.
     /// It may be skipped or coalesced, so it never takes the slots held back for finals.
     Preview,
@@ -26,7 +27,7 @@ pub enum CallKind {
 ///
 /// Three limits apply together: at least [`min_interval`](Self::min_interval) between calls,
 /// at most `limit` calls in any `window` ([`window`](Self::window)), of which `reserve` are
-/// held back for [`CallKind::Final`] calls ([`final_reserve`](Self::final_reserve)), so a
+/// held back for final messages ([`final_reserve`](Self::final_reserve)), so a
 /// stream of previews can never leave the last message waiting for the window to slide.
 ///
 /// ```
@@ -124,14 +125,14 @@ struct State {
 /// must not take nine seconds. Each send is still recorded, so a stream's next preview is
 /// spaced after it and the window counts it.
 #[derive(Clone, Debug)]
-pub struct RateBudget {
+pub(crate) struct RateBudget {
     config: BudgetConfig,
     state: Arc<Mutex<State>>,
 }
 
 impl RateBudget {
     /// A fresh budget with `config`.
-    pub fn new(config: BudgetConfig) -> Self {
+    pub(crate) fn new(config: BudgetConfig) -> Self {
         Self {
             config,
             state: Arc::default(),
@@ -139,13 +140,15 @@ impl RateBudget {
     }
 
     /// The budget's limits.
-    pub fn config(&self) -> BudgetConfig {
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> BudgetConfig {
         self.config
     }
 
     /// Whether `other` is the same budget (a clone of this one), so that spending one spends
     /// the other: two channels to one chat share one.
-    pub fn shares_with(&self, other: &RateBudget) -> bool {
+    #[cfg(test)]
+    pub(crate) fn shares_with(&self, other: &RateBudget) -> bool {
         Arc::ptr_eq(&self.state, &other.state)
     }
 
@@ -154,7 +157,7 @@ impl RateBudget {
     }
 
     /// The earliest instant a call of `kind` may go, from now.
-    pub fn next_slot(&self, kind: CallKind) -> Instant {
+    pub(crate) fn next_slot(&self, kind: CallKind) -> Instant {
         let now = Instant::now();
         let mut state = self.lock();
         slot(&self.config, &mut state, kind, Spacing::Spaced, now)
@@ -162,12 +165,14 @@ impl RateBudget {
 
     /// Waits until a call of `kind` may go without spending the slot (so a caller can gather
     /// what arrived meanwhile before it calls).
-    pub async fn ready(&self, kind: CallKind) {
+    #[cfg(test)]
+    pub(crate) async fn ready(&self, kind: CallKind) {
         self.ready_within(kind, Duration::MAX).await;
     }
 
     /// Waits for a slot for a call of `kind` and spends it; returns how long it waited.
-    pub async fn acquire(&self, kind: CallKind) -> Duration {
+    #[cfg(test)]
+    pub(crate) async fn acquire(&self, kind: CallKind) -> Duration {
         match self.take(kind, Spacing::Spaced, None).await {
             Ok(waited) | Err(waited) => waited,
         }
@@ -244,7 +249,7 @@ impl RateBudget {
     }
 
     /// The surface asked for `wait` before the next call: no call of any kind goes earlier.
-    pub fn pause_for(&self, wait: Duration) {
+    pub(crate) fn pause_for(&self, wait: Duration) {
         let until = later(Instant::now(), wait);
         let mut state = self.lock();
         if state.paused_until.is_none_or(|p| p < until) {
@@ -253,12 +258,13 @@ impl RateBudget {
     }
 
     /// The surface's bucket has no calls left until `reset_after` from now.
-    pub fn exhausted_for(&self, reset_after: Duration) {
+    pub(crate) fn exhausted_for(&self, reset_after: Duration) {
         self.pause_for(reset_after);
     }
 
     /// How long from now until the surface's pause ends (zero when there is none).
-    pub fn pause_left(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn pause_left(&self) -> Duration {
         let paused = self.lock().paused_until;
         paused.map_or(Duration::ZERO, |p| {
             p.saturating_duration_since(Instant::now())

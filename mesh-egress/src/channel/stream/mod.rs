@@ -1,5 +1,5 @@
 //! Streaming one reply onto a surface as its blocks are committed: [`StreamingChannel`],
-//! [`ReplyStream`], [`StreamMode`], the per-conversation [`RateBudget`], and the
+//! [`ReplyStream`], [`StreamMode`], the per-conversation rate budget ([`BudgetConfig`]), and the
 //! [`SurfaceStreamReceipt`] of what each surface confirmed.
 //!
 //! A streamed turn commits its reply block by block, each block on the typed path
@@ -55,7 +55,8 @@ mod session;
 #[cfg(feature = "markdown")]
 mod slack_markdown;
 
-pub use budget::{BudgetConfig, CallKind, RateBudget};
+pub use budget::BudgetConfig;
+pub(crate) use budget::{CallKind, RateBudget};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use observe::{CallRefused, StreamObserver};
 pub use observe::{MessageUpdate, PartRef, StreamProgress};
