@@ -144,13 +144,13 @@ impl<R: Render + Clone + 'static> SurfaceClient for DiscordClient<R> {
 /// under the same nonce. A `429` is retried after the body's `retry_after` (seconds,
 /// fractional; its `global` flag is reported), within the [`SendPolicy`].
 ///
-/// Every try spends the channel's [rate budget](Self::stream_budget), the one its streams
-/// spend: it waits for a pause a `429` or an empty rate-limit bucket put on it, is recorded so
-/// a stream's next edit is spaced after it, and its own `429` pauses the streams too (a
-/// `global` one pauses the whole bot instead, every channel of the same client). It does not
-/// wait for the budget's spacing, which is there to keep the edits of a growing message from
-/// churning. A wait longer than what is left of [`SendPolicy::max_wait`] hands the part back
-/// at once, rate limited.
+/// Every try spends the channel's rate budget (set with
+/// [`with_stream_budget`](Self::with_stream_budget)), the one its streams spend: it waits for a
+/// pause a `429` or an empty rate-limit bucket put on it, is recorded so a stream's next edit is
+/// spaced after it, and its own `429` pauses the streams too (a `global` one pauses the whole bot
+/// instead, every channel of the same client). It does not wait for the budget's spacing, which is
+/// there to keep the edits of a growing message from churning. A wait longer than what is left of
+/// [`SendPolicy::max_wait`] hands the part back at once, rate limited.
 ///
 /// Every message carries `allowed_mentions`: by default `{"parse": []}`, so `@everyone`,
 /// `@here`, `<@user>` and `<@&role>` in a reply notify no one; list whom a message may notify

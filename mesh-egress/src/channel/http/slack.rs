@@ -152,13 +152,14 @@ impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
 /// `Retry-After` header, within the [`SendPolicy`]; `ok: false` answers become a
 /// [`ChannelError`](super::ChannelError) carrying Slack's error code.
 ///
-/// Every try spends the conversation's [rate budget](Self::stream_budget), the one its
-/// streams spend: it waits for a pause a `429` (of a send or of a stream call) put on it, is
-/// recorded so a stream's next append is spaced after it, and its own `429` pauses the streams
-/// too. It does not wait for the budget's spacing (one call a second): Slack allows short
-/// bursts of `chat.postMessage` ("special" rate limit: about one message per second per
-/// channel, with bursts allowed), so a ten-part reply goes at once. A wait longer than what is
-/// left of [`SendPolicy::max_wait`] hands the part back at once, rate limited.
+/// Every try spends the conversation's rate budget (set with
+/// [`with_stream_budget`](Self::with_stream_budget)), the one its streams spend: it waits for a
+/// pause a `429` (of a send or of a stream call) put on it, is recorded so a stream's next append
+/// is spaced after it, and its own `429` pauses the streams too. It does not wait for the budget's
+/// spacing (one call a second): Slack allows short bursts of `chat.postMessage` ("special" rate
+/// limit: about one message per second per channel, with bursts allowed), so a ten-part reply goes
+/// at once. A wait longer than what is left of [`SendPolicy::max_wait`] hands the part back at
+/// once, rate limited.
 ///
 /// # Reconciliation
 ///

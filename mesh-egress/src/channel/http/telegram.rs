@@ -139,15 +139,16 @@ impl<R: Render + Clone + 'static> SurfaceClient for TelegramClient<R> {
 /// outcome: the durable outbox marks it `uncertain` by default); sending it again is the
 /// caller's choice, and may show it twice.
 ///
-/// Every try spends the chat's [rate budget](Self::stream_budget), the one its streams
-/// spend, as a final message: it waits for a flood wait (of a send or of a draft) and for the
-/// window (in a group, by default twenty calls a minute, of which the five a stream's drafts
-/// leave alone are always there for messages), is recorded so a stream's next draft is spaced after it
-/// and the window counts it, and its own flood wait pauses the streams too. It does not wait
-/// for the budget's spacing (one call a second): the Bot FAQ's "avoid sending more than one
-/// message per second" allows short bursts, and a ten-part reply must not take nine seconds.
-/// A wait longer than what is left of [`SendPolicy::max_wait`] hands the part back at once,
-/// rate limited with that wait as its `retry_after`.
+/// Every try spends the chat's rate budget (set with
+/// [`with_stream_budget`](Self::with_stream_budget)), the one its streams spend, as a final
+/// message: it waits for a flood wait (of a send or of a draft) and for the window (in a group, by
+/// default twenty calls a minute, of which the five a stream's drafts leave alone are always there
+/// for messages), is recorded so a stream's next draft is spaced after it and the window counts it,
+/// and its own flood wait pauses the streams too. It does not wait for the budget's spacing (one
+/// call a second): the Bot FAQ's "avoid sending more than one message per second" allows short
+/// bursts, and a ten-part reply must not take nine seconds. A wait longer than what is left of
+/// [`SendPolicy::max_wait`] hands the part back at once, rate limited with that wait as its
+/// `retry_after`.
 ///
 /// ```
 /// use mesh_egress::channel::{TelegramChannel, TelegramHtml};
