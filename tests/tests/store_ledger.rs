@@ -17,7 +17,9 @@ use mesh_egress::store::{
     CommitmentEnd, CommitmentStatus, DurableLedger, FollowUpPlan, FollowUpTask, PartState,
     PruneReport, Store, StoreError,
 };
-use mesh_egress::{Address, AgentMessage, Attribution, EgressError, Outbound, Turn, egress_boundary};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, EgressError, Outbound, Turn, egress_boundary,
+};
 
 use store_support::*;
 

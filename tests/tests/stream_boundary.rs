@@ -217,7 +217,11 @@ async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
         .expect("delivered");
     // Layer C answered for the rest with silence, after the two blocks.
     assert_eq!(delivery.outcome(), Outcome::Silent);
-    assert!(layer_c_chose_silence(&turn), "{:?}", turn.ledger().entries());
+    assert!(
+        layer_c_chose_silence(&turn),
+        "{:?}",
+        turn.ledger().entries()
+    );
     assert_eq!(delivery.delivered(), [B1, B2].concat());
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
     assert!(delivery.promise().is_none());

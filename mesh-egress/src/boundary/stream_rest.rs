@@ -53,7 +53,10 @@ pub(crate) struct Unjoinable;
 ///
 /// Crate-private: the [`Bot`](crate::Bot)'s keepers (in memory, and the worker it builds) cut
 /// every follow-up of a mid-stream promise with it.
-pub(crate) fn rest_after(delivered: &str, answer: AgentMessage) -> Result<AgentMessage, EgressError> {
+pub(crate) fn rest_after(
+    delivered: &str,
+    answer: AgentMessage,
+) -> Result<AgentMessage, EgressError> {
     if delivered.is_empty() {
         return Ok(answer);
     }
