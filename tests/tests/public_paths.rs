@@ -452,8 +452,8 @@ fn no_two_public_items_share_a_name() {
     for (path, declared) in &items {
         let Some(declared) = declared else { continue };
         let name = path.rsplit("::").next().unwrap_or(path);
-        // Functions are named by what they do, and one verb may serve two modules
-        // (`boundary::stream` beside the `stream` module); types and constants are nouns.
+        // Functions are named by what they do, and one verb may serve two modules (a function
+        // `stream` beside the `stream` module); types and constants are nouns.
         if name.starts_with(|c: char| c.is_ascii_uppercase()) {
             by_name
                 .entry(name)
@@ -479,9 +479,9 @@ fn no_two_public_items_share_a_name() {
 }
 
 /// Of the paths before the front door, how many may still be public.
-const KEPT_AT_MOST: usize = 254;
+const KEPT_AT_MOST: usize = 243;
 /// How many public paths the crate may have.
-const TOTAL_AT_MOST: usize = 311;
+const TOTAL_AT_MOST: usize = 299;
 
 #[test]
 fn a_third_of_the_public_paths_before_the_front_door_are_gone() {
