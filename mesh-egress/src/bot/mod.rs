@@ -205,11 +205,12 @@ impl Bot {
         self.edit(|shared| shared.gate = gate)
     }
 
-    /// The block sizes of every streamed answer (default [`CutterConfig::default`]): a block
-    /// goes out once it holds at least `min_block` bytes and ends at a safe Markdown boundary
-    /// (a paragraph, a line, a sentence, a word), and never holds more than `max_block`.
+    /// The block sizes of every streamed answer, in bytes (default: [`CutterConfig`]'s own,
+    /// 80 and 4000): a block ends at a safe Markdown boundary (after a blank line, a closing
+    /// fence, before a list item) once it holds at least `min_block`, and one that grows past
+    /// `max_block` is cut at the best safe point there is.
     ///
-    /// [`CutterConfig::default`]: crate::stream::CutterConfig
+    /// [`CutterConfig`]: crate::stream::CutterConfig
     ///
     /// ```
     /// use mesh_egress::channel::Recorder;
