@@ -32,12 +32,14 @@ use proc_macro::TokenStream;
 /// A parameter whose type is a shared reference to a path ending in `Turn` (`&Turn`,
 /// `&'a Turn`, `&mesh_egress::Turn`) is the handler's turn, whatever its name or pattern
 /// (`turn`, `ctx`, `_turn`, `_`) and wherever it stands (after `&self` too). With it, the
-/// boundary is `boundary::resolve_in`: Layer C's rows (the boundary error, the degradation, the
-/// commitment) go on the **turn's** ledger, and every message of the reply is tied to the
-/// turn's ownership, so no channel sends it once the conversation is no longer owned. Without
-/// one (`&mut Turn` and `Turn` by value do not count), the boundary is `boundary::resolve`, which
-/// records on the policy's ledger if it has one. Two `&Turn` parameters are an error: the reply
-/// belongs to one turn, and the macro will not guess which; call `resolve_in` yourself there.
+/// boundary is the turn-aware one (the runtime's crate-private `resolve_in`): Layer C's rows
+/// (the boundary error, the degradation, the commitment) go on the **turn's** ledger, and
+/// every message of the reply is tied to the turn's ownership, so no channel sends it once the
+/// conversation is no longer owned. Without one (`&mut Turn` and `Turn` by value do not count),
+/// the boundary is `boundary::resolve`, which records on the policy's ledger if it has one. Two
+/// `&Turn` parameters are an error: the reply belongs to one turn, and the macro will not guess
+/// which; keep the one that owns the reply and pass what you need from the other (its
+/// `Attribution`) as a parameter of its own.
 ///
 /// # `crate = <path>`
 ///

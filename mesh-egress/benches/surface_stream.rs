@@ -4,8 +4,8 @@
 //! of wall time by design), one run per surface against the loopback fakes.
 //!
 //! The fake provider streams 600 tokens at 50 tokens/s (one SSE event per token, a paragraph
-//! break every 25 tokens, so 24 blocks); `boundary::stream_live` shows them on the surface with
-//! its default mode and budget.
+//! break every 25 tokens, so 24 blocks); the front door (`Bot::send_to`, an `#[egress_boundary]`
+//! handler's `Router::answer_stream`) shows them on the surface with its default mode and budget.
 //!
 //! `cargo bench -p mesh-egress --bench surface_stream`
 
@@ -18,17 +18,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mesh_egress::Surface;
-use mesh_egress::boundary::{StreamPlan, stream_live};
 use mesh_egress::channel::stream::{
     ReplyStream, SlackMarkdown, StreamMode, StreamOpenError, StreamProgress, StreamingChannel,
 };
 use mesh_egress::channel::{
     Channel, DiscordChannel, PartReceipt, SendError, SlackChannel, TelegramChannel,
 };
-use mesh_egress::degrade::{DegradationPolicy, Mode};
-use mesh_egress::model::{ChatMessage, ChatRequest};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, Router};
 use mesh_egress::testing::FakeApi;
-use mesh_egress::{Attribution, CommitError, CommitRecord, CommittedPart, DeliveryId, Turn};
+use mesh_egress::{
+    Address, AnswerStream, Attribution, Bot, CommitError, CommitRecord, CommittedPart, DeliveryId,
+    EgressError, Turn, egress_boundary,
+};
 use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
@@ -114,21 +115,31 @@ impl<C: StreamingChannel> StreamingChannel for Timed<C> {
     }
 }
 
+/// The model's streamed answer.
+#[egress_boundary(interactive)]
+async fn answer(
+    turn: &Turn,
+    router: &Arc<Router<OpenAiCompatible>>,
+) -> Result<AnswerStream, EgressError> {
+    Ok(router.answer_stream(turn, ChatRequest::new(vec![ChatMessage::user("status?")])))
+}
+
 async fn one_run<C: StreamingChannel>(label: &str, channel: C, api: &FakeApi) {
     let (_provider, router) = paced_router(TOKENS).await;
-    let turn = Turn::new(Attribution::new("bench", "c", "r"));
-    let policy = DegradationPolicy::default();
-    let request = ChatRequest::new(vec![ChatMessage::user("status?")]);
+    let router = Arc::new(router);
+    let bot = Bot::new();
+    let turn = bot.turn(Address::Plain, Attribution::new("bench", "c", "r"));
     let times = Arc::new(Mutex::new(Times::default()));
     let channel = Timed {
         inner: channel,
         times: Arc::clone(&times),
     };
-    let plan = StreamPlan::new(Mode::Interactive, &policy);
-    let receipt = stream_live(&turn, &plan, &channel, router.stream(&turn, &request))
+    let reply = answer(&turn, &router).await;
+    let delivery = bot
+        .send_to(&turn, &channel, reply)
         .await
         .expect("delivered");
-    drop(receipt);
+    drop(delivery);
     let times = times.lock().expect("not poisoned");
     let blocks = times.committed.len();
     let waits = |after: &HashMap<DeliveryId, Instant>| {

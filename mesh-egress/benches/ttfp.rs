@@ -2,8 +2,9 @@
 //! one run takes up to 12 s of wall time by design), median and max of 10 runs each.
 //!
 //! The fake provider streams 600 tokens at 50 tokens/s over loopback HTTP (one SSE event per
-//! token, 20 ms apart, a paragraph break every 25 tokens). Streamed: `boundary::stream` from
-//! `Router::stream`, the first block shown when it completes (token 25, 500 ms in). Not
+//! token, 20 ms apart, a paragraph break every 25 tokens). Streamed: `Router::stream`'s deltas
+//! as an `#[egress_boundary]` handler's `AnswerStream`, sent by the front door (`Bot::send_to`,
+//! block by block), the first block shown when it completes (token 25, 500 ms in). Not
 //! streamed: the same stream read to its end, then the whole answer delivered
 //! (`Bot::send_to`): the first part waits for the last token.
 //!
@@ -16,12 +17,13 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mesh_egress::boundary::{StreamPlan, stream};
 use mesh_egress::channel::{BoxedChannel, Channel, PartReceipt, PlainText, SendError};
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
-use mesh_egress::model::{ChatMessage, ChatRequest};
-use mesh_egress::stream::TextSource;
-use mesh_egress::{AgentMessage, Attribution, Bot, Cancellation, CommittedPart, Turn};
+use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, Router};
+use mesh_egress::{
+    AgentMessage, AnswerStream, Attribution, Bot, Cancellation, CommittedPart, EgressError, Turn,
+    egress_boundary,
+};
 use paced::{PARAGRAPH, PER_TOKEN, paced_router};
 use tokio::time::Instant;
 
@@ -56,37 +58,46 @@ impl Channel for First {
     }
 }
 
-/// The routed stream, noting when the delta that completes the first block (the first
-/// paragraph break) reached the client: the floor for the first part, since the drip's timer
-/// is itself a little late on every token.
-struct Watched<S> {
-    inner: S,
+/// The routed stream's deltas as an answer stream, noting when the delta that completes the
+/// first block (the first paragraph break) reached the client: the floor for the first part,
+/// since the drip's timer is itself a little late on every token.
+fn watched(
+    router: Arc<Router<OpenAiCompatible>>,
+    turn: &Turn,
+    request: ChatRequest,
     start: Instant,
     arrived: Arc<Mutex<Option<Duration>>>,
+) -> AnswerStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let owned = turn.clone();
+    tokio::spawn(async move {
+        let mut source = router.stream(&owned, &request);
+        while let Some(next) = source.next().await {
+            if let Ok(delta) = &next
+                && delta.contains("\n\n")
+            {
+                let mut arrived = arrived.lock().expect("not poisoned");
+                arrived.get_or_insert(start.elapsed());
+            }
+            if tx.send(next).await.is_err() {
+                // The turn stopped after its first part: nothing more is read.
+                return;
+            }
+        }
+    });
+    AnswerStream::from_receiver(turn, rx)
 }
 
-impl<S: TextSource> TextSource for Watched<S> {
-    type Error = S::Error;
-
-    async fn next(&mut self) -> Option<Result<String, S::Error>> {
-        let next = self.inner.next().await;
-        if let Some(Ok(delta)) = &next
-            && delta.contains("\n\n")
-        {
-            let mut arrived = self.arrived.lock().expect("not poisoned");
-            arrived.get_or_insert(self.start.elapsed());
-        }
-        next
-    }
-
-    fn mark_delivered(&mut self, text: &str) {
-        self.inner.mark_delivered(text);
-    }
+/// A person is waiting on the streamed answer.
+#[egress_boundary(interactive)]
+async fn streamed(_turn: &Turn, stream: AnswerStream) -> Result<AnswerStream, EgressError> {
+    Ok(stream)
 }
 
 /// When the first part went, and (streamed) when the first block had arrived.
-async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
+async fn one_run(streaming: bool) -> (Duration, Option<Duration>) {
     let (_provider, router) = paced_router(TOKENS).await;
+    let router = Arc::new(router);
     let stop = Cancellation::new();
     let turn = Turn::new(Attribution::new("bench", "c", "r"))
         .with_mode(Mode::Interactive)
@@ -101,14 +112,19 @@ async fn one_run(streamed: bool) -> (Duration, Option<Duration>) {
     };
     let first = Arc::clone(&channel.first);
     let arrived = Arc::new(Mutex::new(None));
-    if streamed {
-        let plan = StreamPlan::new(Mode::Interactive, &policy);
-        let source = Watched {
-            inner: router.stream(&turn, &request),
-            start: channel.start,
-            arrived: Arc::clone(&arrived),
-        };
-        let _stopped_after_the_first_part = stream(&turn, &plan, &channel, source)
+    if streaming {
+        let source = watched(
+            Arc::clone(&router),
+            &turn,
+            request,
+            channel.start,
+            Arc::clone(&arrived),
+        );
+        let reply = streamed(&turn, source).await;
+        let channel = BoxedChannel::new(channel);
+        let _stopped_after_the_first_part = Bot::new()
+            .with_policy(policy)
+            .send_to(&turn, &channel, reply)
             .await
             .expect("delivered");
     } else {

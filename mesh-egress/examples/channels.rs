@@ -9,7 +9,8 @@
 //! also throw in each surface's own trouble (a Slack `429` with `Retry-After`, a Discord global
 //! rate limit, a Telegram flood wait), which the connectors ride out within their `SendPolicy`.
 //!
-//! Then one streamed reply per surface through `boundary::stream_live`: a Slack native stream
+//! Then one streamed reply per surface through the front door (`Bot::send_to`, streaming onto
+//! each surface's own mechanism): a Slack native stream
 //! in a thread (`chat.startStream` / `appendStream` / `stopStream`), Telegram drafts in a
 //! private chat then one permanent message, and a Discord message posted then edited, each
 //! under its conversation's rate budget. The calls each surface received are printed.
@@ -17,14 +18,14 @@
 use std::time::Duration;
 
 use mesh_egress::Surface;
-use mesh_egress::boundary::{StreamPlan, stream_live};
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{BoxedChannel, Deliver, DiscordChannel, SlackChannel, TelegramChannel};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
-use mesh_egress::stream::{ChunkSource, CutterConfig};
+use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Turn};
+use mesh_egress::{
+    Address, AgentMessage, AnswerStream, Attribution, Bot, EgressError, Turn, egress_boundary,
+};
 
 /// The streamed reply: paragraphs arriving one every 150 ms, as a model writes them.
 const STREAMED: [&str; 4] = [
@@ -34,25 +35,36 @@ const STREAMED: [&str; 4] = [
     "All five regions are live. **Release 2.4 is out.**\n\n",
 ];
 
-/// Streams [`STREAMED`] onto `channel` through the whole streamed boundary, then prints the
-/// calls `api` received.
+/// The streamed answer: [`STREAMED`], one paragraph every 150 ms.
+#[egress_boundary(interactive)]
+async fn streamed(turn: &Turn) -> Result<AnswerStream, EgressError> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for block in STREAMED {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            if tx.send(Ok(block.to_owned())).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(AnswerStream::from_receiver(turn, rx))
+}
+
+/// Streams [`STREAMED`] onto `channel` through the front door, then prints the calls `api`
+/// received.
 async fn stream_onto<C: StreamingChannel>(
     api: &FakeApi,
     channel: &C,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let turn = Turn::new(Attribution::new("release-bot", "c2", "r2"));
-    let policy = DegradationPolicy::default();
-    let plan = StreamPlan::new(Mode::Interactive, &policy)
+    let bot = Bot::new()
         .with_cutter(CutterConfig {
             min_block: 20,
             max_block: 4000,
         })
         .with_idle_flush(None);
-    let source = ChunkSource::<EgressError>::delayed(
-        STREAMED.map(|block| (Duration::from_millis(150), block)),
-    );
-    let receipt = stream_live(&turn, &plan, channel, source).await?;
-    let surface = receipt.surface().ok_or("no surface receipt")?;
+    let turn = bot.turn(Address::Plain, Attribution::new("release-bot", "c2", "r2"));
+    let delivery = bot.send_to(&turn, channel, streamed(&turn).await).await?;
+    let surface = delivery.surface().ok_or("no surface receipt")?;
     println!(
         "==== {} streamed ({:?} mode): {} calls, {} previews, {} message(s)",
         api.surface(),

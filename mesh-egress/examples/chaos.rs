@@ -3,7 +3,8 @@
 //!
 //! Run: `cargo run -p mesh-egress --example chaos` (no key, no network, a few seconds).
 //!
-//! The last turn is streamed (`boundary::stream`): each block is shown as it completes, the
+//! The last turn is streamed (an `#[egress_boundary]` handler returns the router's
+//! `AnswerStream`, and the front door sends it): each block is shown as it completes, the
 //! primary stalls mid-stream, and the fallback answers the rest without repeating a word.
 //!
 //! Waits are at demo scale (a 100 ms backoff base, a 300 ms ceiling, a 500 ms attempt timeout)
@@ -17,15 +18,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mesh_egress::bot::Outcome;
-use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
-use mesh_egress::channel::{Channel, PartReceipt, PlainText, Recorder, SendError};
+use mesh_egress::channel::{BoxedChannel, Channel, PartReceipt, PlainText, Recorder, SendError};
 use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{AttemptOutcome, DegradationOutcome, Ledger, LedgerRecord};
 use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
 use mesh_egress::testing::{FakeProvider, FakeResponse, Step};
 use mesh_egress::{
-    Address, AgentMessage, Attribution, Bot, CommittedPart, EgressError, Reply, Turn,
+    Address, AgentMessage, AnswerStream, Attribution, Bot, CommittedPart, EgressError, Reply, Turn,
     egress_boundary,
 };
 use tracing::field::{Field, Visit};
@@ -598,10 +598,11 @@ const STREAMED: [&str; 4] = [
 ];
 
 /// A channel that records each part with when it went, for the streamed scene.
+#[derive(Clone)]
 struct Stamped {
     renderer: PlainText,
     start: tokio::time::Instant,
-    sent: Mutex<Vec<(Duration, String)>>,
+    sent: Arc<Mutex<Vec<(Duration, String)>>>,
 }
 
 impl Channel for Stamped {
@@ -623,6 +624,20 @@ impl Channel for Stamped {
     }
 }
 
+/// The streamed scene's turn: the model's answer to `prompt`, streamed as it is written.
+#[egress_boundary(interactive)]
+async fn ask_streamed(
+    turn: &Turn,
+    router: &Arc<Model>,
+    prompt: &str,
+) -> Result<AnswerStream, EgressError> {
+    let request = ChatRequest::new(vec![
+        ChatMessage::system(SYSTEM_PROMPT),
+        ChatMessage::user(prompt),
+    ]);
+    Ok(router.answer_stream(turn, request))
+}
+
 /// A streamed turn whose primary stalls after two chunks: the first block is already on the
 /// person's screen, so the stall abandons the route and the fallback, asked afresh, delivers
 /// only what follows it.
@@ -637,12 +652,14 @@ async fn streamed_scene(
     let config = config
         .clone()
         .with_stream_idle_timeout(Some(Duration::from_millis(300)));
-    let router = Router::new(
-        OpenAiCompatible::new(provider.base_url())?,
-        "primary-model",
-        config,
-    )
-    .with_jitter(Jitter::fixed(0.5));
+    let router = Arc::new(
+        Router::new(
+            OpenAiCompatible::new(provider.base_url())?,
+            "primary-model",
+            config,
+        )
+        .with_jitter(Jitter::fixed(0.5)),
+    );
     provider.push([
         FakeResponse::from(
             Step::chunks([
@@ -657,34 +674,38 @@ async fn streamed_scene(
         FakeResponse::from(Step::chunks(STREAMED).chunk_delay(Duration::from_millis(20))),
     ]);
     let ledger = Ledger::in_memory();
-    let turn = Turn::new(Attribution::new(
-        "release-bot",
-        format!("conv-{n}"),
-        format!("run-{n}"),
-    ))
-    .with_ledger(ledger.clone());
+    // The front door of this conversation: the same policy and gate as the scenes before.
+    let bot = Bot::new()
+        .with_policy(policy.clone())
+        .with_gate(gate.clone());
     let prompt = "How is the 2.5 rollout going?";
-    let request = ChatRequest::new(vec![
-        ChatMessage::system(SYSTEM_PROMPT),
-        ChatMessage::user(prompt),
-    ]);
+    let turn = bot
+        .turn(
+            Address::Plain,
+            Attribution::new("release-bot", format!("conv-{n}"), format!("run-{n}")),
+        )
+        .with_ledger(ledger.clone())
+        .with_input(prompt);
     let channel = Stamped {
         renderer: PlainText::new(),
         start: tokio::time::Instant::now(),
-        sent: Mutex::new(Vec::new()),
+        sent: Arc::default(),
     };
-    let plan = StreamPlan::new(Mode::Interactive, policy).with_gate(gate, prompt);
-    let mut receipt = stream(&turn, &plan, &channel, router.stream(&turn, &request)).await?;
-    let _no_promise_on_an_answer = receipt.take_rest();
+    let reply = ask_streamed(&turn, &router, prompt).await;
+    // Boxed, each block goes as a message of its own, stamped as it is sent.
+    let delivery = bot
+        .send_to(&turn, &BoxedChannel::new(channel.clone()), reply)
+        .await?;
     let sent = channel
         .sent
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
 
     // No word twice: the parts read as the answer, whitespace at the cuts aside.
     let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     let shown: Vec<String> = sent.iter().flat_map(|(_, t)| words(t)).collect();
-    if receipt.end() != StreamEnd::Answered || shown != words(&STREAMED.concat()) {
+    if delivery.outcome() != Outcome::Answered || shown != words(&STREAMED.concat()) {
         return Err(format!("the streamed turn repeated or lost text: {sent:?}").into());
     }
     let mut out = String::new();

@@ -49,9 +49,9 @@
 //! settings; the mode and the plan of `MESH_FOLLOW_UP_*`) for `worker` to keep by re-running
 //! the same route; with `--follow-up` this process keeps it itself, recorded on the store.
 //!
-//! `--stream` streams the answer through the whole pipeline (`boundary::stream`: routed stream
-//! -> block cutter -> the gate's block check -> render -> commit -> send), each block a message
-//! of its own, printed (or, with `--deliver`, sent) and flushed as it is delivered. With
+//! `--stream` streams the answer through the whole pipeline (the front door's one path: routed
+//! stream -> block cutter -> the gate's block check -> render -> commit -> send), each block a
+//! message of its own, printed (or, with `--deliver`, sent) and flushed as it is delivered. With
 //! `--json` each line also carries `"t_ms"`, the milliseconds since the turn started, and
 //! `part` counts across the whole reply. The stream's bounds are
 //! `MESH_MODEL_STREAM_FIRST_TOKEN_TIMEOUT_MS` and `MESH_MODEL_STREAM_IDLE_TIMEOUT_MS`. A failure
@@ -59,7 +59,7 @@
 //! C answers for the rest (with `--follow-up`, the follow-up prints only what follows).
 //!
 //! `--stream --deliver slack|discord|telegram` streams onto the surface's own mechanism
-//! (`boundary::stream_live`): a Slack stream in the thread `MESH_SLACK_THREAD_TS` (for the
+//! (`Bot::send_to` a channel that streams natively): a Slack stream in the thread `MESH_SLACK_THREAD_TS` (for the
 //! recipient `MESH_SLACK_RECIPIENT_USER` + `MESH_SLACK_RECIPIENT_TEAM`, which Slack needs outside
 //! a DM; rendered as standard Markdown), Telegram drafts then one message in a private chat,
 //! Discord post-then-edit. Each message is printed when the surface confirms it, and every later

@@ -148,9 +148,10 @@ pub struct AgentMessage {
     // Set by `Turn::message` and the turn-aware boundary: every channel refuses the message once
     // it is lost. `None` for `AgentMessage::new`: the caller checks ownership itself.
     ownership: Option<Ownership>,
-    // Stamped by the boundary (`resolve`, `resolve_in`, `#[egress_boundary]`): the mode the
-    // handler declared, so a failure found later on the way out (the gate blocks the answer,
-    // it cannot be rendered) is decided the way the handler's own failure would have been.
+    // Stamped by the boundary (`resolve`, the turn-aware `resolve_in`, `#[egress_boundary]`):
+    // the mode the handler declared, so a failure found later on the way out (the gate blocks
+    // the answer, it cannot be rendered) is decided the way the handler's own failure would
+    // have been.
     mode: Option<Mode>,
 }
 
@@ -161,8 +162,8 @@ impl AgentMessage {
     /// conversation, so checking is the caller's job. Inside a turn prefer
     /// [`Turn::message`](crate::Turn::message), which ties the message to the turn's ownership
     /// (or add one with [`with_ownership`](Self::with_ownership)); replies from the turn-aware
-    /// boundary ([`resolve_in`](crate::boundary::resolve_in), `#[egress_boundary]` on a handler
-    /// taking `&Turn`) are tied to it too.
+    /// boundary (`#[egress_boundary]` on a handler taking `&Turn`, and the
+    /// [`Bot`](crate::Bot)) are tied to it too.
     pub fn new(body: impl Into<Markdown>, attribution: Attribution) -> Self {
         Self {
             body: body.into(),

@@ -59,13 +59,17 @@ impl LedgerStore for InMemoryLedger {
 /// [`LedgerStore`] writes them out as JSON lines):
 ///
 /// ```
-/// use mesh_egress::{Attribution, EgressError, Turn};
-/// use mesh_egress::degrade::{DegradationPolicy, Mode};
-/// use mesh_egress::boundary::resolve_in;
+/// use mesh_egress::{egress_boundary, AgentMessage, Attribution, EgressError, Turn};
+/// use mesh_egress::degrade::Mode;
 /// use mesh_egress::ledger::{DegradationOutcome, LedgerRecord};
+///
+/// #[egress_boundary(proactive)]
+/// fn digest(turn: &Turn) -> Result<AgentMessage, EgressError> {
+///     Err(EgressError::transport("503", turn.attribution().clone()))
+/// }
+///
 /// let turn = Turn::new(Attribution::new("a", "c", "r"));
-/// let failed = Err(EgressError::transport("503", turn.attribution().clone()));
-/// let _silence = resolve_in(&turn, Mode::Proactive, &DegradationPolicy::default(), failed);
+/// let _silence = digest(&turn);
 /// let rows = turn.ledger().entries();
 /// assert!(rows.iter().any(|row| matches!(
 ///     row.record(),

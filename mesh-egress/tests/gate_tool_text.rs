@@ -5,13 +5,13 @@
 #![cfg(all(feature = "gate", feature = "markdown"))]
 
 use mesh_egress::block::Block;
-use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
+use mesh_egress::bot::Outcome;
 use mesh_egress::channel::Recorder;
-use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
 use mesh_egress::gate::{Confidence, GateVerdict, QualityGate};
-use mesh_egress::model::RoutedStream;
 use mesh_egress::stream::CutterConfig;
-use mesh_egress::{AgentMessage, Attribution, Turn};
+use mesh_egress::{
+    Address, AgentMessage, AnswerStream, Attribution, Bot, EgressError, Turn, egress_boundary,
+};
 
 fn gate() -> QualityGate {
     QualityGate::builder().build().expect("gate")
@@ -143,30 +143,41 @@ async fn in_a_stream_markup_stops_it_and_a_trace_line_is_cut_while_the_stream_go
     assert!(checked.is_blank());
 }
 
+/// The model's streamed answer, as the chunks it arrived in.
+#[egress_boundary(interactive)]
+async fn streamed(turn: &Turn, chunks: Vec<&'static str>) -> Result<AnswerStream, EgressError> {
+    Ok(AnswerStream::from_chunks(
+        turn,
+        chunks.into_iter().map(|chunk| Ok(chunk.to_owned())),
+    ))
+}
+
 #[tokio::test]
 async fn a_streamed_turn_keeps_what_was_delivered_and_layer_c_answers_for_the_rest() {
-    let turn = turn();
-    let policy = DegradationPolicy::default();
-    let gate = gate();
-    let plan = StreamPlan::new(Mode::Interactive, &policy)
-        .with_gate(&gate, "Is the build green?")
+    let bot = Bot::new()
+        .with_gate(gate())
         .with_cutter(CutterConfig {
             min_block: 1,
             max_block: 4000,
         })
         .with_idle_flush(None);
-    let source = RoutedStream::from_chunks(
+    let turn = bot
+        .turn(Address::Plain, Attribution::new("agent", "c", "r"))
+        .with_input("Is the build green?");
+    let reply = streamed(
         &turn,
         vec![
-            Ok("The build is green.\n\n".into()),
-            Ok("💻 terminal: \"make deploy\"\n\n".into()),
-            Ok("Deploying now.\n\n".into()),
-            Ok("<tool_call>{\"name\": \"notify\", \"arguments\": {}}</tool_call>\n\n".into()),
-            Ok("Done.".into()),
+            "The build is green.\n\n",
+            "💻 terminal: \"make deploy\"\n\n",
+            "Deploying now.\n\n",
+            "<tool_call>{\"name\": \"notify\", \"arguments\": {}}</tool_call>\n\n",
+            "Done.",
         ],
-    );
+    )
+    .await;
     let channel = Recorder::new();
-    let mut receipt = stream(&turn, &plan, &channel, source)
+    let delivery = bot
+        .send_to(&turn, &channel, reply)
         .await
         .expect("delivered");
     let sent = channel.sent();
@@ -176,12 +187,9 @@ async fn a_streamed_turn_keeps_what_was_delivered_and_layer_c_answers_for_the_re
         sent.iter()
             .all(|s| !s.contains("tool_call") && !s.contains("terminal"))
     );
-    assert_eq!(
-        receipt.end(),
-        StreamEnd::Degraded {
-            reply: ReplyKind::Holding,
-            after_blocks: 2
-        }
-    );
-    let _kept_on_the_ledger = receipt.take_rest();
+    // A holding line after the two blocks that were shown (the trace line's block was cut to
+    // nothing and never sent).
+    assert_eq!(delivery.outcome(), Outcome::Holding);
+    assert_eq!(delivery.receipts().len(), 3, "two blocks, then the line");
+    let _kept_on_the_ledger = delivery.promise().expect("a promise for the rest");
 }

@@ -19,21 +19,20 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::Surface as Api;
-use mesh_egress::boundary::{StreamPlan, stream_live};
+use mesh_egress::bot::Delivery;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamMode, StreamingChannel};
 use mesh_egress::channel::{
     Channel, Deliver, DeliveryError, DiscordChannel, PartLookup, PartReceipt, PlainText, SendError,
     SlackChannel, TelegramChannel,
 };
-use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use mesh_egress::store::{Durable, Lease, PartState, Store, StoredPart};
-use mesh_egress::stream::{ChunkSource, CutterConfig};
+use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
 use mesh_egress::{
-    Address, AgentMessage, Attribution, CommitError, CommitRecord, CommittedPart, EgressError,
-    Outbound, Turn,
+    Address, AgentMessage, AnswerStream, Attribution, Bot, CommitError, CommitRecord,
+    CommittedPart, EgressError, Outbound, Turn, egress_boundary,
 };
 
 use store_support::{Backend, LONG, at_once};
@@ -224,26 +223,43 @@ async fn until<F: Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F
     assert!(reached.is_ok(), "never reached: {what}");
 }
 
-/// Streams [`BLOCKS`] through `durable` with `boundary::stream_live`, a few milliseconds apart.
+/// [`BLOCKS`] as a model sends them, 30 ms apart.
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for block in BLOCKS {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(AnswerStream::from_receiver(turn, rx))
+}
+
+/// Streams [`BLOCKS`] through `durable` with the front door (`Bot::send_to`), a few
+/// milliseconds apart.
 async fn stream_blocks<C: StreamingChannel>(
     case: &Case,
     lease: &Lease,
     durable: &Durable<C>,
-) -> Result<mesh_egress::boundary::StreamedTurnReceipt, DeliveryError> {
-    let turn = case.turn(lease).with_ledger(case.ledger.clone());
-    let policy = DegradationPolicy::default();
-    let plan = StreamPlan::new(Mode::Interactive, &policy)
+) -> Result<Delivery, DeliveryError> {
+    let bot = Bot::new()
         .with_cutter(CutterConfig {
             min_block: 20,
             max_block: 4000,
         })
         .with_idle_flush(None);
-    let source: ChunkSource<EgressError> = ChunkSource::delayed(
-        BLOCKS
-            .iter()
-            .map(|b| (Duration::from_millis(30), format!("{b}\n\n"))),
-    );
-    tokio::time::timeout(BOUND, stream_live(&turn, &plan, durable, source))
+    let turn = bot
+        .turn(
+            Address::Plain,
+            Attribution::new("ops-bot", &case.conversation, "run-1"),
+        )
+        .with_ownership(lease.ownership())
+        .with_ledger(case.ledger.clone());
+    let reply = answer(&turn).await;
+    tokio::time::timeout(BOUND, bot.send_to(&turn, durable, reply))
         .await
         .expect("the streamed turn ends in time")
 }

@@ -1,6 +1,7 @@
 //! A store failure is not a lost ownership (issue 21, scenario 3), on a SQLite file and on a
 //! throwaway PostgreSQL cluster, against the loopback Discord fake. The store's journal is made
-//! to fail mid-stream with the test-only hook `Store::fail_journal_writes` (feature
+//! to fail mid-stream (a streamed answer sent by the front door, `Bot::send_to`, through the
+//! outbox) with the test-only hook `Store::fail_journal_writes` (feature
 //! `failpoints`), as SQLite busy past its timeout or a PostgreSQL failover would: the stream
 //! stops, the block that was rate limited and never shown goes back to `pending`, the turn ends
 //! with a typed store error, and a resend with the store answering again sends the rest, each
@@ -11,16 +12,15 @@ mod store_support;
 use std::time::Duration;
 
 use mesh_egress::Surface as Api;
-use mesh_egress::boundary::{StreamPlan, stream_live};
+use mesh_egress::bot::Delivery;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::BudgetConfig;
 use mesh_egress::channel::{DeliveryError, DiscordChannel};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use mesh_egress::store::{PartState, Store, StoredPart};
-use mesh_egress::stream::{ChunkSource, CutterConfig};
+use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{FakeApi, FakeResponse};
-use mesh_egress::{Attribution, EgressError, Turn};
+use mesh_egress::{Address, AnswerStream, Attribution, Bot, EgressError, Turn, egress_boundary};
 
 use store_support::{Backend, LONG};
 
@@ -56,8 +56,23 @@ struct Run {
     store: Store,
     api: FakeApi,
     ledger: Ledger,
-    result: Result<mesh_egress::boundary::StreamedTurnReceipt, DeliveryError>,
+    result: Result<Delivery, DeliveryError>,
     rows_after_turn: Vec<StoredPart>,
+}
+
+/// [`BLOCKS`] as a model sends them, 60 ms apart.
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for block in BLOCKS {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(AnswerStream::from_receiver(turn, rx))
 }
 
 /// Streams [`BLOCKS`] onto Discord's post-then-edit stream through the outbox. The edit that
@@ -77,22 +92,21 @@ async fn stream_into_a_failing_store(backend: Backend, failing_writes: u32) -> R
     let lease = store.acquire("failing", "worker-a", LONG).await.unwrap();
     let ledger = Ledger::in_memory();
     let durable = store.channel(discord(&api)).with_ledger(ledger.clone());
-    let turn = Turn::new(Attribution::new("ops-bot", "failing", "run-1"))
-        .with_ownership(lease.ownership())
-        .with_ledger(ledger.clone());
-    let policy = DegradationPolicy::default();
-    let plan = StreamPlan::new(Mode::Interactive, &policy)
+    let bot = Bot::new()
         .with_cutter(CutterConfig {
             min_block: 20,
             max_block: 4000,
         })
         .with_idle_flush(None);
-    let source: ChunkSource<EgressError> = ChunkSource::delayed(
-        BLOCKS
-            .iter()
-            .map(|b| (Duration::from_millis(60), format!("{b}\n\n"))),
-    );
-    let streamed = stream_live(&turn, &plan, &durable, source);
+    let turn = bot
+        .turn(
+            Address::Plain,
+            Attribution::new("ops-bot", "failing", "run-1"),
+        )
+        .with_ownership(lease.ownership())
+        .with_ledger(ledger.clone());
+    let reply = answer(&turn).await;
+    let streamed = bot.send_to(&turn, &durable, reply);
     let fail = async {
         // The second block's edit was rate limited: marked `sending`, not shown.
         let reached = tokio::time::timeout(BOUND, async {

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use mesh_egress::boundary::{resolve, resolve_in};
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::Deliver;
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{Ledger, LedgerRecord, LedgerStore, OutboxRecord};
@@ -17,7 +17,9 @@ use mesh_egress::store::{
     CommitmentEnd, CommitmentStatus, DurableLedger, FollowUpPlan, FollowUpTask, PartState,
     PruneReport, Store, StoreError,
 };
-use mesh_egress::{Address, Attribution, EgressError, Outbound, Turn};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, EgressError, Outbound, Turn, egress_boundary,
+};
 
 use store_support::*;
 
@@ -26,6 +28,27 @@ both_backends!(
     prune_deletes_only_final_rows_older_than_the_cutoff,
     the_durable_ledger_keeps_its_newest_window_in_memory_and_every_row_on_the_store,
 );
+
+/// A person is waiting, and the model failed with `cause`: the boundary records it on the
+/// turn's ledger (never the cause) and holds.
+#[egress_boundary(interactive)]
+fn asked(turn: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(cause, turn.attribution().clone()))
+}
+
+/// Nobody asked, and the model failed with `cause`: recorded the same way, then silence.
+#[egress_boundary(proactive)]
+fn digest(turn: &Turn, cause: String) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(cause, turn.attribution().clone()))
+}
+
+/// `mode`'s handler for `turn`, failing with `cause`: its reply.
+fn failed(turn: &Turn, mode: Mode, cause: String) -> Reply {
+    match mode {
+        Mode::Proactive => digest(turn, cause),
+        _ => asked(turn, cause),
+    }
+}
 
 async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_never_the_cause(
     backend: Backend,
@@ -41,12 +64,12 @@ async fn the_durable_ledger_holds_the_turns_rows_per_conversation_and_run_and_ne
         ("c2", "r1", Mode::Interactive),
     ] {
         let attribution = Attribution::new("ops", conversation, run);
-        let turn = Turn::new(attribution.clone()).with_ledger(Ledger::new(sink.clone()));
-        let failed = Err(EgressError::transport(
+        let turn = Turn::new(attribution).with_ledger(Ledger::new(sink.clone()));
+        let _reply = failed(
+            &turn,
+            mode,
             format!("{cause}: upstream said 503 with body {{\"secret\":1}}"),
-            attribution,
-        ));
-        let _reply = resolve_in(&turn, mode, &DegradationPolicy::default(), failed);
+        );
         turns.push(turn);
     }
     sink.flush().await.unwrap();
@@ -166,13 +189,7 @@ async fn prune_deletes_only_final_rows_older_than_the_cutoff(backend: Backend) {
     let sink = store.durable_ledger().unwrap();
     let turn =
         Turn::new(Attribution::new("ops", "c1", "r1")).with_ledger(Ledger::new(sink.clone()));
-    let failed = Err(EgressError::transport("503", turn.attribution().clone()));
-    let _ = resolve_in(
-        &turn,
-        Mode::Proactive,
-        &DegradationPolicy::default(),
-        failed,
-    );
+    let _ = digest(&turn, "503".to_owned());
     sink.flush().await.unwrap();
     let ledger_rows = store.ledger_entries("c1", None).await.unwrap().len();
     assert!(ledger_rows > 0);

@@ -1,6 +1,6 @@
 //! Streamed replies through the durable outbox, on a SQLite file and on a throwaway PostgreSQL
-//! cluster, against the loopback Slack, Discord and Telegram fakes: `boundary::stream_live`
-//! through `Durable<…>` records every part `sent` under the surface message that holds it, so a
+//! cluster, against the loopback Slack, Discord and Telegram fakes: a streamed answer sent by the
+//! front door (`Bot::send_to`) through `Durable<…>` records every part `sent` under the surface message that holds it, so a
 //! resend sends nothing; a stream refused mid-reply re-sends exactly the unconfirmed parts,
 //! once, each recorded; and a streamed part whose sender died mid-call is settled by the
 //! unknown-outcome knob after a restart, never by a lookup or a nonce.
@@ -10,15 +10,17 @@ mod store_support;
 use std::time::Duration;
 
 use mesh_egress::Surface as Api;
-use mesh_egress::boundary::{StreamEnd, StreamPlan, stream_live};
+use mesh_egress::bot::{Delivery, Outcome};
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
 use mesh_egress::channel::{Channel, DiscordChannel, PartReceipt, SlackChannel, TelegramChannel};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::store::{Durable, PartState, Store, StoredPart, UnknownOutcome};
-use mesh_egress::stream::{ChunkSource, CutterConfig};
+use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};
-use mesh_egress::{AgentMessage, Attribution, EgressError, Outbound, Ownership, Turn};
+use mesh_egress::{
+    Address, AgentMessage, AnswerStream, Attribution, Bot, EgressError, Outbound, Ownership, Turn,
+    egress_boundary,
+};
 
 use store_support::{Backend, LONG};
 
@@ -109,9 +111,13 @@ impl Case {
         }
     }
 
-    fn turn(&self) -> Turn {
-        Turn::new(Attribution::new("ops-bot", &self.conversation, "run-1"))
-            .with_ownership(self.lease.ownership())
+    /// A turn of `bot`'s in the case's conversation, under its lease.
+    fn turn(&self, bot: &Bot) -> Turn {
+        bot.turn(
+            Address::Plain,
+            Attribution::new("ops-bot", &self.conversation, "run-1"),
+        )
+        .with_ownership(self.lease.ownership())
     }
 
     async fn rows(&self) -> Vec<StoredPart> {
@@ -139,26 +145,38 @@ impl Case {
     }
 }
 
-/// Streams [`BLOCKS`] through `durable` with `boundary::stream_live`, a few milliseconds apart
-/// (so the surface's stream makes several calls).
-async fn stream_blocks<C: StreamingChannel>(
-    case: &Case,
-    durable: &Durable<C>,
-) -> mesh_egress::boundary::StreamedTurnReceipt {
-    let turn = case.turn();
-    let policy = DegradationPolicy::default();
-    let plan = StreamPlan::new(Mode::Interactive, &policy)
+/// [`BLOCKS`] as a model sends them, 30 ms apart.
+fn blocks(turn: &Turn) -> AnswerStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for block in BLOCKS {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+    });
+    AnswerStream::from_receiver(turn, rx)
+}
+
+/// A person is waiting on the streamed answer.
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
+    Ok(blocks(turn))
+}
+
+/// Streams [`BLOCKS`] through `durable` with the front door, a few milliseconds apart (so the
+/// surface's stream makes several calls).
+async fn stream_blocks<C: StreamingChannel>(case: &Case, durable: &Durable<C>) -> Delivery {
+    let bot = Bot::new()
         .with_cutter(CutterConfig {
             min_block: 20,
             max_block: 4000,
         })
         .with_idle_flush(None);
-    let source: ChunkSource<EgressError> = ChunkSource::delayed(
-        BLOCKS
-            .iter()
-            .map(|b| (Duration::from_millis(30), format!("{b}\n\n"))),
-    );
-    tokio::time::timeout(BOUND, stream_live(&turn, &plan, durable, source))
+    let turn = case.turn(&bot);
+    let reply = answer(&turn).await;
+    tokio::time::timeout(BOUND, bot.send_to(&turn, durable, reply))
         .await
         .expect("the streamed turn ends in time")
         .expect("the streamed turn delivers")
@@ -235,8 +253,8 @@ async fn a_streamed_reply_ends_with_every_part_sent_under_the_message_that_holds
                 receipt
             }
         };
-        assert_eq!(receipt.end(), StreamEnd::Answered, "{api:?}");
-        assert!(receipt.blocks().is_empty(), "{api:?}: nothing re-sent");
+        assert_eq!(receipt.outcome(), Outcome::Answered, "{api:?}");
+        assert!(receipt.receipts().is_empty(), "{api:?}: nothing re-sent");
         let surface = receipt.surface().expect("a surface stream");
         let rows = case.rows().await;
         assert_sent_under_held_messages(&case, &rows, &format!("{api:?}"));
@@ -312,7 +330,7 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
             Api::Telegram => 0,
             _ => 2,
         };
-        assert_eq!(receipt.end(), StreamEnd::Answered, "{label}");
+        assert_eq!(receipt.outcome(), Outcome::Answered, "{label}");
         let surface = receipt.surface().expect("a surface stream");
         assert_eq!(
             surface.confirmed_text(),
@@ -322,7 +340,7 @@ async fn a_stream_refused_mid_reply_resends_exactly_the_unconfirmed_parts_once(b
         // Exactly the unconfirmed parts went again, as messages of their own, once each.
         let rows = case.rows().await;
         let resent: Vec<&str> = receipt
-            .blocks()
+            .receipts()
             .iter()
             .flat_map(|r| r.parts().iter().map(PartReceipt::id))
             .collect();
@@ -391,7 +409,7 @@ async fn die_mid_call(
 }
 
 async fn stream_then_die<C: StreamingChannel>(case: &Case, durable: &Durable<C>, method: &str) {
-    let turn = case.turn();
+    let turn = case.turn(&Bot::new());
     let mut stream = durable.open_stream(turn.attribution()).unwrap();
     let mut parts = Vec::new();
     for block in &BLOCKS[..3] {
@@ -572,7 +590,7 @@ async fn a_telegram_message_whose_answer_was_lost_is_uncertain_and_never_posted_
         "posted once, never repeated"
     );
     assert_eq!(case.api.texts(), [BLOCKS.join("\n\n")]);
-    assert!(receipt.blocks().is_empty(), "nothing re-sent as messages");
+    assert!(receipt.receipts().is_empty(), "nothing re-sent as messages");
     assert_eq!(resend.sent, 0);
     let states: Vec<PartState> = case.rows().await.iter().map(|r| r.state).collect();
     assert_eq!(states, [PartState::Uncertain; 4]);

@@ -1,23 +1,28 @@
-//! A property of `boundary::stream`: however the model's text is chunked, the delivered blocks
+//! A property of a streamed answer through the front door (`Bot::send_to`, each block a message
+//! of its own): however the model's text is chunked, the delivered blocks
 //! concatenate to the non-streamed rendering of the same text for the channel (whitespace at
 //! the cuts aside), and no block splits a code fence or a grapheme cluster.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use mesh_egress::boundary::{StreamEnd, StreamPlan, stream};
-use mesh_egress::channel::{Channel, DiscordMarkdown, PartReceipt, Render, SendError};
-use mesh_egress::degrade::{DegradationPolicy, Mode};
-use mesh_egress::model::RoutedStream;
+use mesh_egress::bot::Outcome;
+use mesh_egress::channel::{
+    BoxedChannel, Channel, DiscordMarkdown, PartReceipt, Render, SendError,
+};
 use mesh_egress::stream::CutterConfig;
-use mesh_egress::{Attribution, CommittedPart, Markdown, Turn};
+use mesh_egress::{
+    Address, AnswerStream, Attribution, Bot, CommittedPart, EgressError, Markdown, Turn,
+    egress_boundary,
+};
 use proptest::prelude::*;
 use unicode_segmentation::UnicodeSegmentation as _;
 
 /// Discord keeps fences visible (```), so a split fence would show in a part.
+#[derive(Clone)]
 struct Parts {
     renderer: DiscordMarkdown,
-    sent: Mutex<Vec<String>>,
+    sent: Arc<Mutex<Vec<String>>>,
 }
 
 impl Channel for Parts {
@@ -99,31 +104,36 @@ fn squash(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn streamed(text: &str, cuts: &[f64], min_block: usize) -> (Vec<String>, StreamEnd) {
+/// The model's text, as the chunks it arrived in.
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn, chunks: Vec<String>) -> Result<AnswerStream, EgressError> {
+    Ok(AnswerStream::from_chunks(turn, chunks.into_iter().map(Ok)))
+}
+
+fn streamed(text: &str, cuts: &[f64], min_block: usize) -> (Vec<String>, Outcome) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let turn = Turn::new(Attribution::new("a", "c", "r"));
-        let policy = DegradationPolicy::default();
-        let plan = StreamPlan::new(Mode::Interactive, &policy)
+        let bot = Bot::new()
             .with_cutter(CutterConfig {
                 min_block,
                 max_block: 4000,
             })
             .with_idle_flush(None);
+        let turn = bot.turn(Address::Plain, Attribution::new("a", "c", "r"));
         let channel = Parts {
             renderer: renderer(),
-            sent: Mutex::new(Vec::new()),
+            sent: Arc::default(),
         };
-        let source =
-            RoutedStream::from_chunks(&turn, chunked(text, cuts).into_iter().map(Ok).collect());
-        let receipt = stream(&turn, &plan, &channel, source)
+        let reply = answer(&turn, chunked(text, cuts)).await;
+        let delivery = bot
+            .send_to(&turn, &BoxedChannel::new(channel.clone()), reply)
             .await
             .expect("delivered");
-        let end = receipt.end();
-        (channel.sent.into_inner().unwrap(), end)
+        let sent = channel.sent.lock().unwrap().clone();
+        (sent, delivery.outcome())
     })
 }
 
@@ -139,7 +149,7 @@ proptest! {
         let text = pieces.join("\n\n");
         let whole = renderer().render(&Markdown::new(text.as_str())).expect("renders").concat();
         let (parts, end) = streamed(&text, &cuts, min_block);
-        prop_assert_eq!(end, StreamEnd::Answered);
+        prop_assert_eq!(end, Outcome::Answered);
         prop_assert_eq!(squash(&parts.join("\n")), squash(&whole));
         let clusters: std::collections::HashSet<&str> = whole.graphemes(true).collect();
         for part in &parts {

@@ -1,15 +1,18 @@
-//! `boundary::stream`, rule by rule, in paused time against the scripted connector: blocks are
-//! sent as they complete, a failure before the first block is today's behaviour, a failure
-//! after it never repeats a word (continued on a fallback, or Layer C for the rest), a block
-//! the gate blocks stops the stream, and cancellation or a lost ownership stop it at once.
+//! A streamed turn through the front door (`Bot::send_to`), rule by rule, in paused time
+//! against the scripted connector: blocks are sent as they complete, a failure before the first
+//! block is today's behaviour, a failure after it never repeats a word (continued on a
+//! fallback, or Layer C for the rest), a block the gate blocks stops the stream, and
+//! cancellation or a lost ownership stop it at once.
+
+use std::sync::Arc;
 
 use mesh_egress::BoxFuture;
-use mesh_egress::boundary::{Promise, PromiseKeeper, StreamEnd, StreamedTurnReceipt};
+use mesh_egress::bot::{Delivery, Outcome};
+use mesh_egress::boundary::{Promise, PromiseKeeper};
 use mesh_egress::channel::DeliveryError;
-#[allow(deprecated)]
-use mesh_egress::degrade::{DegradationPolicy, Mode, ReplyKind};
+use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::{GateVerdict, QualityGate};
-use mesh_egress::ledger::{JoinedBy, LedgerRecord, RecoveryReport};
+use mesh_egress::ledger::{DegradationOutcome, JoinedBy, LedgerRecord, RecoveryReport};
 use mesh_egress::model::FailureReason;
 use mesh_egress::model::{Jitter, ModelError, RetryConfig, Route, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
@@ -18,18 +21,21 @@ use tokio::time::Instant;
 
 mod stream_support;
 use stream_support::{
-    B1, B2, B3, B4, MS, Timed, assert_nothing_from_the_blocked_block_on, held_after, plan,
-    stream_gated, stream_interactive, stream_routed, trimmed, turn,
+    B1, B2, B3, B4, MS, Timed, answer, assert_held_after, assert_nothing_from_the_blocked_block_on,
+    bot, stream_gated, stream_interactive, stream_routed, trimmed, turn,
 };
 
 fn router(
     connector: &ScriptedConnector,
     config: RetryConfig,
     names: &[&str],
-) -> Router<ScriptedConnector> {
+) -> Arc<Router<ScriptedConnector>> {
     let mut routes = names.iter().map(|n| Route::new(*n));
     let primary = routes.next().expect("a primary");
-    Router::with_routes(connector.clone(), primary, routes, config).with_jitter(Jitter::fixed(0.0))
+    Arc::new(
+        Router::with_routes(connector.clone(), primary, routes, config)
+            .with_jitter(Jitter::fixed(0.0)),
+    )
 }
 
 /// A primary that sends B1 and B2, then fails with a 500 before B3.
@@ -40,20 +46,33 @@ fn failing_after_two_blocks() -> ScriptedConnector {
     )
 }
 
-/// Streams B1, B2, B3 100 ms apart on `turn`, running `stop` right after the first send.
+/// Streams B1, B2, B3 100 ms apart on `turn` (a turn of `bot`), running `stop` right after the
+/// first send.
 async fn stream_with_stop_after_first_send(
+    bot: &mesh_egress::Bot,
     turn: &Turn,
     stop: impl Fn() + Send + Sync + 'static,
-) -> (StreamedTurnReceipt, Timed) {
+) -> (Delivery, Timed) {
     let connector =
         ScriptedConnector::new().on("primary", [Step::chunks([B1, B2, B3]).chunk_delay(MS(100))]);
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let policy = DegradationPolicy::default();
     let channel = Timed::new().after_first_send(stop);
-    let receipt = stream_routed(turn, &plan(Mode::Interactive, &policy), &channel, &router)
+    let delivery = stream_routed(bot, turn, Mode::Interactive, &channel, &router)
         .await
         .expect("stopped");
-    (receipt, channel)
+    (delivery, channel)
+}
+
+/// Whether Layer C answered the turn with silence (not the agent's own silence token).
+fn layer_c_chose_silence(turn: &Turn) -> bool {
+    turn.ledger().entries().iter().any(|e| {
+        matches!(
+            e.record(),
+            LedgerRecord::Degradation(d)
+                if d.mode() == Mode::Proactive
+                    && matches!(d.outcome(), DegradationOutcome::Silence { .. })
+        )
+    })
 }
 
 fn recovery(turn: &Turn) -> RecoveryReport {
@@ -78,14 +97,14 @@ async fn each_block_is_sent_as_its_own_message_as_soon_as_it_is_complete() {
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let (turn, channel, result) = stream_interactive(&router).await;
-    let receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    let delivery = result.expect("delivered");
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Chunks at 100, 200, 300, 400 ms and the finish chunk at 500 ms: the first block goes
     // out with its own last chunk, long before the stream ends.
     assert_eq!(channel.times(), [MS(200), MS(300), MS(400)]);
-    assert_eq!(receipt.blocks().len(), 3);
-    assert_eq!(receipt.delivered(), [B1, B2, B3].concat());
+    assert_eq!(delivery.receipts().len(), 3);
+    assert_eq!(delivery.delivered(), [B1, B2, B3].concat());
     let report = recovery(&turn).stream.expect("a stream report");
     assert_eq!(report.delivered_bytes, [B1, B2, B3].concat().len());
 }
@@ -101,8 +120,8 @@ async fn before_the_first_block_a_broken_stream_is_retried_invisibly() {
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let (_turn, channel, result) = stream_interactive(&router).await;
-    let receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    let delivery = result.expect("delivered");
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     // The half block held by the cutter was joined to the retry: no word twice.
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
     assert_eq!(connector.calls_to("primary").len(), 2);
@@ -116,13 +135,13 @@ async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_tur
     let config = RetryConfig::default().with_attempts(1);
     let router = router(&connector, config, &["primary"]);
     let (turn, channel, result) = stream_interactive(&router).await;
-    let mut receipt = result.expect("a holding line is delivered");
-    assert_eq!(receipt.end(), held_after(0));
+    let delivery = result.expect("a holding line is delivered");
+    assert_held_after(&delivery, 0);
     let sent = channel.texts();
     assert_eq!(sent.len(), 1);
     assert!(!sent[0].contains("503"));
-    let _promise = receipt.take_rest().expect("a promise");
-    assert_eq!(receipt.delivered(), "");
+    let _promise = delivery.promise().expect("a promise");
+    assert_eq!(delivery.delivered(), "");
     assert_eq!(turn.ledger().commitments().len(), 1);
 }
 
@@ -140,8 +159,8 @@ async fn after_a_block_a_stall_is_continued_on_the_fallback_without_repeating_a_
     let router = router(&connector, config, &["primary", "fb"]);
     let start = Instant::now();
     let (turn, channel, result) = stream_interactive(&router).await;
-    let receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    let delivery = result.expect("delivered");
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     // Last content at 200 ms, idle bound 500 ms: the fallback is asked at 700 ms.
     assert_eq!(connector.calls_to("fb")[0].at - start, MS(700));
@@ -158,19 +177,20 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
  {
     let connector = failing_after_two_blocks();
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
+    let bot = bot(DegradationPolicy::default().with_follow_up(MS(1000), 2));
+    let turn = turn(&bot);
     let channel = Timed::new();
-    let mut receipt = stream_routed(&turn, &plan(Mode::Interactive, &policy), &channel, &router)
+    let delivery = stream_routed(&bot, &turn, Mode::Interactive, &channel, &router)
         .await
         .expect("delivered");
-    assert_eq!(receipt.end(), held_after(2));
+    assert_held_after(&delivery, 2);
     let sent = channel.texts();
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert_eq!(sent.len(), 3, "the two blocks and a holding line: {sent:?}");
     assert!(!sent[2].contains("500"));
-    let rest = receipt.take_rest().expect("a promise for the rest");
-    assert_eq!(receipt.delivered(), [B1, B2].concat());
+    assert!(!delivery.is_kept(), "no route started the turn");
+    let rest = delivery.promise().expect("a promise for the rest");
+    assert_eq!(delivery.delivered(), [B1, B2].concat());
     let report = recovery(&turn).stream.expect("a stream report");
     assert_eq!(report.delivered_bytes, [B1, B2].concat().len());
     assert_eq!(report.failed_route, Some(0));
@@ -189,22 +209,28 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
 async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
     let connector = failing_after_two_blocks();
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
+    let bot = bot(DegradationPolicy::default());
+    let turn = turn(&bot);
     let channel = Timed::new();
-    let mut receipt = stream_routed(&turn, &plan(Mode::Proactive, &policy), &channel, &router)
+    let delivery = stream_routed(&bot, &turn, Mode::Proactive, &channel, &router)
         .await
         .expect("delivered");
-    assert_eq!(
-        receipt.end(),
-        StreamEnd::Degraded {
-            reply: ReplyKind::Silence,
-            after_blocks: 2
-        }
+    // Layer C answered for the rest with silence, after the two blocks.
+    assert_eq!(delivery.outcome(), Outcome::Silent);
+    assert!(
+        layer_c_chose_silence(&turn),
+        "{:?}",
+        turn.ledger().entries()
     );
+    assert_eq!(delivery.delivered(), [B1, B2].concat());
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
-    assert!(receipt.take_rest().is_none());
-    assert!(receipt.layer_c().is_none());
+    assert!(delivery.promise().is_none());
+    assert!(delivery.kept_promise().is_none());
+    assert_eq!(
+        delivery.receipts().len(),
+        2,
+        "the two blocks and no Layer C line"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -216,8 +242,8 @@ async fn the_gate_blocking_the_third_block_means_no_later_block_is_ever_sent() {
     );
     let router = router(&connector, RetryConfig::default(), &["primary"]);
     let (turn, channel, result) = stream_gated(&router).await;
-    let receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), held_after(2));
+    let delivery = result.expect("delivered");
+    assert_held_after(&delivery, 2);
     let sent = channel.texts();
     assert_eq!(sent.len(), 3, "{sent:?}");
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
@@ -236,35 +262,43 @@ async fn a_gate_that_is_off_passes_every_block_unchanged() {
     let leak = "LLM request failed: 503 Service Unavailable from upstream\n\n";
     let connector = ScriptedConnector::new().on("primary", [Step::chunks([B1, leak])]);
     let router = router(&connector, RetryConfig::default(), &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
+    let bot = bot(DegradationPolicy::default()).with_gate(QualityGate::off());
+    let turn = turn(&bot);
     let channel = Timed::new();
-    let plan = plan(Mode::Interactive, &policy).with_gate(&QualityGate::off(), "status?");
-    let receipt = stream_routed(&turn, &plan, &channel, &router)
+    let delivery = stream_routed(&bot, &turn, Mode::Interactive, &channel, &router)
         .await
         .expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, leak]));
 }
 
 #[tokio::test(start_paused = true)]
 async fn cancelling_the_turn_stops_the_stream_with_nothing_more_sent() {
     let cancellation = Cancellation::new();
-    let turn = turn().with_cancellation(cancellation.clone());
-    let (receipt, channel) =
-        stream_with_stop_after_first_send(&turn, move || cancellation.cancel()).await;
-    assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::Cancelled));
+    let bot = bot(DegradationPolicy::default());
+    let turn = turn(&bot).with_cancellation(cancellation.clone());
+    let (delivery, channel) =
+        stream_with_stop_after_first_send(&bot, &turn, move || cancellation.cancel()).await;
+    assert_eq!(delivery.outcome(), Outcome::Stopped(StopReason::Cancelled));
     assert_eq!(channel.texts(), trimmed(&[B1]));
-    assert!(receipt.layer_c().is_none());
+    assert_eq!(
+        delivery.receipts().len(),
+        1,
+        "the first block, and no Layer C line"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn losing_the_conversation_stops_the_stream_with_nothing_more_sent() {
     let ownership = Ownership::held();
-    let turn = turn().with_ownership(ownership.clone());
-    let (receipt, channel) =
-        stream_with_stop_after_first_send(&turn, move || ownership.revoke()).await;
-    assert_eq!(receipt.end(), StreamEnd::Stopped(StopReason::OwnershipLost));
+    let bot = bot(DegradationPolicy::default());
+    let turn = turn(&bot).with_ownership(ownership.clone());
+    let (delivery, channel) =
+        stream_with_stop_after_first_send(&bot, &turn, move || ownership.revoke()).await;
+    assert_eq!(
+        delivery.outcome(),
+        Outcome::Stopped(StopReason::OwnershipLost)
+    );
     assert_eq!(channel.texts(), trimmed(&[B1]));
 }
 
@@ -281,14 +315,13 @@ async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
         ScriptedConnector::new().on("primary", [Step::chunks(words).chunk_delay(MS(1000))]);
     let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(5000)));
     let router = router(&connector, config, &["primary"]);
-    let turn = turn();
-    let policy = DegradationPolicy::default();
+    let bot = bot(DegradationPolicy::default()).with_idle_flush(Some(MS(300)));
+    let turn = turn(&bot);
     let channel = Timed::new();
-    let plan = plan(Mode::Interactive, &policy).with_idle_flush(Some(MS(300)));
-    let receipt = stream_routed(&turn, &plan, &channel, &router)
+    let delivery = stream_routed(&bot, &turn, Mode::Interactive, &channel, &router)
         .await
         .expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     let times = channel.times();
     // "The rollout " arrives at 1 s; quiet for 300 ms, the safe part ("The ") is shown at
     // 1.3 s, long before the stream ends at 6 s.
@@ -330,16 +363,21 @@ async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed
     for fail in [false, true] {
         let connector = failing_after_two_blocks();
         let router = router(&connector, RetryConfig::default(), &["primary"]);
-        let turn = turn();
-        let policy = DegradationPolicy::default().with_follow_up(MS(1000), 2);
         let channel = Timed::new();
-        let keeper = std::sync::Arc::new(NotingKeeper {
+        let keeper = Arc::new(NotingKeeper {
             channel: channel.clone(),
             fail,
             seen: std::sync::Mutex::new(Vec::new()),
         });
-        let plan = plan(Mode::Interactive, &policy).with_promise_keeper(keeper.clone());
-        let result = stream_routed(&turn, &plan, &channel, &router).await;
+        let bot = bot(DegradationPolicy::default().with_follow_up(MS(1000), 2))
+            .with_promise_keeper(keeper.clone());
+        // A route starts the turn, so its promise goes to the bot's keeper.
+        let route = bot.route("answer", move |turn: Turn, (): ()| {
+            let router = Arc::clone(&router);
+            async move { answer(&turn, &router).await }
+        });
+        let turn = turn(&bot);
+        let result = bot.run_to(&turn, &channel, &route, ()).await;
         // Asked once, after the two blocks and before the holding line, with what was shown.
         assert_eq!(
             *keeper.seen.lock().unwrap(),
@@ -357,9 +395,10 @@ async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed
                 "no line for a promise nobody holds"
             );
         } else {
-            let mut receipt = result.expect("delivered");
+            let delivery = result.expect("delivered");
             assert_eq!(channel.texts().len(), 3);
-            assert!(receipt.take_rest().is_some());
+            assert!(delivery.is_kept(), "the keeper took the promise");
+            assert!(delivery.kept_promise().is_some());
         }
     }
 }

@@ -1,17 +1,18 @@
-//! `boundary::stream` over loopback HTTP against the drip-feeding `FakeProvider`, in real time
+//! A streamed turn through the front door (`Bot::send_to`) over loopback HTTP against the drip-feeding `FakeProvider`, in real time
 //! with short deadlines: the first block is shown before the stream ends, a stall mid-stream
 //! is continued on the fallback with no repeated text, an error after two blocks sends Layer
 //! C's line for the rest, and a block the gate blocks stops everything after it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use mesh_egress::boundary::StreamEnd;
+use mesh_egress::bot::Outcome;
 use mesh_egress::model::{Jitter, ModelError, OpenAiCompatible, RetryConfig, Route, Router};
 use mesh_egress::testing::{FakeProvider, Step};
 
 mod stream_support;
 use stream_support::{
-    B1, B2, B3, B4, MS, assert_nothing_from_the_blocked_block_on, held_after, stream_gated,
+    B1, B2, B3, B4, MS, assert_held_after, assert_nothing_from_the_blocked_block_on, stream_gated,
     stream_interactive, trimmed,
 };
 
@@ -20,7 +21,7 @@ use stream_support::{
 async fn serve(
     steps: impl IntoIterator<Item = Step>,
     routes: &[&str],
-) -> (FakeProvider, Router<OpenAiCompatible>) {
+) -> (FakeProvider, Arc<Router<OpenAiCompatible>>) {
     let provider = FakeProvider::start_steps(steps)
         .await
         .expect("fake provider");
@@ -34,7 +35,7 @@ async fn serve(
         .with_base_delay(MS(10));
     let router = Router::with_routes(connector, Route::new(routes[0]), fallbacks, config)
         .with_jitter(Jitter::fixed(0.0));
-    (provider, router)
+    (provider, Arc::new(router))
 }
 
 #[tokio::test]
@@ -45,9 +46,9 @@ async fn the_first_block_is_delivered_before_the_stream_ends() {
     )
     .await;
     let (_turn, channel, result) = stream_interactive(&router).await;
-    let receipt = result.expect("delivered");
+    let delivery = result.expect("delivered");
     let ended = channel.elapsed();
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3, B4]));
     let first = channel.times()[0];
     // Three more chunks and the finish chunk, 120 ms apart, come after the first block.
@@ -71,8 +72,8 @@ async fn a_stall_mid_stream_is_continued_on_the_fallback_with_no_repeated_text()
     )
     .await;
     let (_turn, channel, result) = stream_interactive(&router).await;
-    let receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), StreamEnd::Answered);
+    let delivery = result.expect("delivered");
+    assert_eq!(delivery.outcome(), Outcome::Answered);
     assert_eq!(channel.texts(), trimmed(&[B1, B2, B3]));
     assert_eq!(provider.received().len(), 2);
 }
@@ -87,15 +88,15 @@ async fn an_in_stream_error_after_two_blocks_sends_layer_cs_line_for_the_rest() 
     )
     .await;
     let (_turn, channel, result) = stream_interactive(&router).await;
-    let mut receipt = result.expect("delivered");
-    assert_eq!(receipt.end(), held_after(2));
+    let delivery = result.expect("delivered");
+    assert_held_after(&delivery, 2);
     let sent = channel.texts();
     assert_eq!(sent.len(), 3, "{sent:?}");
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert!(!sent[2].contains("500"));
     assert!(!sent[2].contains("production"));
-    let _promise = receipt.take_rest().expect("a promise");
-    assert_eq!(receipt.delivered(), [B1, B2].concat());
+    let _promise = delivery.promise().expect("a promise");
+    assert_eq!(delivery.delivered(), [B1, B2].concat());
 }
 
 #[tokio::test]
@@ -107,18 +108,14 @@ async fn the_gate_blocking_the_third_block_means_blocks_four_and_on_are_never_se
     )
     .await;
     let (_turn, channel, result) = stream_gated(&router).await;
-    let receipt = result.expect("delivered");
+    let delivery = result.expect("delivered");
+    // Layer C answered after the two blocks (its line is the third message).
     assert!(
-        matches!(
-            receipt.end(),
-            StreamEnd::Degraded {
-                after_blocks: 2,
-                ..
-            }
-        ),
-        "{:?}",
-        receipt.end()
+        matches!(delivery.outcome(), Outcome::Holding | Outcome::Handoff),
+        "{delivery:?}"
     );
+    assert_eq!(delivery.receipts().len(), 3, "{delivery:?}");
+    assert_eq!(delivery.delivered(), [B1, B2].concat());
     let sent = channel.texts();
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert_eq!(sent.len(), 3, "two blocks and Layer C's line: {sent:?}");

@@ -11,7 +11,6 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::address::{DiscordAddress, SlackAddress};
-use mesh_egress::boundary::resolve_in;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{
     BoxedChannel, Channel, Deliver, DeliveryError, DiscordClient, PartLookup, PartReceipt,
@@ -25,7 +24,7 @@ use mesh_egress::testing::FakeApi;
 use mesh_egress::worker::Worker;
 use mesh_egress::{
     Address, AgentMessage, Attribution, Cancellation, CommitError, CommitRecord, CommittedPart,
-    EgressError, Surface, Turn,
+    EgressError, Surface, Turn, egress_boundary,
 };
 
 use store_support::{Backend, LONG};
@@ -109,6 +108,15 @@ impl<C: Channel> Channel for Dying<C> {
     }
 }
 
+/// The model is down: the boundary records it on the turn and holds, with `policy`'s promise.
+#[egress_boundary(interactive, policy = policy)]
+fn model_down(turn: &Turn, policy: &DegradationPolicy) -> Result<AgentMessage, EgressError> {
+    Err(EgressError::transport(
+        "upstream 503",
+        turn.attribution().clone(),
+    ))
+}
+
 /// A turn in `conversation` at `address` whose model is down: its holding line goes to the
 /// conversation's own channel (made from `client` for the address) and its promise is stored
 /// for that channel, before the line goes. The holding line's text.
@@ -124,11 +132,7 @@ async fn hold(
         .with_ownership(lease.ownership());
     let durable = store.channel(client.channel_for(turn.address()).unwrap());
     let policy = DegradationPolicy::default().with_follow_up(Duration::ZERO, 2);
-    let failed = Err(EgressError::transport(
-        "upstream 503",
-        turn.attribution().clone(),
-    ));
-    let reply = resolve_in(&turn, Mode::Interactive, &policy, failed);
+    let reply = model_down(&turn, &policy);
     let Reply::Holding {
         message,
         commitment,

@@ -163,9 +163,9 @@ pub(super) fn find_turn(sig: &mut Signature) -> (Option<TurnParam>, Option<syn::
                 &*param,
                 format!(
                     "`#[egress_boundary]` ties the reply to one turn, but `{first}` and `{name}` \
-                     both take a `&Turn`: keep one `&Turn` parameter (take what you need from the \
-                     other, such as its `Attribution`), or call `mesh_egress::boundary::resolve_in(&turn, mode, &policy, \
-                     result)` yourself for the turn that owns the reply"
+                     both take a `&Turn`: keep one `&Turn` parameter, the turn that owns the \
+                     reply, and take what you need from the other as a parameter of its own \
+                     (such as its `Attribution`)"
                 ),
             );
             match &mut error {

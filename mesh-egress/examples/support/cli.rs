@@ -599,11 +599,59 @@ pub(crate) fn legacy_handler(
                 .and_then(|completion| completion.into_message(&turn))?;
             // A streamed turn's promise: only what follows the blocks already shown.
             match asked.delivered {
-                Some(delivered) => mesh_egress::boundary::rest_after(&delivered, answer),
+                Some(delivered) => legacy_rest(&delivered, answer),
                 None => Ok(answer),
             }
         })
     }
+}
+
+/// How much of the end of what was shown identifies it in a fresh answer.
+const LEGACY_ANCHOR: usize = 64;
+
+/// The stored prefix does not end anywhere in the fresh answer (or nothing follows it).
+#[derive(Debug)]
+struct Unjoinable;
+
+impl std::fmt::Display for Unjoinable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the follow-up answer does not continue the delivered text")
+    }
+}
+
+impl std::error::Error for Unjoinable {}
+
+/// What `answer` (a whole, fresh answer to the same prompt) adds after `delivered`, the
+/// Markdown an older `turn --stream --store` had shown before its promise, cut the way that
+/// `turn` cut it: the last [`LEGACY_ANCHOR`] bytes of what was shown (its trailing whitespace
+/// aside) are looked for in the answer, and only what follows them goes. An answer that does
+/// not contain them, or adds nothing visible after them, is a retryable failure: the worker
+/// asks again on the promise's plan. (Promises the front door stores carry what was shown in
+/// the store, and the bot's worker cuts their follow-ups itself.)
+fn legacy_rest(delivered: &str, answer: AgentMessage) -> Result<AgentMessage, EgressError> {
+    if delivered.is_empty() {
+        return Ok(answer);
+    }
+    let held = delivered.trim_end();
+    let mut from = held.len().saturating_sub(LEGACY_ANCHOR);
+    while !held.is_char_boundary(from) {
+        from -= 1;
+    }
+    let anchor = &held[from..];
+    let ownership = answer.ownership().cloned();
+    let (body, attribution) = answer.into_parts();
+    let rest = match body.as_str().find(anchor) {
+        Some(at) => body.as_str()[at + anchor.len()..].trim_start(),
+        None => return Err(EgressError::semantic(Unjoinable, attribution)),
+    };
+    if rest.trim().is_empty() {
+        return Err(EgressError::semantic(Unjoinable, attribution));
+    }
+    let message = AgentMessage::new(rest, attribution);
+    Ok(match ownership {
+        Some(ownership) => message.with_ownership(ownership),
+        None => message,
+    })
 }
 
 /// The input of a promise stored under [`LEGACY_HANDLER`]: the prompt, and after a stream the

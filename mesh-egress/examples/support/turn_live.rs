@@ -1,5 +1,5 @@
 //! `turn --stream --deliver slack|discord|telegram`: the streamed turn onto the surface's own
-//! stream (`boundary::stream_live`), printing each message as the surface confirms it, every
+//! stream (the front door streaming onto a channel that streams natively), printing each message as the surface confirms it, every
 //! later change as an edit with the message's full current text.
 
 use std::future::Future;

@@ -61,7 +61,7 @@ use crate::answer::{AnswerStream, Streamed, StreamedReply};
 use crate::boundary::{
     Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, record_delivered, resolve_in,
 };
-use crate::channel::stream::StreamingChannel;
+use crate::channel::stream::{StreamingChannel, SurfaceStreamReceipt};
 use crate::channel::{
     Channel, DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered,
 };
@@ -88,12 +88,34 @@ struct Shared {
     in_memory: Arc<keeper::InFlight>,
     #[cfg(feature = "gate")]
     gate: crate::gate::QualityGate,
+    /// How a streamed answer is cut into blocks, and the idle flush.
+    #[cfg(all(feature = "gate", feature = "markdown"))]
+    blocks: Blocks,
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     store: Option<crate::store::Store>,
     /// The store's durable ledger, opened on the first turn that needs it (it starts its
     /// writer on the runtime, which `with_store` may not be called on).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     ledger: Arc<std::sync::OnceLock<crate::ledger::Ledger>>,
+}
+
+/// How the bot cuts a streamed answer into blocks: the sizes, and how long a quiet stream
+/// waits before it shows what it has.
+#[cfg(all(feature = "gate", feature = "markdown"))]
+#[derive(Clone, Copy, Debug)]
+struct Blocks {
+    cutter: crate::stream::CutterConfig,
+    idle_flush: Option<std::time::Duration>,
+}
+
+#[cfg(all(feature = "gate", feature = "markdown"))]
+impl Default for Blocks {
+    fn default() -> Self {
+        Self {
+            cutter: crate::stream::CutterConfig::default(),
+            idle_flush: Some(crate::boundary::DEFAULT_IDLE_FLUSH),
+        }
+    }
 }
 
 impl Default for Bot {
@@ -124,6 +146,8 @@ impl Bot {
                 in_memory: Arc::default(),
                 #[cfg(feature = "gate")]
                 gate: crate::gate::QualityGate::off(),
+                #[cfg(all(feature = "gate", feature = "markdown"))]
+                blocks: Blocks::default(),
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 store: None,
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -179,6 +203,87 @@ impl Bot {
     #[cfg(feature = "gate")]
     pub fn with_gate(self, gate: crate::gate::QualityGate) -> Self {
         self.edit(|shared| shared.gate = gate)
+    }
+
+    /// The block sizes of every streamed answer, in bytes (default: [`CutterConfig`]'s own,
+    /// 80 and 4000): a block ends at a safe Markdown boundary (after a blank line, a closing
+    /// fence, before a list item) once it holds at least `min_block`, and one that grows past
+    /// `max_block` is cut at the best safe point there is.
+    ///
+    /// [`CutterConfig`]: crate::stream::CutterConfig
+    ///
+    /// ```
+    /// use mesh_egress::channel::Recorder;
+    /// use mesh_egress::stream::CutterConfig;
+    /// use mesh_egress::{egress_boundary, Address, AnswerStream, Attribution, Bot, EgressError, Turn};
+    ///
+    /// #[egress_boundary(interactive)]
+    /// async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
+    ///     let chunks = ["The build ", "is green.\n\n", "Deploying now."];
+    ///     Ok(AnswerStream::from_chunks(turn, chunks.map(|c| Ok(c.to_owned()))))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let recorder = Recorder::new();
+    /// let bot = Bot::new()
+    ///     .with_client(recorder.clone())
+    ///     .with_cutter(CutterConfig { min_block: 1, max_block: 4000 });
+    /// let turn = bot.turn(Address::Plain, Attribution::new("ci-bot", "conv-1", "run-1"));
+    /// let delivery = bot.send(&turn, answer(&turn).await).await?;
+    /// assert_eq!(delivery.outcome(), mesh_egress::bot::Outcome::Answered);
+    /// // Each block is a message of its own on a surface without a native stream.
+    /// assert_eq!(recorder.sent(), ["The build is green.", "Deploying now."]);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(all(feature = "gate", feature = "markdown"))]
+    pub fn with_cutter(self, cutter: crate::stream::CutterConfig) -> Self {
+        self.edit(|shared| shared.blocks.cutter = cutter)
+    }
+
+    /// How long a streamed answer may be quiet before the bot shows what it has (cut at a safe
+    /// word boundary, so a slow model still shows progress); `None` turns the idle flush off,
+    /// and blocks then end only at the cutter's boundaries. The default is 500 ms, about where
+    /// a pause in typing starts to read as a stall.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mesh_egress::channel::Recorder;
+    /// use mesh_egress::{egress_boundary, Address, AnswerStream, Attribution, Bot, EgressError, Turn};
+    ///
+    /// #[egress_boundary(interactive)]
+    /// async fn answer(
+    ///     turn: &Turn,
+    ///     words: tokio::sync::mpsc::Receiver<Result<String, EgressError>>,
+    /// ) -> Result<AnswerStream, EgressError> {
+    ///     Ok(AnswerStream::from_receiver(turn, words))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let recorder = Recorder::new();
+    /// let bot = Bot::new()
+    ///     .with_client(recorder.clone())
+    ///     .with_idle_flush(Some(Duration::from_millis(300)));
+    /// let turn = bot.turn(Address::Plain, Attribution::new("ci-bot", "conv-1", "run-1"));
+    /// // A slow model: a word a second.
+    /// let (tx, rx) = tokio::sync::mpsc::channel(1);
+    /// tokio::spawn(async move {
+    ///     for word in ["The rollout ", "is slow ", "today."] {
+    ///         tokio::time::sleep(Duration::from_secs(1)).await;
+    ///         let _ = tx.send(Ok(word.to_owned())).await;
+    ///     }
+    /// });
+    /// let _answered = bot.send(&turn, answer(&turn, rx).await).await?;
+    /// // Shown while the model was still writing, not as one message at its end, and no word
+    /// // lost at the cuts.
+    /// let sent = recorder.sent();
+    /// assert!(sent.len() > 1, "{sent:?}");
+    /// let words: Vec<&str> = sent.iter().flat_map(|s| s.split_whitespace()).collect();
+    /// assert_eq!(words, ["The", "rollout", "is", "slow", "today."]);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(all(feature = "gate", feature = "markdown"))]
+    pub fn with_idle_flush(self, idle: Option<std::time::Duration>) -> Self {
+        self.edit(|shared| shared.blocks.idle_flush = idle)
     }
 
     /// Commits every delivery through `store`'s outbox, and keeps promises durably: stored
@@ -554,7 +659,9 @@ impl Bot {
     ) -> crate::boundary::StreamPlan<'a> {
         let policy = turn.policy_for(mode);
         let mut plan = crate::boundary::StreamPlan::new(mode, policy)
-            .with_gate(&self.shared.gate, turn.input().unwrap_or_default());
+            .with_gate(&self.shared.gate, turn.input().unwrap_or_default())
+            .with_cutter(self.shared.blocks.cutter)
+            .with_idle_flush(self.shared.blocks.idle_flush);
         if let Some(rerun) = rerun {
             plan = plan
                 .with_promise_keeper(self.keeper())
@@ -592,8 +699,8 @@ fn streamed_delivery(
     let outcome = match receipt.end() {
         StreamEnd::Answered => Outcome::Answered,
         StreamEnd::Stopped(reason) => Outcome::Stopped(reason),
-        StreamEnd::Degraded { .. } if rest.is_some() => Outcome::Holding,
-        StreamEnd::Degraded { .. } if receipt.layer_c().is_some() => Outcome::Handoff,
+        StreamEnd::Degraded if rest.is_some() => Outcome::Holding,
+        StreamEnd::Degraded if receipt.layer_c().is_some() => Outcome::Handoff,
         _ => Outcome::Silent,
     };
     let mut delivery = Delivery::new(outcome);
@@ -604,7 +711,7 @@ fn streamed_delivery(
     } else {
         delivery.promise = rest;
     }
-    delivery.receipts = receipt.into_receipts();
+    (delivery.receipts, delivery.surface) = receipt.into_parts();
     delivery
 }
 
@@ -721,6 +828,7 @@ pub struct Delivery {
     promise: Option<Commitment>,
     kept_promise: Option<Commitment>,
     kept: bool,
+    surface: Option<SurfaceStreamReceipt>,
 }
 
 impl Delivery {
@@ -732,6 +840,7 @@ impl Delivery {
             promise: None,
             kept_promise: None,
             kept: false,
+            surface: None,
         }
     }
 
@@ -741,9 +850,19 @@ impl Delivery {
     }
 
     /// The receipt of each message sent (a stream's blocks sent as messages, then Layer C's
-    /// line), in order.
+    /// line), in order. A stream the surface showed its own way (a Slack stream, Telegram
+    /// drafts, Discord edits) is in [`surface`](Self::surface); here are only the parts it did
+    /// not confirm, sent again as messages of their own, and Layer C's line.
     pub fn receipts(&self) -> &[Receipt] {
         &self.receipts
+    }
+
+    /// What the surface's own stream confirmed, when the answer was streamed onto one (each
+    /// message's text and id, the calls it made); `None` for a whole answer, and for a stream
+    /// sent block by block as messages (a channel that is its own surface, such as the
+    /// [`Recorder`](crate::channel::Recorder)).
+    pub fn surface(&self) -> Option<&SurfaceStreamReceipt> {
+        self.surface.as_ref()
     }
 
     /// The answer's Markdown that reached the person.

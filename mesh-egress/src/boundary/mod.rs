@@ -6,14 +6,20 @@
 //! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
 //! (`degrade::resolve`, `degrade::Reply`).
 //!
-//! - [`resolve`] / [`resolve_in`]: a handler's result becomes a [`Reply`].
+//! Public: [`resolve`] (the boundary without the macro, DESIGN.md's), and [`PromiseKeeper`]
+//! with what it is told ([`Promise`], [`Rerun`]), which the [`Bot`](crate::Bot) takes. The rest
+//! is the front door's machinery, crate-private so that there is one door (the `Bot`):
+//!
+//! - [`resolve`] / `resolve_in` (the turn-aware form `#[egress_boundary]` uses on a handler that
+//!   takes a `&Turn`): a handler's result becomes a [`Reply`].
 //! - `deliver`: a reply rendered for its channel first, so one that cannot be shown reaches
 //!   Layer C instead of failing at delivery.
 //! - [`PromiseKeeper`]: keeps the promise a holding line made, told before the line goes; every
 //!   keeper (the bot's in memory, the store's worker) tries the follow-up the same way.
-//! - `stream` (features `gate` and `markdown`): a streamed turn delivered block by block, each
-//!   block through the gate's block check, failures after the first block handled without
-//!   repeating a word.
+//! - `stream` and `stream_live` (features `gate` and `markdown`): a streamed turn delivered block
+//!   by block, each block through the gate's block check, failures after the first block
+//!   handled without repeating a word (a mid-stream promise's follow-up delivers only what
+//!   follows the prefix, `rest_after`).
 
 mod deliver;
 #[cfg(test)]
@@ -33,11 +39,11 @@ pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
 pub use promise::{Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
-#[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream::{StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live};
+pub(crate) use stream::{
+    DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live,
+};
 #[cfg(all(feature = "gate", feature = "markdown"))]
-#[cfg_attr(docsrs, doc(cfg(all(feature = "gate", feature = "markdown"))))]
-pub use stream_rest::rest_after;
+pub(crate) use stream_rest::rest_after;
 
 use crate::answer::{AnswerStream, StreamedReply};
 use crate::degrade::{DegradationPolicy, Mode, choose};
@@ -54,7 +60,9 @@ use crate::turn::Turn;
 /// cause) and replaced by what `mode` and `policy` say the person should see.
 ///
 /// This form knows no turn: it records on the policy's ledger, if it has one
-/// ([`DegradationPolicy::with_ledger`]). Prefer [`resolve_in`] when a [`Turn`] is at hand.
+/// ([`DegradationPolicy::with_ledger`]). When a [`Turn`] is at hand, annotate the handler with
+/// `#[egress_boundary]` and give it the `&Turn`: Layer C's rows then land on the turn's ledger
+/// and the reply is tied to the turn's ownership (and the [`Bot`](crate::Bot) delivers it).
 ///
 /// ```
 /// use mesh_egress::{AgentMessage, Attribution, EgressError};
@@ -142,19 +150,9 @@ pub(crate) fn unsilenced(
 /// left on the turn for the keeper, which retries on the promise's plan or hands off, and the
 /// reply is [`Reply::Silence`].
 ///
-/// ```
-/// use mesh_egress::{Attribution, EgressError, Turn};
-/// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
-/// use mesh_egress::boundary::resolve_in;
-/// let turn = Turn::new(Attribution::new("helper", "conv-9", "run-1"));
-/// let policy = DegradationPolicy::default();
-/// let failed = Err(EgressError::transport("503", turn.attribution().clone()));
-/// let reply = resolve_in(&turn, Mode::Interactive, &policy, failed);
-/// assert!(matches!(reply, Reply::Holding { .. }));
-/// assert!(!turn.ledger().commitments().is_empty());
-/// assert!(reply.message().unwrap().ownership().is_some());
-/// ```
-pub fn resolve_in(
+/// Crate-private: users reach it through `#[egress_boundary]` on a handler that takes a
+/// `&Turn`, and the [`Bot`](crate::Bot) through its one path.
+pub(crate) fn resolve_in(
     turn: &Turn,
     mode: Mode,
     policy: &DegradationPolicy,
@@ -259,6 +257,17 @@ mod tests {
             Reply::Holding { message, .. } => message.body().as_str().to_owned(),
             other => panic!("expected a holding line, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_turn_aware_failure_is_held_with_its_promise_on_the_turns_ledger_and_owned_by_the_turn() {
+        let turn = Turn::new(Attribution::new("helper", "conv-9", "run-1"));
+        let policy = DegradationPolicy::default();
+        let failed = Err(EgressError::transport("503", turn.attribution().clone()));
+        let reply = resolve_in(&turn, Mode::Interactive, &policy, failed);
+        assert!(matches!(reply, Reply::Holding { .. }));
+        assert!(!turn.ledger().commitments().is_empty());
+        assert!(reply.message().unwrap().ownership().is_some());
     }
 
     #[test]

@@ -135,9 +135,10 @@ impl Rerun {
     }
 }
 
-/// Keeps a holding line's promise: told before the line is delivered (a streamed turn's
-/// through [`StreamPlan::with_promise_keeper`](super::StreamPlan::with_promise_keeper), a
-/// whole answer's by the [`Bot`](crate::Bot)).
+/// Keeps a holding line's promise: told by the [`Bot`](crate::Bot) before the line is delivered,
+/// for a whole answer and a streamed one alike, when a route started the turn (set one with
+/// [`Bot::with_promise_keeper`](crate::Bot::with_promise_keeper); the default keeps it in
+/// memory, or in the bot's store).
 ///
 /// If `keep` fails, the line is not sent: the turn ends in a
 /// [`DeliveryError::Commit`](crate::channel::DeliveryError::Commit), as a holding line whose

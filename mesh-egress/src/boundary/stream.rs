@@ -1,4 +1,9 @@
-//! [`stream`]: a streamed turn through the whole boundary, block by block.
+//! `stream`: a streamed turn through the whole boundary, block by block. Crate-private: the
+//! front door ([`Bot::send`](crate::Bot::send), [`Bot::send_to`](crate::Bot::send_to),
+//! [`Bot::run`](crate::Bot::run), [`Bot::run_to`](crate::Bot::run_to)) is the one way in, and
+//! its builder sets what a `StreamPlan` holds ([`Bot::with_gate`](crate::Bot::with_gate),
+//! [`Bot::with_cutter`](crate::Bot::with_cutter), [`Bot::with_idle_flush`](crate::Bot::with_idle_flush),
+//! [`Bot::with_promise_keeper`](crate::Bot::with_promise_keeper)).
 //!
 //! routed stream → block reader (minimum size, idle flush) → the gate's block check → render →
 //! commit → send, each block a message of its own on the typed path
@@ -45,7 +50,7 @@ use crate::egress::EgressError;
 use crate::gate::{GateInput, QualityGate};
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::{CommitError, Outbound};
-use crate::reply::{Commitment, Reply, ReplyKind};
+use crate::reply::{Commitment, Reply};
 use crate::stream::{BlockCutter, BlockReader, CutterConfig, TextSource};
 use crate::turn::{StopReason, Turn};
 
@@ -55,24 +60,10 @@ use crate::turn::{StopReason, Turn};
 pub(crate) const DEFAULT_IDLE_FLUSH: Duration = Duration::from_millis(500);
 
 /// How a streamed turn is delivered: its mode and Layer C policy, the gate and what it is told,
-/// the block sizes and the idle flush.
-///
-/// ```
-/// use std::time::Duration;
-/// use mesh_egress::boundary::StreamPlan;
-/// use mesh_egress::degrade::{DegradationPolicy, Mode};
-/// use mesh_egress::gate::QualityGate;
-/// use mesh_egress::stream::CutterConfig;
-/// let policy = DegradationPolicy::default();
-/// let gate = QualityGate::off();
-/// let plan = StreamPlan::new(Mode::Interactive, &policy)
-///     .with_gate(&gate, "Is the build green?")
-///     .with_cutter(CutterConfig { min_block: 40, max_block: 2000 })
-///     .with_idle_flush(Some(Duration::from_millis(300)));
-/// # let _ = plan;
-/// ```
+/// the block sizes and the idle flush. The [`Bot`](crate::Bot) makes one per streamed turn from
+/// what it was built with.
 #[derive(Clone, Debug)]
-pub struct StreamPlan<'a> {
+pub(crate) struct StreamPlan<'a> {
     mode: Mode,
     policy: &'a DegradationPolicy,
     gate: QualityGate,
@@ -96,7 +87,7 @@ impl std::fmt::Debug for Keeper {
 
 impl<'a> StreamPlan<'a> {
     /// A plan with the gate off, the default block sizes and an idle flush of 500 ms.
-    pub fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
+    pub(crate) fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
         Self {
             mode,
             policy,
@@ -111,20 +102,20 @@ impl<'a> StreamPlan<'a> {
 
     /// Checks every block with `gate` (a gate that is off passes blocks unchanged), telling it
     /// the user's message (and canaries) the answer is for.
-    pub fn with_gate(mut self, gate: &QualityGate, input: impl Into<GateInput<'a>>) -> Self {
+    pub(crate) fn with_gate(mut self, gate: &QualityGate, input: impl Into<GateInput<'a>>) -> Self {
         self.gate = gate.clone();
         self.input = input.into();
         self
     }
 
     /// The block sizes.
-    pub fn with_cutter(mut self, cutter: CutterConfig) -> Self {
+    pub(crate) fn with_cutter(mut self, cutter: CutterConfig) -> Self {
         self.cutter = cutter;
         self
     }
 
     /// The idle flush; `None` turns it off (blocks then end only at safe boundaries).
-    pub fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
+    pub(crate) fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
         self.idle_flush = idle;
         self
     }
@@ -132,7 +123,7 @@ impl<'a> StreamPlan<'a> {
     /// Keeps a holding line's promise with `keeper` before the line is sent (see
     /// [`PromiseKeeper`]); without one, the promise comes back in the receipt
     /// ([`StreamedTurnReceipt::take_rest`]) once the line went.
-    pub fn with_promise_keeper(mut self, keeper: Arc<dyn PromiseKeeper>) -> Self {
+    pub(crate) fn with_promise_keeper(mut self, keeper: Arc<dyn PromiseKeeper>) -> Self {
         self.keeper = Some(Keeper(keeper));
         self
     }
@@ -142,34 +133,17 @@ impl<'a> StreamPlan<'a> {
         self.rerun = rerun;
         self
     }
-
-    /// The mode.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
-    /// The Layer C policy (its follow-up settings keep a holding line's promise).
-    pub fn policy(&self) -> &'a DegradationPolicy {
-        self.policy
-    }
 }
 
 /// How a streamed turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StreamEnd {
+pub(crate) enum StreamEnd {
     /// The whole answer was delivered.
     Answered,
-    /// Layer C answered for what was not delivered (the whole turn when nothing was): `reply`
-    /// is its [`Reply::kind`] ([`Holding`](ReplyKind::Holding), [`Handoff`](ReplyKind::Handoff)
-    /// or [`Silence`](ReplyKind::Silence)), `after_blocks` how many blocks had been delivered
-    /// before.
-    Degraded {
-        /// What Layer C sent.
-        reply: ReplyKind,
-        /// Blocks delivered before the failure.
-        after_blocks: usize,
-    },
+    /// Layer C answered for what was not delivered (the whole turn when nothing was): a
+    /// holding line (its promise in [`StreamedTurnReceipt::take_rest`] unless a keeper took
+    /// it), a handoff, or silence.
+    Degraded,
     /// The turn was cancelled or lost its ownership: nothing more was sent.
     Stopped(StopReason),
     /// The agent answered with one of its silence tokens
@@ -181,7 +155,7 @@ pub enum StreamEnd {
 /// how it ended, Layer C's delivery if it had one, and the promise to keep if it made one.
 #[derive(Debug)]
 #[must_use = "a streamed turn that went to Layer C may carry a promise: take it with `take_rest`"]
-pub struct StreamedTurnReceipt {
+pub(crate) struct StreamedTurnReceipt {
     blocks: Vec<Receipt>,
     delivered: String,
     end: StreamEnd,
@@ -191,24 +165,18 @@ pub struct StreamedTurnReceipt {
 }
 
 impl StreamedTurnReceipt {
-    /// Each delivered block's receipt, in order (for [`stream_live`], only the parts sent as
-    /// messages of their own after the surface's stream failed; see [`surface`](Self::surface)).
-    pub fn blocks(&self) -> &[Receipt] {
-        &self.blocks
-    }
-
     /// The answer's Markdown that reached the person (the checked blocks, in order).
-    pub fn delivered(&self) -> &str {
+    pub(crate) fn delivered(&self) -> &str {
         &self.delivered
     }
 
     /// How the turn ended.
-    pub fn end(&self) -> StreamEnd {
+    pub(crate) fn end(&self) -> StreamEnd {
         self.end
     }
 
     /// The delivery of Layer C's line, if one was sent.
-    pub fn layer_c(&self) -> Option<&Receipt> {
+    pub(crate) fn layer_c(&self) -> Option<&Receipt> {
         self.layer_c.as_ref()
     }
 
@@ -216,21 +184,17 @@ impl StreamedTurnReceipt {
     /// only what follows [`delivered`](Self::delivered) (see
     /// [`rest_after`](super::rest_after)). Keep it with a keeper
     /// ([`StreamPlan::with_promise_keeper`], or the [`Bot`](crate::Bot)'s).
-    pub fn take_rest(&mut self) -> Option<Commitment> {
+    pub(crate) fn take_rest(&mut self) -> Option<Commitment> {
         self.rest.take()
     }
 
-    /// Every message's receipt: the blocks sent as messages, then Layer C's line.
-    pub(crate) fn into_receipts(self) -> Vec<Receipt> {
+    /// Every message's receipt (the blocks sent as messages, then Layer C's line), and what
+    /// the surface's stream confirmed: for [`stream_live`], each message's text and id and the
+    /// calls it made; `None` for [`stream`].
+    pub(crate) fn into_parts(self) -> (Vec<Receipt>, Option<SurfaceStreamReceipt>) {
         let mut receipts = self.blocks;
         receipts.extend(self.layer_c);
-        receipts
-    }
-
-    /// For [`stream_live`]: what the surface's stream confirmed (each message's text and id,
-    /// the calls it made). `None` for [`stream`].
-    pub fn surface(&self) -> Option<&SurfaceStreamReceipt> {
-        self.surface.as_ref()
+        (receipts, self.surface)
     }
 }
 
@@ -243,35 +207,13 @@ struct NothingToShow;
 
 /// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
 /// passes the gate's block check to `channel` as a message of its own, then hands any failure
-/// to Layer C as the module docs say. `source` is usually
-/// [`Router::stream`](crate::model::Router::stream)'s [`RoutedStream`](crate::model::RoutedStream);
+/// to Layer C as the module docs say. `source` is usually an
+/// [`AnswerStream`](crate::AnswerStream) (the [`Bot`](crate::Bot)'s);
 /// a `store::Durable` channel commits each block through the outbox like any other message.
 ///
 /// Returns the [`StreamedTurnReceipt`], or the [`DeliveryError`] of a block or line the channel
 /// could not take (nothing is sent after it).
-///
-/// ```
-/// use mesh_egress::boundary::{stream, StreamEnd, StreamPlan};
-/// use mesh_egress::channel::Recorder;
-/// use mesh_egress::degrade::{DegradationPolicy, Mode};
-/// use mesh_egress::model::RoutedStream;
-/// use mesh_egress::stream::CutterConfig;
-/// use mesh_egress::{Attribution, Turn};
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let turn = Turn::new(Attribution::new("ci-bot", "conv-1", "run-1"));
-/// let policy = DegradationPolicy::default();
-/// let plan = StreamPlan::new(Mode::Interactive, &policy)
-///     .with_cutter(CutterConfig { min_block: 1, max_block: 4000 });
-/// let source = RoutedStream::from_chunks(&turn, vec![
-///     Ok("The build ".into()), Ok("is green.\n\n".into()), Ok("Deploying now.".into()),
-/// ]);
-/// let channel = Recorder::new();
-/// let receipt = stream(&turn, &plan, &channel, source).await?;
-/// assert_eq!(receipt.end(), StreamEnd::Answered);
-/// assert_eq!(channel.sent(), ["The build is green.", "Deploying now."]);
-/// # Ok(()) }
-/// ```
-pub async fn stream<C, S>(
+pub(crate) async fn stream<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,
     channel: &C,
@@ -298,7 +240,7 @@ where
 /// ([`SurfaceStreamError::is_store_failure`](crate::channel::stream::SurfaceStreamError::is_store_failure)),
 /// nothing more goes from here and the turn ends with [`DeliveryError::Store`]: the parts not
 /// shown are `pending` in the outbox for a worker.
-pub async fn stream_live<C, S>(
+pub(crate) async fn stream_live<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,
     channel: &C,
@@ -349,7 +291,6 @@ where
         surface: None,
     };
     let mut index = 0usize;
-    let mut shown_blocks = 0usize;
     let exit = loop {
         let next = tokio::select! {
             biased;
@@ -440,7 +381,6 @@ where
                 return Err(error);
             }
         }
-        shown_blocks += 1;
         out.delivered.push_str(&shown);
         reader.source_mut().mark_delivered(&text);
     };
@@ -474,10 +414,7 @@ where
         return Ok(out);
     }
     let reply = resolve_in(turn, plan.mode, plan.policy, Err(failure));
-    out.end = StreamEnd::Degraded {
-        reply: reply.kind(),
-        after_blocks: shown_blocks,
-    };
+    out.end = StreamEnd::Degraded;
     if matches!(reply, Reply::Silence) {
         return Ok(out);
     }

@@ -51,15 +51,12 @@ pub(crate) struct Unjoinable;
 /// it, is a semantic, retryable [`EgressError`] (its cause: the follow-up answer does not
 /// continue the delivered text).
 ///
-/// ```
-/// use mesh_egress::boundary::rest_after;
-/// use mesh_egress::{AgentMessage, Attribution};
-/// let attr = Attribution::new("a", "c", "r");
-/// let fresh = AgentMessage::new("The build is green.\n\nDeploying to staging now.", attr);
-/// let rest = rest_after("The build is green.\n\n", fresh).expect("joins");
-/// assert_eq!(rest.body().as_str(), "Deploying to staging now.");
-/// ```
-pub fn rest_after(delivered: &str, answer: AgentMessage) -> Result<AgentMessage, EgressError> {
+/// Crate-private: the [`Bot`](crate::Bot)'s keepers (in memory, and the worker it builds) cut
+/// every follow-up of a mid-stream promise with it.
+pub(crate) fn rest_after(
+    delivered: &str,
+    answer: AgentMessage,
+) -> Result<AgentMessage, EgressError> {
     if delivered.is_empty() {
         return Ok(answer);
     }
@@ -91,6 +88,13 @@ mod tests {
 
     fn answer(text: &str) -> AgentMessage {
         AgentMessage::new(text, Attribution::new("a", "c", "r"))
+    }
+
+    #[test]
+    fn the_rest_of_a_fresh_answer_is_what_follows_the_blocks_already_shown() {
+        let fresh = answer("The build is green.\n\nDeploying to staging now.");
+        let rest = rest_after("The build is green.\n\n", fresh).expect("joins");
+        assert_eq!(rest.body().as_str(), "Deploying to staging now.");
     }
 
     #[test]

@@ -227,8 +227,8 @@ impl DegradationPolicy {
     }
 
     /// Records every outcome of the plain [`resolve`](crate::boundary::resolve) on `ledger`.
-    /// The turn-aware [`resolve_in`](crate::boundary::resolve_in) (and `#[egress_boundary]` on a
-    /// handler that takes a `&Turn`) records on the turn's ledger instead. Attaching a ledger
+    /// The turn-aware boundary (`#[egress_boundary]` on a handler that takes a `&Turn`, and the
+    /// [`Bot`](crate::Bot)) records on the turn's ledger instead. Attaching a ledger
     /// keeps the holding-line rotation.
     pub fn with_ledger(self, ledger: Ledger) -> Self {
         self.edit(|p| p.ledger = Some(ledger))

@@ -19,8 +19,8 @@
 //!    sends what the conversation still has open for the commitment's address, re-runs the
 //!    [`Handler`] registered under the stored name with the stored input read back as the
 //!    handler's input type (its [`Turn`](crate::Turn) carries the address), re-runs the gate from the stored settings (feature `gate`, see
-//!    [`Worker::with_gate`]), puts the result through [`resolve_in`](crate::boundary::resolve_in)
-//!    with the stored mode, and delivers to the stored address through the outbox with the
+//!    [`Worker::with_gate`]), puts the result through the turn-aware boundary (as
+//!    `#[egress_boundary]` on a handler taking a `&Turn` does) with the stored mode, and delivers to the stored address through the outbox with the
 //!    commitment ended **in the same transaction** as the follow-up's parts
 //!    ([`Durable::sealing`](crate::store::Durable::sealing)).
 //!

@@ -172,7 +172,8 @@ impl StreamProgress<'_> {
 }
 
 /// Watches one [`ReplyStream`](super::ReplyStream), attached with
-/// [`observe`](super::ReplyStream::observe) (or a [`StreamPlan`]'s observer).
+/// [`observe`](super::ReplyStream::observe) (or the durable outbox's journal, which records each
+/// part before the call that may show it).
 ///
 /// Both hooks run on the stream's worker and are awaited before it makes its next call, so an
 /// observer that records [`before_call`](Self::before_call) durably knows the record is there
@@ -180,8 +181,6 @@ impl StreamProgress<'_> {
 ///
 /// Any `Fn(&StreamProgress)` is an observer of progress alone (what
 /// [`ReplyStream::observe`](super::ReplyStream::observe) takes).
-///
-/// [`StreamPlan`]: crate::boundary::StreamPlan
 pub(crate) trait StreamObserver: Send + Sync + 'static {
     /// Before a call that may show `parts` in a message (every part not confirmed yet that the
     /// call may put in a message; parts it shows only as a preview, a Telegram draft, are not

@@ -227,8 +227,9 @@ impl SurfaceStreamError {
     /// The parts that were in the call whose outcome is unknown (it got no answer, on a
     /// surface where repeating it could post twice: Telegram's `sendMessage`). They come before
     /// [`unconfirmed`](Self::unconfirmed) and may already be on the surface: sending them
-    /// again may show them twice, so [`boundary::stream_live`](crate::boundary::stream_live)
-    /// does not (at most once), and the durable outbox marks them `uncertain`.
+    /// again may show them twice, so the front door ([`Bot::send_to`](crate::Bot::send_to) and
+    /// the bot's own sends, streaming onto the surface) does not (at most once), and the durable
+    /// outbox marks them `uncertain`.
     pub fn uncertain(&self) -> &[CommittedPart] {
         &self.uncertain
     }
