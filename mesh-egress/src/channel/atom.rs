@@ -196,20 +196,31 @@ impl Atoms {
     fn push(&mut self, s: &str, units: usize, mut kind: Kind) {
         let start = self.text.len();
         self.text.push_str(s);
-        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
-        // which renderers never write): the common case decides it from two bytes.
-        let mut joins_prev = false;
-        if start > 0
-            && let Some(&first) = s.as_bytes().first()
-            && (!first.is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
-        {
-            joins_prev = self.continues_cluster(start, &mut kind);
-        }
+        let joins_prev = self.joins_prev(start, &mut kind);
         let visible = match kind {
             Kind::Escape => true,
             Kind::Graphemes => shows_something(s),
             _ => false,
         };
+        self.append(start, units, kind, joins_prev, visible);
+    }
+
+    /// Whether the text written from byte `start` (not empty) continues the cluster before
+    /// it (see [`continues_cluster`](Self::continues_cluster), which may change `kind`).
+    #[inline]
+    fn joins_prev(&mut self, start: usize, kind: &mut Kind) -> bool {
+        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
+        // which renderers never write): the common case decides it from two bytes.
+        let bytes = self.text.as_bytes();
+        start > 0
+            && start < bytes.len()
+            && (!bytes[start].is_ascii() || !bytes[start - 1].is_ascii())
+            && self.continues_cluster(start, kind)
+    }
+
+    /// Records the atom written from byte `start` to the end of the text.
+    #[inline]
+    fn append(&mut self, start: usize, units: usize, kind: Kind, joins_prev: bool, visible: bool) {
         self.visible |= visible;
         self.atoms.push(Atom {
             start: small(start),
@@ -252,6 +263,24 @@ impl Atoms {
         }
         let units = self.unit.measure(s);
         self.push(s, units, Kind::Graphemes);
+    }
+
+    /// Appends a word of ASCII characters none of which is whitespace, as
+    /// [`graphemes`](Self::graphemes) does: its length in either unit is its length in bytes
+    /// and it shows something, so nothing needs measuring.
+    #[inline]
+    pub(crate) fn ascii_word(&mut self, s: &str) {
+        debug_assert!(
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii() && !matches!(b, b'\t'..=b'\r' | b' ')),
+            "not an ASCII word: {s:?}"
+        );
+        let start = self.text.len();
+        self.text.push_str(s);
+        let mut kind = Kind::Graphemes;
+        let joins_prev = self.joins_prev(start, &mut kind);
+        self.append(start, s.len(), kind, joins_prev, true);
     }
 
     /// Appends an escape shown as `shown` (one character).

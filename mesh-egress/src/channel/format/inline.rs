@@ -1,11 +1,28 @@
 //! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use super::Dialect;
 use super::text::{ends_sentence, is_ascii_break, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
 use crate::channel::atom::{Level, is_boundary};
+
+/// Per byte, whether a word may hold it with no look from the dialect `D`: an ASCII character
+/// that is no whitespace and not in [`Dialect::WORD_ESCAPES`].
+struct PlainBytes<D>(PhantomData<D>);
+
+impl<D: Dialect> PlainBytes<D> {
+    const TABLE: [bool; 256] = {
+        let mut table = [false; 256];
+        let mut b = 0;
+        while b < 0x80 {
+            table[b] = !is_ascii_break(b as u8) && !D::WORD_ESCAPES.contains(b as u8);
+            b += 1;
+        }
+        table
+    };
+}
 
 impl<D: Dialect> Walker<'_, D> {
     /// Ordinary text: words, breaks and escapes.
@@ -15,21 +32,33 @@ impl<D: Dialect> Walker<'_, D> {
         }
         self.flush();
         let guard = self.d.guards(text);
+        let plain_bytes = &PlainBytes::<D>::TABLE;
         let bytes = text.as_bytes();
         let mut word = 0;
         let mut url = is_url_start(text);
+        // Whether the word so far holds only plain bytes (see `text_word`).
+        let mut plain = true;
         let mut space: Option<usize> = None;
         let mut at = 0;
         // Byte by byte for ASCII, char by char above it: chat text is mostly ASCII, and an
         // ASCII space between ASCII bytes always stands alone.
         while at < bytes.len() {
             if space.is_none() {
-                // Inside a word an ASCII byte that is no whitespace changes nothing.
-                while let Some(&b) = bytes.get(at)
-                    && b.is_ascii()
-                    && !is_ascii_break(b)
-                {
-                    at += 1;
+                // Inside a word an ASCII byte that is no whitespace changes nothing here; one
+                // the dialect may escape only makes the word need its look.
+                loop {
+                    while let Some(&b) = bytes.get(at)
+                        && plain_bytes[usize::from(b)]
+                    {
+                        at += 1;
+                    }
+                    match bytes.get(at) {
+                        Some(&b) if b.is_ascii() && !is_ascii_break(b) => {
+                            plain = false;
+                            at += 1;
+                        }
+                        _ => break,
+                    }
                 }
                 if at == bytes.len() {
                     break;
@@ -50,8 +79,7 @@ impl<D: Dialect> Walker<'_, D> {
             };
             if is_break_space(c) && alone(text) {
                 if space.is_none() {
-                    self.word_end(&text[word..at]);
-                    self.guarded_word(&text[word..at], url, guard);
+                    self.text_word(&text[word..at], url, guard, plain);
                     space = Some(at);
                 }
                 at = end;
@@ -62,13 +90,17 @@ impl<D: Dialect> Walker<'_, D> {
                 self.out.space(&text[start..at], level, false);
                 word = at;
                 url = is_url_start(&text[at..]);
+                plain = true;
             }
+            // The character is in a word: the first of a new one, one above ASCII, or
+            // whitespace that joins a cluster.
+            plain = plain && plain_bytes[usize::from(b)];
             if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
-                self.word_end(&text[word..end]);
-                self.guarded_word(&text[word..end], url, guard);
+                self.text_word(&text[word..end], url, guard, false);
                 self.out.space("", Level::Sentence, false);
                 word = end;
+                plain = true;
             }
             at = end;
         }
@@ -77,11 +109,34 @@ impl<D: Dialect> Walker<'_, D> {
                 let level = self.break_level();
                 self.out.space(&text[start..], level, false);
             }
-            None => {
-                self.word_end(&text[word..]);
-                self.guarded_word(&text[word..], url, guard);
-            }
+            None => self.text_word(&text[word..], url, guard, plain),
         }
+    }
+
+    /// A word of ordinary text; `plain`: every byte of it is in [`PlainBytes`]. Such a word
+    /// needs nothing from the dialect (most of chat text): unless it is a URL, a word the
+    /// dialect guards, one whose first character the dialect may escape at a line's start,
+    /// or the digits a line starts with, it is written as it is, unmeasured.
+    fn text_word(&mut self, word: &str, url: bool, guard: bool, plain: bool) {
+        let bytes = word.as_bytes();
+        if plain
+            && !url
+            && !guard
+            && let Some(&first) = bytes.first()
+            && !D::TEXT_ESCAPES.contains(first)
+            && (self.lines.leading_digits.is_none() || !first.is_ascii_digit())
+        {
+            // What `word_end` notes, from bytes.
+            self.lines.last = match bytes {
+                [.., before, last] => [char::from(*before), char::from(*last)],
+                _ => [self.lines.last[1], char::from(first)],
+            };
+            self.out.ascii_word(word);
+            self.wrote();
+            return;
+        }
+        self.word_end(word);
+        self.guarded_word(word, url, guard);
     }
 
     /// Notes the last two characters of a word that ends, for sentence ends (a word of one

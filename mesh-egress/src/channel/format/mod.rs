@@ -172,8 +172,8 @@ impl AsciiSet {
 
     /// Whether byte `b` is an ASCII character of the set.
     #[inline]
-    pub(crate) fn contains(&self, b: u8) -> bool {
-        b < 0x80 && self.0[usize::from(b)]
+    pub(crate) const fn contains(&self, b: u8) -> bool {
+        b < 0x80 && self.0[b as usize]
     }
 }
 
@@ -219,6 +219,12 @@ pub(crate) trait Dialect {
     /// letters and plain punctuation costs no call per character. A superset is safe; the
     /// `escape_sets_cover_every_escape` test checks each dialect's.
     const TEXT_ESCAPES: AsciiSet = AsciiSet::ALL;
+    /// The ASCII characters [`escape`](Self::escape) may escape away from a line's start
+    /// (`at_line_start` false): inside a word, past its first character, on a line that does
+    /// not start with the word's digits, only these need a look (`1.` and `- x` are syntax
+    /// only at a line's start). A superset is safe; the `escape_sets_cover_every_escape` test
+    /// checks each dialect's.
+    const WORD_ESCAPES: AsciiSet = Self::TEXT_ESCAPES;
     /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
     const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
 
@@ -415,6 +421,9 @@ mod tests {
                 || d.list_number_escape(c).is_some();
             if in_text {
                 assert!(D::TEXT_ESCAPES.contains(b), "{name}: text escape {c:?}");
+            }
+            if d.escape(c, false).is_some() {
+                assert!(D::WORD_ESCAPES.contains(b), "{name}: word escape {c:?}");
             }
             if d.code_escape(c).is_some() {
                 assert!(D::CODE_ESCAPES.contains(b), "{name}: code escape {c:?}");

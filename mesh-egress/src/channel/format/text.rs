@@ -15,7 +15,7 @@ pub(super) const SPACES: &str = "                                               
 /// Whether ASCII byte `b` is whitespace a line may break at (what [`is_break_space`] says of
 /// it).
 #[inline]
-pub(super) fn is_ascii_break(b: u8) -> bool {
+pub(super) const fn is_ascii_break(b: u8) -> bool {
     matches!(b, b' ' | b'\t'..=b'\r')
 }
 
