@@ -306,8 +306,29 @@ impl Atoms {
         self.push(s, units, Kind::Prefix);
     }
 
-    /// Appends a break. Whitespace is measured as text.
+    /// Appends a break: `s` is whitespace (or empty), measured as text.
+    #[inline(always)]
     pub(crate) fn space(&mut self, s: &str, level: Level, keep: bool) {
+        debug_assert!(s.trim().is_empty(), "a break that shows: {s:?}");
+        // Most breaks are one ASCII space or line break: one unit, written without a copy
+        // call. Whitespace shows nothing, even where it joins a cluster.
+        if let &[b] = s.as_bytes()
+            && b.is_ascii()
+        {
+            let start = self.text.len();
+            self.text.push(char::from(b));
+            let mut kind = Kind::Space { level, keep };
+            let joins_prev = self.joins_prev(start, &mut kind);
+            self.append(start, 1, kind, joins_prev, false);
+            return;
+        }
+        self.long_space(s, level, keep);
+    }
+
+    /// [`space`](Self::space) for any other whitespace; out of line, so that the step for one
+    /// byte inlines where breaks are written.
+    #[inline(never)]
+    fn long_space(&mut self, s: &str, level: Level, keep: bool) {
         let units = self.unit.measure(s);
         self.push(s, units, Kind::Space { level, keep });
     }

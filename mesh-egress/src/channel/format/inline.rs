@@ -1,6 +1,5 @@
 //! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use super::Dialect;
@@ -9,7 +8,7 @@ use super::walker::Walker;
 use crate::channel::atom::{Level, is_boundary};
 
 /// Per byte, whether a word may hold it with no look from the dialect `D`: an ASCII character
-/// that is no whitespace and not in [`Dialect::WORD_ESCAPES`].
+/// that is no whitespace, not in [`Dialect::WORD_ESCAPES`] and not in [`Dialect::GUARDED`].
 struct PlainBytes<D>(PhantomData<D>);
 
 impl<D: Dialect> PlainBytes<D> {
@@ -17,7 +16,9 @@ impl<D: Dialect> PlainBytes<D> {
         let mut table = [false; 256];
         let mut b = 0;
         while b < 0x80 {
-            table[b] = !is_ascii_break(b as u8) && !D::WORD_ESCAPES.contains(b as u8);
+            table[b] = !is_ascii_break(b as u8)
+                && !D::WORD_ESCAPES.contains(b as u8)
+                && !D::GUARDED.contains(b as u8);
             b += 1;
         }
         table
@@ -31,7 +32,6 @@ impl<D: Dialect> Walker<'_, D> {
             return;
         }
         self.flush();
-        let guard = self.d.guards(text);
         let plain_bytes = &PlainBytes::<D>::TABLE;
         let bytes = text.as_bytes();
         let mut word = 0;
@@ -79,7 +79,7 @@ impl<D: Dialect> Walker<'_, D> {
             };
             if is_break_space(c) && alone(text) {
                 if space.is_none() {
-                    self.text_word(&text[word..at], url, guard, plain);
+                    self.text_word(&text[word..at], url, plain);
                     space = Some(at);
                 }
                 at = end;
@@ -97,7 +97,7 @@ impl<D: Dialect> Walker<'_, D> {
             plain = plain && plain_bytes[usize::from(b)];
             if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
-                self.text_word(&text[word..end], url, guard, false);
+                self.text_word(&text[word..end], url, false);
                 self.out.space("", Level::Sentence, false);
                 word = end;
                 plain = true;
@@ -109,19 +109,19 @@ impl<D: Dialect> Walker<'_, D> {
                 let level = self.break_level();
                 self.out.space(&text[start..], level, false);
             }
-            None => self.text_word(&text[word..], url, guard, plain),
+            None => self.text_word(&text[word..], url, plain),
         }
     }
 
     /// A word of ordinary text; `plain`: every byte of it is in [`PlainBytes`]. Such a word
-    /// needs nothing from the dialect (most of chat text): unless it is a URL, a word the
-    /// dialect guards, one whose first character the dialect may escape at a line's start,
-    /// or the digits a line starts with, it is written as it is, unmeasured.
-    fn text_word(&mut self, word: &str, url: bool, guard: bool, plain: bool) {
+    /// needs nothing from the dialect (most of chat text): unless it is a URL, one whose first
+    /// character the dialect may escape at a line's start, or the digits a line starts with,
+    /// it is written as it is, unmeasured.
+    #[inline]
+    fn text_word(&mut self, word: &str, url: bool, plain: bool) {
         let bytes = word.as_bytes();
         if plain
             && !url
-            && !guard
             && let Some(&first) = bytes.first()
             && !D::TEXT_ESCAPES.contains(first)
             && (self.lines.leading_digits.is_none() || !first.is_ascii_digit())
@@ -135,8 +135,15 @@ impl<D: Dialect> Walker<'_, D> {
             self.wrote();
             return;
         }
+        self.looked_word(word, url);
+    }
+
+    /// A word of ordinary text that needs the dialect's look. Out of line: the plain word's
+    /// step in [`text_word`](Self::text_word) is inlined into the text walk.
+    #[inline(never)]
+    fn looked_word(&mut self, word: &str, url: bool) {
         self.word_end(word);
-        self.guarded_word(word, url, guard);
+        self.word(word, url);
     }
 
     /// Notes the last two characters of a word that ends, for sentence ends (a word of one
@@ -159,23 +166,14 @@ impl<D: Dialect> Walker<'_, D> {
         }
     }
 
-    /// A word (no whitespace breaks), escaped as text or as a URL.
+    /// A word (no whitespace breaks), set apart by the dialect's
+    /// [`guard_word`](Dialect::guard_word), escaped as text or as a URL.
     pub(super) fn word(&mut self, word: &str, url: bool) {
-        self.guarded_word(word, url, true);
-    }
-
-    /// A word, set apart by the dialect's [`guard_word`](Dialect::guard_word) when `guard`
-    /// (false only when [`guards`](Dialect::guards) said no word of its text needs it).
-    fn guarded_word(&mut self, word: &str, url: bool, guard: bool) {
         if word.is_empty() {
             return;
         }
         let d = self.d;
-        let word = if guard {
-            d.guard_word(word)
-        } else {
-            Cow::Borrowed(word)
-        };
+        let word = d.guard_word(word);
         // The digits the line starts with, so far: a `.` or `)` after one to nine of them
         // would make the line an ordered list item. The parser may hand the digits and the
         // `.` over as separate texts (`1\. not a list`), so the count spans words.

@@ -227,6 +227,11 @@ pub(crate) trait Dialect {
     const WORD_ESCAPES: AsciiSet = Self::TEXT_ESCAPES;
     /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
     const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
+    /// The ASCII characters one of which a word must hold for
+    /// [`guard_word`](Self::guard_word) to change it: a word of text without any (and without
+    /// anything else to look at) is written as it is, with no call. A dialect that guards
+    /// words names them; its tests check that a word without them is left alone.
+    const GUARDED: AsciiSet = AsciiSet::NONE;
 
     /// The escape for `c` in ordinary text, if it needs one.
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str>;
@@ -247,13 +252,6 @@ pub(crate) trait Dialect {
     /// mentions set apart).
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         Cow::Borrowed(word)
-    }
-    /// Whether some word of `text` may need [`guard_word`](Self::guard_word); when not, each
-    /// of its words is written as it is. Asked once per text, so a dialect that guards words
-    /// overrides both, and a text without what the guard looks for costs no call per word.
-    fn guards(&self, text: &str) -> bool {
-        let _ = text;
-        false
     }
     /// An inline style's markers (`None`: the channel shows the text unstyled).
     fn style(&self, style: Style) -> Option<Pair>;
