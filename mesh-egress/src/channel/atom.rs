@@ -271,16 +271,33 @@ impl Atoms {
     #[inline]
     pub(crate) fn ascii_word(&mut self, s: &str) {
         debug_assert!(
-            !s.is_empty()
-                && s.bytes()
-                    .all(|b| b.is_ascii() && !matches!(b, b'\t'..=b'\r' | b' ')),
+            !s.is_empty() && s.bytes().all(|b| b.is_ascii() && !is_ascii_white_space(b)),
             "not an ASCII word: {s:?}"
         );
+        self.push_ascii(s, true);
+    }
+
+    /// Appends a run of code as [`graphemes`](Self::graphemes) does; `ascii`: the run is
+    /// ASCII, so its length in either unit is its length in bytes.
+    #[inline]
+    pub(crate) fn code_graphemes(&mut self, s: &str, ascii: bool) {
+        if !ascii {
+            self.graphemes(s);
+        } else if !s.is_empty() {
+            debug_assert!(s.is_ascii(), "not ASCII: {s:?}");
+            // Indentation alone shows nothing.
+            self.push_ascii(s, s.bytes().any(|b| !is_ascii_white_space(b)));
+        }
+    }
+
+    /// Appends a grapheme run of ASCII (not empty) that shows something if `visible`.
+    #[inline]
+    fn push_ascii(&mut self, s: &str, visible: bool) {
         let start = self.text.len();
         self.text.push_str(s);
         let mut kind = Kind::Graphemes;
         let joins_prev = self.joins_prev(start, &mut kind);
-        self.append(start, s.len(), kind, joins_prev, true);
+        self.append(start, s.len(), kind, joins_prev, visible);
     }
 
     /// Appends an escape shown as `shown` (one character).
@@ -329,7 +346,12 @@ impl Atoms {
     /// byte inlines where breaks are written.
     #[inline(never)]
     fn long_space(&mut self, s: &str, level: Level, keep: bool) {
-        let units = self.unit.measure(s);
+        // Mostly a blank line or code indentation: ASCII, one unit a byte.
+        let units = if s.bytes().all(|b| b.is_ascii()) {
+            s.len()
+        } else {
+            self.unit.measure(s)
+        };
         self.push(s, units, Kind::Space { level, keep });
     }
 
@@ -394,9 +416,16 @@ impl Atoms {
 /// ASCII, which settles it without a trim.
 fn shows_something(s: &str) -> bool {
     match s.as_bytes().first() {
-        Some(b) if b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ') => true,
+        Some(&b) if b.is_ascii() && !is_ascii_white_space(b) => true,
         _ => !s.trim().is_empty(),
     }
+}
+
+/// Whether ASCII byte `b` is White_Space (`char::is_whitespace`, what `str::trim` removes):
+/// tab, line feed, vertical tab, form feed, carriage return and space. Not
+/// `u8::is_ascii_whitespace`, which leaves out the vertical tab.
+fn is_ascii_white_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
 }
 
 /// Whether the end of `before` and the start of `after` are certainly in different grapheme
@@ -462,6 +491,17 @@ mod tests {
         let at = p.len_utf8();
         if clearly_a_boundary(&text[..at], &text[at..]) {
             assert!(is_grapheme_boundary(&text, at), "{p:?} {c:?}");
+        }
+    }
+
+    #[test]
+    fn the_ascii_white_space_is_what_trim_removes() {
+        for b in 0..0x80_u8 {
+            assert_eq!(
+                is_ascii_white_space(b),
+                char::from(b).is_whitespace(),
+                "{b:#x}"
+            );
         }
     }
 

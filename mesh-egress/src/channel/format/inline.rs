@@ -117,7 +117,7 @@ impl<D: Dialect> Walker<'_, D> {
     /// needs nothing from the dialect (most of chat text): unless it is a URL, one whose first
     /// character the dialect may escape at a line's start, or the digits a line starts with,
     /// it is written as it is, unmeasured.
-    #[inline]
+    #[inline(always)]
     fn text_word(&mut self, word: &str, url: bool, plain: bool) {
         let bytes = word.as_bytes();
         if plain
@@ -243,6 +243,8 @@ impl<D: Dialect> Walker<'_, D> {
         let d = self.d;
         let bytes = code.as_bytes();
         let mut run = 0;
+        // Whether `code[run..at]` is ASCII: then it is written unmeasured.
+        let mut ascii = true;
         let mut space: Option<usize> = None;
         let mut leading = !inline;
         let mut at = 0;
@@ -253,7 +255,7 @@ impl<D: Dialect> Walker<'_, D> {
                 let next_ascii = bytes.get(at + 1).is_none_or(u8::is_ascii);
                 if next_ascii || is_boundary(code, at + 1) {
                     if !leading && space.is_none() {
-                        self.out.graphemes(&code[run..at]);
+                        self.out.code_graphemes(&code[run..at], ascii);
                         space = Some(at);
                     }
                     at += 1;
@@ -264,29 +266,34 @@ impl<D: Dialect> Walker<'_, D> {
             if let Some(start) = space.take() {
                 self.out.space(&code[start..at], Level::Word, !inline);
                 run = at;
+                ascii = true;
             }
             if b.is_ascii() {
                 if D::CODE_ESCAPES.contains(b)
                     && let Some(escaped) = d.code_escape(char::from(b))
                 {
-                    self.out.graphemes(&code[run..at]);
+                    self.out.code_graphemes(&code[run..at], ascii);
                     self.out.escape(escaped, char::from(b));
                     run = at + 1;
+                    ascii = true;
                 }
                 at += 1;
                 continue;
             }
             let c = code[at..].chars().next().unwrap_or('\u{fffd}');
             if let Some(escaped) = d.code_escape(c) {
-                self.out.graphemes(&code[run..at]);
+                self.out.code_graphemes(&code[run..at], ascii);
                 self.out.escape(escaped, c);
                 run = at + c.len_utf8();
+                ascii = true;
+            } else {
+                ascii = false;
             }
             at += c.len_utf8();
         }
         match space {
             Some(start) => self.out.space(&code[start..], Level::Word, !inline),
-            None => self.out.graphemes(&code[run..]),
+            None => self.out.code_graphemes(&code[run..], ascii),
         }
         self.wrote();
     }
