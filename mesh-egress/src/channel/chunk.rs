@@ -366,6 +366,9 @@ impl Chunker<'_> {
         let mut prev_open = false;
         let mut before_opens: Option<Mark> = None;
         let mut breaks: [Option<Mark>; 4] = [None; 4];
+        // The markers taken, in order (only the general step takes them): which of them the
+        // part holds sets what is open after it.
+        let mut markers: Vec<usize> = Vec::new();
         let mut i = start.idx;
         let end = loop {
             let Some(atom) = list.get(i) else {
@@ -386,6 +389,7 @@ impl Chunker<'_> {
             // the run, so it is checked against the room the closing markers leave, in a loop
             // of its own. An atom that does not fit goes to the general step.
             if byte == atom.start()
+                && !matches!(atom.kind, Kind::Open(_) | Kind::Close(_))
                 && st.entities <= self.max_entities
                 && let Some(room) = self.max.checked_sub(st.closes)
             {
@@ -445,6 +449,9 @@ impl Chunker<'_> {
                 {
                     breaks[level as usize] = Some(next);
                 }
+                if matches!(atom.kind, Kind::Open(_) | Kind::Close(_)) {
+                    markers.push(i);
+                }
                 st = next;
                 i += 1;
                 continue;
@@ -467,8 +474,8 @@ impl Chunker<'_> {
             return Err(self.too_small(&st, &next, byte, i, has_content));
         };
 
-        for atom in &list[start.idx..end.pos.idx] {
-            match atom.kind {
+        for &idx in markers.iter().take_while(|&&idx| idx < end.pos.idx) {
+            match list[idx].kind {
                 Kind::Open(id) => stack.push(id),
                 Kind::Close(_) => {
                     stack.pop();
