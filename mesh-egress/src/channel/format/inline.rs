@@ -1,5 +1,6 @@
 //! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use super::Dialect;
@@ -167,13 +168,18 @@ impl<D: Dialect> Walker<'_, D> {
     }
 
     /// A word (no whitespace breaks), set apart by the dialect's
-    /// [`guard_word`](Dialect::guard_word), escaped as text or as a URL.
+    /// [`guard_word`](Dialect::guard_word) if it holds a [`GUARDED`](Dialect::GUARDED)
+    /// character, escaped as text or as a URL.
     pub(super) fn word(&mut self, word: &str, url: bool) {
         if word.is_empty() {
             return;
         }
         let d = self.d;
-        let word = d.guard_word(word);
+        let word = if word.bytes().any(|b| D::GUARDED.contains(b)) {
+            d.guard_word(word)
+        } else {
+            Cow::Borrowed(word)
+        };
         // The digits the line starts with, so far: a `.` or `)` after one to nine of them
         // would make the line an ordered list item. The parser may hand the digits and the
         // `.` over as separate texts (`1\. not a list`), so the count spans words.

@@ -228,9 +228,10 @@ pub(crate) trait Dialect {
     /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
     const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
     /// The ASCII characters one of which a word must hold for
-    /// [`guard_word`](Self::guard_word) to change it: a word of text without any (and without
-    /// anything else to look at) is written as it is, with no call. A dialect that guards
-    /// words names them; its tests check that a word without them is left alone.
+    /// [`guard_word`](Self::guard_word) to change it: a word without any is not asked about
+    /// (and a word of text without any, and without anything else to look at, is written as
+    /// it is). A dialect that guards words names them; its tests check that a word without
+    /// them is left alone.
     const GUARDED: AsciiSet = AsciiSet::NONE;
 
     /// The escape for `c` in ordinary text, if it needs one.
