@@ -46,7 +46,7 @@ impl<D: Dialect> Walker<'_, D> {
         while at < bytes.len() {
             if space.is_none() {
                 // Inside a word an ASCII byte that is no whitespace changes nothing here; one
-                // the dialect may escape only makes the word need its look.
+                // the dialect may escape or guard only makes the word need its look.
                 loop {
                     while let Some(&b) = bytes.get(at)
                         && plain_bytes[usize::from(b)]
