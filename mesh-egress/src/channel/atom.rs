@@ -196,20 +196,31 @@ impl Atoms {
     fn push(&mut self, s: &str, units: usize, mut kind: Kind) {
         let start = self.text.len();
         self.text.push_str(s);
-        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
-        // which renderers never write): the common case decides it from two bytes.
-        let mut joins_prev = false;
-        if start > 0
-            && let Some(&first) = s.as_bytes().first()
-            && (!first.is_ascii() || !self.text.as_bytes()[start - 1].is_ascii())
-        {
-            joins_prev = self.continues_cluster(start, &mut kind);
-        }
+        let joins_prev = self.joins_prev(start, &mut kind);
         let visible = match kind {
             Kind::Escape => true,
             Kind::Graphemes => shows_something(s),
             _ => false,
         };
+        self.append(start, units, kind, joins_prev, visible);
+    }
+
+    /// Whether the text written from byte `start` (not empty) continues the cluster before
+    /// it (see [`continues_cluster`](Self::continues_cluster), which may change `kind`).
+    #[inline]
+    fn joins_prev(&mut self, start: usize, kind: &mut Kind) -> bool {
+        // Only non-ASCII text can continue a cluster across an atom boundary (CR LF aside,
+        // which renderers never write): the common case decides it from two bytes.
+        let bytes = self.text.as_bytes();
+        start > 0
+            && start < bytes.len()
+            && (!bytes[start].is_ascii() || !bytes[start - 1].is_ascii())
+            && self.continues_cluster(start, kind)
+    }
+
+    /// Records the atom written from byte `start` to the end of the text.
+    #[inline]
+    fn append(&mut self, start: usize, units: usize, kind: Kind, joins_prev: bool, visible: bool) {
         self.visible |= visible;
         self.atoms.push(Atom {
             start: small(start),
@@ -254,6 +265,41 @@ impl Atoms {
         self.push(s, units, Kind::Graphemes);
     }
 
+    /// Appends a word of ASCII characters none of which is whitespace, as
+    /// [`graphemes`](Self::graphemes) does: its length in either unit is its length in bytes
+    /// and it shows something, so nothing needs measuring.
+    #[inline]
+    pub(crate) fn ascii_word(&mut self, s: &str) {
+        debug_assert!(
+            !s.is_empty() && s.bytes().all(|b| b.is_ascii() && !is_ascii_white_space(b)),
+            "not an ASCII word: {s:?}"
+        );
+        self.push_ascii(s, true);
+    }
+
+    /// Appends a run of code as [`graphemes`](Self::graphemes) does; `ascii`: the run is
+    /// ASCII, so its length in either unit is its length in bytes.
+    #[inline]
+    pub(crate) fn code_graphemes(&mut self, s: &str, ascii: bool) {
+        if !ascii {
+            self.graphemes(s);
+        } else if !s.is_empty() {
+            debug_assert!(s.is_ascii(), "not ASCII: {s:?}");
+            // Indentation alone shows nothing.
+            self.push_ascii(s, s.bytes().any(|b| !is_ascii_white_space(b)));
+        }
+    }
+
+    /// Appends a grapheme run of ASCII (not empty) that shows something if `visible`.
+    #[inline]
+    fn push_ascii(&mut self, s: &str, visible: bool) {
+        let start = self.text.len();
+        self.text.push_str(s);
+        let mut kind = Kind::Graphemes;
+        let joins_prev = self.joins_prev(start, &mut kind);
+        self.append(start, s.len(), kind, joins_prev, visible);
+    }
+
     /// Appends an escape shown as `shown` (one character).
     pub(crate) fn escape(&mut self, escaped: &str, shown: char) {
         let units = if self.markup_counts {
@@ -277,9 +323,35 @@ impl Atoms {
         self.push(s, units, Kind::Prefix);
     }
 
-    /// Appends a break. Whitespace is measured as text.
+    /// Appends a break: `s` is whitespace (or empty), measured as text.
+    #[inline(always)]
     pub(crate) fn space(&mut self, s: &str, level: Level, keep: bool) {
-        let units = self.unit.measure(s);
+        debug_assert!(s.trim().is_empty(), "a break that shows: {s:?}");
+        // Most breaks are one ASCII space or line break: one unit, written without a copy
+        // call. Whitespace shows nothing, even where it joins a cluster.
+        if let &[b] = s.as_bytes()
+            && b.is_ascii()
+        {
+            let start = self.text.len();
+            self.text.push(char::from(b));
+            let mut kind = Kind::Space { level, keep };
+            let joins_prev = self.joins_prev(start, &mut kind);
+            self.append(start, 1, kind, joins_prev, false);
+            return;
+        }
+        self.long_space(s, level, keep);
+    }
+
+    /// [`space`](Self::space) for any other whitespace; out of line, so that the step for one
+    /// byte inlines where breaks are written.
+    #[inline(never)]
+    fn long_space(&mut self, s: &str, level: Level, keep: bool) {
+        // Mostly a blank line or code indentation: ASCII, one unit a byte.
+        let units = if s.bytes().all(|b| b.is_ascii()) {
+            s.len()
+        } else {
+            self.unit.measure(s)
+        };
         self.push(s, units, Kind::Space { level, keep });
     }
 
@@ -344,9 +416,16 @@ impl Atoms {
 /// ASCII, which settles it without a trim.
 fn shows_something(s: &str) -> bool {
     match s.as_bytes().first() {
-        Some(b) if b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ') => true,
+        Some(&b) if b.is_ascii() && !is_ascii_white_space(b) => true,
         _ => !s.trim().is_empty(),
     }
+}
+
+/// Whether ASCII byte `b` is White_Space (`char::is_whitespace`, what `str::trim` removes):
+/// tab, line feed, vertical tab, form feed, carriage return and space. Not
+/// `u8::is_ascii_whitespace`, which leaves out the vertical tab.
+fn is_ascii_white_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
 }
 
 /// Whether the end of `before` and the start of `after` are certainly in different grapheme
@@ -412,6 +491,17 @@ mod tests {
         let at = p.len_utf8();
         if clearly_a_boundary(&text[..at], &text[at..]) {
             assert!(is_grapheme_boundary(&text, at), "{p:?} {c:?}");
+        }
+    }
+
+    #[test]
+    fn the_ascii_white_space_is_what_trim_removes() {
+        for b in 0..0x80_u8 {
+            assert_eq!(
+                is_ascii_white_space(b),
+                char::from(b).is_whitespace(),
+                "{b:#x}"
+            );
         }
     }
 

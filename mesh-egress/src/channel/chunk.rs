@@ -58,6 +58,17 @@ struct Pos {
     byte: usize,
 }
 
+/// What [`Chunker::run`] carries along a run of simple atoms.
+#[derive(Clone, Copy, Debug)]
+struct Scan {
+    /// Units written so far, reopened markers included.
+    len: usize,
+    /// Whether the part shows something so far.
+    has_content: bool,
+    /// Whether the atom before is an `Open`.
+    prev_open: bool,
+}
+
 /// The state of a part up to some position: where a cut there would leave it.
 #[derive(Clone, Copy, Debug)]
 struct Mark {
@@ -281,6 +292,15 @@ fn marker_for(max: usize) -> (Option<&'static str>, usize) {
     }
 }
 
+/// Whether a part may start at the first of `atoms`: what follows the whitespace and closing
+/// markers skipped there does not continue a grapheme cluster.
+fn resumes(atoms: &[Atom]) -> bool {
+    atoms
+        .iter()
+        .find(|a| !matches!(a.kind, Kind::Space { keep: false, .. } | Kind::Close(_)))
+        .is_none_or(|a| !a.joins_prev)
+}
+
 struct Chunker<'a> {
     atoms: &'a Atoms,
     /// The atoms this feed may look at.
@@ -346,6 +366,9 @@ impl Chunker<'_> {
         let mut prev_open = false;
         let mut before_opens: Option<Mark> = None;
         let mut breaks: [Option<Mark>; 4] = [None; 4];
+        // The markers taken, in order (only the general step takes them): which of them the
+        // part holds sets what is open after it.
+        let mut markers: Vec<usize> = Vec::new();
         let mut i = start.idx;
         let end = loop {
             let Some(atom) = list.get(i) else {
@@ -360,31 +383,31 @@ impl Chunker<'_> {
                 atom.start()
             };
             // Most atoms are whole words, escapes, prefixes or the spaces between words that
-            // fit: they only add their units and their visibility (what the general step below
-            // does for them, without its marker bookkeeping), and a space notes the break
-            // before it. A space that does not fit goes to the general step, which notes the
-            // same break again.
-            if byte == atom.start() {
-                let simple = match atom.kind {
-                    Kind::Graphemes | Kind::Escape | Kind::Prefix => true,
-                    Kind::Space { level, keep: false } => {
-                        if has_content && !prev_open && !atom.joins_prev && self.can_resume(i) {
-                            breaks[level as usize] = Some(st);
-                        }
-                        true
-                    }
-                    _ => false,
+            // fit: a run of them only adds their units and their visibility (what the general
+            // step below does for them, without its marker bookkeeping), and a space notes the
+            // break before it (after it, for kept whitespace). No marker opens or closes along
+            // the run, so it is checked against the room the closing markers leave, in a loop
+            // of its own. An atom that does not fit goes to the general step.
+            if byte == atom.start()
+                && !matches!(atom.kind, Kind::Open(_) | Kind::Close(_))
+                && st.entities <= self.max_entities
+                && let Some(room) = self.max.checked_sub(st.closes)
+            {
+                let scan = Scan {
+                    len: st.len,
+                    has_content,
+                    prev_open,
                 };
-                let len = st.len + atom.units();
-                if simple && len + st.closes <= self.max && st.entities <= self.max_entities {
-                    has_content = has_content || atoms.is_visible(atom);
-                    prev_open = false;
+                let (j, scan) = self.run(i, room, scan, &st, &mut breaks);
+                has_content = scan.has_content;
+                prev_open = scan.prev_open;
+                if j > i {
                     st.pos = Pos {
-                        idx: i + 1,
-                        byte: atom.end(),
+                        idx: j,
+                        byte: list[j - 1].end(),
                     };
-                    st.len = len;
-                    i += 1;
+                    st.len = scan.len;
+                    i = j;
                     continue;
                 }
             }
@@ -426,6 +449,9 @@ impl Chunker<'_> {
                 {
                     breaks[level as usize] = Some(next);
                 }
+                if matches!(atom.kind, Kind::Open(_) | Kind::Close(_)) {
+                    markers.push(i);
+                }
                 st = next;
                 i += 1;
                 continue;
@@ -448,8 +474,8 @@ impl Chunker<'_> {
             return Err(self.too_small(&st, &next, byte, i, has_content));
         };
 
-        for atom in &list[start.idx..end.pos.idx] {
-            match atom.kind {
+        for &idx in markers.iter().take_while(|&&idx| idx < end.pos.idx) {
+            match list[idx].kind {
                 Kind::Open(id) => stack.push(id),
                 Kind::Close(_) => {
                     stack.pop();
@@ -477,13 +503,87 @@ impl Chunker<'_> {
         )))
     }
 
+    /// Takes the run of simple atoms from `from` that fit in `room` units (the limit less the
+    /// closing markers of `at`, the state at `from`), noting the breaks among them in
+    /// `breaks`; returns the index after the run and the scan's state there. Simple atoms are
+    /// grapheme runs, escapes, prefixes and whitespace: a marker or an atom that does not fit
+    /// ends the run. A function of its own so that its few variables stay in registers.
+    #[inline(never)]
+    fn run(
+        &self,
+        from: usize,
+        room: usize,
+        scan: Scan,
+        at: &Mark,
+        breaks: &mut [Option<Mark>; 4],
+    ) -> (usize, Scan) {
+        let list = self.list;
+        let Scan {
+            mut len,
+            mut has_content,
+            mut prev_open,
+        } = scan;
+        // Walked as a shrinking slice: what follows an atom is at hand for `resumes`.
+        let mut rest = list.get(from..).unwrap_or_default();
+        while let [atom, after @ ..] = rest {
+            let next = len + atom.units();
+            match atom.kind {
+                Kind::Graphemes | Kind::Escape | Kind::Prefix => {
+                    if next > room {
+                        break;
+                    }
+                    has_content = has_content || self.atoms.is_visible(atom);
+                }
+                Kind::Space { level, keep: false } => {
+                    // The break is before the space (and noted even when the space does not
+                    // fit: the general step notes the same one).
+                    if has_content && !prev_open && !atom.joins_prev && resumes(after) {
+                        // Atoms are contiguous: this one starts where the run is.
+                        let pos = Pos {
+                            idx: list.len() - rest.len(),
+                            byte: atom.start(),
+                        };
+                        breaks[level as usize] = Some(Mark { pos, len, ..*at });
+                    }
+                    if next > room {
+                        break;
+                    }
+                }
+                Kind::Space { level, keep: true } => {
+                    // Kept whitespace (code): the break is after it.
+                    if next > room {
+                        break;
+                    }
+                    if has_content && resumes(after) {
+                        let pos = Pos {
+                            idx: list.len() - after.len(),
+                            byte: atom.end(),
+                        };
+                        breaks[level as usize] = Some(Mark {
+                            pos,
+                            len: next,
+                            ..*at
+                        });
+                    }
+                }
+                Kind::Open(_) | Kind::Close(_) => break,
+            }
+            len = next;
+            prev_open = false;
+            rest = after;
+        }
+        let scan = Scan {
+            len,
+            has_content,
+            prev_open,
+        };
+        (list.len() - rest.len(), scan)
+    }
+
     /// Whether a part may start at atom `idx`: what follows the whitespace and closing
     /// markers skipped there does not continue a grapheme cluster.
     fn can_resume(&self, idx: usize) -> bool {
-        let rest = self.list.get(idx..).unwrap_or_default();
-        rest.iter()
-            .find(|a| !matches!(a.kind, Kind::Space { keep: false, .. } | Kind::Close(_)))
-            .is_none_or(|a| !a.joins_prev)
+        resumes(self.list.get(idx..).unwrap_or_default())
     }
 
     /// The strongest break leaving the part at least half full, else the latest break.

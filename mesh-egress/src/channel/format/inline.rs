@@ -1,11 +1,30 @@
 //! Inline text as atoms: words and the breaks between them, escapes, code spans and blocks.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use super::Dialect;
 use super::text::{ends_sentence, is_ascii_break, is_break_space, is_url_start, stands_alone};
 use super::walker::Walker;
 use crate::channel::atom::{Level, is_boundary};
+
+/// Per byte, whether a word may hold it with no look from the dialect `D`: an ASCII character
+/// that is no whitespace, not in [`Dialect::WORD_ESCAPES`] and not in [`Dialect::GUARDED`].
+struct PlainBytes<D>(PhantomData<D>);
+
+impl<D: Dialect> PlainBytes<D> {
+    const TABLE: [bool; 256] = {
+        let mut table = [false; 256];
+        let mut b = 0;
+        while b < 0x80 {
+            table[b] = !is_ascii_break(b as u8)
+                && !D::WORD_ESCAPES.contains(b as u8)
+                && !D::GUARDED.contains(b as u8);
+            b += 1;
+        }
+        table
+    };
+}
 
 impl<D: Dialect> Walker<'_, D> {
     /// Ordinary text: words, breaks and escapes.
@@ -14,22 +33,33 @@ impl<D: Dialect> Walker<'_, D> {
             return;
         }
         self.flush();
-        let guard = self.d.guards(text);
+        let plain_bytes = &PlainBytes::<D>::TABLE;
         let bytes = text.as_bytes();
         let mut word = 0;
         let mut url = is_url_start(text);
+        // Whether the word so far holds only plain bytes (see `text_word`).
+        let mut plain = true;
         let mut space: Option<usize> = None;
         let mut at = 0;
         // Byte by byte for ASCII, char by char above it: chat text is mostly ASCII, and an
         // ASCII space between ASCII bytes always stands alone.
         while at < bytes.len() {
             if space.is_none() {
-                // Inside a word an ASCII byte that is no whitespace changes nothing.
-                while let Some(&b) = bytes.get(at)
-                    && b.is_ascii()
-                    && !is_ascii_break(b)
-                {
-                    at += 1;
+                // Inside a word an ASCII byte that is no whitespace changes nothing here; one
+                // the dialect may escape or guard only makes the word need its look.
+                loop {
+                    while let Some(&b) = bytes.get(at)
+                        && plain_bytes[usize::from(b)]
+                    {
+                        at += 1;
+                    }
+                    match bytes.get(at) {
+                        Some(&b) if b.is_ascii() && !is_ascii_break(b) => {
+                            plain = false;
+                            at += 1;
+                        }
+                        _ => break,
+                    }
                 }
                 if at == bytes.len() {
                     break;
@@ -50,8 +80,7 @@ impl<D: Dialect> Walker<'_, D> {
             };
             if is_break_space(c) && alone(text) {
                 if space.is_none() {
-                    self.word_end(&text[word..at]);
-                    self.guarded_word(&text[word..at], url, guard);
+                    self.text_word(&text[word..at], url, plain);
                     space = Some(at);
                 }
                 at = end;
@@ -62,13 +91,17 @@ impl<D: Dialect> Walker<'_, D> {
                 self.out.space(&text[start..at], level, false);
                 word = at;
                 url = is_url_start(&text[at..]);
+                plain = true;
             }
+            // The character is in a word: the first of a new one, one above ASCII, or
+            // whitespace that joins a cluster.
+            plain = plain && plain_bytes[usize::from(b)];
             if !b.is_ascii() && matches!(c, '。' | '！' | '？') && is_boundary(text, end) {
                 // CJK needs no space after a sentence: the break is empty.
-                self.word_end(&text[word..end]);
-                self.guarded_word(&text[word..end], url, guard);
+                self.text_word(&text[word..end], url, false);
                 self.out.space("", Level::Sentence, false);
                 word = end;
+                plain = true;
             }
             at = end;
         }
@@ -77,11 +110,41 @@ impl<D: Dialect> Walker<'_, D> {
                 let level = self.break_level();
                 self.out.space(&text[start..], level, false);
             }
-            None => {
-                self.word_end(&text[word..]);
-                self.guarded_word(&text[word..], url, guard);
-            }
+            None => self.text_word(&text[word..], url, plain),
         }
+    }
+
+    /// A word of ordinary text; `plain`: every byte of it is in [`PlainBytes`]. Such a word
+    /// needs nothing from the dialect (most of chat text): unless it is a URL, one whose first
+    /// character the dialect may escape at a line's start, or the digits a line starts with,
+    /// it is written as it is, unmeasured.
+    #[inline(always)]
+    fn text_word(&mut self, word: &str, url: bool, plain: bool) {
+        let bytes = word.as_bytes();
+        if plain
+            && !url
+            && let Some(&first) = bytes.first()
+            && !D::TEXT_ESCAPES.contains(first)
+            && (self.lines.leading_digits.is_none() || !first.is_ascii_digit())
+        {
+            // What `word_end` notes, from bytes.
+            self.lines.last = match bytes {
+                [.., before, last] => [char::from(*before), char::from(*last)],
+                _ => [self.lines.last[1], char::from(first)],
+            };
+            self.out.ascii_word(word);
+            self.wrote();
+            return;
+        }
+        self.looked_word(word, url);
+    }
+
+    /// A word of ordinary text that needs the dialect's look. Out of line: the plain word's
+    /// step in [`text_word`](Self::text_word) is inlined into the text walk.
+    #[inline(never)]
+    fn looked_word(&mut self, word: &str, url: bool) {
+        self.word_end(word);
+        self.word(word, url);
     }
 
     /// Notes the last two characters of a word that ends, for sentence ends (a word of one
@@ -104,19 +167,15 @@ impl<D: Dialect> Walker<'_, D> {
         }
     }
 
-    /// A word (no whitespace breaks), escaped as text or as a URL.
+    /// A word (no whitespace breaks), set apart by the dialect's
+    /// [`guard_word`](Dialect::guard_word) if it holds a [`GUARDED`](Dialect::GUARDED)
+    /// character, escaped as text or as a URL.
     pub(super) fn word(&mut self, word: &str, url: bool) {
-        self.guarded_word(word, url, true);
-    }
-
-    /// A word, set apart by the dialect's [`guard_word`](Dialect::guard_word) when `guard`
-    /// (false only when [`guards`](Dialect::guards) said no word of its text needs it).
-    fn guarded_word(&mut self, word: &str, url: bool, guard: bool) {
         if word.is_empty() {
             return;
         }
         let d = self.d;
-        let word = if guard {
+        let word = if word.bytes().any(|b| D::GUARDED.contains(b)) {
             d.guard_word(word)
         } else {
             Cow::Borrowed(word)
@@ -190,6 +249,8 @@ impl<D: Dialect> Walker<'_, D> {
         let d = self.d;
         let bytes = code.as_bytes();
         let mut run = 0;
+        // Whether `code[run..at]` is ASCII: then it is written unmeasured.
+        let mut ascii = true;
         let mut space: Option<usize> = None;
         let mut leading = !inline;
         let mut at = 0;
@@ -200,7 +261,7 @@ impl<D: Dialect> Walker<'_, D> {
                 let next_ascii = bytes.get(at + 1).is_none_or(u8::is_ascii);
                 if next_ascii || is_boundary(code, at + 1) {
                     if !leading && space.is_none() {
-                        self.out.graphemes(&code[run..at]);
+                        self.out.code_graphemes(&code[run..at], ascii);
                         space = Some(at);
                     }
                     at += 1;
@@ -211,29 +272,34 @@ impl<D: Dialect> Walker<'_, D> {
             if let Some(start) = space.take() {
                 self.out.space(&code[start..at], Level::Word, !inline);
                 run = at;
+                ascii = true;
             }
             if b.is_ascii() {
                 if D::CODE_ESCAPES.contains(b)
                     && let Some(escaped) = d.code_escape(char::from(b))
                 {
-                    self.out.graphemes(&code[run..at]);
+                    self.out.code_graphemes(&code[run..at], ascii);
                     self.out.escape(escaped, char::from(b));
                     run = at + 1;
+                    ascii = true;
                 }
                 at += 1;
                 continue;
             }
             let c = code[at..].chars().next().unwrap_or('\u{fffd}');
             if let Some(escaped) = d.code_escape(c) {
-                self.out.graphemes(&code[run..at]);
+                self.out.code_graphemes(&code[run..at], ascii);
                 self.out.escape(escaped, c);
                 run = at + c.len_utf8();
+                ascii = true;
+            } else {
+                ascii = false;
             }
             at += c.len_utf8();
         }
         match space {
             Some(start) => self.out.space(&code[start..], Level::Word, !inline),
-            None => self.out.graphemes(&code[run..]),
+            None => self.out.code_graphemes(&code[run..], ascii),
         }
         self.wrote();
     }

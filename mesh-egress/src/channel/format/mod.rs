@@ -172,8 +172,8 @@ impl AsciiSet {
 
     /// Whether byte `b` is an ASCII character of the set.
     #[inline]
-    pub(crate) fn contains(&self, b: u8) -> bool {
-        b < 0x80 && self.0[usize::from(b)]
+    pub(crate) const fn contains(&self, b: u8) -> bool {
+        b < 0x80 && self.0[b as usize]
     }
 }
 
@@ -219,8 +219,20 @@ pub(crate) trait Dialect {
     /// letters and plain punctuation costs no call per character. A superset is safe; the
     /// `escape_sets_cover_every_escape` test checks each dialect's.
     const TEXT_ESCAPES: AsciiSet = AsciiSet::ALL;
+    /// The ASCII characters [`escape`](Self::escape) may escape away from a line's start
+    /// (`at_line_start` false): inside a word, past its first character, on a line that does
+    /// not start with the word's digits, only these need a look (`1.` and `- x` are syntax
+    /// only at a line's start). A superset is safe; the `escape_sets_cover_every_escape` test
+    /// checks each dialect's.
+    const WORD_ESCAPES: AsciiSet = Self::TEXT_ESCAPES;
     /// The ASCII characters [`code_escape`](Self::code_escape) may escape, likewise.
     const CODE_ESCAPES: AsciiSet = AsciiSet::ALL;
+    /// The ASCII characters one of which a word must hold for
+    /// [`guard_word`](Self::guard_word) to change it: a word without any is not asked about
+    /// (and a word of text without any, and without anything else to look at, is written as
+    /// it is). A dialect that guards words names them; its tests check that a word without
+    /// them is left alone.
+    const GUARDED: AsciiSet = AsciiSet::NONE;
 
     /// The escape for `c` in ordinary text, if it needs one.
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str>;
@@ -241,13 +253,6 @@ pub(crate) trait Dialect {
     /// mentions set apart).
     fn guard_word<'w>(&self, word: &'w str) -> Cow<'w, str> {
         Cow::Borrowed(word)
-    }
-    /// Whether some word of `text` may need [`guard_word`](Self::guard_word); when not, each
-    /// of its words is written as it is. Asked once per text, so a dialect that guards words
-    /// overrides both, and a text without what the guard looks for costs no call per word.
-    fn guards(&self, text: &str) -> bool {
-        let _ = text;
-        false
     }
     /// An inline style's markers (`None`: the channel shows the text unstyled).
     fn style(&self, style: Style) -> Option<Pair>;
@@ -415,6 +420,9 @@ mod tests {
                 || d.list_number_escape(c).is_some();
             if in_text {
                 assert!(D::TEXT_ESCAPES.contains(b), "{name}: text escape {c:?}");
+            }
+            if d.escape(c, false).is_some() {
+                assert!(D::WORD_ESCAPES.contains(b), "{name}: word escape {c:?}");
             }
             if d.code_escape(c).is_some() {
                 assert!(D::CODE_ESCAPES.contains(b), "{name}: code escape {c:?}");

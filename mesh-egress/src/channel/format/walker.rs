@@ -538,19 +538,27 @@ impl<'a, D: Dialect> Walker<'_, D> {
         self.lines.pending = Some(self.lines.pending.map_or(level, |p| p.max(level)));
     }
 
-    /// Writes the owed break, if any content precedes it.
+    /// Writes the owed break, if any content precedes it. The check inlines where blocks
+    /// open (a deep nest of quotes opens one per two bytes); the write does not.
+    #[inline]
     pub(super) fn flush_break(&mut self) {
         if let Some(level) = self.lines.pending.take()
             && self.lines.written
         {
-            let text = if level == Level::Paragraph {
-                "\n\n"
-            } else {
-                "\n"
-            };
-            self.out.space(text, level, false);
-            self.lines.line_started = false;
+            self.write_break(level);
         }
+    }
+
+    /// Writes a break of `level` at the end of the current line.
+    #[inline(never)]
+    fn write_break(&mut self, level: Level) {
+        let text = if level == Level::Paragraph {
+            "\n\n"
+        } else {
+            "\n"
+        };
+        self.out.space(text, level, false);
+        self.lines.line_started = false;
     }
 
     /// Writes the owed break and the line prefix, before content.

@@ -109,6 +109,7 @@ impl Dialect for Web {
     const UNIT: Unit = Unit::Chars;
     const MARKUP_COUNTS: bool = true;
     const TEXT_ESCAPES: AsciiSet = AsciiSet::of(b"\\*_~`[]<>&!|#-+=.)");
+    const WORD_ESCAPES: AsciiSet = AsciiSet::of(b"\\*_~`[]<>&!|");
     const CODE_ESCAPES: AsciiSet = AsciiSet::NONE;
 
     fn escape(&self, c: char, at_line_start: bool) -> Option<&'static str> {
