@@ -192,11 +192,11 @@ pub(crate) fn settle(
     // through it.
     if let Ok(completion) = &result
         && completion.tool_calls.is_empty()
-        && completion.has_text()
-        && completion
-            .content
-            .as_deref()
-            .is_some_and(|text| markers::find(text).is_none())
+        && completion.content.as_deref().is_some_and(|text| {
+            // Not blank (a printable first byte says so at once), and no call in it.
+            (text.as_bytes().first().is_some_and(u8::is_ascii_graphic) || completion.has_text())
+                && markers::find(text).is_none()
+        })
     {
         return result;
     }
