@@ -17,7 +17,7 @@ use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, Route};
-use super::tool_text::settle;
+use super::tool_text::{plainly_usable, settle};
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
@@ -167,12 +167,20 @@ impl<C: ModelConnector> Router<C> {
             self.connector.complete(&self.routes[0].model, request)
         ));
         let first = poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
-        let first = match first.map(|result| settle(result, request)) {
-            Poll::Ready(Ok(completion)) => {
+        let first = match first {
+            // The healthy case, asked of the completion where it is (`settle` would pass it
+            // unchanged).
+            Poll::Ready(Ok(completion)) if plainly_usable(&completion) => {
                 self.record_first_answer(turn, start);
                 return Ok(completion);
             }
-            Poll::Ready(Err(error)) => First::Failed(error),
+            Poll::Ready(result) => match settle(result, request) {
+                Ok(completion) => {
+                    self.record_first_answer(turn, start);
+                    return Ok(completion);
+                }
+                Err(error) => First::Failed(error),
+            },
             Poll::Pending => First::Pending(call.as_mut()),
         };
         // Boxed so the healthy path's future stays small: the recovery machinery (timers, the

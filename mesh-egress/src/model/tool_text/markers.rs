@@ -142,13 +142,20 @@ const SHORT_TEXT: usize = 128;
 
 /// Whether `text` may hold a scanned marker (always true past [`SHORT_TEXT`], where the
 /// automata's prefilters answer that).
+#[inline]
 fn may_hold_marker(text: &str) -> bool {
-    text.len() > SHORT_TEXT || text.bytes().any(|b| SCANNED[usize::from(b)])
+    // Every byte is looked at (no early exit): on a short text that is cheaper than a branch
+    // per byte.
+    text.len() > SHORT_TEXT
+        || text
+            .bytes()
+            .fold(false, |seen, b| seen | SCANNED[usize::from(b)])
 }
 
 /// Whether `text` opens with a byte that neither a whole-reply call nor a marker counting only
 /// at the reply's start can open with, and that is not blank (so the reply starts there): then
 /// neither is looked for. Most replies open so (a letter, a digit, most punctuation).
+#[inline]
 fn opens_plainly(text: &str) -> bool {
     text.as_bytes()
         .first()
@@ -200,7 +207,18 @@ pub(crate) enum Opens {
 /// a look at its first byte (and, when that byte is blank or may open a call by the reply's
 /// start alone, at its first non-blank text) and one automaton pass per group (on a short
 /// reply, a look for the markers' first bytes instead, unless one occurs).
+// Inlined so the common case (a reply that opens plainly and, short, holds none of the
+// markers' first bytes) is a few instructions in the caller, not a call into the full look.
+#[inline]
 pub(crate) fn find(text: &str) -> Option<Found> {
+    if opens_plainly(text) && !may_hold_marker(text) {
+        return None;
+    }
+    look(text)
+}
+
+/// [`find`]'s full look.
+fn look(text: &str) -> Option<Found> {
     if !opens_plainly(text) {
         let lead = text.len() - text.trim_start().len();
         if let Some(format) = whole_reply(&text[lead..]) {
