@@ -166,27 +166,31 @@ impl<C: ModelConnector> Router<C> {
         let mut call = pin!(Some(
             self.connector.complete(&self.routes[0].model, request)
         ));
-        let first = poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
-        let first = match first {
-            // The healthy case, asked of the completion where it is (`settle` would pass it
-            // unchanged).
-            Poll::Ready(Ok(completion)) if plainly_usable(&completion) => {
-                self.record_first_answer(turn, start);
-                return Ok(completion);
-            }
-            Poll::Ready(result) => match settle(result, request) {
-                Ok(completion) => {
+        // The first poll's result ends with this block, before the recovery's await, so the
+        // future does not keep it in its state: a healthy completion goes from the call to the
+        // caller with fewer moves.
+        let recovering = {
+            let first = match poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await {
+                // The healthy case, asked of the completion where it is (`settle` would pass it
+                // unchanged).
+                Poll::Ready(Ok(completion)) if plainly_usable(&completion) => {
                     self.record_first_answer(turn, start);
                     return Ok(completion);
                 }
-                Err(error) => First::Failed(error),
-            },
-            Poll::Pending => First::Pending(call.as_mut()),
+                Poll::Ready(result) => match settle(result, request) {
+                    Ok(completion) => {
+                        self.record_first_answer(turn, start);
+                        return Ok(completion);
+                    }
+                    Err(error) => First::Failed(error),
+                },
+                Poll::Pending => First::Pending(call.as_mut()),
+            };
+            // Boxed so the healthy path's future stays small: the recovery machinery (timers,
+            // the turn's signals, backoff) is only built for a call that did not answer at once.
+            Box::pin(self.recover(self.recovery(turn, request, start), Some(first)))
         };
-        // Boxed so the healthy path's future stays small: the recovery machinery (timers, the
-        // turn's signals, backoff) is only built for a call that did not answer at once.
-        let recovery = self.recovery(turn, request, start);
-        Box::pin(self.recover(recovery, Some(first))).await
+        recovering.await
     }
 
     /// The recovery state of a call that started at `start`: it must end after the total
