@@ -210,6 +210,7 @@ impl<C: ModelConnector> Router<C> {
 
     /// The ledger row of a call the primary answered on its first poll.
     fn record_first_answer(&self, turn: &Turn, start: Instant) {
+        let duration = start.elapsed();
         let route = &self.routes[0];
         let report = RecoveryReport {
             attempts: Attempts::one(AttemptRecord {
@@ -218,7 +219,7 @@ impl<C: ModelConnector> Router<C> {
                 attempt: 1,
                 outcome: AttemptOutcome::Answered,
                 retryable: true,
-                duration: start.elapsed(),
+                duration,
                 wait: None,
             }),
             answered_by: Some(0),
