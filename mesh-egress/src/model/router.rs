@@ -209,7 +209,7 @@ impl<C: ModelConnector> Router<C> {
     }
 
     /// The ledger row of a call the primary answered on its first poll.
-    // Built in the healthy path's own frame rather than behind a call (measured: about 6 ns
+    // Built in the healthy path's own frame rather than behind a call (measured: 6-7 ns
     // less per routed call, see BENCHMARKS.md's fifth round).
     #[inline(always)]
     fn record_first_answer(&self, turn: &Turn, start: Instant) {
