@@ -96,13 +96,40 @@ struct Group {
     markers: Vec<&'static Marker>,
 }
 
-/// What [`find`] scans with, built once: the groups' automata, the markers that only count as
-/// the reply's first text, and the bytes the scanned markers start with.
+/// What [`find`] scans with, built once: the groups' automata and the markers that only count
+/// as the reply's first text.
 struct Scanner {
     groups: Vec<Group>,
     starts: Vec<&'static Marker>,
-    /// `first_byte[b]`: some scanned marker starts with byte `b`.
-    first_byte: [bool; 256],
+}
+
+/// `SCANNED[b]`: some scanned marker (one that may open a call past the reply's start) starts
+/// with byte `b`.
+const SCANNED: [bool; 256] = first_bytes(false);
+
+/// `LEADS[b]`: a reply whose first byte is `b` may be a call by its start alone: a marker that
+/// only counts as the reply's first text starts with `b`, or `b` opens a whole-reply call (`[`
+/// for a Python call list, `[` or `{` for bare JSON; see [`whole_reply`]).
+const LEADS: [bool; 256] = {
+    let mut table = first_bytes(true);
+    table[b'[' as usize] = true;
+    table[b'{' as usize] = true;
+    table
+};
+
+/// The first bytes of the markers that only count as the reply's first text (`starts`), or of
+/// the scanned ones (the rest).
+const fn first_bytes(starts: bool) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < MARKERS.len() {
+        let marker = &MARKERS[i];
+        if starts == matches!(marker.place, Place::Start) {
+            table[marker.literal.as_bytes()[0] as usize] = true;
+        }
+        i += 1;
+    }
+    table
 }
 
 /// Up to this length [`find`] first looks for a scanned marker's first byte, one table lookup
@@ -113,12 +140,26 @@ struct Scanner {
 /// BENCHMARKS.md).
 const SHORT_TEXT: usize = 128;
 
-impl Scanner {
-    /// Whether `text` may hold a scanned marker (always true past [`SHORT_TEXT`], where the
-    /// automata's prefilters answer that).
-    fn may_hold_marker(&self, text: &str) -> bool {
-        text.len() > SHORT_TEXT || text.bytes().any(|b| self.first_byte[usize::from(b)])
-    }
+/// Whether `text` may hold a scanned marker (always true past [`SHORT_TEXT`], where the
+/// automata's prefilters answer that).
+#[inline]
+fn may_hold_marker(text: &str) -> bool {
+    // Every byte is looked at (no early exit): on a short text that is cheaper than a branch
+    // per byte.
+    text.len() > SHORT_TEXT
+        || text
+            .bytes()
+            .fold(false, |seen, b| seen | SCANNED[usize::from(b)])
+}
+
+/// Whether `text` opens with a byte that neither a whole-reply call nor a marker counting only
+/// at the reply's start can open with, and that is not blank (so the reply starts there): then
+/// neither is looked for. Most replies open so (a letter, a digit, most punctuation).
+#[inline]
+fn opens_plainly(text: &str) -> bool {
+    text.as_bytes()
+        .first()
+        .is_some_and(|&b| b.is_ascii_graphic() && !LEADS[usize::from(b)])
 }
 
 /// The scanner, built on first use. `None` only if the builder refused the table, which is a
@@ -127,15 +168,9 @@ fn scanner() -> Option<&'static Scanner> {
     static SCANNER: OnceLock<Option<Scanner>> = OnceLock::new();
     SCANNER
         .get_or_init(|| {
-            let mut first_byte = [false; 256];
             let groups = groups()
                 .into_iter()
                 .map(|markers| {
-                    for marker in &markers {
-                        if let Some(&b) = marker.literal.as_bytes().first() {
-                            first_byte[usize::from(b)] = true;
-                        }
-                    }
                     // Exact case: these are tokens of a vocabulary, not words. No literal is a
                     // prefix of another, so the leftmost match is the only one.
                     let automaton = AhoCorasickBuilder::new()
@@ -146,11 +181,7 @@ fn scanner() -> Option<&'static Scanner> {
                 })
                 .collect::<Option<Vec<Group>>>()?;
             let starts = MARKERS.iter().filter(|m| m.place == Place::Start).collect();
-            Some(Scanner {
-                groups,
-                starts,
-                first_byte,
-            })
+            Some(Scanner { groups, starts })
         })
         .as_ref()
 }
@@ -173,23 +204,37 @@ pub(crate) enum Opens {
 }
 
 /// The healthy-path check: the text tool call `text` holds, if any. Cost on a reply without one:
-/// a look at its first non-blank byte and one automaton pass per group (on a short reply, a
-/// look for the markers' first bytes instead, unless one occurs).
+/// a look at its first byte (and, when that byte is blank or may open a call by the reply's
+/// start alone, at its first non-blank text) and one automaton pass per group (on a short
+/// reply, a look for the markers' first bytes instead, unless one occurs).
+// Inlined so the common case (a reply that opens plainly and, short, holds none of the
+// markers' first bytes) is a few instructions in the caller, not a call into the full look.
+#[inline]
 pub(crate) fn find(text: &str) -> Option<Found> {
-    let lead = text.len() - text.trim_start().len();
-    if let Some(format) = whole_reply(&text[lead..]) {
-        return Some(Found {
-            format,
-            start: lead,
-        });
-    }
-    let scanner = scanner()?;
-    if let Some(found) = at_start(scanner, text, lead) {
-        return Some(found);
-    }
-    if !scanner.may_hold_marker(text) {
+    if opens_plainly(text) && !may_hold_marker(text) {
         return None;
     }
+    look(text)
+}
+
+/// [`find`]'s full look.
+fn look(text: &str) -> Option<Found> {
+    if !opens_plainly(text) {
+        let lead = text.len() - text.trim_start().len();
+        if let Some(format) = whole_reply(&text[lead..]) {
+            return Some(Found {
+                format,
+                start: lead,
+            });
+        }
+        if let Some(found) = at_start(scanner()?, text, lead) {
+            return Some(found);
+        }
+    }
+    if !may_hold_marker(text) {
+        return None;
+    }
+    let scanner = scanner()?;
     let mut code: Option<Vec<Range<usize>>> = None;
     let mut first: Option<Found> = None;
     for Group { automaton, markers } in &scanner.groups {
@@ -589,21 +634,36 @@ mod tests {
                 // The marker alone, and inside prose: the automata still run (whether it opens
                 // a call there is theirs to say; `each_marker_is_found_where_it_opens_a_call`
                 // runs short texts through the filter too).
-                assert!(
-                    scanner.may_hold_marker(marker.literal),
-                    "{}",
-                    marker.literal
-                );
+                assert!(may_hold_marker(marker.literal), "{}", marker.literal);
                 let inside = format!("Some prose, then {} and more.", marker.literal);
-                assert!(scanner.may_hold_marker(&inside), "{}", marker.literal);
+                assert!(may_hold_marker(&inside), "{}", marker.literal);
             }
         }
         // Every scanned marker is in a group, and every other one is checked at the start.
         let grouped: usize = scanner.groups.iter().map(|g| g.markers.len()).sum();
         assert_eq!(grouped + scanner.starts.len(), MARKERS.len());
         // A short reply with none of those bytes skips the automata; a long one never does.
-        assert!(!scanner.may_hold_marker("All green."));
-        assert!(scanner.may_hold_marker(&"All green. ".repeat(20)));
+        assert!(!may_hold_marker("All green."));
+        assert!(may_hold_marker(&"All green. ".repeat(20)));
+    }
+
+    #[test]
+    fn the_first_byte_look_never_hides_a_call_by_the_start() {
+        // Every marker that only counts at the reply's start, and every whole-reply call, is
+        // looked for when the reply opens with its first byte, or with blank text first.
+        for marker in MARKERS.iter().filter(|m| m.place == Place::Start) {
+            assert!(!opens_plainly(marker.literal), "{}", marker.literal);
+        }
+        let call = r#"{"type": "function", "name": "f", "parameters": {}}"#;
+        for text in ["[f(a=1)]", &format!("[{call}]"), call] {
+            assert!(whole_reply(text).is_some(), "{text}");
+            assert!(!opens_plainly(text), "{text}");
+        }
+        for text in ["", " functools[{}]", "\u{b}>>>f", "\u{a0}[f()]", "é"] {
+            assert!(!opens_plainly(text), "{text:?}");
+        }
+        assert!(opens_plainly("All green."));
+        assert!(opens_plainly("42 tickets"));
     }
 
     #[test]
@@ -632,6 +692,7 @@ mod tests {
             ("<|tool_call>call:f{}<tool_call|>", F::Gemma4),
             ("<|tool_call_start|>[f()]<|tool_call_end|>", F::Lfm2),
             ("functools[{\"name\": \"f\"}]", F::Functools),
+            (" \n functools[{\"name\": \"f\"}]", F::Functools),
             (">>>get_weather\n{\"city\": \"Paris\"}", F::Functionary),
             ("```tool_code\nf(a=1)\n```", F::ToolCode),
             (

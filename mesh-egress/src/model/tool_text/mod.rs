@@ -183,23 +183,41 @@ pub(crate) fn inspect(mut completion: Completion, request: &ChatRequest) -> Insp
 
 /// Layer A's verdict on one attempt's completion, where no repair can be made (the Router, for
 /// any connector): usable, or a failed attempt (empty, or a tool decision that cannot be used).
+// Inlined so the healthy case is decided where the completion already is, without moving it
+// into a call and back.
+#[inline]
 pub(crate) fn settle(
     result: Result<Completion, ModelError>,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
-    // The healthy case, asked in place: text and no tool call, the text holding no text tool
-    // call. It is what `inspect` finds `Usable` unchanged, without moving the completion
-    // through it.
+    // The healthy case, asked in place: what `inspect` finds `Usable` unchanged, without moving
+    // the completion through it.
     if let Ok(completion) = &result
-        && completion.tool_calls.is_empty()
-        && completion.has_text()
-        && completion
-            .content
-            .as_deref()
-            .is_some_and(|text| markers::find(text).is_none())
+        && plainly_usable(completion)
     {
         return result;
     }
+    settle_inspected(result, request)
+}
+
+/// Whether [`settle`] passes `completion` unchanged without a closer look: text and no tool
+/// call, the text holding no text tool call. Asked by reference, so a caller can take the
+/// healthy case without moving the completion.
+#[inline]
+pub(crate) fn plainly_usable(completion: &Completion) -> bool {
+    completion.tool_calls.is_empty()
+        && completion.content.as_deref().is_some_and(|text| {
+            // Not blank (a printable first byte says so at once), and no call in it.
+            (text.as_bytes().first().is_some_and(u8::is_ascii_graphic) || completion.has_text())
+                && markers::find(text).is_none()
+        })
+}
+
+/// [`settle`] for every completion but the healthy case: `inspect`'s verdict.
+fn settle_inspected(
+    result: Result<Completion, ModelError>,
+    request: &ChatRequest,
+) -> Result<Completion, ModelError> {
     match inspect(usable(result)?, request) {
         Inspected::Usable(completion) => Ok(completion),
         Inspected::Failed(error) => Err(error),
