@@ -17,9 +17,14 @@ use aho_corasick::AhoCorasick;
 const MARK: u8 = 1;
 /// ASCII whitespace other than the space (a line break, a tab, …): always a seam.
 const BREAK: u8 = 2;
+/// The space: a seam when another follows.
+const SPACE: u8 = 3;
+/// A byte of a non-ASCII character (compatibility or look-alike letters, invisible
+/// characters): always projected.
+const WIDE: u8 = 4;
 
-/// The class of each byte; a table walk costs a load per byte, a fraction of the trigger
-/// automaton's pass (which is what the benchmark holds the gate to).
+/// The class of each byte, for the walk of a block [`may_matter`] flags: one load per byte,
+/// and most bytes are of no class.
 static CLASS: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut b = 0usize;
@@ -29,6 +34,8 @@ static CLASS: [u8; 256] = {
         table[b] = match byte {
             b'&' | b'*' | b'`' | b'~' | b'\\' | b'_' => MARK,
             b'\t' | b'\n' | b'\r' | 0x0C => BREAK,
+            b' ' => SPACE,
+            0x80.. => WIDE,
             _ => 0,
         };
         b += 1;
@@ -39,15 +46,15 @@ static CLASS: [u8; 256] = {
 /// Bytes per block of the class scan.
 const BLOCK: usize = 32;
 
-/// Whether the first [`BLOCK`] bytes of `block` may hold a byte [`CLASS`] marks, a non-ASCII
-/// byte or a double space (the last byte only completes one). A superset, in comparisons and
-/// ranges without branches, which the compiler turns into a few vector instructions per
-/// sixteen bytes, where a table lookup is a load per byte: besides the marked bytes it flags
-/// the other control bytes and `[`, `]`, `^`, `{`, `|`, `}`, rare in prose, and a flagged
-/// block is only walked.
+/// Whether `block` but its last byte may hold a byte of a [`CLASS`] other than the space, or
+/// a double space (the last byte only completes one). A superset, in comparisons and ranges
+/// without branches, which the compiler turns into a few vector instructions per sixteen
+/// bytes, where a table lookup is a load per byte: besides the classed bytes it flags the
+/// other control bytes and `[`, `]`, `^`, `{`, `|`, `}`, rare in prose, and a flagged block is
+/// only walked. `N` is one more than [`BLOCK`] or than two blocks.
 #[inline]
-fn may_matter(block: &[u8; BLOCK + 1]) -> bool {
-    block[..BLOCK]
+fn may_matter<const N: usize>(block: &[u8; N]) -> bool {
+    block[..N - 1]
         .iter()
         .zip(&block[1..])
         .fold(false, |found, (&c, &next)| {
@@ -114,23 +121,12 @@ impl Seams {
             checked = end;
             short || self.joins_a_trigger(text, start, end, automaton)
         };
-        // One pass over blocks, each with the byte after it (a double space may straddle two
-        // blocks); only a block [`may_matter`] flags is walked byte by byte.
-        for base in (0..b.len()).step_by(BLOCK) {
-            // The last block, short of a byte after it, is always walked.
-            if b.get(base..)
-                .and_then(<[u8]>::first_chunk::<{ BLOCK + 1 }>)
-                .is_some_and(|block| !may_matter(block))
-            {
-                continue;
-            }
-            let end = (base + BLOCK).min(b.len());
-            for (j, &c) in b[base..end].iter().enumerate() {
-                let i = base + j;
-                // Compatibility and look-alike letters, invisible characters: projected.
-                if !c.is_ascii() {
-                    return true;
-                }
+        // The bytes `lo..hi`, byte by byte.
+        let mut walk = |lo: usize, hi: usize| {
+            let mut i = lo;
+            while let Some(j) = b[i..hi].iter().position(|&c| CLASS[usize::from(c)] != 0) {
+                i += j;
+                let c = b[i];
                 let found = match CLASS[usize::from(c)] {
                     0 => false,
                     MARK => {
@@ -140,15 +136,43 @@ impl Seams {
                             && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric);
                         !intraword
                     }
-                    _ => seam(i, 1),
+                    BREAK => seam(i, 1),
+                    // Double spaces collapse like line breaks.
+                    SPACE => b.get(i + 1) == Some(&b' ') && seam(i, 2),
+                    _ => true,
                 };
-                // Double spaces: collapsed by the projection like line breaks.
-                if found || (c == b' ' && b.get(i + 1) == Some(&b' ') && seam(i, 2)) {
+                if found {
                     return true;
                 }
+                i += 1;
             }
+            false
+        };
+        // One pass over blocks, each with the byte after it (a double space may straddle two
+        // blocks): two at a time, then each of a flagged pair; only a flagged block is walked.
+        let mut base = 0usize;
+        while let Some(pair) = b
+            .get(base..)
+            .and_then(<[u8]>::first_chunk::<{ 2 * BLOCK + 1 }>)
+        {
+            if may_matter(pair) {
+                for half in [base, base + BLOCK] {
+                    let block = b.get(half..).and_then(<[u8]>::first_chunk::<{ BLOCK + 1 }>);
+                    if block.is_none_or(may_matter) && walk(half, half + BLOCK) {
+                        return true;
+                    }
+                }
+            }
+            base += 2 * BLOCK;
         }
-        false
+        if let Some(block) = b.get(base..).and_then(<[u8]>::first_chunk::<{ BLOCK + 1 }>) {
+            if may_matter(block) && walk(base, base + BLOCK) {
+                return true;
+            }
+            base += BLOCK;
+        }
+        // The last bytes, short of a block and the byte after it.
+        walk(base, b.len())
     }
 
     /// Whether collapsing the whitespace run `start..end` to one space makes the automaton
@@ -256,7 +280,12 @@ mod tests {
             short || seams.joins_a_trigger(text, start, end, automaton)
         };
         for (i, &c) in b.iter().enumerate() {
-            match CLASS[usize::from(c)] {
+            let class = match c {
+                b'&' | b'*' | b'`' | b'~' | b'\\' | b'_' => MARK,
+                b'\t' | b'\n' | b'\r' | 0x0C => BREAK,
+                _ => 0,
+            };
+            match class {
                 0 => {}
                 MARK => {
                     let intraword = c == b'_'
@@ -312,7 +341,7 @@ mod tests {
             for at in [0, 17, BLOCK - 1] {
                 let mut block = [b'a'; BLOCK + 1];
                 block[at] = c;
-                let walked = CLASS[usize::from(c)] != 0 || !c.is_ascii();
+                let walked = !matches!(CLASS[usize::from(c)], 0 | SPACE);
                 assert!(!walked || may_matter(&block), "{c:#x} at {at}");
             }
         }
