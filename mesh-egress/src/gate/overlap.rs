@@ -22,6 +22,13 @@ pub(crate) const MAX_NGRAM: usize = 32;
 /// The default n-gram length, in words.
 pub(crate) const DEFAULT_NGRAM: usize = 6;
 
+/// The shortest prompt n-gram, in bytes, from which the system-prompt check probes for runs
+/// of prompt words rather than looking up every word: a probe costs about what the word by
+/// word walk spends on five bytes, and skips about `shortest` of them (measured: with a
+/// shortest n-gram of 6 bytes probing took 1.5 times the walk's instructions, with 9 bytes
+/// 0.9 times, with the default six-word n-grams a quarter).
+const PROBE_FROM: usize = 8;
+
 /// The threshold the tests use (fraction of the window; the builder's docs call 0.5 a good start).
 #[cfg(test)]
 const DEFAULT_THRESHOLD: f64 = 0.5;
@@ -160,21 +167,63 @@ impl PromptOverlap {
     /// This is the hot pass over every candidate. An n-gram can be the prompt's only where `n`
     /// words in a row pass the vocabulary filter (a prompt n-gram is `n` prompt words, and the
     /// filter never rejects one), so only those runs are hashed and looked up; the counts are
-    /// those of hashing every n-gram. Nor does finding them need every word: an n-gram of the
-    /// prompt takes at least `shortest` bytes wherever it stands, so one that starts at `from`
-    /// or later holds the byte `from + shortest - 1` or starts after it. That byte (or a word
-    /// byte beside it, when it is a separator, as the n-gram holds the words either side) is
-    /// looked at with the two bytes either side of it in its word: when no prompt word has
-    /// those five bytes there, no prompt n-gram holds it and the search goes on after it. Most
-    /// probes end there; where the five bytes pass, the word is looked up in the vocabulary,
-    /// and where it passes too, the run of vocabulary words through it is hashed. Clean prose
-    /// shares words with any prompt but seldom `n` in a row, so with the default six-word
-    /// n-grams about one byte in twenty is read.
+    /// those of hashing every n-gram. The runs are found by probing when the prompt's n-grams
+    /// are long enough for a probe to skip more than it costs (with the default six-word
+    /// n-grams, always), and word by word otherwise.
     fn densest(&self, text: &str) -> (u32, usize) {
         let n = self.n.min(MAX_NGRAM);
         if n == 0 {
             return (0, 0);
         }
+        if self.shortest >= PROBE_FROM {
+            self.densest_by_probing(text, n)
+        } else {
+            self.densest_word_by_word(text, n)
+        }
+    }
+
+    /// [`Self::densest`], every word looked up in the vocabulary filter.
+    fn densest_word_by_word(&self, text: &str, n: usize) -> (u32, usize) {
+        let bytes = text.as_bytes();
+        // The last n words of the current run of vocabulary words (see [`RunScan`]). A word
+        // outside the vocabulary ends the run and needs nothing kept: no n-gram over it is the
+        // prompt's.
+        let mut ring = [(0usize, 0usize, 0u64); MAX_NGRAM];
+        let mut slot = 0usize; // where the oldest of the run's last n words is, and the next goes
+        let mut words = 0usize; // words so far
+        let mut run = 0usize; // the vocabulary words in a row, ending at the last word
+        let mut window = Window::new(self.window);
+        for_each_span(bytes, |start, end| {
+            words += 1;
+            if !self.in_vocabulary(bytes, (start, end)) {
+                run = 0;
+                return;
+            }
+            run += 1;
+            ring[slot] = (start, end, 0);
+            slot += 1;
+            if slot == n {
+                slot = 0;
+            }
+            if run >= n && self.contains(ngram_hash(&mut ring, slot, n, bytes)) {
+                // The n-gram ending at this word.
+                window.hit(words - n);
+            }
+        });
+        (window.best, window.best_end)
+    }
+
+    /// [`Self::densest`] by probing. A prompt n-gram takes at least `shortest` bytes wherever
+    /// it stands, so one that starts at `from` or later holds the byte `from + shortest - 1`
+    /// or starts after it. That byte (or a word byte beside it, when it is a separator, as
+    /// the n-gram holds the words either side) is looked at with the two bytes either side of
+    /// it in its word: when no prompt word has those five bytes there, no prompt n-gram holds
+    /// it and the search goes on after it. Most probes end there; where the five bytes pass,
+    /// the words beside it are looked at the same way, then the word is looked up in the
+    /// vocabulary, and where it passes too, the run of vocabulary words through it is hashed.
+    /// Clean prose shares words with any prompt but seldom `n` in a row, so with the default
+    /// six-word n-grams about one byte in twenty is read.
+    fn densest_by_probing(&self, text: &str, n: usize) -> (u32, usize) {
         let bytes = text.as_bytes();
         let mut scan = RunScan {
             ring: [(0, 0, 0); MAX_NGRAM],
@@ -292,20 +341,9 @@ impl PromptOverlap {
             if slot == n {
                 slot = 0;
             }
-            if run >= n {
-                // The n-gram's hash, oldest word first: the rolling hash's value, built whole
-                // from the word hashes (each word hashed once, however many n-grams it is in).
-                let rolling = (0..n).fold(0u64, |r, k| {
-                    let (start, end, hash) = &mut ring[(slot + k) % n];
-                    if *hash == 0 {
-                        *hash = word_hash(&bytes[*start..*end]);
-                    }
-                    r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
-                });
-                if self.contains(mix_ngram(rolling)) {
-                    let base = *base.get_or_insert_with(|| words.before(bytes, first.0));
-                    window.hit(base + run - n);
-                }
+            if run >= n && self.contains(ngram_hash(ring, slot, n, bytes)) {
+                let base = *base.get_or_insert_with(|| words.before(bytes, first.0));
+                window.hit(base + run - n);
             }
             word = word_from(bytes, word.1)?;
         }
@@ -316,7 +354,26 @@ impl PromptOverlap {
     }
 }
 
-/// The state of [`PromptOverlap::densest`] across runs.
+/// The hash of the n-gram of the last `n` words in `ring` (the oldest at `slot`), oldest
+/// first: the rolling hash's value, built whole from the word hashes, each word hashed once
+/// however many n-grams it is in.
+fn ngram_hash(
+    ring: &mut [(usize, usize, u64); MAX_NGRAM],
+    slot: usize,
+    n: usize,
+    bytes: &[u8],
+) -> u64 {
+    let rolling = (0..n).fold(0u64, |r, k| {
+        let (start, end, hash) = &mut ring[(slot + k) % n];
+        if *hash == 0 {
+            *hash = word_hash(&bytes[*start..*end]);
+        }
+        r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
+    });
+    mix_ngram(rolling)
+}
+
+/// The state of [`PromptOverlap::densest_by_probing`] across runs.
 struct RunScan {
     /// The last n words of the current run: their spans, and their hashes once the run needs
     /// them (0: not yet; a word hash is odd).
@@ -855,7 +912,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn probing_for_runs_counts_what_hashing_every_ngram_counts(
+        fn probing_or_walking_counts_what_hashing_every_ngram_counts(
             pieces in proptest::collection::vec((0usize..64, 0usize..14, 0usize..9, 0usize..9), 0..24),
             n in 1usize..9,
             threshold in proptest::sample::select(vec![0.05, 0.5, 1.0]),
@@ -883,8 +940,24 @@ mod tests {
                 text.push_str(SEPARATORS[outer]);
             }
             if let Some(check) = PromptOverlap::new(prompt, n, threshold) {
-                proptest::prop_assert_eq!(check.densest(&text), densest_by_every_ngram(&check, &text));
+                // Both ways, whichever `densest` picks for this prompt and `n`.
+                let every = densest_by_every_ngram(&check, &text);
+                proptest::prop_assert_eq!(check.densest_by_probing(&text, n), every);
+                proptest::prop_assert_eq!(check.densest_word_by_word(&text, n), every);
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn probing_or_walking_any_text_counts_what_hashing_every_ngram_counts(
+            text in "(\\PC|a b a b c|A B|\\n| )*",
+            n in 1usize..5,
+        ) {
+            let check = PromptOverlap::new("a b a b c a b c d a e", n, 0.05).expect("compiles");
+            let every = densest_by_every_ngram(&check, &text);
+            proptest::prop_assert_eq!(check.densest_by_probing(&text, n), every);
+            proptest::prop_assert_eq!(check.densest_word_by_word(&text, n), every);
         }
     }
 
@@ -899,11 +972,11 @@ mod tests {
             "if a user is abusive end x",
         ] {
             assert_eq!(
-                check.densest(text),
+                check.densest_by_probing(text, 6),
                 densest_by_every_ngram(&check, text),
                 "{text}"
             );
-            assert_eq!(check.densest(text).0, 1, "{text}");
+            assert_eq!(check.densest_by_probing(text, 6).0, 1, "{text}");
         }
     }
 
