@@ -244,8 +244,9 @@ impl PromptOverlap {
             }
             if n > 1 {
                 // An n-gram through `word` holds the word before it or the one after it: when
-                // the letters filter rules out both (the byte of each beside `word`), the
-                // search goes on inside the one after.
+                // the letters filter rules out both (the byte of each beside `word`), no
+                // prompt n-gram holds either, and the next starts inside the one after at the
+                // earliest.
                 let before = bytes[from..word.0].iter().rposition(|&b| is_word_byte(b));
                 let after = bytes[word.1..].iter().position(|&b| is_word_byte(b));
                 let before = before.map(|i| from + i);
@@ -285,8 +286,9 @@ impl PromptOverlap {
 
     /// The first probe from `from` on that the letters filter does not rule out, and the word
     /// byte at or beside it that was looked at (none: the probe is in a run of separators, and
-    /// the word after them is the one to look at). Kept apart from [`Self::densest`], whose
-    /// rarer paths would otherwise crowd this loop out of registers.
+    /// the word after them is the one to look at). Kept apart from
+    /// [`Self::densest_by_probing`], whose rarer paths would otherwise crowd this loop out of
+    /// registers.
     #[inline(never)]
     fn next_probe(&self, bytes: &[u8], mut from: usize) -> Option<(usize, Option<usize>)> {
         loop {
