@@ -22,6 +22,13 @@ pub(crate) const MAX_NGRAM: usize = 32;
 /// The default n-gram length, in words.
 pub(crate) const DEFAULT_NGRAM: usize = 6;
 
+/// The shortest prompt n-gram, in bytes, from which the system-prompt check probes for runs
+/// of prompt words rather than looking up every word: a probe costs about what the word by
+/// word walk spends on five bytes, and skips about `shortest` of them (measured: with a
+/// shortest n-gram of 6 bytes probing took 1.5 times the walk's instructions, with 9 bytes
+/// 0.9 times, with the default six-word n-grams a quarter).
+const PROBE_FROM: usize = 8;
+
 /// The threshold the tests use (fraction of the window; the builder's docs call 0.5 a good start).
 #[cfg(test)]
 const DEFAULT_THRESHOLD: f64 = 0.5;
@@ -51,16 +58,26 @@ type NgramSet = HashSet<u64, BuildHasherDefault<Identity>>;
 /// Bits in the prefilter bitmap (a one-hash Bloom filter over the prompt's n-gram hashes).
 const FILTER_BITS: usize = 1 << 14;
 
+/// A one-hash Bloom filter; its size is part of the type, so a bit test needs no bounds check.
+type Bitmap = [u64; FILTER_BITS / 64];
+
 /// The compiled system-prompt check.
 #[derive(Clone, Debug)]
 pub(crate) struct PromptOverlap {
     ngrams: NgramSet,
     // Most candidate n-grams are not in the prompt; one bit test rejects them before the set.
-    filter: Box<[u64]>,
+    filter: Box<Bitmap>,
     // The prompt's words (their `word_key`s), as the same kind of one-hash filter: an n-gram
     // of the prompt is n prompt words, so until n words in a row pass it no n-gram (and no
     // word) needs hashing or looking up.
-    vocabulary: Box<[u64]>,
+    vocabulary: Box<Bitmap>,
+    // The same kind of filter over every byte of every prompt word with the two bytes either
+    // side of it in the word ([`window_key`]): one look at five bytes tells most bytes of the
+    // candidate from a byte of a prompt word, without finding the word they are in.
+    letters: Box<Bitmap>,
+    // The fewest bytes an n-gram of the prompt takes in any text: its words' bytes and one
+    // separator between each.
+    shortest: usize,
     n: usize,
     window: usize,
     needed: usize,
@@ -71,11 +88,22 @@ impl PromptOverlap {
     /// nothing to overlap with).
     pub(crate) fn new(prompt: &str, n: usize, threshold: f64) -> Option<Self> {
         let mut ngrams = NgramSet::default();
-        let mut filter = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
-        let mut vocabulary = vec![0u64; FILTER_BITS / 64].into_boxed_slice();
-        for_each_span(prompt.as_bytes(), |start, end| {
-            set_bit(&mut vocabulary, word_key(prompt.as_bytes(), start, end));
+        let mut filter = Box::new([0u64; FILTER_BITS / 64]);
+        let mut vocabulary = Box::new([0u64; FILTER_BITS / 64]);
+        let mut letters = Box::new([0u64; FILTER_BITS / 64]);
+        let mut lengths = Vec::new();
+        let bytes = prompt.as_bytes();
+        for_each_span(bytes, |start, end| {
+            set_bit(&mut vocabulary, word_key(bytes, start, end));
+            for at in start..end {
+                set_bit(&mut letters, window_key(bytes, at).0);
+            }
+            lengths.push(end - start);
         });
+        let shortest = lengths
+            .windows(n.clamp(1, MAX_NGRAM))
+            .map(|words| words.iter().sum::<usize>() + words.len() - 1)
+            .min()?;
         let mut total = 0usize;
         for_each_ngram(prompt, n, |hash, _| {
             ngrams.insert(hash);
@@ -97,6 +125,8 @@ impl PromptOverlap {
             ngrams,
             filter,
             vocabulary,
+            letters,
+            shortest,
             n,
             window,
             needed,
@@ -134,38 +164,38 @@ impl PromptOverlap {
     /// The most prompt n-grams in one window of the candidate's n-grams, and the index of the
     /// window's last n-gram where that count is first reached.
     ///
-    /// This is the hot pass over every candidate, so it hashes an n-gram only when the words
-    /// under it could all be the prompt's: a run of `n` words the vocabulary filter passes.
-    /// Clean prose shares short words with any prompt but seldom six in a row, so most words
-    /// cost one bit test; the counts are those of hashing every n-gram, since a prompt n-gram
-    /// never fails the filter.
+    /// This is the hot pass over every candidate. An n-gram can be the prompt's only where `n`
+    /// words in a row pass the vocabulary filter (a prompt n-gram is `n` prompt words, and the
+    /// filter never rejects one), so only those runs are hashed and looked up; the counts are
+    /// those of hashing every n-gram. The runs are found by probing when the prompt's n-grams
+    /// are long enough for a probe to skip more than it costs (with the default six-word
+    /// n-grams, always), and word by word otherwise.
     fn densest(&self, text: &str) -> (u32, usize) {
         let n = self.n.min(MAX_NGRAM);
         if n == 0 {
             return (0, 0);
         }
-        let mask: u32 = if self.window >= 32 {
-            u32::MAX
+        if self.shortest >= PROBE_FROM {
+            self.densest_by_probing(text, n)
         } else {
-            (1u32 << self.window) - 1
-        };
+            self.densest_word_by_word(text, n)
+        }
+    }
+
+    /// [`Self::densest`], every word looked up in the vocabulary filter.
+    fn densest_word_by_word(&self, text: &str, n: usize) -> (u32, usize) {
         let bytes = text.as_bytes();
-        // The last n words of the current run of vocabulary words: their spans, and their
-        // hashes once the run needs them (0: not yet; a word hash is odd). A word outside the
-        // vocabulary ends the run and needs nothing kept: no n-gram over it is the prompt's.
+        // The last n words of the current run of vocabulary words (see [`RunScan`]). A word
+        // outside the vocabulary ends the run and needs nothing kept: no n-gram over it is the
+        // prompt's.
         let mut ring = [(0usize, 0usize, 0u64); MAX_NGRAM];
         let mut slot = 0usize; // where the oldest of the run's last n words is, and the next goes
         let mut words = 0usize; // words so far
         let mut run = 0usize; // the vocabulary words in a row, ending at the last word
-        // The window's bits as of n-gram `bits_at`: n-grams after it, up to a hit, are misses,
-        // shifted in when the hit comes (most words are no hit and touch nothing here).
-        let mut bits: u32 = 0;
-        let mut bits_at = 0usize;
-        let mut best = 0u32;
-        let mut best_end = 0usize;
+        let mut window = Window::new(self.window);
         for_each_span(bytes, |start, end| {
             words += 1;
-            if !has_bit(&self.vocabulary, word_key(bytes, start, end)) {
+            if !self.in_vocabulary(bytes, (start, end)) {
                 run = 0;
                 return;
             }
@@ -175,42 +205,325 @@ impl PromptOverlap {
             if slot == n {
                 slot = 0;
             }
-            if run < n {
-                return;
-            }
-            // The n-gram's hash, oldest word first: the rolling hash's value, built whole from
-            // the word hashes (each word hashed once, however many n-grams it is in).
-            let rolling = (0..n).fold(0u64, |r, k| {
-                let (start, end, hash) = &mut ring[(slot + k) % n];
-                if *hash == 0 {
-                    *hash = word_hash(&bytes[*start..*end]);
-                }
-                r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
-            });
-            if !self.contains(mix_ngram(rolling)) {
-                return;
-            }
-            // The n-gram ending at this word; the count only grows when a hit comes in.
-            let index = words - n;
-            let shift = u32::try_from(index - bits_at).unwrap_or(u32::MAX);
-            bits = (bits.checked_shl(shift).unwrap_or(0) | 1) & mask;
-            bits_at = index;
-            let count = bits.count_ones();
-            if count > best {
-                best = count;
-                best_end = index;
+            if run >= n && self.contains(ngram_hash(&mut ring, slot, n, bytes)) {
+                // The n-gram ending at this word.
+                window.hit(words - n);
             }
         });
-        (best, best_end)
+        (window.best, window.best_end)
+    }
+
+    /// [`Self::densest`] by probing. A prompt n-gram takes at least `shortest` bytes wherever
+    /// it stands, so one that starts at `from` or later holds the byte `from + shortest - 1`
+    /// or starts after it. That byte (or a word byte beside it, when it is a separator, as
+    /// the n-gram holds the words either side) is looked at with the two bytes either side of
+    /// it in its word: when no prompt word has those five bytes there, no prompt n-gram holds
+    /// it and the search goes on after it. Most probes end there; where the five bytes pass,
+    /// the words beside it are looked at the same way, then the word is looked up in the
+    /// vocabulary, and where it passes too, the run of vocabulary words through it is hashed.
+    /// Clean prose shares words with any prompt but seldom `n` in a row: on the benchmark's
+    /// prose and prompt (six-word n-grams, the shortest 24 bytes) there is one probe per 27
+    /// bytes, and one probe in nine goes past the first look.
+    fn densest_by_probing(&self, text: &str, n: usize) -> (u32, usize) {
+        let bytes = text.as_bytes();
+        let mut scan = RunScan {
+            ring: [(0, 0, 0); MAX_NGRAM],
+            words: WordCount::default(),
+            window: Window::new(self.window),
+        };
+        // Every prompt n-gram not yet hashed starts at `from` or later.
+        let mut from = 0usize;
+        while let Some((probe, letter)) = self.next_probe(bytes, from) {
+            // The word at the letter, or after the run of separators.
+            let Some(word) = word_from(bytes, letter.unwrap_or(probe)) else {
+                break;
+            };
+            if word.0 < from {
+                // A word a probe already ruled out (`from` stopped inside it).
+                from = word.1.max(probe + 1);
+                continue;
+            }
+            if n > 1 {
+                // An n-gram through `word` holds the word before it or the one after it: when
+                // the letters filter rules out both (the byte of each beside `word`), no
+                // prompt n-gram holds either, and the next starts inside the one after at the
+                // earliest.
+                let before = bytes[from..word.0].iter().rposition(|&b| is_word_byte(b));
+                let after = bytes[word.1..].iter().position(|&b| is_word_byte(b));
+                let before = before.map(|i| from + i);
+                let after = after.map(|i| word.1 + i);
+                let passes = |at: Option<usize>| {
+                    at.is_some_and(|at| has_bit(&self.letters, window_key(bytes, at).0))
+                };
+                if !passes(before) && !passes(after) {
+                    match after {
+                        Some(next) => {
+                            from = next + 1;
+                            continue;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            if !self.in_vocabulary(bytes, word) {
+                from = word.1.max(probe + 1);
+                continue;
+            }
+            // Back to the first word of the run through `word` that may start a prompt n-gram.
+            let mut first = word;
+            while let Some(before) = word_before(bytes, first.0, from) {
+                if !self.in_vocabulary(bytes, before) {
+                    break;
+                }
+                first = before;
+            }
+            match self.hash_run(bytes, first, n, &mut scan) {
+                Some(end) => from = end,
+                None => break,
+            }
+        }
+        (scan.window.best, scan.window.best_end)
+    }
+
+    /// The first probe from `from` on that the letters filter does not rule out, and the word
+    /// byte at or beside it that was looked at (none: the probe is in a run of separators, and
+    /// the word after them is the one to look at). Kept apart from
+    /// [`Self::densest_by_probing`], whose rarer paths would otherwise crowd this loop out of
+    /// registers.
+    #[inline(never)]
+    fn next_probe(&self, bytes: &[u8], mut from: usize) -> Option<(usize, Option<usize>)> {
+        loop {
+            let probe = from + self.shortest - 1;
+            let &b = bytes.get(probe)?;
+            // A separator inside an n-gram has a word of it either side.
+            let at = if is_word_byte(b) {
+                probe
+            } else if probe > 0 && is_word_byte(bytes[probe - 1]) {
+                probe - 1
+            } else if bytes.get(probe + 1).is_some_and(|&b| is_word_byte(b)) {
+                probe + 1
+            } else {
+                return Some((probe, None));
+            };
+            let (key, ruled_out) = window_key(bytes, at);
+            if has_bit(&self.letters, key) {
+                return Some((probe, Some(at)));
+            }
+            // No prompt n-gram holds the word at `at`: the next starts after the probe, and
+            // not inside that word.
+            from = ruled_out.max(probe + 1);
+        }
+    }
+
+    /// Hashes the n-grams of the run of vocabulary words that starts with `first`, oldest
+    /// first, as hashing every n-gram would; returns the end of the word outside the
+    /// vocabulary that ends the run, or `None` when the run reaches the end of the text.
+    fn hash_run(
+        &self,
+        bytes: &[u8],
+        first: (usize, usize),
+        n: usize,
+        scan: &mut RunScan,
+    ) -> Option<usize> {
+        let RunScan {
+            ring,
+            words,
+            window,
+        } = scan;
+        let mut slot = 0usize; // where the oldest of the run's last n words is, and the next goes
+        let mut run = 0usize; // the run's words so far
+        let mut base = None; // the index among all the text's words of `first`, once needed
+        let mut word = first;
+        loop {
+            if !self.in_vocabulary(bytes, word) {
+                return Some(word.1);
+            }
+            run += 1;
+            ring[slot] = (word.0, word.1, 0);
+            slot += 1;
+            if slot == n {
+                slot = 0;
+            }
+            if run >= n && self.contains(ngram_hash(ring, slot, n, bytes)) {
+                let base = *base.get_or_insert_with(|| words.before(bytes, first.0));
+                window.hit(base + run - n);
+            }
+            word = word_from(bytes, word.1)?;
+        }
+    }
+
+    fn in_vocabulary(&self, bytes: &[u8], (start, end): (usize, usize)) -> bool {
+        has_bit(&self.vocabulary, word_key(bytes, start, end))
     }
 }
 
-fn set_bit(bitmap: &mut [u64], hash: u64) {
+/// The hash of the n-gram of the last `n` words in `ring` (the oldest at `slot`), oldest
+/// first: the rolling hash's value, built whole from the word hashes, each word hashed once
+/// however many n-grams it is in.
+fn ngram_hash(
+    ring: &mut [(usize, usize, u64); MAX_NGRAM],
+    slot: usize,
+    n: usize,
+    bytes: &[u8],
+) -> u64 {
+    let rolling = (0..n).fold(0u64, |r, k| {
+        let (start, end, hash) = &mut ring[(slot + k) % n];
+        if *hash == 0 {
+            *hash = word_hash(&bytes[*start..*end]);
+        }
+        r.wrapping_mul(ROLL_BASE).wrapping_add(*hash)
+    });
+    mix_ngram(rolling)
+}
+
+/// The state of [`PromptOverlap::densest_by_probing`] across runs.
+struct RunScan {
+    /// The last n words of the current run: their spans, and their hashes once the run needs
+    /// them (0: not yet; a word hash is odd).
+    ring: [(usize, usize, u64); MAX_NGRAM],
+    words: WordCount,
+    window: Window,
+}
+
+/// The words that start before `counted_at`: an n-gram's index is counted only when it is the
+/// prompt's, from where the last count stopped (most words are never looked at).
+#[derive(Default)]
+struct WordCount {
+    counted_at: usize,
+    counted: usize,
+}
+
+impl WordCount {
+    /// How many words of `bytes` start before `at` (`at` never goes back between calls).
+    fn before(&mut self, bytes: &[u8], at: usize) -> usize {
+        let mut prev = self
+            .counted_at
+            .checked_sub(1)
+            .is_some_and(|p| is_word_byte(bytes[p]));
+        for &b in &bytes[self.counted_at..at] {
+            let word = is_word_byte(b);
+            self.counted += usize::from(word && !prev);
+            prev = word;
+        }
+        self.counted_at = at;
+        self.counted
+    }
+}
+
+/// The window of the last `W` n-grams, as bits (bit 0: the latest n-gram): n-grams after
+/// `at`, up to a hit, are misses, shifted in when the hit comes (most n-grams are never
+/// looked at, and no miss touches anything here).
+struct Window {
+    mask: u32,
+    bits: u32,
+    at: usize,
+    best: u32,
+    best_end: usize,
+}
+
+impl Window {
+    fn new(window: usize) -> Self {
+        let mask = if window >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << window) - 1
+        };
+        Self {
+            mask,
+            bits: 0,
+            at: 0,
+            best: 0,
+            best_end: 0,
+        }
+    }
+
+    /// N-gram `index` is one of the prompt's (indices only grow).
+    fn hit(&mut self, index: usize) {
+        let shift = u32::try_from(index - self.at).unwrap_or(u32::MAX);
+        self.bits = (self.bits.checked_shl(shift).unwrap_or(0) | 1) & self.mask;
+        self.at = index;
+        let count = self.bits.count_ones();
+        if count > self.best {
+            self.best = count;
+            self.best_end = index;
+        }
+    }
+}
+
+/// Whether [`WORD_BYTE`] keeps `b` (it is part of a word).
+#[inline]
+fn is_word_byte(b: u8) -> bool {
+    WORD_BYTE[usize::from(b)] != 0
+}
+
+/// The span of the word that holds byte `at`, or else of the first word after it; `None` when
+/// there is none (`at` may be past the end).
+fn word_from(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let rest = bytes.get(at..)?;
+    let start = at + rest.iter().position(|&b| is_word_byte(b))?;
+    let end = start
+        + bytes[start..]
+            .iter()
+            .take_while(|&&b| is_word_byte(b))
+            .count();
+    let start = start
+        - bytes[..start]
+            .iter()
+            .rev()
+            .take_while(|&&b| is_word_byte(b))
+            .count();
+    Some((start, end))
+}
+
+/// The span of the last word that ends before byte `at`, if it starts at `from` or later
+/// (the bytes before `from` are not read).
+#[inline]
+fn word_before(bytes: &[u8], at: usize, from: usize) -> Option<(usize, usize)> {
+    let before = bytes.get(from..at)?;
+    let end = before.iter().rposition(|&b| is_word_byte(b))? + 1;
+    let start = before[..end]
+        .iter()
+        .rposition(|&b| !is_word_byte(b))
+        .map_or(0, |i| i + 1);
+    // A word that runs on below `from` is not one to look at.
+    if start == 0 && from > 0 && is_word_byte(bytes[from - 1]) {
+        return None;
+    }
+    Some((from + start, from + end))
+}
+
+/// The key of byte `at` (a word byte) for the letters filter: the byte and the two either
+/// side of it, those outside its word as zero and the rest with bit `0x20` set (which folds
+/// ASCII case, as in [`word_key`]). A byte of a prompt word, wherever the word stands, has a
+/// key the prompt put in the filter. Also where the word ends, or `at + 6` when it goes on
+/// past the five bytes after `at` that were loaded. One load and a [`word_mask`].
+#[inline]
+fn window_key(bytes: &[u8], at: usize) -> (u64, usize) {
+    // The eight bytes from `at - 2`, zeros past either end (separators).
+    let x = match at.checked_sub(2) {
+        Some(from) => load8(bytes, from),
+        None => load8(bytes, 0) << (8 * (2 - at)),
+    };
+    let words = word_mask(x);
+    // The outer two count only when the word goes on through the inner ones.
+    let inner = 0x8080_8000;
+    let keep = words & (inner | ((words >> 8) & 0x80) | ((words << 8) & 0x80_0000_0000));
+    let key = (x | 0x2020_2020_2020_2020) & ((keep >> 7) * 0xff);
+    let after = (!words & HIGH) >> 24; // the five bytes after `at`
+    let end = at + 1 + (after.trailing_zeros() as usize / 8).min(5);
+    // The filter reads the top bits of the product, the well-mixed ones.
+    (key.wrapping_mul(ROLL_BASE), end)
+}
+
+/// The high bit of each of eight bytes.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+fn set_bit(bitmap: &mut Bitmap, hash: u64) {
     let bit = filter_bit(hash);
     bitmap[bit / 64] |= 1 << (bit % 64);
 }
 
-fn has_bit(bitmap: &[u64], hash: u64) -> bool {
+fn has_bit(bitmap: &Bitmap, hash: u64) -> bool {
     let bit = filter_bit(hash);
     bitmap[bit / 64] & (1 << (bit % 64)) != 0
 }
@@ -274,7 +587,6 @@ fn for_each_word(text: &str, mut f: impl FnMut(u64, usize, usize)) {
 /// in order. Eight bytes at a time: a word mask per eight bytes (a few word operations, see
 /// [`word_mask`]), then one step per word start or end in them.
 fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut start = usize::MAX; // MAX: not inside a word
     let mut at = 0usize;
     loop {
@@ -316,7 +628,6 @@ fn for_each_span(bytes: &[u8], mut f: impl FnMut(usize, usize)) {
 /// `0x80 - lo` sets the high bit exactly when the byte is at least `lo`, and no sum carries
 /// into the next byte.
 fn word_mask(x: u64) -> u64 {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     const fn each(b: u8) -> u64 {
         0x0101_0101_0101_0101 * b as u64
     }
@@ -510,6 +821,25 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_word_byte_has_one_window_key_wherever_the_word_stands(
+            word in "[a-zA-Z0-9éß漢]{1,12}",
+            before in "[ .,*\n]{0,3}[a-zA-Z]{0,3}[ .,*\n]{1,3}",
+            after in "[ .,*\n]{1,3}[a-zA-Z0-9]{0,3}[ .,*\n]{0,3}",
+        ) {
+            let upper = word.to_ascii_uppercase();
+            let lower = word.to_ascii_lowercase();
+            let text = format!("{before}{upper}{after}");
+            for i in 0..word.len() {
+                proptest::prop_assert_eq!(
+                    window_key(text.as_bytes(), before.len() + i).0,
+                    window_key(lower.as_bytes(), i).0
+                );
+            }
+        }
+    }
+
     /// `for_each_span` a byte at a time, as the table says.
     fn spans_byte_by_byte(bytes: &[u8]) -> Vec<(usize, usize)> {
         let mut spans = Vec::new();
@@ -549,6 +879,107 @@ mod tests {
                 for_each_span(input, |s, e| spans.push((s, e)));
                 proptest::prop_assert_eq!(spans, spans_byte_by_byte(input));
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_word_around_or_after_a_byte_and_the_word_before_it_are_the_table_walks(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            words in "[ a-zA-Z0-9_.,@`é漢\n-]{0,80}",
+        ) {
+            for input in [&bytes[..], words.as_bytes()] {
+                let spans = spans_byte_by_byte(input);
+                for at in 0..=input.len() + 1 {
+                    let from = spans.iter().copied().find(|&(_, end)| end > at);
+                    proptest::prop_assert_eq!(word_from(input, at), from, "from {}", at);
+                    // `word_before` is asked where no word goes on across `at`.
+                    let inside = spans.iter().any(|&(start, end)| start < at && at < end);
+                    if at <= input.len() && !inside {
+                        let last = spans.iter().copied().rfind(|&(_, end)| end <= at);
+                        for from in 0..=at {
+                            let before = last.filter(|&(start, _)| start >= from);
+                            proptest::prop_assert_eq!(
+                                word_before(input, at, from),
+                                before,
+                                "before {} from {}",
+                                at,
+                                from
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn probing_or_walking_counts_what_hashing_every_ngram_counts(
+            pieces in proptest::collection::vec((0usize..64, 0usize..14, 0usize..9, 0usize..9), 0..24),
+            n in 1usize..9,
+            threshold in proptest::sample::select(vec![0.05, 0.5, 1.0]),
+            short_prompt in proptest::prelude::any::<bool>(),
+        ) {
+            // Prompt fragments (recased, their words glued by every kind of separator, or by
+            // none or a non-ASCII letter, which joins them), other words, at both ends.
+            const SEPARATORS: [&str; 9] = [" ", " ", " ", "", "  ", ", ", "\n\n", "**", "—"];
+            let prompt = if short_prompt { "a b a b c a b c d a e" } else { PROMPT };
+            let words: Vec<&str> = prompt.split_whitespace().collect();
+            let mut text = String::new();
+            for &(start, len, inner, outer) in &pieces {
+                let start = start % words.len();
+                let fragment = match len {
+                    0 => "Rotterdam".to_owned(),
+                    1 => "x".to_owned(),
+                    2 => "café".to_owned(),
+                    _ => words[start..(start + len - 2).min(words.len())].join(SEPARATORS[inner]),
+                };
+                if outer == 0 {
+                    text.push_str(&fragment.to_ascii_uppercase());
+                } else {
+                    text.push_str(&fragment);
+                }
+                text.push_str(SEPARATORS[outer]);
+            }
+            if let Some(check) = PromptOverlap::new(prompt, n, threshold) {
+                // Both ways, whichever `densest` picks for this prompt and `n`.
+                let every = densest_by_every_ngram(&check, &text);
+                proptest::prop_assert_eq!(check.densest_by_probing(&text, n), every);
+                proptest::prop_assert_eq!(check.densest_word_by_word(&text, n), every);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn probing_or_walking_any_text_counts_what_hashing_every_ngram_counts(
+            text in "(\\PC|a b a b c|A B|\\n| )*",
+            n in 1usize..5,
+        ) {
+            let check = PromptOverlap::new("a b a b c a b c d a e", n, 0.05).expect("compiles");
+            let every = densest_by_every_ngram(&check, &text);
+            proptest::prop_assert_eq!(check.densest_by_probing(&text, n), every);
+            proptest::prop_assert_eq!(check.densest_word_by_word(&text, n), every);
+        }
+    }
+
+    #[test]
+    fn a_prompt_ngram_as_short_as_it_gets_is_counted_wherever_it_stands() {
+        let check =
+            PromptOverlap::new("if a user is abusive end the talk", 6, 0.05).expect("compiles");
+        assert_eq!(check.shortest, "if a user is abusive end".len());
+        for text in [
+            "if a user is abusive end",
+            "x if a user is abusive end",
+            "if a user is abusive end x",
+        ] {
+            assert_eq!(
+                check.densest_by_probing(text, 6),
+                densest_by_every_ngram(&check, text),
+                "{text}"
+            );
+            assert_eq!(check.densest_by_probing(text, 6).0, 1, "{text}");
         }
     }
 

@@ -17,9 +17,14 @@ use aho_corasick::AhoCorasick;
 const MARK: u8 = 1;
 /// ASCII whitespace other than the space (a line break, a tab, …): always a seam.
 const BREAK: u8 = 2;
+/// The space: a seam when another follows.
+const SPACE: u8 = 3;
+/// A byte of a non-ASCII character (compatibility or look-alike letters, invisible
+/// characters): always projected.
+const WIDE: u8 = 4;
 
-/// The class of each byte; a table walk costs a load per byte, a fraction of the trigger
-/// automaton's pass (which is what the benchmark holds the gate to).
+/// The class of each byte, for the walk of a block [`may_matter`] flags: one load per byte,
+/// and most bytes are of no class.
 static CLASS: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut b = 0usize;
@@ -29,6 +34,8 @@ static CLASS: [u8; 256] = {
         table[b] = match byte {
             b'&' | b'*' | b'`' | b'~' | b'\\' | b'_' => MARK,
             b'\t' | b'\n' | b'\r' | 0x0C => BREAK,
+            b' ' => SPACE,
+            0x80.. => WIDE,
             _ => 0,
         };
         b += 1;
@@ -38,6 +45,29 @@ static CLASS: [u8; 256] = {
 
 /// Bytes per block of the class scan.
 const BLOCK: usize = 32;
+
+/// Whether `block` but its last byte may hold a byte of a [`CLASS`] other than the space, or
+/// a double space (the last byte only completes one). A superset, in comparisons and ranges
+/// without branches, which the compiler turns into a few vector instructions per sixteen
+/// bytes, where a table lookup is a load per byte: besides the classed bytes it flags the
+/// other control bytes and `[`, `]`, `^`, `{`, `|`, `}`, rare in prose, and a flagged block is
+/// only walked. `N` is one more than [`BLOCK`] or than two blocks.
+#[inline]
+fn may_matter<const N: usize>(block: &[u8; N]) -> bool {
+    block[..N - 1]
+        .iter()
+        .zip(&block[1..])
+        .fold(false, |found, (&c, &next)| {
+            // Below `0x20` or from `{` on, as one range: `c - 0x20` wraps the control bytes
+            // to the top.
+            found
+                | (c.wrapping_sub(0x20) >= b'{' - 0x20)
+                | (c == b'&')
+                | (c == b'*')
+                | (c.wrapping_sub(b'[') <= b'`' - b'[')
+                | ((c == b' ') & (next == b' '))
+        })
+}
 
 /// Replies up to this long (trimmed) are projected whenever they differ from their source.
 const SHORT: usize = 320;
@@ -80,62 +110,69 @@ impl Seams {
 
     /// Whether `text` may read differently to a person in a way the automaton would notice.
     pub(crate) fn wants_projection(&self, text: &str, automaton: &AhoCorasick) -> bool {
-        if !text.is_ascii() {
-            return true;
-        }
         let b = text.as_bytes();
         let short = text.trim().len() <= SHORT;
         let mut checked = 0usize; // the end of the last whitespace run looked at
-        let seam = |at: usize, len: usize, checked: &mut usize| {
-            if at < *checked {
+        let mut seam = |at: usize, len: usize| {
+            if at < checked {
                 return false;
             }
             let (start, end) = whitespace_run(b, at, at + len);
-            *checked = end;
+            checked = end;
             short || self.joins_a_trigger(text, start, end, automaton)
         };
-        // Branch-free over blocks; only a block holding a class byte is walked.
-        for (block_index, block) in b.chunks(BLOCK).enumerate() {
-            if block
-                .iter()
-                .fold(0u8, |acc, &c| acc | CLASS[usize::from(c)])
-                == 0
-            {
-                continue;
-            }
-            let base = block_index * BLOCK;
-            for (j, &c) in block.iter().enumerate() {
-                let i = base + j;
-                match CLASS[usize::from(c)] {
-                    0 => {}
+        // The bytes `lo..hi`, byte by byte.
+        let mut walk = |lo: usize, hi: usize| {
+            let mut i = lo;
+            while let Some(j) = b[i..hi].iter().position(|&c| CLASS[usize::from(c)] != 0) {
+                i += j;
+                let c = b[i];
+                let found = match CLASS[usize::from(c)] {
+                    0 => false,
                     MARK => {
                         let intraword = c == b'_'
                             && i > 0
                             && b[i - 1].is_ascii_alphanumeric()
                             && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric);
-                        if !intraword {
-                            return true;
-                        }
+                        !intraword
                     }
-                    _ => {
-                        if seam(i, 1, &mut checked) {
-                            return true;
-                        }
-                    }
-                }
-            }
-        }
-        // Double spaces: rare in clean text, and `str::contains` finds a two-byte needle with
-        // SIMD, so the common case costs a skim.
-        if text.contains("  ") {
-            checked = 0;
-            for (i, _) in text.match_indices("  ") {
-                if seam(i, 2, &mut checked) {
+                    BREAK => seam(i, 1),
+                    // Double spaces collapse like line breaks.
+                    SPACE => b.get(i + 1) == Some(&b' ') && seam(i, 2),
+                    _ => true,
+                };
+                if found {
                     return true;
                 }
+                i += 1;
             }
+            false
+        };
+        // One pass over blocks, each with the byte after it (a double space may straddle two
+        // blocks): two at a time, then each of a flagged pair; only a flagged block is walked.
+        let mut base = 0usize;
+        while let Some(pair) = b
+            .get(base..)
+            .and_then(<[u8]>::first_chunk::<{ 2 * BLOCK + 1 }>)
+        {
+            if may_matter(pair) {
+                for half in [base, base + BLOCK] {
+                    let block = b.get(half..).and_then(<[u8]>::first_chunk::<{ BLOCK + 1 }>);
+                    if block.is_none_or(may_matter) && walk(half, half + BLOCK) {
+                        return true;
+                    }
+                }
+            }
+            base += 2 * BLOCK;
         }
-        false
+        if let Some(block) = b.get(base..).and_then(<[u8]>::first_chunk::<{ BLOCK + 1 }>) {
+            if may_matter(block) && walk(base, base + BLOCK) {
+                return true;
+            }
+            base += BLOCK;
+        }
+        // The last bytes, short of a block and the byte after it.
+        walk(base, b.len())
     }
 
     /// Whether collapsing the whitespace run `start..end` to one space makes the automaton
@@ -223,6 +260,100 @@ mod tests {
             .build(literals)
             .expect("automaton");
         (Seams::new(literals.into_iter()), ac)
+    }
+
+    /// `wants_projection` as it was: an ASCII check, the class table over blocks, then the
+    /// double spaces found by `str::match_indices`.
+    fn wants_projection_as_it_was(seams: &Seams, text: &str, automaton: &AhoCorasick) -> bool {
+        if !text.is_ascii() {
+            return true;
+        }
+        let b = text.as_bytes();
+        let short = text.trim().len() <= SHORT;
+        let mut checked = 0usize;
+        let seam = |at: usize, len: usize, checked: &mut usize| {
+            if at < *checked {
+                return false;
+            }
+            let (start, end) = whitespace_run(b, at, at + len);
+            *checked = end;
+            short || seams.joins_a_trigger(text, start, end, automaton)
+        };
+        for (i, &c) in b.iter().enumerate() {
+            let class = match c {
+                b'&' | b'*' | b'`' | b'~' | b'\\' | b'_' => MARK,
+                b'\t' | b'\n' | b'\r' | 0x0C => BREAK,
+                _ => 0,
+            };
+            match class {
+                0 => {}
+                MARK => {
+                    let intraword = c == b'_'
+                        && i > 0
+                        && b[i - 1].is_ascii_alphanumeric()
+                        && b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric);
+                    if !intraword {
+                        return true;
+                    }
+                }
+                _ => {
+                    if seam(i, 1, &mut checked) {
+                        return true;
+                    }
+                }
+            }
+        }
+        checked = 0;
+        for (i, _) in text.match_indices("  ") {
+            if seam(i, 2, &mut checked) {
+                return true;
+            }
+        }
+        false
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_over_blocks_decides_as_the_table_and_the_double_space_search_did(
+            pieces in proptest::collection::vec(0usize..24, 0..120),
+            long in proptest::prelude::any::<bool>(),
+        ) {
+            const PIECES: [&str; 24] = [
+                "llm", "request", "failed", "rate", "limit", "reached", "for", " ", " ", " ",
+                "  ", "\n", "\t", "\r\n", "**", "_", "request_id", "é", "[x]", "{", "~", "`",
+                "&amp;", "\\",
+            ];
+            let (seams, ac) = setup();
+            let mut text = if long { "The consignment cleared customs. ".repeat(11) } else { String::new() };
+            for &piece in &pieces {
+                text.push_str(PIECES[piece]);
+            }
+            proptest::prop_assert_eq!(
+                seams.wants_projection(&text, &ac),
+                wants_projection_as_it_was(&seams, &text, &ac)
+            );
+        }
+    }
+
+    #[test]
+    fn the_block_test_flags_every_byte_the_walk_would_stop_at() {
+        for c in 0..=255u8 {
+            for at in [0, 17, BLOCK - 1] {
+                let mut block = [b'a'; BLOCK + 1];
+                block[at] = c;
+                let walked = !matches!(CLASS[usize::from(c)], 0 | SPACE);
+                assert!(!walked || may_matter(&block), "{c:#x} at {at}");
+            }
+        }
+        let mut block = [b'a'; BLOCK + 1];
+        block[BLOCK - 1] = b' ';
+        block[BLOCK] = b' ';
+        assert!(may_matter(&block), "a double space across the block's end");
+        block[BLOCK - 1] = b'a';
+        assert!(
+            !may_matter(&block),
+            "a space after the block is the next block's"
+        );
     }
 
     #[test]
