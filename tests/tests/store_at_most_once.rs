@@ -35,7 +35,7 @@ use mesh_egress::{
     CommittedPart, EgressError, Outbound, Turn, egress_boundary,
 };
 
-use store_support::{Backend, LONG, at_once};
+use store_support::{Backend, LONG, at_once, paced};
 
 const TOKEN: &str = "123456789:AAF-at-most-once-token";
 const THREAD: &str = "1699999999.000100";
@@ -226,16 +226,7 @@ async fn until<F: Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F
 /// [`BLOCKS`] as a model sends them, 30 ms apart.
 #[egress_boundary(interactive)]
 async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(async move {
-        for block in BLOCKS {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
-                return;
-            }
-        }
-    });
-    Ok(AnswerStream::from_receiver(turn, rx))
+    Ok(paced(turn, &BLOCKS, Duration::from_millis(30)))
 }
 
 /// Streams [`BLOCKS`] through `durable` with the front door (`Bot::send_to`), a few

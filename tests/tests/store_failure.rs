@@ -22,7 +22,7 @@ use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{FakeApi, FakeResponse};
 use mesh_egress::{Address, AnswerStream, Attribution, Bot, EgressError, Turn, egress_boundary};
 
-use store_support::{Backend, LONG};
+use store_support::{Backend, LONG, paced};
 
 const TOKEN: &str = "discord-store-failure-token";
 const BOUND: Duration = Duration::from_secs(20);
@@ -63,16 +63,7 @@ struct Run {
 /// [`BLOCKS`] as a model sends them, 60 ms apart.
 #[egress_boundary(interactive)]
 async fn answer(turn: &Turn) -> Result<AnswerStream, EgressError> {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(async move {
-        for block in BLOCKS {
-            tokio::time::sleep(Duration::from_millis(60)).await;
-            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
-                return;
-            }
-        }
-    });
-    Ok(AnswerStream::from_receiver(turn, rx))
+    Ok(paced(turn, &BLOCKS, Duration::from_millis(60)))
 }
 
 /// Streams [`BLOCKS`] onto Discord's post-then-edit stream through the outbox. The edit that

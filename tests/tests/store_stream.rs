@@ -22,7 +22,7 @@ use mesh_egress::{
     egress_boundary,
 };
 
-use store_support::{Backend, LONG};
+use store_support::{Backend, LONG, paced};
 
 const TOKEN: &str = "123456789:AAF-stream-store-token";
 const THREAD: &str = "1699999999.000100";
@@ -147,16 +147,7 @@ impl Case {
 
 /// [`BLOCKS`] as a model sends them, 30 ms apart.
 fn blocks(turn: &Turn) -> AnswerStream {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(async move {
-        for block in BLOCKS {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
-                return;
-            }
-        }
-    });
-    AnswerStream::from_receiver(turn, rx)
+    paced(turn, &BLOCKS, Duration::from_millis(30))
 }
 
 /// A person is waiting on the streamed answer.

@@ -15,7 +15,7 @@ use mesh_egress::channel::{
     BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
 };
 use mesh_egress::store::{PartRetry, PartState, Store};
-use mesh_egress::{Address, AgentMessage, Attribution, CommittedPart, Surface};
+use mesh_egress::{Address, AgentMessage, AnswerStream, Attribution, CommittedPart, Surface, Turn};
 
 /// What a [`Scripted`] channel does with the next send.
 #[derive(Clone, Copy, Debug)]
@@ -218,4 +218,19 @@ macro_rules! both_backends {
             async fn $name() { super::$name($crate::store_support::Backend::Postgres).await })*
         }
     };
+}
+
+/// `blocks` as a model streams them: each a paragraph of its own, `gap` after the one before
+/// (the first `gap` after the start), into an answer of `turn`'s.
+pub(crate) fn paced(turn: &Turn, blocks: &'static [&'static str], gap: Duration) -> AnswerStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for block in blocks {
+            tokio::time::sleep(gap).await;
+            if tx.send(Ok(format!("{block}\n\n"))).await.is_err() {
+                return;
+            }
+        }
+    });
+    AnswerStream::from_receiver(turn, rx)
 }

@@ -42,6 +42,15 @@ fn group_window() -> BudgetConfig {
         .final_reserve(5)
 }
 
+/// A channel to a Telegram group on `api`, its window [`group_window`].
+fn group_chat(api: &FakeApi) -> TelegramChannel<PlainText> {
+    TelegramChannel::new(TOKEN, GROUP)
+        .with_renderer(PlainText::new())
+        .with_stream_budget(group_window())
+        .base_url(api.base_url())
+        .policy(policy())
+}
+
 /// `n` one-character parts of one message, committed as a turn commits them.
 async fn parts(n: usize) -> Vec<CommittedPart> {
     let message = AgentMessage::new("x".repeat(n), attribution());
@@ -72,11 +81,7 @@ fn rate_limited_wait(error: &(dyn std::error::Error + 'static)) -> Option<Durati
 #[tokio::test]
 async fn telegram_a_group_window_full_of_previews_still_takes_the_reserved_final_messages() {
     let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
-    let channel = TelegramChannel::new(TOKEN, GROUP)
-        .with_renderer(PlainText::new())
-        .with_stream_budget(group_window())
-        .base_url(api.base_url())
-        .policy(policy());
+    let channel = group_chat(&api);
     // A stream's previews take every slot they may: the window's 20 less the 5 reserved.
     let budget = channel.stream_budget().clone();
     for _ in 0..15 {
@@ -113,11 +118,7 @@ async fn telegram_a_group_window_full_of_previews_still_takes_the_reserved_final
 #[tokio::test]
 async fn telegram_a_stream_whose_window_slot_is_beyond_max_wait_fails_at_once() {
     let api = FakeApi::start(Surface::Telegram, TOKEN).await.unwrap();
-    let channel = TelegramChannel::new(TOKEN, GROUP)
-        .with_renderer(PlainText::new())
-        .with_stream_budget(group_window())
-        .base_url(api.base_url())
-        .policy(policy());
+    let channel = group_chat(&api);
     for _ in 0..20 {
         channel.stream_budget().acquire(CallKind::Final).await;
     }

@@ -56,6 +56,7 @@ mod session;
 mod slack_markdown;
 
 pub use budget::BudgetConfig;
+#[cfg(any(test, feature = "http"))]
 pub(crate) use budget::{CallKind, RateBudget};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use observe::{CallRefused, StreamObserver};
