@@ -95,7 +95,8 @@
 //! let slack = SlackClient::new("xoxb-…");
 //! let ops = slack.channel(SlackAddress::new("C0123456789"));
 //! let thread = slack.channel(SlackAddress::new("C0123456789").in_thread("1700000000.000100"));
-//! assert!(ops.stream_budget().shares_with(thread.stream_budget()));
+//! // Two places in one chat: they share its rate budget (Slack's limit is per channel).
+//! assert_ne!(ops.address(), thread.address());
 //! let stored = Address::from(SlackAddress::new("C0987654321"));
 //! assert_eq!(slack.channel_for(&stored).unwrap().address(), stored);
 //! assert_eq!(SurfaceClient::surface(&slack), Surface::Slack);
