@@ -2,8 +2,9 @@
 //! cluster: a promise stored by `turn` is kept once by `worker --once`; promises made in two
 //! conversations in two Slack channels are each kept in their own channel by one worker that
 //! knows no channel; a worker killed during a follow-up (at a named failpoint) leaves nothing
-//! lost and nothing doubled; SIGTERM gives the claim back at once. `cargo test` builds the
-//! examples before it runs this file.
+//! lost and nothing doubled; SIGTERM gives the claim back at once; a promise in the form an
+//! older `turn --store` wrote is kept after what was shown. `cargo test` builds the examples
+//! before it runs this file (`--test worker_cli` alone does not: `cargo build --examples` first).
 
 mod example_binary;
 #[path = "../../tests/tests/support/postgres.rs"]
@@ -574,6 +575,103 @@ async fn usage_errors_exit_2_with_one_error_line(backend: Backend) {
     assert!(text(&out.stderr).starts_with("error: missing --store"));
 }
 
+/// Rewrites the one promise stored at `url` into the form an older `turn --store` wrote: the
+/// example's handler name and `{"prompt": .., "delivered": ..}` as input; `one_try` leaves it
+/// a single follow-up try.
+async fn make_legacy(url: &str, input: &Value, one_try: bool) {
+    const LEGACY: &str = "UPDATE mesh_commitments SET handler = 'turn-example.answer', input = $1";
+    const ONE_TRY: &str = "UPDATE mesh_commitments SET handler = 'turn-example.answer', \
+         input = $1, plan = '{\"first_delay_ms\":0,\"max_delay_ms\":0,\"attempts\":1}'";
+    let input = input.to_string();
+    let statement = if one_try { ONE_TRY } else { LEGACY };
+    let changed = if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        let done = sqlx::query(statement).bind(&input).execute(&pool).await;
+        pool.close().await;
+        done.expect("update").rows_affected()
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+        let done = sqlx::query(statement).bind(&input).execute(&pool).await;
+        pool.close().await;
+        done.expect("update").rows_affected()
+    };
+    assert_eq!(changed, 1, "one stored promise");
+}
+
+/// A promise an older `turn --store` stored (the example's legacy handler, its input the prompt
+/// and what a stream had shown) is kept by `worker`: the model is asked the stored prompt, only
+/// what follows the shown text goes; an answer that does not continue it is never sent (its
+/// last try failed, so the person is handed off, without the cause); one stored without a shown
+/// text gets the whole answer.
+async fn legacy_promises_are_kept_after_what_was_shown(backend: Backend) {
+    let healthy = healthy_provider().await;
+    let failing = failing_provider().await;
+    let keep = |url: &str| {
+        let mut worker = command("worker", &healthy, url);
+        worker.args(["--once", "--json"]);
+        worker
+    };
+    let printed = |out: &Output| -> Vec<Value> {
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    };
+
+    // Shown: the answer's first words; sent: only the rest.
+    let place = backend.place("legacy-rest");
+    hold(&failing, &place.url, None).await;
+    make_legacy(
+        &place.url,
+        &json!({"prompt": "Is the deploy done?", "delivered": "The deploy finished  \n"}),
+        false,
+    )
+    .await;
+    let out = run(keep(&place.url)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(printed(&out), [json!({"part": 1, "text": "at noon."})]);
+    assert_eq!(statuses(&place.url).await, [CommitmentStatus::Fulfilled]);
+    let asked = healthy.received();
+    assert!(
+        asked
+            .last()
+            .is_some_and(|r| r.body.to_string().contains("Is the deploy done?")),
+        "the stored prompt was asked"
+    );
+
+    // Shown: text the fresh answer does not continue, on the promise's one try: none of the
+    // answer goes, nor why; the person is handed off.
+    let place = backend.place("legacy-unjoinable");
+    hold(&failing, &place.url, None).await;
+    make_legacy(
+        &place.url,
+        &json!({"prompt": "Is the deploy done?", "delivered": "Something else entirely."}),
+        true,
+    )
+    .await;
+    let out = run(keep(&place.url)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = printed(&out);
+    assert_eq!(lines.len(), 1, "one handoff line: {lines:?}");
+    let line = lines[0]["text"].as_str().expect("text");
+    for leaked in ["noon", "deploy", "continue", "Unjoinable"] {
+        assert!(
+            !line.contains(leaked),
+            "{leaked:?} reached the person: {line}"
+        );
+    }
+    assert_eq!(statuses(&place.url).await, [CommitmentStatus::HandedOff]);
+
+    // No shown text: the whole answer.
+    let place = backend.place("legacy-whole");
+    hold(&failing, &place.url, None).await;
+    make_legacy(&place.url, &json!({"prompt": "Is the deploy done?"}), false).await;
+    let out = run(keep(&place.url)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(printed(&out), [json!({"part": 1, "text": ANSWER})]);
+    assert_eq!(statuses(&place.url).await, [CommitmentStatus::Fulfilled]);
+}
+
 macro_rules! on_both_backends {
     ($($name:ident => $body:ident),* $(,)?) => {
         mod sqlite {
@@ -598,6 +696,7 @@ on_both_backends!(
         killed_after_commit,
     sigterm_of_a_worker_mid_wait_releases_its_claim => sigterm_mid_wait_gives_the_claim_back_at_once,
     worker_usage_errors_exit_2 => usage_errors_exit_2_with_one_error_line,
+    worker_keeps_promises_an_older_turn_stored => legacy_promises_are_kept_after_what_was_shown,
     turn_store_follow_up_keeps_and_ends_the_promise_itself =>
         turn_follow_up_keeps_the_stored_promise_itself_and_ends_it_on_the_store,
 );
