@@ -90,32 +90,13 @@ struct Shared {
     gate: crate::gate::QualityGate,
     /// How a streamed answer is cut into blocks, and the idle flush.
     #[cfg(all(feature = "gate", feature = "markdown"))]
-    blocks: Blocks,
+    blocks: crate::boundary::Blocks,
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     store: Option<crate::store::Store>,
     /// The store's durable ledger, opened on the first turn that needs it (it starts its
     /// writer on the runtime, which `with_store` may not be called on).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     ledger: Arc<std::sync::OnceLock<crate::ledger::Ledger>>,
-}
-
-/// How the bot cuts a streamed answer into blocks: the sizes, and how long a quiet stream
-/// waits before it shows what it has.
-#[cfg(all(feature = "gate", feature = "markdown"))]
-#[derive(Clone, Copy, Debug)]
-struct Blocks {
-    cutter: crate::stream::CutterConfig,
-    idle_flush: Option<std::time::Duration>,
-}
-
-#[cfg(all(feature = "gate", feature = "markdown"))]
-impl Default for Blocks {
-    fn default() -> Self {
-        Self {
-            cutter: crate::stream::CutterConfig::default(),
-            idle_flush: Some(crate::boundary::DEFAULT_IDLE_FLUSH),
-        }
-    }
 }
 
 impl Default for Bot {
@@ -147,7 +128,7 @@ impl Bot {
                 #[cfg(feature = "gate")]
                 gate: crate::gate::QualityGate::off(),
                 #[cfg(all(feature = "gate", feature = "markdown"))]
-                blocks: Blocks::default(),
+                blocks: crate::boundary::Blocks::default(),
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 store: None,
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -660,8 +641,7 @@ impl Bot {
         let policy = turn.policy_for(mode);
         let mut plan = crate::boundary::StreamPlan::new(mode, policy)
             .with_gate(&self.shared.gate, turn.input().unwrap_or_default())
-            .with_cutter(self.shared.blocks.cutter)
-            .with_idle_flush(self.shared.blocks.idle_flush);
+            .with_blocks(self.shared.blocks);
         if let Some(rerun) = rerun {
             plan = plan
                 .with_promise_keeper(self.keeper())

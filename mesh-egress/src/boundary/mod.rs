@@ -39,9 +39,7 @@ pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
 pub use promise::{Promise, PromiseKeeper, Rerun};
 #[cfg(all(feature = "gate", feature = "markdown"))]
-pub(crate) use stream::{
-    DEFAULT_IDLE_FLUSH, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live,
-};
+pub(crate) use stream::{Blocks, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live};
 #[cfg(all(feature = "gate", feature = "markdown"))]
 pub(crate) use stream_rest::rest_after;
 

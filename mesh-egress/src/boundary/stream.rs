@@ -59,17 +59,35 @@ use crate::turn::{StopReason, Turn};
 /// pause in typing starts to read as a stall.
 pub(crate) const DEFAULT_IDLE_FLUSH: Duration = Duration::from_millis(500);
 
+/// How a streamed answer is cut into blocks: the sizes, and how long a quiet stream waits
+/// before it shows what it has ([`Bot::with_cutter`](crate::Bot::with_cutter),
+/// [`Bot::with_idle_flush`](crate::Bot::with_idle_flush)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Blocks {
+    pub(crate) cutter: CutterConfig,
+    pub(crate) idle_flush: Option<Duration>,
+}
+
+impl Default for Blocks {
+    /// [`CutterConfig`]'s own sizes and an idle flush of [`DEFAULT_IDLE_FLUSH`].
+    fn default() -> Self {
+        Self {
+            cutter: CutterConfig::default(),
+            idle_flush: Some(DEFAULT_IDLE_FLUSH),
+        }
+    }
+}
+
 /// How a streamed turn is delivered: its mode and Layer C policy, the gate and what it is told,
-/// the block sizes and the idle flush. The [`Bot`](crate::Bot) makes one per streamed turn from
-/// what it was built with.
+/// the [`Blocks`]. The [`Bot`](crate::Bot) makes one per streamed turn from what it was built
+/// with.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamPlan<'a> {
     mode: Mode,
     policy: &'a DegradationPolicy,
     gate: QualityGate,
     input: GateInput<'a>,
-    cutter: CutterConfig,
-    idle_flush: Option<Duration>,
+    blocks: Blocks,
     keeper: Option<Keeper>,
     /// The route a kept promise re-runs (the front door's).
     rerun: Option<Rerun>,
@@ -86,15 +104,14 @@ impl std::fmt::Debug for Keeper {
 }
 
 impl<'a> StreamPlan<'a> {
-    /// A plan with the gate off, the default block sizes and an idle flush of 500 ms.
+    /// A plan with the gate off and the default [`Blocks`].
     pub(crate) fn new(mode: Mode, policy: &'a DegradationPolicy) -> Self {
         Self {
             mode,
             policy,
             gate: QualityGate::off(),
             input: GateInput::default(),
-            cutter: CutterConfig::default(),
-            idle_flush: Some(DEFAULT_IDLE_FLUSH),
+            blocks: Blocks::default(),
             keeper: None,
             rerun: None,
         }
@@ -108,15 +125,9 @@ impl<'a> StreamPlan<'a> {
         self
     }
 
-    /// The block sizes.
-    pub(crate) fn with_cutter(mut self, cutter: CutterConfig) -> Self {
-        self.cutter = cutter;
-        self
-    }
-
-    /// The idle flush; `None` turns it off (blocks then end only at safe boundaries).
-    pub(crate) fn with_idle_flush(mut self, idle: Option<Duration>) -> Self {
-        self.idle_flush = idle;
+    /// How blocks are cut, and the idle flush (`None`: blocks end only at safe boundaries).
+    pub(crate) fn with_blocks(mut self, blocks: Blocks) -> Self {
+        self.blocks = blocks;
         self
     }
 
@@ -281,7 +292,11 @@ where
     S: TextSource<Error = EgressError>,
 {
     let source = Unsilenced::new(source, plan.policy.silence_tokens());
-    let mut reader = BlockReader::new(source, BlockCutter::new(plan.cutter), plan.idle_flush);
+    let mut reader = BlockReader::new(
+        source,
+        BlockCutter::new(plan.blocks.cutter),
+        plan.blocks.idle_flush,
+    );
     let mut out = StreamedTurnReceipt {
         blocks: Vec::new(),
         delivered: String::new(),

@@ -17,7 +17,7 @@ use super::config::RetryConfig;
 use super::error::ModelError;
 use super::recovery::{Failed, LastFailure, Next, Recovery, RouteEnd};
 use super::route::{FallbackReason, Route};
-use super::tool_text::{plainly_usable, settle};
+use super::tool_text::{plainly_usable, settle, settle_inspected};
 use super::wire::{ChatRequest, Completion};
 use crate::egress::EgressError;
 use crate::failure::FailureReason;
@@ -177,7 +177,8 @@ impl<C: ModelConnector> Router<C> {
                     self.record_first_answer(turn, start);
                     return Ok(completion);
                 }
-                Poll::Ready(result) => match settle(result, request) {
+                // Anything else, without asking the healthy case again.
+                Poll::Ready(result) => match settle_inspected(result, request) {
                     Ok(completion) => {
                         self.record_first_answer(turn, start);
                         return Ok(completion);

@@ -6,13 +6,12 @@
 
 use std::time::{Duration, Instant};
 
+use super::retry::tests::committed;
 use crate::address::Surface;
 use crate::channel::TelegramChannel;
 use crate::channel::stream::{BudgetConfig, CallKind, StreamingChannel};
 use crate::channel::{Channel, ChannelError, ChannelErrorKind, PlainText, SendPolicy};
-use crate::egress::{AgentMessage, Attribution};
-use crate::outbound::{CommittedPart, Outbound};
-use crate::ownership::Ownership;
+use crate::egress::Attribution;
 use crate::testing::FakeApi;
 
 const TOKEN: &str = "123456789:AAF-secret_TOKEN_value";
@@ -51,20 +50,6 @@ fn group_chat(api: &FakeApi) -> TelegramChannel<PlainText> {
         .policy(policy())
 }
 
-/// `n` one-character parts of one message, committed as a turn commits them.
-async fn parts(n: usize) -> Vec<CommittedPart> {
-    let message = AgentMessage::new("x".repeat(n), attribution());
-    let rendered = Outbound::new(message)
-        .render(&PlainText::new().with_limit(1))
-        .unwrap();
-    rendered
-        .commit(&Ownership::held())
-        .await
-        .unwrap()
-        .into_parts()
-        .collect()
-}
-
 fn rate_limited_wait(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
     let mut source = Some(error);
     while let Some(error) = source {
@@ -95,7 +80,7 @@ async fn telegram_a_group_window_full_of_previews_still_takes_the_reserved_final
 
     // A holding line and a fallback reply: five plain sends, all at once, within the reserve.
     let started = Instant::now();
-    let mut sent = parts(6).await.into_iter();
+    let mut sent = committed(6).await.into_iter();
     for part in sent.by_ref().take(5) {
         channel.send(part).await.expect("the reserve holds a slot");
     }
@@ -124,7 +109,7 @@ async fn telegram_a_stream_whose_window_slot_is_beyond_max_wait_fails_at_once() 
     }
     let started = Instant::now();
     let mut stream = channel.open_stream(&attribution()).unwrap();
-    for part in parts(2).await {
+    for part in committed(2).await {
         stream.append(part);
     }
     let error = tokio::time::timeout(BOUND, stream.finish())

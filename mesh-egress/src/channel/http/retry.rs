@@ -137,7 +137,7 @@ impl Request {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::VecDeque;
     use std::sync::Mutex;
 
@@ -153,7 +153,8 @@ mod tests {
     use crate::outbound::Outbound;
     use crate::ownership::Ownership;
 
-    async fn committed(n: usize) -> Vec<CommittedPart> {
+    /// `n` one-character parts of one message, committed as a turn commits them.
+    pub(in crate::channel::http) async fn committed(n: usize) -> Vec<CommittedPart> {
         let text = "x".repeat(n);
         let message = AgentMessage::new(text, Attribution::new("a", "c", "r"));
         let rendered = Outbound::new(message)

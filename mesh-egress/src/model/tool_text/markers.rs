@@ -211,15 +211,17 @@ pub(crate) enum Opens {
 // markers' first bytes) is a few instructions in the caller, not a call into the full look.
 #[inline]
 pub(crate) fn find(text: &str) -> Option<Found> {
-    if opens_plainly(text) && !may_hold_marker(text) {
+    let plain_opening = opens_plainly(text);
+    if plain_opening && !may_hold_marker(text) {
         return None;
     }
-    look(text)
+    look(text, plain_opening)
 }
 
-/// [`find`]'s full look.
-fn look(text: &str) -> Option<Found> {
-    if !opens_plainly(text) {
+/// [`find`]'s full look; `plain_opening`: [`opens_plainly`] said yes, so `text` may hold a
+/// scanned marker (or `find` would have answered).
+fn look(text: &str, plain_opening: bool) -> Option<Found> {
+    if !plain_opening {
         let lead = text.len() - text.trim_start().len();
         if let Some(format) = whole_reply(&text[lead..]) {
             return Some(Found {
@@ -230,9 +232,9 @@ fn look(text: &str) -> Option<Found> {
         if let Some(found) = at_start(scanner()?, text, lead) {
             return Some(found);
         }
-    }
-    if !may_hold_marker(text) {
-        return None;
+        if !may_hold_marker(text) {
+            return None;
+        }
     }
     let scanner = scanner()?;
     let mut code: Option<Vec<Range<usize>>> = None;

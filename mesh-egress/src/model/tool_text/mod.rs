@@ -213,8 +213,9 @@ pub(crate) fn plainly_usable(completion: &Completion) -> bool {
         })
 }
 
-/// [`settle`] for every completion but the healthy case: `inspect`'s verdict.
-fn settle_inspected(
+/// [`settle`] for a completion [`plainly_usable`] did not pass (or an error): `inspect`'s
+/// verdict.
+pub(crate) fn settle_inspected(
     result: Result<Completion, ModelError>,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
