@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mesh_egress::Surface;
+use mesh_egress::channel::SlackMarkdown;
 use mesh_egress::channel::stream::{
-    ReplyStream, SlackMarkdown, StreamMode, StreamOpenError, StreamProgress, StreamingChannel,
+    ReplyStream, StreamMode, StreamOpenError, StreamProgress, StreamingChannel,
 };
 use mesh_egress::channel::{
     Channel, DiscordChannel, PartReceipt, SendError, SlackChannel, TelegramChannel,

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use mesh_egress::Surface;
 use mesh_egress::channel::SendPolicy;
-use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamingChannel};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::{BudgetConfig, StreamingChannel};
 use mesh_egress::channel::{BoxedChannel, Deliver, DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::stream::CutterConfig;
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};

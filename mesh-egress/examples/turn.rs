@@ -98,7 +98,8 @@ use cli::{
     Delivery, Surface, build_gate, channel_flag, chosen_surface, deliver_flag, init_logs,
     model_from_env, usage_error, value,
 };
-use mesh_egress::channel::stream::{SlackMarkdown, StreamMode};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::StreamMode;
 use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;

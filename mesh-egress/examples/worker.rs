@@ -44,8 +44,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use cli::{
-    Delivery, LEGACY_HANDLER, Surface, channel_flag, chosen_surface, deliver_flag, gate_for_task,
-    holder_name, init_logs, legacy_handler, model_from_env, open_store, store_url, usage_error,
+    Delivery, LEGACY_HANDLER, Surface, channel_flag, chosen_surface, deliver_flag,
+    holder_name, init_logs, legacy_route, model_from_env, open_store, store_url, usage_error,
     value,
 };
 use mesh_egress::channel::{Stdout, SurfaceClient};
@@ -186,20 +186,20 @@ async fn main() -> ExitCode {
     let bot = Bot::new()
         .with_store(store.clone())
         .with_policy(policy)
-        .with_clients([client]);
+        .with_clients([client])
+        // Parts the outbox cannot settle, and how each promise ended, are kept on the store's
+        // ledger for operators; it is flushed before the worker exits.
+        .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()));
     let model = turn_bot::Model {
         router: Arc::clone(&router),
     };
     let _route = bot.route(turn_bot::ROUTE, turn_bot::checked(model, connector.clone()));
+    // Promises an older `turn --store` stored under its own handler name are kept too.
+    let _legacy = bot.route(LEGACY_HANDLER, legacy_route(router, connector));
     let Some(worker) = bot.worker(holder_name("worker")) else {
         return usage_error("missing --store URL (or MESH_STORE_URL)");
     };
-    let worker = worker
-        // Parts the outbox cannot settle are kept on the store's own ledger for operators.
-        .with_ledger(mesh_egress::ledger::Ledger::new(ledger.clone()))
-        .with_lease_ttl(ttl)
-        .register(LEGACY_HANDLER, legacy_handler(router))
-        .with_gate(move |task| gate_for_task(&connector, task));
+    let worker = worker.with_lease_ttl(ttl);
 
     let shutdown = Cancellation::new();
     if let Err(error) = on_signals(shutdown.clone()) {

@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 /// A boxed, `Send` future borrowing for `'a`, as tower and futures spell it: what every
 /// dyn-compatible trait of the crate returns (e.g.
-/// [`PromiseKeeper::keep`](crate::boundary::PromiseKeeper::keep)).
+/// [`DynChannel::send_dyn`](crate::channel::DynChannel::send_dyn)).
 ///
 /// ```
 /// use mesh_egress::BoxFuture;

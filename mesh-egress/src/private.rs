@@ -138,6 +138,12 @@ pub fn resolve_in<T: HandlerOutput>(
     output.resolve_in(turn, mode, policy)
 }
 
+/// The handler's declared mode, on its turn (and every clone of it) before its body runs.
+#[inline]
+pub fn declare_mode(turn: &Turn, mode: Mode) {
+    turn.declare_mode(mode);
+}
+
 /// The process-wide default policy of `mode` (the one every [`Turn::new`] carries), shared so
 /// holding lines rotate across calls. Borrowed, so a handler without `policy = ...` pays
 /// nothing for it on the healthy path.

@@ -210,13 +210,13 @@ impl SilenceFilter {
     }
 
     /// How many tokens were cut so far.
-    #[cfg(any(test, all(feature = "gate", feature = "markdown")))]
+    #[cfg(any(test, feature = "markdown"))]
     pub(crate) fn removed(&self) -> usize {
         self.removed
     }
 
     /// The first token cut, if any.
-    #[cfg(all(feature = "gate", feature = "markdown"))]
+    #[cfg(feature = "markdown")]
     pub(crate) fn first_token(&self) -> Option<&str> {
         self.first.as_deref()
     }

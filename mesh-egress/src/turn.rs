@@ -3,6 +3,7 @@
 //! ledger that records what happened.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
@@ -43,7 +44,10 @@ pub struct Turn {
     cancellation: Cancellation,
     ownership: Ownership,
     ledger: Ledger,
-    mode: Mode,
+    /// Shared by every clone: an `#[egress_boundary]` handler declares its mode here when it
+    /// starts, so whoever holds the turn (a deadline that fires before the handler returns)
+    /// answers in the handler's mode.
+    mode: Arc<DeclaredMode>,
     policies: Policies,
     input: Option<Arc<str>>,
     follow_up: Option<FollowUpSlot>,
@@ -51,6 +55,24 @@ pub struct Turn {
 
 /// Where the boundary leaves a follow-up turn's failure for whoever keeps the promise (see
 /// [`Turn::is_follow_up`]). Shared by the turn's clones.
+/// A turn's mode, shared by its clones.
+#[derive(Debug, Default)]
+struct DeclaredMode(AtomicBool);
+
+impl DeclaredMode {
+    fn set(&self, mode: Mode) {
+        self.0.store(mode == Mode::Proactive, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Mode {
+        if self.0.load(Ordering::Relaxed) {
+            Mode::Proactive
+        } else {
+            Mode::Interactive
+        }
+    }
+}
+
 #[derive(Clone, Default)]
 struct FollowUpSlot(Arc<Mutex<Option<EgressError>>>);
 
@@ -72,7 +94,7 @@ impl Turn {
             cancellation: Cancellation::new(),
             ownership: Ownership::held(),
             ledger: Ledger::in_memory(),
-            mode: Mode::Interactive,
+            mode: Arc::default(),
             policies: Policies::default(),
             input: None,
             follow_up: None,
@@ -81,9 +103,15 @@ impl Turn {
 
     /// The mode a reply of this turn is decided by when nothing says otherwise (a message
     /// built by hand; an `#[egress_boundary]` handler's declared mode always wins).
-    pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+    pub fn with_mode(self, mode: Mode) -> Self {
+        self.mode.set(mode);
         self
+    }
+
+    /// What an `#[egress_boundary]` handler declares when it starts: its mode, from then on
+    /// the turn's (every clone's).
+    pub(crate) fn declare_mode(&self, mode: Mode) {
+        self.mode.set(mode);
     }
 
     /// Layer C's policy per mode for this turn (a front door gives its own).
@@ -176,7 +204,7 @@ impl Turn {
 
     /// The turn's mode (see [`with_mode`](Self::with_mode)).
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.mode.get()
     }
 
     /// Layer C's policies for this turn.

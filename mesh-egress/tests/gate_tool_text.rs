@@ -6,6 +6,7 @@
 
 use mesh_egress::block::Block;
 use mesh_egress::bot::Outcome;
+use mesh_egress::bot::Promise;
 use mesh_egress::channel::Recorder;
 use mesh_egress::gate::{Confidence, GateVerdict, QualityGate};
 use mesh_egress::stream::CutterConfig;
@@ -191,5 +192,7 @@ async fn a_streamed_turn_keeps_what_was_delivered_and_layer_c_answers_for_the_re
     // nothing and never sent).
     assert_eq!(delivery.outcome(), Outcome::Holding);
     assert_eq!(delivery.receipts().len(), 3, "two blocks, then the line");
-    let _kept_on_the_ledger = delivery.promise().expect("a promise for the rest");
+    let Some(Promise::Caller(_kept_on_the_ledger)) = delivery.promise() else {
+        panic!("a promise for the rest")
+    };
 }

@@ -20,10 +20,12 @@ use mesh_egress::address::SlackAddress;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::{PlainText, SlackClient};
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
-use mesh_egress::store::{CommitmentStatus, FollowUpTask, PartState, Readdressed, Store};
+use mesh_egress::store::{CommitmentStatus, PartState, Readdressed, Store};
 use mesh_egress::testing::FakeApi;
 use mesh_egress::worker::Worker;
-use mesh_egress::{Address, AgentMessage, Cancellation, EgressError, Surface, Turn};
+use mesh_egress::{
+    Address, AgentMessage, Bot, Cancellation, EgressError, Surface, Turn, egress_boundary,
+};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 const TOKEN: &str = "xoxb-migration-SECRET";
@@ -169,8 +171,21 @@ fn place(backend: &str, name: &str) -> (String, Option<TempDir>) {
     }
 }
 
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn, _input: serde_json::Value) -> Result<AgentMessage, EgressError> {
     Ok(turn.message(format!("answer at {}", turn.address())))
+}
+
+/// A worker built from the one door: a bot with `store`, `client` and the route `answer`.
+fn worker(store: &Store, client: SlackClient<PlainText>, ledger: Option<Ledger>) -> Worker {
+    let mut bot = Bot::new().with_store(store.clone()).with_client(client);
+    if let Some(ledger) = ledger {
+        bot = bot.with_ledger(ledger);
+    }
+    let _route = bot.route("answer", |turn: Turn, input: serde_json::Value| async move {
+        answer(&turn, input).await
+    });
+    bot.worker("worker").expect("a store")
 }
 
 async fn rows_without_an_address_are_never_sent_to_a_guessed_destination(backend: &str) {
@@ -196,11 +211,8 @@ async fn rows_without_an_address_are_never_sent_to_a_guessed_destination(backend
         .base_url(api.base_url())
         .policy(SendPolicy::new().max_tries(1));
     let ledger = Ledger::in_memory();
-    let worker = Worker::new(store.clone(), "worker")
-        .with_client(client.clone())
-        .with_ledger(ledger.clone())
-        .with_poll_interval(Duration::from_millis(20))
-        .register("answer", answer);
+    let worker = worker(&store, client.clone(), Some(ledger.clone()))
+        .with_poll_interval(Duration::from_millis(20));
     let (events, _guard) = support::capture();
     let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
         .await
@@ -356,10 +368,7 @@ async fn an_unreadable_address_is_a_typed_error_and_never_sent(backend: &str) {
         .with_renderer(PlainText::new())
         .base_url(api.base_url())
         .policy(SendPolicy::new().max_tries(1));
-    let worker = Worker::new(store.clone(), "worker")
-        .with_client(client)
-        .with_poll_interval(Duration::from_millis(20))
-        .register("answer", answer);
+    let worker = worker(&store, client, None).with_poll_interval(Duration::from_millis(20));
     let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
         .await
         .expect("bounded")

@@ -183,6 +183,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "worker",
         &[
             "address",
+            "bot",
             "boundary",
             "store",
             "channel",
@@ -193,9 +194,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "reply",
             "turn",
-            "gate",
             "failpoint",
-            "future",
         ],
     ),
     // The front door: one value over every layer (the glue, the store, the worker).
@@ -203,7 +202,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "bot",
         &[
             "address", "answer", "boundary", "channel", "degrade", "egress", "future", "gate",
-            "ledger", "outbound", "reply", "retry", "store", "stream", "turn", "worker",
+            "ledger", "outbound", "reply", "retry", "store", "stream", "turn",
         ],
     ),
     // The web chat surface: a surface on the front door (its turns go through the bot), with
@@ -247,10 +246,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// `pub use` re-exports that keep a path DESIGN.md names importable although the item moved:
-/// they add no dependency of the re-exporting module's code.
-const RE_EXPORTS: &[(&str, &str)] = &[("degrade", "boundary")];
-
 /// One path that leaves its module.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Edge {
@@ -258,7 +253,6 @@ struct Edge {
     to: String,
     line: usize,
     path: String,
-    re_export: bool,
 }
 
 /// Collects the edges of one file whose module path is `module` (e.g. `["channel", "http",
@@ -267,7 +261,6 @@ struct Collector<'a> {
     module: Vec<String>,
     roots: &'a BTreeMap<String, String>,
     edges: Vec<Edge>,
-    in_pub_use: bool,
 }
 
 impl Collector<'_> {
@@ -297,7 +290,6 @@ impl Collector<'_> {
                 to,
                 line,
                 path: segments.join("::"),
-                re_export: self.in_pub_use,
             });
         }
     }
@@ -368,10 +360,6 @@ fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
     }
 }
 
-fn is_deprecated(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| a.path().is_ident("deprecated"))
-}
-
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     /// Whether `tokens` mention the `test` cfg outside a `not(..)`.
     fn mentions_test(tokens: proc_macro2::TokenStream) -> bool {
@@ -405,14 +393,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         if is_cfg_test(attrs) {
             return;
         }
-        // A `#[deprecated]` function is an alias kept where a DESIGN.md path moved: its body's
-        // paths count as a re-export (allowed only where `RE_EXPORTS` lists them).
-        let alias = matches!(item, syn::Item::Fn(_)) && is_deprecated(attrs);
-        self.in_pub_use |= alias;
         syn::visit::visit_item(self, item);
-        if alias {
-            self.in_pub_use = false;
-        }
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
@@ -424,9 +405,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-        self.in_pub_use = matches!(u.vis, syn::Visibility::Public(_));
         self.use_tree(&mut Vec::new(), &u.tree);
-        self.in_pub_use = false;
     }
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
@@ -513,7 +492,6 @@ fn edges_of(source: &str, module: Vec<String>, roots: &BTreeMap<String, String>)
         module,
         roots,
         edges: Vec::new(),
-        in_pub_use: false,
     };
     collector.visit_file(&file);
     collector.edges
@@ -537,11 +515,7 @@ fn violations(edges: &[Edge]) -> Vec<String> {
                 continue;
             }
         };
-        let re_export_ok = edge.re_export
-            && RE_EXPORTS
-                .iter()
-                .any(|(from, to)| *from == edge.from && *to == edge.to);
-        if !permitted && !re_export_ok {
+        if !permitted {
             out.push(format!(
                 "`{}` may not import from `{}`: `{}` (line {})",
                 edge.from, edge.to, edge.path, edge.line
@@ -782,6 +756,20 @@ fn the_files_of_one_folder_import_each_other_without_circles() {
 }
 
 #[test]
+fn the_allowed_imports_between_top_level_modules_have_no_circle() {
+    let edges: BTreeSet<(String, String)> = ALLOWED
+        .iter()
+        .flat_map(|(from, tos)| tos.iter().map(|to| ((*from).to_owned(), (*to).to_owned())))
+        .filter(|(from, to)| from != to)
+        .collect();
+    let found = circles(&edges);
+    assert!(
+        found.is_empty(),
+        "the allow-list lets modules import each other in a circle: {found:?}"
+    );
+}
+
+#[test]
 fn nothing_but_the_crate_root_depends_on_test_support() {
     for (module, deps) in ALLOWED {
         assert!(
@@ -902,14 +890,6 @@ mod fixtures {
     }
 
     #[test]
-    fn a_deprecated_alias_counts_as_a_re_export() {
-        let alias = "#[deprecated] pub fn resolve() { crate::boundary::resolve() }";
-        assert!(check(alias, &["degrade"]).is_empty());
-        let plain = "pub fn resolve() { crate::boundary::resolve() }";
-        assert_eq!(check(plain, &["degrade"]).len(), 1);
-    }
-
-    #[test]
     fn a_circle_between_siblings_is_found_and_a_one_way_chain_is_not() {
         let edge = |a: &str, b: &str| (a.to_owned(), b.to_owned());
         let chain = BTreeSet::from([edge("a", "b"), edge("b", "c"), edge("a", "c")]);
@@ -944,14 +924,9 @@ mod fixtures {
     }
 
     #[test]
-    fn only_listed_re_exports_may_point_back() {
-        assert!(check("pub use crate::boundary::resolve;", &["degrade"]).is_empty());
+    fn a_re_export_pointing_back_is_an_edge_like_any_other() {
         assert_eq!(
-            check("use crate::boundary::resolve;", &["degrade"]).len(),
-            1
-        );
-        assert_eq!(
-            check("pub use crate::boundary::resolve;", &["channel"]).len(),
+            check("pub use crate::boundary::resolve;", &["degrade"]).len(),
             1
         );
     }

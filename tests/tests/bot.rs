@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use mesh_egress::address::{DiscordAddress, SlackAddress};
 use mesh_egress::bot::Outcome;
+use mesh_egress::bot::Promise;
 use mesh_egress::channel::SendPolicy;
-use mesh_egress::channel::stream::{BLOCK_SEPARATOR, SlackMarkdown};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::BLOCK_SEPARATOR;
 use mesh_egress::channel::{DiscordClient, PlainText, SlackClient};
 use mesh_egress::degrade::DegradationPolicy;
 use mesh_egress::model::{RetryConfig, Router};
@@ -145,10 +147,10 @@ async fn a_whole_answer_reaches_slack_and_an_unrenderable_one_goes_to_layer_c() 
     let delivery = bot.send(&turn, empty(&turn)).await.unwrap();
     assert_eq!(delivery.outcome(), Outcome::Holding);
     assert!(
-        delivery.promise().is_some(),
+        matches!(delivery.promise(), Some(Promise::Caller(_))),
         "no route: the promise is the caller's"
     );
-    assert!(!delivery.is_kept());
+    assert!(!matches!(delivery.promise(), Some(Promise::Bot(_))));
     assert_eq!(api.texts().len(), 2);
 
     // A turn addressed where the bot has no client: a typed error, nothing sent.
@@ -181,7 +183,7 @@ async fn a_failed_route_holds_then_the_in_memory_keeper_re_runs_the_same_handler
     let delivery = bot.run(&turn, &route, q).await.unwrap();
     assert_eq!(delivery.outcome(), Outcome::Holding);
     assert!(
-        delivery.is_kept(),
+        matches!(delivery.promise(), Some(Promise::Bot(_))),
         "the route is re-run by the bot's keeper"
     );
     assert!(delivery.promise().is_none());
@@ -268,7 +270,7 @@ async fn a_streamed_answer_is_one_slack_stream_and_a_mid_stream_failure_is_kept_
         .expect("in time")
         .unwrap();
     assert_eq!(delivery.outcome(), Outcome::Holding);
-    assert!(delivery.is_kept());
+    assert!(matches!(delivery.promise(), Some(Promise::Bot(_))));
     assert_eq!(delivery.delivered(), [B1, B2].concat());
     let streams = api.streams();
     assert_eq!(
@@ -325,7 +327,10 @@ async fn a_durable_promise_is_kept_by_a_worker_after_a_restart_on_the_same_sqlit
             };
             let delivery = bot.run(&turn, &route, q).await.unwrap();
             assert_eq!(delivery.outcome(), Outcome::Holding);
-            assert!(delivery.is_kept(), "stored with the store's keeper");
+            assert!(
+                matches!(delivery.promise(), Some(Promise::Bot(_))),
+                "stored with the store's keeper"
+            );
             let stored = store.commitments(conversation).await.unwrap();
             assert_eq!(stored.len(), 1);
             assert_eq!(stored[0].status, CommitmentStatus::Pending);

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use mesh_egress::bot::Promise;
 use mesh_egress::bot::{Endpoint, Outcome};
 use mesh_egress::channel::Recorder;
 use mesh_egress::degrade::DegradationPolicy;
@@ -82,7 +83,7 @@ async fn an_in_memory_follow_up_carries_the_persons_message_and_its_end_is_repor
     let turn = turn(&bot, "conv-mem");
     let delivery = bot.run(&turn, &route, ()).await.unwrap();
     assert_eq!(delivery.outcome(), Outcome::Holding);
-    assert!(delivery.is_kept());
+    assert!(matches!(delivery.promise(), Some(Promise::Bot(_))));
 
     let ended = tokio::time::timeout(BOUND, bot.promises_kept())
         .await
@@ -187,7 +188,10 @@ async fn a_stored_follow_up_carries_the_persons_message_to_the_worker() {
     let turn = turn(&bot, "conv-stored");
     let delivery = bot.run(&turn, &route, ()).await.unwrap();
     assert_eq!(delivery.outcome(), Outcome::Holding);
-    assert!(delivery.is_kept(), "stored with the store's keeper");
+    assert!(
+        matches!(delivery.promise(), Some(Promise::Bot(_))),
+        "stored with the store's keeper"
+    );
 
     let worker = bot
         .worker("worker-input")
@@ -290,9 +294,9 @@ async fn after_a_restart_the_follow_up_is_the_same_routes_answer_to_its_typed_in
             .await
             .unwrap();
         assert_eq!(delivery.outcome(), Outcome::Holding);
-        assert!(delivery.is_kept());
+        assert!(matches!(delivery.promise(), Some(Promise::Bot(_))));
         assert!(
-            delivery.kept_promise().is_some(),
+            matches!(delivery.promise(), Some(Promise::Bot(_))),
             "the caller can wait for it"
         );
         store.close().await;

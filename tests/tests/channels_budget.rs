@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use mesh_egress::Surface;
 use mesh_egress::channel::SendPolicy;
+use mesh_egress::channel::SlackMarkdown;
 use mesh_egress::channel::stream::{
-    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamingChannel,
-    SurfaceStreamReceipt,
+    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, StreamingChannel, SurfaceStreamReceipt,
 };
 use mesh_egress::channel::{Channel, PlainText, SlackChannel, TelegramChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use mesh_egress::Surface;
 use mesh_egress::channel::SendPolicy;
+use mesh_egress::channel::SlackMarkdown;
 use mesh_egress::channel::stream::{
-    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, SlackMarkdown, StreamMode, StreamProgress,
-    StreamingChannel, SurfaceStreamReceipt,
+    BLOCK_SEPARATOR, BudgetConfig, ReplyStream, StreamMode, StreamProgress, StreamingChannel,
+    SurfaceStreamReceipt,
 };
 use mesh_egress::channel::{Channel, DiscordChannel, SlackChannel, TelegramChannel};
 use mesh_egress::testing::{ChatStep, FakeApi, FakeResponse};

@@ -1,17 +1,17 @@
 //! Every path `DESIGN.md` names stays importable (issue 24: "every name DESIGN.md lists still
 //! compiles"). This file imports each one under the path the page gives, and uses each in a
 //! way the compiler checks against what the page says it is (a type, a trait, a function of
-//! that shape), so a rename or a move fails to compile here first. `degrade::resolve` moved to
-//! `boundary::resolve` and is kept as a deprecated alias; it is checked to be the same function.
-#![allow(deprecated)]
+//! that shape), so a rename or a move fails to compile here first. (The third round's deprecated
+//! aliases, `degrade::resolve` and `FollowUpRunner`, are gone: the fourth round lets them go.)
 
 use std::error::Error;
 
+use mesh_egress::boundary::resolve;
 use mesh_egress::channel::{
     Channel, Deliver, Deliverable, DeliveryError, DiscordChannel, DynChannel, PartReceipt, Receipt,
     Recorder, Render, RenderError, SendError, SlackChannel, Stdout, TelegramChannel,
 };
-use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply as LayerCReply, resolve};
+use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply as LayerCReply};
 use mesh_egress::gate::{Confidence, Finding, GateVerdict, Judge, QualityGate};
 use mesh_egress::model::{
     ModelConnector, ModelError, OpenAiCompatible, RecoveryReport, RetryConfig, Router, classify,
@@ -106,15 +106,10 @@ fn the_values_behave_as_the_page_says() {
         "the extension trait wraps as a retryable transport error"
     );
 
-    // `degrade::resolve` is the deprecated alias of `boundary::resolve`: the same decision.
+    // `boundary::resolve`: a proactive failure is silence.
     let policy = DegradationPolicy::default();
-    let old = resolve(Mode::Proactive, &policy, Err(wrapped));
-    let new = mesh_egress::boundary::resolve(
-        Mode::Proactive,
-        &policy,
-        Err(EgressError::transport("x", attribution)),
-    );
-    assert!(matches!(old, Reply::Silence) && matches!(new, Reply::Silence));
+    let silent = resolve(Mode::Proactive, &policy, Err(wrapped));
+    assert!(matches!(silent, Reply::Silence));
 
     let config = RetryConfig::from_lookup(|_| None);
     assert_eq!(

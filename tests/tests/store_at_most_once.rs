@@ -21,7 +21,8 @@ use std::time::{Duration, SystemTime};
 use mesh_egress::Surface as Api;
 use mesh_egress::bot::Delivery;
 use mesh_egress::channel::SendPolicy;
-use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamMode, StreamingChannel};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::{BudgetConfig, StreamMode, StreamingChannel};
 use mesh_egress::channel::{
     Channel, Deliver, DeliveryError, DiscordChannel, PartLookup, PartReceipt, PlainText, SendError,
     SlackChannel, TelegramChannel,

@@ -6,10 +6,8 @@
 
 use std::sync::Arc;
 
-use mesh_egress::BoxFuture;
+use mesh_egress::bot::Promise;
 use mesh_egress::bot::{Delivery, Outcome};
-use mesh_egress::boundary::{Promise, PromiseKeeper};
-use mesh_egress::channel::DeliveryError;
 use mesh_egress::degrade::{DegradationPolicy, Mode};
 use mesh_egress::gate::{GateVerdict, QualityGate};
 use mesh_egress::ledger::{DegradationOutcome, JoinedBy, LedgerRecord, RecoveryReport};
@@ -21,7 +19,7 @@ use tokio::time::Instant;
 
 mod stream_support;
 use stream_support::{
-    B1, B2, B3, B4, MS, Timed, answer, assert_held_after, assert_nothing_from_the_blocked_block_on,
+    B1, B2, B3, B4, MS, Timed, assert_held_after, assert_nothing_from_the_blocked_block_on,
     bot, stream_gated, stream_interactive, stream_routed, trimmed, turn,
 };
 
@@ -140,7 +138,9 @@ async fn before_the_first_block_every_route_failing_is_layer_c_for_the_whole_tur
     let sent = channel.texts();
     assert_eq!(sent.len(), 1);
     assert!(!sent[0].contains("503"));
-    let _promise = delivery.promise().expect("a promise");
+    let Some(Promise::Caller(_promise)) = delivery.promise() else {
+        panic!("a promise")
+    };
     assert_eq!(delivery.delivered(), "");
     assert_eq!(turn.ledger().commitments().len(), 1);
 }
@@ -188,8 +188,13 @@ async fn after_two_blocks_an_error_without_fallback_is_a_holding_line_whose_foll
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert_eq!(sent.len(), 3, "the two blocks and a holding line: {sent:?}");
     assert!(!sent[2].contains("500"));
-    assert!(!delivery.is_kept(), "no route started the turn");
-    let rest = delivery.promise().expect("a promise for the rest");
+    assert!(
+        !matches!(delivery.promise(), Some(Promise::Bot(_))),
+        "no route started the turn"
+    );
+    let Some(Promise::Caller(rest)) = delivery.promise() else {
+        panic!("a promise for the rest")
+    };
     assert_eq!(delivery.delivered(), [B1, B2].concat());
     let report = recovery(&turn).stream.expect("a stream report");
     assert_eq!(report.delivered_bytes, [B1, B2].concat().len());
@@ -225,7 +230,7 @@ async fn proactive_after_blocks_a_failure_stops_with_nothing_more_sent() {
     assert_eq!(delivery.delivered(), [B1, B2].concat());
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
     assert!(delivery.promise().is_none());
-    assert!(delivery.kept_promise().is_none());
+    assert!(!matches!(delivery.promise(), Some(Promise::Bot(_))));
     assert_eq!(
         delivery.receipts().len(),
         2,
@@ -332,73 +337,3 @@ async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
     assert_eq!(squash(&joined), squash(&words.concat()));
 }
 
-/// A keeper that notes what had been sent when it was asked, and fails when told to.
-struct NotingKeeper {
-    channel: Timed,
-    fail: bool,
-    seen: std::sync::Mutex<Vec<(usize, String)>>,
-}
-
-impl PromiseKeeper for NotingKeeper {
-    fn keep<'a>(
-        &'a self,
-        promise: Promise<'a>,
-    ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
-        let delivered = promise.delivered();
-        Box::pin(async move {
-            let sent = self.channel.texts().len();
-            self.seen.lock().unwrap().push((sent, delivered.to_owned()));
-            if self.fail {
-                Err("the store is down".into())
-            } else {
-                Ok(())
-            }
-        })
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_promise_keeper_keeps_the_promise_before_the_holding_line_and_a_failed_one_sends_no_line()
-{
-    for fail in [false, true] {
-        let connector = failing_after_two_blocks();
-        let router = router(&connector, RetryConfig::default(), &["primary"]);
-        let channel = Timed::new();
-        let keeper = Arc::new(NotingKeeper {
-            channel: channel.clone(),
-            fail,
-            seen: std::sync::Mutex::new(Vec::new()),
-        });
-        let bot = bot(DegradationPolicy::default().with_follow_up(MS(1000), 2))
-            .with_promise_keeper(keeper.clone());
-        // A route starts the turn, so its promise goes to the bot's keeper.
-        let route = bot.route("answer", move |turn: Turn, (): ()| {
-            let router = Arc::clone(&router);
-            async move { answer(&turn, &router).await }
-        });
-        let turn = turn(&bot);
-        let result = bot.run_to(&turn, &channel, &route, ()).await;
-        // Asked once, after the two blocks and before the holding line, with what was shown.
-        assert_eq!(
-            *keeper.seen.lock().unwrap(),
-            [(2, [B1, B2].concat())],
-            "fail: {fail}"
-        );
-        if fail {
-            assert!(
-                matches!(result, Err(DeliveryError::Commit(_))),
-                "{result:?}"
-            );
-            assert_eq!(
-                channel.texts(),
-                trimmed(&[B1, B2]),
-                "no line for a promise nobody holds"
-            );
-        } else {
-            let delivery = result.expect("delivered");
-            assert_eq!(channel.texts().len(), 3);
-            assert!(delivery.is_kept(), "the keeper took the promise");
-            assert!(delivery.kept_promise().is_some());
-        }
-    }
-}

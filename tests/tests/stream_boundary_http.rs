@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mesh_egress::bot::Outcome;
+use mesh_egress::bot::Promise;
 use mesh_egress::model::{Jitter, ModelError, OpenAiCompatible, RetryConfig, Route, Router};
 use mesh_egress::testing::{FakeProvider, Step};
 
@@ -95,7 +96,9 @@ async fn an_in_stream_error_after_two_blocks_sends_layer_cs_line_for_the_rest() 
     assert_eq!(sent[..2], trimmed(&[B1, B2]));
     assert!(!sent[2].contains("500"));
     assert!(!sent[2].contains("production"));
-    let _promise = delivery.promise().expect("a promise");
+    let Some(Promise::Caller(_promise)) = delivery.promise() else {
+        panic!("a promise")
+    };
     assert_eq!(delivery.delivered(), [B1, B2].concat());
 }
 

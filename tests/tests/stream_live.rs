@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use mesh_egress::bot::Outcome;
+use mesh_egress::bot::Promise;
 use mesh_egress::channel::SendPolicy;
 use mesh_egress::channel::SlackChannel;
-use mesh_egress::channel::stream::{BLOCK_SEPARATOR, BudgetConfig, SlackMarkdown};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::{BLOCK_SEPARATOR, BudgetConfig};
 use mesh_egress::degrade::Mode;
 use mesh_egress::gate::QualityGate;
 use mesh_egress::ledger::{DegradationOutcome, LedgerRecord};
@@ -144,7 +146,9 @@ async fn an_error_after_two_blocks_ends_the_stream_then_sends_the_holding_line_a
         "only the holding line is a message of its own"
     );
     assert!(!posted[0].contains("502"), "never the cause: {posted:?}");
-    let _promise = delivery.promise().expect("a promise for the rest");
+    let Some(Promise::Caller(_promise)) = delivery.promise() else {
+        panic!("a promise for the rest")
+    };
     assert_eq!(
         delivery.delivered(),
         [B1, B2].concat(),

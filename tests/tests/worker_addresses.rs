@@ -8,6 +8,7 @@ mod store_support;
 mod support;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use mesh_egress::address::{DiscordAddress, SlackAddress};
@@ -23,7 +24,7 @@ use mesh_egress::store::{
 use mesh_egress::testing::FakeApi;
 use mesh_egress::worker::Worker;
 use mesh_egress::{
-    Address, AgentMessage, Attribution, Cancellation, CommitError, CommitRecord, CommittedPart,
+    Address, AgentMessage, Attribution, Bot, Cancellation, CommitError, CommitRecord, CommittedPart,
     EgressError, Surface, Turn, egress_boundary,
 };
 
@@ -64,13 +65,23 @@ fn discord_client(api: &FakeApi) -> DiscordClient<PlainText> {
 
 /// The re-run turn names its conversation and the address it was given, so each answer shows
 /// where the worker believed it was going.
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn, _input: serde_json::Value) -> Result<AgentMessage, EgressError> {
     let text = format!(
         "answer for {} at {}",
         turn.attribution().conversation(),
         turn.address()
     );
     Ok(turn.message(text))
+}
+
+/// A worker built from the one door: a bot with the store, `clients` and the route `HANDLER`.
+fn worker_of(store: &Store, holder: &str, clients: Vec<Arc<dyn SurfaceClient>>) -> Worker {
+    let bot = Bot::new().with_store(store.clone()).with_clients(clients);
+    let _route = bot.route(HANDLER, |turn: Turn, input: serde_json::Value| async move {
+        answer(&turn, input).await
+    });
+    bot.worker(holder).expect("a store")
 }
 
 /// A channel whose sender dies mid-send, after the outbox claimed the part: the row stays
@@ -220,12 +231,13 @@ async fn one_worker_keeps_every_conversations_promise_and_leftover_part_in_its_o
     }
 
     // One worker, two clients, no channel of its own.
-    let worker = Worker::new(store.clone(), "worker")
-        .with_client(slack.clone())
-        .with_client(discord.clone())
-        .with_lease_ttl(Duration::from_secs(30))
-        .with_poll_interval(Duration::from_millis(20))
-        .register(HANDLER, answer);
+    let worker = worker_of(
+        &store,
+        "worker",
+        vec![Arc::new(slack.clone()), Arc::new(discord.clone())],
+    )
+    .with_lease_ttl(Duration::from_secs(30))
+    .with_poll_interval(Duration::from_millis(20));
     let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
         .await
         .expect("bounded")
@@ -316,10 +328,8 @@ async fn a_surface_without_a_client_is_left_pending_and_reported_once(backend: B
 
     let (events, _guard) = support::capture();
     let stdout = Recorder::new();
-    let worker = Worker::new(store.clone(), "plain-worker")
-        .with_client(stdout.clone())
-        .with_poll_interval(Duration::from_millis(20))
-        .register(HANDLER, answer);
+    let worker = worker_of(&store, "plain-worker", vec![Arc::new(stdout.clone())])
+        .with_poll_interval(Duration::from_millis(20));
     for _ in 0..3 {
         let report = tokio::time::timeout(BOUND, worker.run_once(&Cancellation::new()))
             .await
@@ -344,10 +354,8 @@ async fn a_surface_without_a_client_is_left_pending_and_reported_once(backend: B
     assert_eq!(warned[0].field("surface"), Some("slack"));
 
     // A worker with the client keeps it.
-    let slack_worker = Worker::new(store.clone(), "slack-worker")
-        .with_client(slack)
-        .with_poll_interval(Duration::from_millis(20))
-        .register(HANDLER, answer);
+    let slack_worker = worker_of(&store, "slack-worker", vec![Arc::new(slack)])
+        .with_poll_interval(Duration::from_millis(20));
     let report = tokio::time::timeout(BOUND, slack_worker.run_once(&Cancellation::new()))
         .await
         .expect("bounded")

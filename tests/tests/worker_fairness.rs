@@ -18,7 +18,7 @@ use mesh_egress::channel::{
 };
 use mesh_egress::store::{PartRetry, PartState, Store};
 use mesh_egress::worker::Worker;
-use mesh_egress::{Address, Cancellation, CommittedPart, Outbound, Surface};
+use mesh_egress::{Address, Bot, Cancellation, CommittedPart, Outbound, Surface};
 
 use store_support::*;
 
@@ -154,8 +154,11 @@ impl SurfaceClient for Picky {
 }
 
 fn worker(store: &Store, client: Picky) -> Worker {
-    Worker::new(store.clone(), "w1")
+    Bot::new()
+        .with_store(store.clone())
         .with_client(client)
+        .worker("w1")
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(10))
 }

@@ -171,7 +171,12 @@ fn rewrite(
         Some(TurnParam { expr, rebind }) => {
             let function = Ident::new(in_turn, ret_span);
             (
-                rebind.clone(),
+                // The mode is declared on the turn before the body runs, so whoever holds the
+                // turn (a deadline that fires before the handler returns) answers in it.
+                Some(quote! {
+                    #rebind
+                    #runtime::__private::declare_mode(#expr, #mode);
+                }),
                 quote_spanned! {ret_span=>
                     #runtime::__private::#function::<#declared>(#output_var, #expr, #mode, #policy_ref)
                 },

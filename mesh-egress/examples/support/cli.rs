@@ -21,7 +21,8 @@ use mesh_egress::channel::{
 use mesh_egress::gate::{ModelJudge, QualityGate};
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
 use mesh_egress::{Address, CommittedPart};
-use mesh_egress::{AgentMessage, EgressError, Turn};
+use mesh_egress::degrade::{Mode, Reply};
+use mesh_egress::{AgentMessage, EgressError, Turn, egress_boundary};
 
 /// The chat surface whose format the parts are rendered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -533,20 +534,6 @@ pub(crate) fn build_gate(
 /// it, so a promise stored by an older `turn` is kept.
 pub(crate) const LEGACY_HANDLER: &str = "turn-example.answer";
 
-/// The gate a stored task asks for, built as `turn --gate on` builds it (see [`stored_gate`]).
-pub(crate) fn gate_for_task(
-    connector: &OpenAiCompatible,
-    task: &mesh_egress::store::FollowUpTask,
-) -> QualityGate {
-    let judge = task
-        .gate
-        .as_ref()
-        .and_then(|gate| gate.get("judge_model"))
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
-    stored_gate(connector, task.system_prompt.as_deref(), judge)
-}
-
 /// The gate a stored promise's turn ran, built as `turn --gate on` builds it. A gate that
 /// cannot be built fails closed on known leaks: the heuristics-only gate.
 pub(crate) fn stored_gate(
@@ -572,38 +559,76 @@ pub(crate) fn chat_request(system_prompt: Option<&str>, prompt: &str) -> ChatReq
     ChatRequest::new(messages)
 }
 
-/// The handler `worker` registers under [`LEGACY_HANDLER`], for promises an older `turn
-/// --store` stored (input `{"prompt": ..}`, and `"delivered"` after a stream): re-asks the model
-/// the stored prompt (with the stored system prompt) through the same `Router` settings as the
-/// turn, and delivers only what follows what was shown. The worker re-runs the gate around it
-/// from the stored settings.
-pub(crate) fn legacy_handler(
+/// The route `worker` registers under [`LEGACY_HANDLER`], for promises an older `turn --store`
+/// stored (input `{"prompt": ..}`, and `"delivered"` after a stream; the worker reads the row's
+/// system prompt and gate settings into the input): re-asks the model the stored prompt (with
+/// the stored system prompt) through the same `Router` settings as the turn, in the stored
+/// mode, delivers only what follows what was shown, and checks that with the gate built from
+/// the stored settings (heuristics only when the row has none), as the worker did for these
+/// rows before routes.
+pub(crate) fn legacy_route(
     router: Arc<Router<OpenAiCompatible>>,
-) -> impl Fn(
-    mesh_egress::store::FollowUpTask,
-    Turn,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<AgentMessage, EgressError>> + Send>>
+    connector: OpenAiCompatible,
+) -> impl Fn(Turn, LegacyAsked) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
 + Send
 + Sync
 + 'static {
-    move |task, turn| {
+    move |turn, asked| {
         let router = Arc::clone(&router);
+        let judge = asked
+            .gate
+            .as_ref()
+            .and_then(|gate| gate.get("judge_model"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        let gate = stored_gate(&connector, asked.system_prompt.as_deref(), judge);
         Box::pin(async move {
-            let asked: LegacyAsked = task.input_as().map_err(|error| {
-                EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
-            })?;
-            let request = chat_request(task.system_prompt.as_deref(), &asked.prompt);
-            let answer = router
-                .complete(&turn, &request)
-                .await
-                .and_then(|completion| completion.into_message(&turn))?;
-            // A streamed turn's promise: only what follows the blocks already shown.
-            match asked.delivered {
-                Some(delivered) => legacy_rest(&delivered, answer),
-                None => Ok(answer),
+            match turn.mode() {
+                Mode::Interactive => legacy_ask(&turn, &router, &asked, &gate).await,
+                Mode::Proactive => legacy_digest(&turn, &router, &asked, &gate).await,
             }
         })
     }
+}
+
+#[egress_boundary(interactive)]
+async fn legacy_ask(
+    turn: &Turn,
+    router: &Router<OpenAiCompatible>,
+    asked: &LegacyAsked,
+    gate: &QualityGate,
+) -> Result<AgentMessage, EgressError> {
+    legacy_answer(turn, router, asked, gate).await
+}
+
+#[egress_boundary(proactive)]
+async fn legacy_digest(
+    turn: &Turn,
+    router: &Router<OpenAiCompatible>,
+    asked: &LegacyAsked,
+    gate: &QualityGate,
+) -> Result<AgentMessage, EgressError> {
+    legacy_answer(turn, router, asked, gate).await
+}
+
+/// The legacy promise's answer: asked again, cut after what was shown, then gated.
+async fn legacy_answer(
+    turn: &Turn,
+    router: &Router<OpenAiCompatible>,
+    asked: &LegacyAsked,
+    gate: &QualityGate,
+) -> Result<AgentMessage, EgressError> {
+    let request = chat_request(asked.system_prompt.as_deref(), &asked.prompt);
+    let answer = router
+        .complete(turn, &request)
+        .await
+        .and_then(|completion| completion.into_message(turn))?;
+    // A streamed turn's promise: only what follows the blocks already shown.
+    let rest = match &asked.delivered {
+        Some(delivered) => legacy_rest(delivered, answer),
+        None => Ok(answer),
+    };
+    gate.check(turn, &asked.prompt, rest).await
 }
 
 /// How much of the end of what was shown identifies it in a fresh answer.
@@ -654,13 +679,17 @@ fn legacy_rest(delivered: &str, answer: AgentMessage) -> Result<AgentMessage, Eg
     })
 }
 
-/// The input of a promise stored under [`LEGACY_HANDLER`]: the prompt, and after a stream the
-/// Markdown already shown (the system prompt and gate settings are the task's own fields).
-#[derive(serde::Deserialize)]
-struct LegacyAsked {
+/// The input of a promise stored under [`LEGACY_HANDLER`]: the prompt, after a stream the
+/// Markdown already shown, and the row's system prompt and gate settings.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct LegacyAsked {
     prompt: String,
     #[serde(default)]
     delivered: Option<String>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    gate: Option<serde_json::Value>,
 }
 
 /// The store `--store` (or `MESH_STORE_URL`) names: `Ok(None)` without one, the usage error

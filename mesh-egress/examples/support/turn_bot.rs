@@ -14,6 +14,7 @@ use std::future::Future;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use mesh_egress::bot::Promise;
 use mesh_egress::bot::Sendable;
 use mesh_egress::degrade::Mode;
 use mesh_egress::model::{OpenAiCompatible, Router};
@@ -183,7 +184,7 @@ where
             Err(error) => return delivery_failed(target, &error),
         };
         tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), mode = turn.mode().as_str(), "turn ended");
-        if let Some(commitment) = delivery.promise() {
+        if let Some(commitment) = delivery.promise().map(Promise::commitment) {
             // The promise is on the ledger and in the log; without --follow-up this process
             // does not keep it (a long-running bot runs the turn through a route, and keeps it).
             tracing::info!(
@@ -200,7 +201,7 @@ where
     let route = bot.route(ROUTE, handler);
     match bot.run(turn, &route, asked).await {
         Ok(delivery) => {
-            tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), kept = delivery.is_kept(), mode = turn.mode().as_str(), "turn ended");
+            tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), kept = matches!(delivery.promise(), Some(Promise::Bot(_))), mode = turn.mode().as_str(), "turn ended");
         }
         Err(error) => return delivery_failed(target, &error),
     }

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mesh_egress::bot::Promise;
 use mesh_egress::bot::Sendable;
 use mesh_egress::ledger::Ledger;
 use mesh_egress::store::{DurableLedger, FollowUpPlan, Lease, Renewal, Store, StoreError};
@@ -132,10 +133,11 @@ impl Persistent {
         let code = match delivered {
             Err(error) => delivery_failed(target, &error),
             Ok(delivery) => {
-                tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), kept = delivery.is_kept(), delivered_bytes = delivery.delivered().len(), mode = turn.mode().as_str(), "turn ended");
-                match delivery.kept_promise() {
+                tracing::info!(target: "mesh_egress::degrade", outcome = ?delivery.outcome(), kept = matches!(delivery.promise(), Some(Promise::Bot(_))), delivered_bytes = delivery.delivered().len(), mode = turn.mode().as_str(), "turn ended");
+                match delivery.promise() {
                     None => ExitCode::SUCCESS,
-                    Some(commitment) if !follow_up => {
+                    Some(Promise::Caller(_)) => ExitCode::SUCCESS,
+                    Some(Promise::Bot(commitment)) if !follow_up => {
                         tracing::info!(
                             target: "mesh_egress::store",
                             commitment = %commitment.id(),
@@ -144,10 +146,12 @@ impl Persistent {
                         );
                         ExitCode::SUCCESS
                     }
-                    Some(commitment) => {
+                    Some(Promise::Bot(commitment)) => {
                         let plan = FollowUpPlan::for_commitment(commitment, MAX_FOLLOW_UP_DELAY);
                         keep_here(bot, &ledger, holder, ttl, commitment.id(), plan).await
                     }
+                    // A promise of a kind this example does not know yet: nothing to keep here.
+                    Some(_) => ExitCode::SUCCESS,
                 }
             }
         };
@@ -171,14 +175,14 @@ async fn keep_here(
     id: mesh_egress::ledger::CommitmentId,
     plan: FollowUpPlan,
 ) -> ExitCode {
+    // The follow-up's rows go on the ledger this process flushes before it exits.
+    let bot = bot.clone().with_ledger(Ledger::new(ledger.clone()));
     let Some(worker) = bot.worker(holder) else {
         // `turn --store` built the bot with its store: there is always a worker.
         eprintln!("error: the store failed during the follow-up");
         return ExitCode::FAILURE;
     };
-    let worker = worker
-        .with_ledger(Ledger::new(ledger.clone()))
-        .with_lease_ttl(ttl);
+    let worker = worker.with_lease_ttl(ttl);
     match worker.keep_in_process(id, plan, &Cancellation::new()).await {
         Ok(kept) => {
             tracing::info!(target: "mesh_egress::degrade", kept = ?kept, "follow-up ended");

@@ -10,10 +10,16 @@
 use std::error::Error;
 use std::fmt;
 
+#[cfg(feature = "markdown")]
 use tokio::time::Instant;
 
+use super::sendable::Outgoing;
+use crate::boundary::resolve_in;
 use crate::egress::{Attribution, EgressError};
+use crate::future::BoxFuture;
+#[cfg(feature = "markdown")]
 use crate::stream::TextSource;
+use crate::turn::Turn;
 
 /// The cause a passed deadline is reported with (for logs only, as every cause).
 #[derive(Debug)]
@@ -28,11 +34,12 @@ impl fmt::Display for TurnDeadline {
 impl Error for TurnDeadline {}
 
 /// The failure a passed deadline is: transport-like and retryable, so a promise may keep it.
-pub(super) fn expired(attribution: &Attribution) -> EgressError {
+fn expired(attribution: &Attribution) -> EgressError {
     EgressError::transport(TurnDeadline, attribution.clone())
 }
 
 /// `source`, ended by a failure at `deadline` if it has not ended by then.
+#[cfg(feature = "markdown")]
 pub(crate) struct Deadlined<S> {
     source: S,
     deadline: Option<Instant>,
@@ -40,6 +47,7 @@ pub(crate) struct Deadlined<S> {
     over: bool,
 }
 
+#[cfg(feature = "markdown")]
 impl<S> Deadlined<S> {
     pub(crate) fn new(source: S, deadline: Option<Instant>, attribution: &Attribution) -> Self {
         Self {
@@ -51,6 +59,7 @@ impl<S> Deadlined<S> {
     }
 }
 
+#[cfg(feature = "markdown")]
 impl<S> TextSource for Deadlined<S>
 where
     S: TextSource<Error = EgressError>,
@@ -152,5 +161,146 @@ mod tests {
         assert_eq!(text, "ab");
         let mut none = Deadlined::new(Stalls(Some("x".into())), None, &attribution());
         assert!(none.next().await.expect("a chunk").is_ok());
+    }
+}
+
+/// A route's handler, bounded by the turn's deadline: one that has not answered by then is
+/// answered by Layer C in the mode it declared when it started (its turn carries it).
+pub(super) async fn within_deadline(
+    turn: &Turn,
+    handler: BoxFuture<'static, Outgoing>,
+) -> Outgoing {
+    let Some(deadline) = turn.deadline() else {
+        return handler.await;
+    };
+    tokio::select! {
+        outgoing = handler => outgoing,
+        () = tokio::time::sleep_until(deadline) => {
+            tracing::warn!(target: "mesh_egress::bot", conversation = turn.attribution().conversation(), "the handler had not answered at the turn's deadline");
+            let mode = turn.mode();
+            let failure = Err(expired(turn.attribution()));
+            Outgoing::from(resolve_in(turn, mode, turn.policy_for(mode), failure))
+        }
+    }
+}
+
+#[cfg(test)]
+mod run_to_tests {
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    use crate::AnswerStream;
+    use crate::address::Address;
+    use crate::answer::StreamedReply;
+    use crate::bot::{Bot, Outcome};
+    use crate::channel::Recorder;
+    use crate::egress::Attribution;
+    use crate::reply::{Mode, Reply};
+    use crate::turn::Turn;
+
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    /// How long a test waits for a turn that should end at its deadline (paused time).
+    const BOUND: Duration = Duration::from_secs(60);
+    /// Past the cutter's minimum block, so it goes on its own before the stall.
+    const FIRST: &str =
+        "The first paragraph went out before the provider stalled for good, as a block of its own.";
+
+    fn turn(bot: &Bot) -> Turn {
+        bot.turn(
+            Address::Plain,
+            Attribution::new("web-chat", "chat-1", "run-1"),
+        )
+        .with_timeout(TIMEOUT)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handler_that_has_not_answered_is_held_at_the_deadline_exactly() {
+        let bot = Bot::new();
+        let hangs = bot.route("hangs", |_turn: Turn, (): ()| async move {
+            std::future::pending::<Reply>().await
+        });
+        let page = Recorder::new();
+        let start = Instant::now();
+        let turn = turn(&bot);
+        let delivery = tokio::time::timeout(BOUND, bot.run_to(&turn, &page, &hangs, ()))
+            .await
+            .expect("the turn ended at its deadline")
+            .expect("delivered");
+        assert_eq!(Instant::now(), start + TIMEOUT);
+        assert_eq!(delivery.outcome(), Outcome::Holding);
+        assert!(
+            matches!(delivery.promise(), Some(crate::bot::Promise::Bot(_))),
+            "the route's promise went to the keeper"
+        );
+        let sent = page.sent();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(
+            !sent[0].is_empty() && !sent[0].contains("deadline"),
+            "{sent:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_that_stalls_fails_at_the_deadline_after_what_it_delivered() {
+        let bot = Bot::new();
+        // The sender outlives the turn: the stream neither ends nor fails on its own.
+        let (senders_tx, mut senders) = mpsc::unbounded_channel();
+        let stalls = bot.route("stalls", move |turn: Turn, (): ()| {
+            let (tx, rx) = mpsc::channel(4);
+            tx.try_send(Ok(format!("{FIRST}\n\n"))).expect("room");
+            senders_tx.send(tx).expect("the test holds the receiver");
+            let stream = AnswerStream::from_receiver(&turn, rx);
+            async move { StreamedReply::stream(stream, Mode::Interactive) }
+        });
+        let page = Recorder::new();
+        let start = Instant::now();
+        let turn = turn(&bot);
+        let delivery = tokio::time::timeout(BOUND, bot.run_to(&turn, &page, &stalls, ()))
+            .await
+            .expect("the turn ended at its deadline")
+            .expect("delivered");
+        assert_eq!(Instant::now(), start + TIMEOUT);
+        assert_eq!(delivery.outcome(), Outcome::Holding);
+        assert!(matches!(
+            delivery.promise(),
+            Some(crate::bot::Promise::Bot(_))
+        ));
+        assert_eq!(
+            delivery.delivered().trim_end(),
+            FIRST,
+            "the prefix the promise follows"
+        );
+        let sent = page.sent();
+        assert_eq!(sent.len(), 2, "the block, then Layer C's line: {sent:?}");
+        assert_eq!(sent[0], FIRST);
+        assert!(!sent[1].contains("deadline"), "{sent:?}");
+        assert!(senders.try_recv().is_ok(), "the sender was alive all along");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_without_a_deadline_is_delivered_block_by_block() {
+        let bot = Bot::new();
+        let answers = bot.route("answers", |turn: Turn, (): ()| async move {
+            let chunks = [Ok(format!("{FIRST}\n\n")), Ok("Then the rest.".to_owned())];
+            StreamedReply::stream(AnswerStream::from_chunks(&turn, chunks), Mode::Interactive)
+        });
+        let page = Recorder::new();
+        let turn = bot.turn(
+            Address::Plain,
+            Attribution::new("web-chat", "chat-1", "run-2"),
+        );
+        let delivery = bot
+            .run_to(&turn, &page, &answers, ())
+            .await
+            .expect("delivered");
+        assert_eq!(delivery.outcome(), Outcome::Answered);
+        assert_eq!(page.sent(), [FIRST, "Then the rest."]);
+        assert_eq!(
+            delivery.receipts().len(),
+            2,
+            "each block a delivery of its own"
+        );
     }
 }

@@ -9,9 +9,8 @@ use std::sync::{Arc, PoisonError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Bot, Delivery, Outgoing, Sendable};
+use super::{Bot, Outgoing, Sendable};
 use crate::boundary::Rerun;
-use crate::channel::DeliveryError;
 use crate::egress::EgressError;
 use crate::future::BoxFuture;
 use crate::turn::Turn;
@@ -56,7 +55,10 @@ impl<I: Serialize> Endpoint<I> {
     /// [`Delivery`].
     pub(super) fn rerun(&self, input: &I) -> Option<Rerun> {
         match serde_json::to_value(input) {
-            Ok(value) => Some(Rerun::new(self.name(), value)),
+            Ok(value) => Some(Rerun {
+                route: self.name().to_owned(),
+                input: value,
+            }),
             Err(error) => {
                 tracing::warn!(target: "mesh_egress::bot", route = self.name(), error = %error, "the route's input cannot be serialized; a promise this turn makes is not kept");
                 None
@@ -157,26 +159,6 @@ impl Bot {
         }
     }
 
-    /// Runs `route`'s handler for `turn` with `input` and delivers what it gave, as
-    /// [`send`](Self::send) does. When the turn ends on a holding line, the promise names the
-    /// route and the serialized input, and the bot's keeper keeps it by re-running the same
-    /// handler: in this process (the in-memory keeper), or stored before the line goes and kept
-    /// by a [`worker`](Self::worker) (the store's).
-    ///
-    /// Input that cannot be serialized (a map with non-string keys, say) still runs the turn;
-    /// its promise then comes back in the [`Delivery`], as from `send`.
-    pub async fn run<I: Serialize>(
-        &self,
-        turn: &Turn,
-        route: &Endpoint<I>,
-        input: I,
-    ) -> Result<Delivery, DeliveryError> {
-        let rerun = route.rerun(&input);
-        let reply = route.call(turn, input).await;
-        self.send_rerun(turn, reply, rerun.as_ref()).await
-    }
-
-    /// The route registered as `name`, for a keeper.
     pub(super) fn erased_route(&self, name: &str) -> Option<Arc<dyn Erased>> {
         self.shared
             .routes

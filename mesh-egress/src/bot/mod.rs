@@ -11,9 +11,11 @@
 //! streams; where the surface has no native stream, each block is a message of its own).
 //!
 //! - [`Bot::turn`]: a [`Turn`] with the bot's policies (and the store's ledger, with a store).
-//! - [`Bot::send`]: delivers a [`Reply`] or a [`StreamedReply`] to the turn's address.
+//! - [`Bot::send`]: delivers a [`Reply`](crate::Reply) or a
+//!   [`StreamedReply`](crate::StreamedReply) to the turn's address.
 //! - [`Bot::route`] / [`Bot::run`]: a handler registered under a name with typed input, so a
-//!   promise it makes is kept by re-running **the same handler** ([`Endpoint`]).
+//!   promise it makes is kept by re-running **the same handler** ([`Endpoint`]), through the
+//!   destination that carried its holding line.
 //! - [`Bot::worker`]: the durable promise keeper built from the same value.
 //!
 //! ```
@@ -40,37 +42,29 @@
 //! # Ok(()) }
 //! ```
 
-#[cfg(all(feature = "gate", feature = "markdown"))]
 mod deadline;
+mod delivery;
 mod endpoint;
-mod keeper;
-#[cfg(all(feature = "gate", feature = "markdown"))]
-mod to_channel;
+pub(crate) mod follow_up;
+mod path;
+mod sendable;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-#[cfg(all(feature = "gate", feature = "markdown"))]
 #[cfg(feature = "web")]
 pub(crate) use deadline::Deadlined;
+pub use delivery::{Delivery, Outcome, Promise};
 pub use endpoint::Endpoint;
+pub use sendable::Sendable;
+use sendable::{Outgoing, Shape};
 
 use crate::address::{Address, Surface};
-use crate::answer::{AnswerStream, Streamed, StreamedReply};
-use crate::boundary::{
-    Promise, PromiseKeeper, Ready, Rerun, Shown, prepare, record_delivered, resolve_in,
-};
-use crate::channel::stream::{StreamingChannel, SurfaceStreamReceipt};
-use crate::channel::{
-    Channel, DeliveryError, Receipt, SurfaceClient, UnservedAddress, deliver_rendered,
-};
+use crate::channel::{DeliveryError, SurfaceClient};
 use crate::degrade::{DegradationPolicy, Policies};
-use crate::egress::{AgentMessage, Attribution};
-use crate::future::BoxFuture;
-use crate::outbound::CommitError;
-use crate::reply::{Commitment, Mode, Reply};
-use crate::turn::{StopReason, Turn};
+use crate::egress::Attribution;
+use crate::turn::Turn;
 
 /// The front door (see the [module docs](self)): built once with `Bot::new()` and `with_*`,
 /// cheap to clone (clones share everything, routes included).
@@ -84,12 +78,11 @@ struct Shared {
     policies: Policies,
     clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
     routes: Arc<RwLock<HashMap<String, Arc<dyn endpoint::Erased>>>>,
-    keeper: Option<Arc<dyn PromiseKeeper>>,
-    in_memory: Arc<keeper::InFlight>,
+    in_memory: Arc<follow_up::InFlight>,
     #[cfg(feature = "gate")]
     gate: crate::gate::QualityGate,
     /// How a streamed answer is cut into blocks, and the idle flush.
-    #[cfg(all(feature = "gate", feature = "markdown"))]
+    #[cfg(feature = "markdown")]
     blocks: crate::boundary::Blocks,
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     store: Option<crate::store::Store>,
@@ -97,6 +90,9 @@ struct Shared {
     /// writer on the runtime, which `with_store` may not be called on).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     ledger: Arc<std::sync::OnceLock<crate::ledger::Ledger>>,
+    /// The ledger was given ([`Bot::with_ledger`]): a store set later does not replace it.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    ledger_given: bool,
 }
 
 impl Default for Bot {
@@ -123,16 +119,17 @@ impl Bot {
                 policies: Policies::default(),
                 clients: BTreeMap::new(),
                 routes: Arc::default(),
-                keeper: None,
                 in_memory: Arc::default(),
                 #[cfg(feature = "gate")]
                 gate: crate::gate::QualityGate::off(),
-                #[cfg(all(feature = "gate", feature = "markdown"))]
+                #[cfg(feature = "markdown")]
                 blocks: crate::boundary::Blocks::default(),
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 store: None,
                 #[cfg(any(feature = "sqlite", feature = "postgres"))]
                 ledger: Arc::default(),
+                #[cfg(any(feature = "sqlite", feature = "postgres"))]
+                ledger_given: false,
             }),
         }
     }
@@ -174,12 +171,6 @@ impl Bot {
             .fold(self, |bot, client| bot.with_client(client))
     }
 
-    /// Keeps holding lines' promises with `keeper` instead of the default (the in-memory keeper
-    /// without a store, the store's with one).
-    pub fn with_promise_keeper(self, keeper: Arc<dyn PromiseKeeper>) -> Self {
-        self.edit(|shared| shared.keeper = Some(keeper))
-    }
-
     /// Checks every answer (and every streamed block) with `gate` before it is rendered.
     #[cfg(feature = "gate")]
     pub fn with_gate(self, gate: crate::gate::QualityGate) -> Self {
@@ -216,7 +207,7 @@ impl Bot {
     /// assert_eq!(recorder.sent(), ["The build is green.", "Deploying now."]);
     /// # Ok(()) }
     /// ```
-    #[cfg(all(feature = "gate", feature = "markdown"))]
+    #[cfg(feature = "markdown")]
     pub fn with_cutter(self, cutter: crate::stream::CutterConfig) -> Self {
         self.edit(|shared| shared.blocks.cutter = cutter)
     }
@@ -262,7 +253,7 @@ impl Bot {
     /// assert_eq!(words, ["The", "rollout", "is", "slow", "today."]);
     /// # Ok(()) }
     /// ```
-    #[cfg(all(feature = "gate", feature = "markdown"))]
+    #[cfg(feature = "markdown")]
     pub fn with_idle_flush(self, idle: Option<std::time::Duration>) -> Self {
         self.edit(|shared| shared.blocks.idle_flush = idle)
     }
@@ -273,14 +264,28 @@ impl Bot {
     pub fn with_store(self, store: crate::store::Store) -> Self {
         self.edit(|shared| {
             shared.store = Some(store);
-            shared.ledger = Arc::default();
+            if !shared.ledger_given {
+                shared.ledger = Arc::default();
+            }
+        })
+    }
+
+    /// Records the bot's turns ([`turn`](Self::turn)) and its worker's follow-ups on `ledger`
+    /// instead of a durable ledger of the store's own (opened on first use): a process that
+    /// flushes a [`DurableLedger`](crate::store::DurableLedger) it holds before it exits gives
+    /// it here, so every row the bot writes is in that flush.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub fn with_ledger(self, ledger: crate::ledger::Ledger) -> Self {
+        self.edit(|shared| {
+            shared.ledger = Arc::new(std::sync::OnceLock::from(ledger));
+            shared.ledger_given = true;
         })
     }
 
     /// The store's durable ledger (one for the bot, opened on first use), or `None` without a
     /// store, or outside a runtime (the turn then records in memory, with a warning).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    fn store_ledger(&self) -> Option<crate::ledger::Ledger> {
+    pub(crate) fn store_ledger(&self) -> Option<crate::ledger::Ledger> {
         let store = self.shared.store.as_ref()?;
         if let Some(ledger) = self.shared.ledger.get() {
             return Some(ledger.clone());
@@ -319,94 +324,19 @@ impl Bot {
         self.shared.clients.keys().copied()
     }
 
-    /// The worker that keeps this bot's durable promises, built from the same value: the
-    /// store, the clients, the policies and a handler for every route registered so far (it
-    /// re-runs the same route with the stored input, on a follow-up turn). `None` without a
-    /// store. Register routes before building it; `holder` names the worker process (unique
-    /// per process, see [`Worker::new`](crate::worker::Worker::new)).
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    pub fn worker(&self, holder: impl Into<String>) -> Option<crate::worker::Worker> {
-        let store = self.shared.store.clone()?;
-        Some(self.worker_on(store, holder.into()))
-    }
-
     /// The store the bot commits through and keeps its promises in, if it has one.
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn store(&self) -> Option<&crate::store::Store> {
         self.shared.store.as_ref()
     }
 
-    /// [`worker`](Self::worker) on `store` (the bot's own: a surface that checked
-    /// [`store`](Self::store) once builds its workers without asking again).
+    /// The bot's clients, one per surface (its worker's too).
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    pub(crate) fn worker_on(
-        &self,
-        store: crate::store::Store,
-        holder: String,
-    ) -> crate::worker::Worker {
-        let mut worker = crate::worker::Worker::new(store, holder)
-            .with_policy(self.shared.policies.for_mode(Mode::Interactive).clone());
-        if let Some(ledger) = self.store_ledger() {
-            worker = worker.with_ledger(ledger);
-        }
-        for client in self.shared.clients.values() {
-            worker = worker.with_client(Arc::clone(client));
-        }
-        for name in self.route_names() {
-            let bot = self.clone();
-            worker = worker.register(name, move |task: crate::store::FollowUpTask, turn: Turn| {
-                let bot = bot.clone();
-                async move { bot.kept_by_worker(task, turn).await }
-            });
-        }
-        worker
+    pub(crate) fn clients(&self) -> &BTreeMap<Surface, Arc<dyn SurfaceClient>> {
+        &self.shared.clients
     }
 
-    /// A worker's follow-up of a route's promise: the route re-run on a follow-up turn, gated;
-    /// its failure (left on the turn) for the worker to retry or hand off.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    async fn kept_by_worker(
-        &self,
-        task: crate::store::FollowUpTask,
-        turn: Turn,
-    ) -> Result<AgentMessage, crate::egress::EgressError> {
-        use crate::egress::EgressError;
-        let mode = task.mode;
-        // The route's input as it was stored (its own type is the route's business).
-        let input: serde_json::Value = task.input_as().map_err(|error| {
-            EgressError::semantic(error, turn.attribution().clone()).with_retryable(false)
-        })?;
-        let mut turn = turn
-            .with_policies(self.shared.policies.clone())
-            .with_mode(mode);
-        if let Some(said) = task.said() {
-            turn = turn.with_input(said);
-        }
-        let turn = turn.into_follow_up();
-        let rerun = Rerun::new(task.handler.as_str(), input);
-        let reply = self
-            .follow_up_reply(&turn, mode, &rerun, task.delivered())
-            .await;
-        let policy = turn.policy_for(mode);
-        match self.gate(&turn, mode, policy, reply).await {
-            Reply::Answer(message) => Ok(message),
-            other => match turn.take_follow_up_failure() {
-                Some(failure) => Err(failure),
-                // The agent chose silence with one of its tokens: the worker's boundary reads
-                // the same token and keeps the promise with nothing sent.
-                None => match policy.silence_tokens().tokens().first() {
-                    Some(token) => Ok(turn.message(token.as_str())),
-                    None => Err(EgressError::semantic(
-                        UnexpectedFollowUp(other.kind()),
-                        turn.attribution().clone(),
-                    )
-                    .with_retryable(false)),
-                },
-            },
-        }
-    }
-
-    fn route_names(&self) -> Vec<String> {
+    pub(crate) fn route_names(&self) -> Vec<String> {
         let routes = self
             .shared
             .routes
@@ -431,442 +361,5 @@ impl Bot {
             return turn.with_ledger(ledger);
         }
         turn
-    }
-
-    /// Delivers what a handler gave (a [`Reply`], or the [`StreamedReply`] of one that
-    /// streams) to the turn's address, through the client of its surface, on the one path of
-    /// the [module docs](self). A promise the reply makes comes back in the [`Delivery`] (no
-    /// route started the turn, so there is no handler to re-run: see [`run`](Self::run)).
-    pub fn send<'a>(
-        &'a self,
-        turn: &'a Turn,
-        reply: impl Sendable,
-    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
-        // Converted before the future is made (and the future's type names no `Sendable`), so
-        // a misuse is one error, at the argument.
-        let reply = sealed::Sealed::into_outgoing(reply);
-        Box::pin(self.send_rerun(turn, reply, None))
-    }
-
-    /// [`send`](Self::send) to a channel the caller built (any [`StreamingChannel`]: a
-    /// `BoxedChannel` streams every channel), instead of the client of the turn's surface.
-    pub fn send_to<'a, C: StreamingChannel>(
-        &'a self,
-        turn: &'a Turn,
-        channel: &'a C,
-        reply: impl Sendable,
-    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
-        let reply = sealed::Sealed::into_outgoing(reply);
-        Box::pin(self.deliver(turn, channel, reply, None))
-    }
-
-    async fn send_rerun(
-        &self,
-        turn: &Turn,
-        reply: Outgoing,
-        rerun: Option<&Rerun>,
-    ) -> Result<Delivery, DeliveryError> {
-        let channel = match self.channel_for(turn.address()) {
-            Ok(channel) => channel,
-            Err(unserved) => return Err(unserved_error(turn, unserved)),
-        };
-        #[cfg(any(feature = "sqlite", feature = "postgres"))]
-        if let Some(store) = &self.shared.store {
-            let durable = store.channel(channel);
-            return self.deliver(turn, &durable, reply, rerun).await;
-        }
-        self.deliver(turn, &channel, reply, rerun).await
-    }
-
-    fn channel_for(
-        &self,
-        address: &Address,
-    ) -> Result<crate::channel::BoxedChannel, UnservedAddress> {
-        match self.shared.clients.get(&address.surface()) {
-            Some(client) => client.channel_for(address),
-            None => Err(UnservedAddress::new(address.surface(), address.clone())),
-        }
-    }
-
-    async fn deliver<C: StreamingChannel>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        reply: Outgoing,
-        rerun: Option<&Rerun>,
-    ) -> Result<Delivery, DeliveryError> {
-        match reply.0 {
-            Shape::Whole(reply) => self.whole(turn, channel, reply, rerun).await,
-            Shape::Streamed(streamed) => match streamed.into_inner() {
-                Streamed::Resolved(reply) => self.whole(turn, channel, reply, rerun).await,
-                Streamed::Stream { stream, mode } => {
-                    self.streamed(turn, channel, stream, mode, rerun).await
-                }
-            },
-        }
-    }
-
-    /// The promise keeper: the one set, the store's with a store, the in-memory one otherwise.
-    fn keeper(&self) -> Arc<dyn PromiseKeeper> {
-        if let Some(keeper) = &self.shared.keeper {
-            return Arc::clone(keeper);
-        }
-        #[cfg(any(feature = "sqlite", feature = "postgres"))]
-        if let Some(store) = &self.shared.store {
-            return Arc::new(store.clone());
-        }
-        Arc::new(keeper::InMemory::new(self.clone()))
-    }
-
-    async fn whole<C: Channel + ?Sized>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        reply: Reply,
-        rerun: Option<&Rerun>,
-    ) -> Result<Delivery, DeliveryError> {
-        let mode = reply
-            .message()
-            .and_then(AgentMessage::mode)
-            .unwrap_or(turn.mode());
-        let policy = turn.policy_for(mode);
-        let reply = self.gate(turn, mode, policy, reply).await;
-        let answer = match &reply {
-            Reply::Answer(message) => message.body().as_str().to_owned(),
-            _ => String::new(),
-        };
-        let (rendered, commitment, shown) = match prepare(turn, mode, policy, channel, reply)? {
-            Ready::Silence => return Ok(Delivery::new(Outcome::Silent)),
-            Ready::Send {
-                rendered,
-                commitment,
-                shown,
-            } => (rendered, commitment, shown),
-        };
-        let kept = match (&commitment, rerun) {
-            (Some(commitment), Some(rerun)) => {
-                let address = channel.address();
-                let promise = Promise::new(commitment, &address, mode, "")
-                    .with_rerun(Some(rerun))
-                    .with_input(turn.input())
-                    .with_ledger(turn.ledger());
-                // Kept before the line goes: a crash after it leaves a promise to keep.
-                self.keeper()
-                    .keep(promise)
-                    .await
-                    .map_err(|error| DeliveryError::Commit(CommitError::Store(error)))?;
-                true
-            }
-            _ => false,
-        };
-        let attribution = rendered.attribution().clone();
-        let delivered = deliver_rendered(channel, rendered, commitment).await;
-        record_delivered(turn.ledger(), &attribution, channel, &delivered);
-        let mut receipt = delivered?;
-        let promise = receipt.take_commitment();
-        let mut delivery = Delivery::new(match shown {
-            Shown::Answer => Outcome::Answered,
-            Shown::Holding => Outcome::Holding,
-            Shown::Handoff => Outcome::Handoff,
-        });
-        if shown == Shown::Answer {
-            delivery.delivered = answer;
-        }
-        delivery.receipts.push(receipt);
-        delivery.kept = kept;
-        if kept {
-            delivery.kept_promise = promise;
-        } else {
-            delivery.promise = promise;
-        }
-        Ok(delivery)
-    }
-
-    #[cfg(feature = "gate")]
-    async fn gate(
-        &self,
-        turn: &Turn,
-        mode: Mode,
-        policy: &DegradationPolicy,
-        reply: Reply,
-    ) -> Reply {
-        let gate = &self.shared.gate;
-        match reply {
-            Reply::Answer(message) if gate.is_on() => {
-                let input = turn.input().unwrap_or_default();
-                match gate.check(turn, input, Ok(message)).await {
-                    Ok(message) => Reply::Answer(message),
-                    Err(blocked) => resolve_in(turn, mode, policy, Err(blocked)),
-                }
-            }
-            other => other,
-        }
-    }
-
-    #[cfg(not(feature = "gate"))]
-    async fn gate(&self, _: &Turn, _: Mode, _: &DegradationPolicy, reply: Reply) -> Reply {
-        reply
-    }
-
-    /// A stream, block by block through the gate's block check onto the channel's own stream.
-    #[cfg(all(feature = "gate", feature = "markdown"))]
-    async fn streamed<C: StreamingChannel>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        stream: AnswerStream,
-        mode: Mode,
-        rerun: Option<&Rerun>,
-    ) -> Result<Delivery, DeliveryError> {
-        let plan = self.stream_plan(turn, mode, rerun);
-        // A channel that is its own surface gets the blocks as messages of their own, each
-        // committed and sent like any message (through the outbox, with a store).
-        let receipt = if channel.streams_natively() {
-            crate::boundary::stream_live(turn, &plan, channel, stream).await?
-        } else {
-            crate::boundary::stream(turn, &plan, channel, stream).await?
-        };
-        Ok(streamed_delivery(receipt, rerun))
-    }
-
-    /// How a streamed turn of `mode` goes: Layer C's policy for the mode, the gate's block
-    /// check, and, when a route started the turn, the bot's keeper for a promise.
-    #[cfg(all(feature = "gate", feature = "markdown"))]
-    fn stream_plan<'a>(
-        &'a self,
-        turn: &'a Turn,
-        mode: Mode,
-        rerun: Option<&Rerun>,
-    ) -> crate::boundary::StreamPlan<'a> {
-        let policy = turn.policy_for(mode);
-        let mut plan = crate::boundary::StreamPlan::new(mode, policy)
-            .with_gate(&self.shared.gate, turn.input().unwrap_or_default())
-            .with_blocks(self.shared.blocks);
-        if let Some(rerun) = rerun {
-            plan = plan
-                .with_promise_keeper(self.keeper())
-                .with_rerun(Some(rerun.clone()));
-        }
-        plan
-    }
-
-    /// Without the block check (features `gate` and `markdown`), a stream is read to its end
-    /// and delivered as one answer: nothing reached the person before it ended, so a failure
-    /// anywhere in it is a failure before the first word.
-    #[cfg(not(all(feature = "gate", feature = "markdown")))]
-    async fn streamed<C: StreamingChannel>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        stream: AnswerStream,
-        mode: Mode,
-        rerun: Option<&Rerun>,
-    ) -> Result<Delivery, DeliveryError> {
-        let reply = collect(turn, stream, mode).await;
-        self.whole(turn, channel, reply, rerun).await
-    }
-}
-
-/// What a streamed turn delivered, as the front door reports it: the promise kept when a
-/// route started the turn (the plan had the keeper), else handed back.
-#[cfg(all(feature = "gate", feature = "markdown"))]
-fn streamed_delivery(
-    mut receipt: crate::boundary::StreamedTurnReceipt,
-    rerun: Option<&Rerun>,
-) -> Delivery {
-    use crate::boundary::StreamEnd;
-    let rest = receipt.take_rest();
-    let outcome = match receipt.end() {
-        StreamEnd::Answered => Outcome::Answered,
-        StreamEnd::Stopped(reason) => Outcome::Stopped(reason),
-        StreamEnd::Degraded if rest.is_some() => Outcome::Holding,
-        StreamEnd::Degraded if receipt.layer_c().is_some() => Outcome::Handoff,
-        _ => Outcome::Silent,
-    };
-    let mut delivery = Delivery::new(outcome);
-    delivery.delivered = receipt.delivered().to_owned();
-    delivery.kept = rerun.is_some() && rest.is_some();
-    if delivery.kept {
-        delivery.kept_promise = rest;
-    } else {
-        delivery.promise = rest;
-    }
-    (delivery.receipts, delivery.surface) = receipt.into_parts();
-    delivery
-}
-
-/// `stream` read to its end as one reply of `turn` in `mode` (the boundary's: a failure goes
-/// to Layer C, or is left for the keeper on a follow-up turn).
-pub(crate) async fn collect(turn: &Turn, mut stream: AnswerStream, mode: Mode) -> Reply {
-    let mut text = String::new();
-    loop {
-        match stream.next().await {
-            Some(Ok(delta)) => text.push_str(&delta),
-            Some(Err(error)) => return resolve_in(turn, mode, turn.policy_for(mode), Err(error)),
-            None => break,
-        }
-    }
-    stream.mark_delivered(&text);
-    resolve_in(turn, mode, turn.policy_for(mode), Ok(turn.message(text)))
-}
-
-/// A turn whose address no client of the bot serves: nothing was rendered or sent.
-fn unserved_error(turn: &Turn, unserved: UnservedAddress) -> DeliveryError {
-    tracing::warn!(
-        target: "mesh_egress::bot",
-        conversation = turn.attribution().conversation(),
-        error = %unserved,
-        "no client of this bot serves the turn's address; nothing was sent"
-    );
-    DeliveryError::Unserved(unserved)
-}
-
-/// A route's follow-up gave a Layer C line of its own (a hand-built reply): not an answer.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[derive(Debug, thiserror::Error)]
-#[error("the follow-up gave a {0} line, not an answer")]
-struct UnexpectedFollowUp(crate::reply::ReplyKind);
-
-/// What the front door sends: only what an `#[egress_boundary]` handler returns, a [`Reply`]
-/// or a [`StreamedReply`] (sealed: text, an [`AnswerStream`] or a block never skips the
-/// boundary).
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be sent by the front door",
-    label = "only what an `#[egress_boundary]` handler returns can be sent: a `Reply` or a `StreamedReply`",
-    note = "an `AnswerStream` must leave through the boundary first: return `Result<AnswerStream, EgressError>` from an `#[egress_boundary]` handler and send the `StreamedReply` it gives you",
-    note = "text (a delta, a `String`, `Markdown`) or an unchecked `Block` is never sent as it is: return `Ok(turn.message(text))` (or an `AnswerStream`) from an `#[egress_boundary]` handler, so it is gated, rendered and committed on the way",
-    note = "an `EgressError` (or an unresolved `Result`) goes through the boundary too: the handler's `Err` becomes Layer C's reply"
-)]
-pub trait Sendable: sealed::Sealed {}
-
-mod sealed {
-    /// The conversion the front door makes (unnameable outside the crate: the trait cannot
-    /// be implemented there).
-    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
-    pub trait Sealed {
-        fn into_outgoing(self) -> Outgoing;
-    }
-
-    /// What a handler gave, in the shape the front door delivers.
-    #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
-    #[derive(Debug)]
-    pub struct Outgoing(pub(in crate::bot) super::Shape);
-}
-
-use sealed::Outgoing;
-
-impl Sendable for Reply {}
-impl Sendable for StreamedReply {}
-
-impl sealed::Sealed for Reply {
-    fn into_outgoing(self) -> Outgoing {
-        Outgoing(Shape::Whole(self))
-    }
-}
-
-impl sealed::Sealed for StreamedReply {
-    fn into_outgoing(self) -> Outgoing {
-        Outgoing(Shape::Streamed(self))
-    }
-}
-
-#[derive(Debug)]
-enum Shape {
-    Whole(Reply),
-    Streamed(StreamedReply),
-}
-
-impl From<Reply> for Outgoing {
-    fn from(reply: Reply) -> Self {
-        Self(Shape::Whole(reply))
-    }
-}
-
-/// What the person was shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The answer (all of it).
-    Answered,
-    /// A holding line: the answer, or the rest of a stream, is promised.
-    Holding,
-    /// A handoff line.
-    Handoff,
-    /// Nothing (a proactive failure, or the agent's silence token).
-    Silent,
-    /// The turn stopped (cancelled, or its ownership was lost): nothing more was sent.
-    Stopped(StopReason),
-}
-
-/// What [`Bot::send`] and [`Bot::run`] delivered.
-#[derive(Debug)]
-#[must_use = "a holding line's promise may be in it: see `promise`"]
-pub struct Delivery {
-    outcome: Outcome,
-    receipts: Vec<Receipt>,
-    delivered: String,
-    promise: Option<Commitment>,
-    kept_promise: Option<Commitment>,
-    kept: bool,
-    surface: Option<SurfaceStreamReceipt>,
-}
-
-impl Delivery {
-    fn new(outcome: Outcome) -> Self {
-        Self {
-            outcome,
-            receipts: Vec::new(),
-            delivered: String::new(),
-            promise: None,
-            kept_promise: None,
-            kept: false,
-            surface: None,
-        }
-    }
-
-    /// What the person was shown.
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-
-    /// The receipt of each message sent (a stream's blocks sent as messages, then Layer C's
-    /// line), in order. A stream the surface showed its own way (a Slack stream, Telegram
-    /// drafts, Discord edits) is in [`surface`](Self::surface); here are only the parts it did
-    /// not confirm, sent again as messages of their own, and Layer C's line.
-    pub fn receipts(&self) -> &[Receipt] {
-        &self.receipts
-    }
-
-    /// What the surface's own stream confirmed, when the answer was streamed onto one (each
-    /// message's text and id, the calls it made); `None` for a whole answer, and for a stream
-    /// sent block by block as messages (a channel that is its own surface, such as the
-    /// [`Recorder`](crate::channel::Recorder)).
-    pub fn surface(&self) -> Option<&SurfaceStreamReceipt> {
-        self.surface.as_ref()
-    }
-
-    /// The answer's Markdown that reached the person.
-    pub fn delivered(&self) -> &str {
-        &self.delivered
-    }
-
-    /// Whether the bot's promise keeper took the holding line's promise (a route started the
-    /// turn): it will re-run the route.
-    pub fn is_kept(&self) -> bool {
-        self.kept
-    }
-
-    /// The holding line's promise the bot's keeper took ([`is_kept`](Self::is_kept)), for a
-    /// caller that waits for it: with a store, a command-line turn keeps the stored promise in
-    /// its own process (`Worker::keep_in_process` on the bot's `worker`) instead of leaving it
-    /// to another worker process.
-    pub fn kept_promise(&self) -> Option<&Commitment> {
-        self.kept_promise.as_ref()
-    }
-
-    /// The holding line's promise when nobody keeps it yet (no route started the turn): keep
-    /// it yourself, e.g. by running the turn again through a route.
-    pub fn promise(&self) -> Option<&Commitment> {
-        self.promise.as_ref()
     }
 }

@@ -4,7 +4,7 @@
 use crate::address::Surface;
 use crate::channel::{Channel, DeliveryError, PartReceipt, Receipt, RenderError, deliver_rendered};
 use crate::degrade::{DegradationPolicy, Mode};
-use crate::egress::{AgentMessage, Attribution, EgressError};
+use crate::egress::{Attribution, EgressError};
 use crate::ledger::Ledger;
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::DeliveryId;
@@ -33,7 +33,7 @@ use super::resolve_in;
 /// ([`Bot::send_to`](crate::Bot::send_to) and the bot's own sends) ends here for a whole
 /// answer.
 // Its callers: the streamed path (`gate` and `markdown`) and the unit tests.
-#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))]
 pub(crate) async fn deliver<C: Channel + ?Sized>(
     turn: &Turn,
     mode: Mode,
@@ -182,17 +182,6 @@ pub(crate) fn record_plain_text(
 /// [`EgressError`]: retryable for an empty render (asking again may produce text), not for a
 /// limit problem (the same text would fail again).
 // Its callers: the worker (a store feature) and the unit tests.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn render_for<C: Channel + ?Sized>(
-    channel: &C,
-    message: AgentMessage,
-) -> Result<Outbound<Rendered>, EgressError> {
-    let attribution = message.attribution().clone();
-    Outbound::new(message)
-        .render(channel.renderer())
-        .map_err(|error| unrenderable(error, attribution))
-}
-
 pub(super) fn unrenderable(error: RenderError, attribution: Attribution) -> EgressError {
     let retryable = matches!(error, RenderError::Empty);
     EgressError::semantic(error, attribution).with_retryable(retryable)

@@ -1,46 +1,38 @@
-//! The egress boundary's glue: where a handler's `Result<AgentMessage, EgressError>` becomes a
-//! [`Reply`] (the error recorded once, Layer C deciding what the person sees), and the one
-//! mechanism that keeps a holding line's promise ([`PromiseKeeper`]).
+//! The egress boundary: where a handler's `Result<AgentMessage, EgressError>` becomes a
+//! [`Reply`] (the error recorded once, Layer C deciding what the person sees), and the glue the
+//! [`Bot`](crate::Bot) drives from there to a channel.
 //!
 //! This is the only module that sees both the channels and Layer C; everything else points one
-//! way (see `ARCHITECTURE.md`). Its items are also re-exported where DESIGN.md names them
-//! (`degrade::resolve`, `degrade::Reply`).
+//! way (see `ARCHITECTURE.md`).
 //!
-//! Public: [`resolve`] (the boundary without the macro, DESIGN.md's), and [`PromiseKeeper`]
-//! with what it is told ([`Promise`], [`Rerun`]), which the [`Bot`](crate::Bot) takes. The rest
-//! is the front door's machinery, crate-private so that there is one door (the `Bot`):
+//! Public: [`resolve`], the boundary without the macro (for a mode chosen at run time, or a
+//! trait method whose signature cannot change). The rest is the front door's machinery,
+//! crate-private so that there is one door (the `Bot`):
 //!
-//! - [`resolve`] / `resolve_in` (the turn-aware form `#[egress_boundary]` uses on a handler that
-//!   takes a `&Turn`): a handler's result becomes a [`Reply`].
-//! - `deliver`: a reply rendered for its channel first, so one that cannot be shown reaches
+//! - `resolve_in` (the turn-aware form `#[egress_boundary]` uses on a handler that takes a
+//!   `&Turn`): a handler's result becomes a [`Reply`], its mode declared on the turn.
+//! - `prepare`: a reply rendered for its channel first, so one that cannot be shown reaches
 //!   Layer C instead of failing at delivery.
-//! - [`PromiseKeeper`]: keeps the promise a holding line made, told before the line goes; every
-//!   keeper (the bot's in memory, the store's worker) tries the follow-up the same way.
-//! - `stream` and `stream_live` (features `gate` and `markdown`): a streamed turn delivered block
-//!   by block, each block through the gate's block check, failures after the first block
-//!   handled without repeating a word (a mid-stream promise's follow-up delivers only what
-//!   follows the prefix, `rest_after`).
+//! - `PromiseKeeper`: the seam a holding line's promise is handed through before the line goes.
+//! - `stream` (feature `markdown`): a streamed turn delivered block by block, each block through
+//!   the block check, failures after the first block handled without repeating a word (a
+//!   mid-stream promise's follow-up delivers only what follows the prefix, `rest_after`).
 
 mod deliver;
-#[cfg(test)]
-mod follow_up;
-pub(crate) mod keeping;
 mod promise;
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 mod stream;
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 mod stream_rest;
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 mod stream_silence;
 
 pub(crate) use deliver::record_delivered;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use deliver::render_for;
 pub(crate) use deliver::{Ready, Shown, prepare};
-pub use promise::{Promise, PromiseKeeper, Rerun};
-#[cfg(all(feature = "gate", feature = "markdown"))]
-pub(crate) use stream::{Blocks, StreamEnd, StreamPlan, StreamedTurnReceipt, stream, stream_live};
-#[cfg(all(feature = "gate", feature = "markdown"))]
+pub(crate) use promise::{PromiseKeeper, Rerun, ToKeep};
+#[cfg(feature = "markdown")]
+pub(crate) use stream::{Blocks, StreamEnd, StreamPlan, StreamedTurnReceipt, stream};
+#[cfg(feature = "markdown")]
 pub(crate) use stream_rest::rest_after;
 
 use crate::answer::{AnswerStream, StreamedReply};

@@ -37,16 +37,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::deliver::{deliver, unrenderable};
-use super::promise::{Promise, PromiseKeeper, Rerun};
+use super::promise::{PromiseKeeper, Rerun, ToKeep};
 use super::resolve_in;
 use super::stream_silence::Unsilenced;
-use crate::block::Block;
-use crate::channel::stream::{ReplyStream, StreamingChannel, SurfaceStreamReceipt};
+use crate::block::{Block, Checked, Unchecked};
+use crate::channel::stream::{ReplyStream, SurfaceStreamReceipt};
 use crate::channel::{
     Channel, DeliveryError, Receipt, RenderError, deliver_rendered, send_committed_parts,
 };
 use crate::degrade::{DegradationPolicy, Mode};
 use crate::egress::EgressError;
+#[cfg(feature = "gate")]
 use crate::gate::{GateInput, QualityGate};
 use crate::ledger::{LedgerRecord, RenderRecord};
 use crate::outbound::{CommitError, Outbound};
@@ -85,7 +86,9 @@ impl Default for Blocks {
 pub(crate) struct StreamPlan<'a> {
     mode: Mode,
     policy: &'a DegradationPolicy,
+    #[cfg(feature = "gate")]
     gate: QualityGate,
+    #[cfg(feature = "gate")]
     input: GateInput<'a>,
     blocks: Blocks,
     keeper: Option<Keeper>,
@@ -109,7 +112,9 @@ impl<'a> StreamPlan<'a> {
         Self {
             mode,
             policy,
+            #[cfg(feature = "gate")]
             gate: QualityGate::off(),
+            #[cfg(feature = "gate")]
             input: GateInput::default(),
             blocks: Blocks::default(),
             keeper: None,
@@ -119,10 +124,36 @@ impl<'a> StreamPlan<'a> {
 
     /// Checks every block with `gate` (a gate that is off passes blocks unchanged), telling it
     /// the user's message (and canaries) the answer is for.
+    #[cfg(feature = "gate")]
     pub(crate) fn with_gate(mut self, gate: &QualityGate, input: impl Into<GateInput<'a>>) -> Self {
         self.gate = gate.clone();
         self.input = input.into();
         self
+    }
+
+    /// The block check: the gate's (feature `gate`), read with what was delivered.
+    #[cfg(feature = "gate")]
+    async fn check(
+        &self,
+        turn: &Turn,
+        delivered: &str,
+        block: Block<Unchecked>,
+    ) -> Result<Block<Checked>, EgressError> {
+        self.gate
+            .check_block(turn, self.input, delivered, block)
+            .await
+    }
+
+    /// Without the gate, a block passes unchanged (the holds that need no gate, Layer A's
+    /// tool-call markers and the silence tokens, are in the source the blocks are cut from).
+    #[cfg(not(feature = "gate"))]
+    async fn check(
+        &self,
+        _turn: &Turn,
+        _delivered: &str,
+        block: Block<Unchecked>,
+    ) -> Result<Block<Checked>, EgressError> {
+        Ok(block.passed())
     }
 
     /// How blocks are cut, and the idle flush (`None`: blocks end only at safe boundaries).
@@ -140,8 +171,8 @@ impl<'a> StreamPlan<'a> {
     }
 
     /// The route a kept promise names, so its keeper can re-run the same handler.
-    pub(crate) fn with_rerun(mut self, rerun: Option<Rerun>) -> Self {
-        self.rerun = rerun;
+    pub(crate) fn with_rerun(mut self, rerun: Rerun) -> Self {
+        self.rerun = Some(rerun);
         self
     }
 }
@@ -202,10 +233,10 @@ impl StreamedTurnReceipt {
     /// Every message's receipt (the blocks sent as messages, then Layer C's line), and what
     /// the surface's stream confirmed: for [`stream_live`], each message's text and id and the
     /// calls it made; `None` for [`stream`].
-    pub(crate) fn into_parts(self) -> (Vec<Receipt>, Option<SurfaceStreamReceipt>) {
-        let mut receipts = self.blocks;
-        receipts.extend(self.layer_c);
-        (receipts, self.surface)
+    pub(crate) fn take_parts(&mut self) -> (Vec<Receipt>, Option<SurfaceStreamReceipt>) {
+        let mut receipts = std::mem::take(&mut self.blocks);
+        receipts.extend(self.layer_c.take());
+        (receipts, self.surface.take())
     }
 }
 
@@ -215,58 +246,6 @@ impl StreamedTurnReceipt {
 #[derive(Debug, thiserror::Error)]
 #[error("the streamed answer had nothing to show")]
 struct NothingToShow;
-
-/// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
-/// passes the gate's block check to `channel` as a message of its own, then hands any failure
-/// to Layer C as the module docs say. `source` is usually an
-/// [`AnswerStream`](crate::AnswerStream) (the [`Bot`](crate::Bot)'s);
-/// a `store::Durable` channel commits each block through the outbox like any other message.
-///
-/// Returns the [`StreamedTurnReceipt`], or the [`DeliveryError`] of a block or line the channel
-/// could not take (nothing is sent after it).
-pub(crate) async fn stream<C, S>(
-    turn: &Turn,
-    plan: &StreamPlan<'_>,
-    channel: &C,
-    source: S,
-) -> Result<StreamedTurnReceipt, DeliveryError>
-where
-    C: Channel + ?Sized,
-    S: TextSource<Error = EgressError>,
-{
-    run(turn, plan, channel, source, None).await
-}
-
-/// [`stream`] onto a [`StreamingChannel`]: the checked blocks go into one [`ReplyStream`]
-/// (one growing message where the surface can, in the channel's
-/// [`StreamMode`](crate::channel::stream::StreamMode)), so a reply costs a few calls instead of
-/// one message per block. Everything else is [`stream`]'s: the gate's block check before each
-/// block, and Layer C for what was not delivered, sent after the surface's stream has ended.
-///
-/// What the surface confirmed is [`StreamedTurnReceipt::surface`]. Parts it did not confirm (its
-/// stream failed for good) are sent again as messages of their own, in order, before anything
-/// else, except [uncertain](crate::channel::stream::SurfaceStreamError::uncertain) ones, which may be
-/// shown already and are not sent again; a part is counted delivered once it is committed into
-/// the stream. When a durable outbox's store fails mid-stream
-/// ([`SurfaceStreamError::is_store_failure`](crate::channel::stream::SurfaceStreamError::is_store_failure)),
-/// nothing more goes from here and the turn ends with [`DeliveryError::Store`]: the parts not
-/// shown are `pending` in the outbox for a worker.
-pub(crate) async fn stream_live<C, S>(
-    turn: &Turn,
-    plan: &StreamPlan<'_>,
-    channel: &C,
-    source: S,
-) -> Result<StreamedTurnReceipt, DeliveryError>
-where
-    C: StreamingChannel,
-    S: TextSource<Error = EgressError>,
-{
-    match channel.open_stream(turn.attribution()) {
-        Ok(session) => run(turn, plan, channel, source, Some(session)).await,
-        // Only outside a runtime, which an `async fn` being polled is not; block by block then.
-        Err(_) => run(turn, plan, channel, source, None).await,
-    }
-}
 
 /// How the block loop ended.
 enum Exit {
@@ -280,7 +259,23 @@ enum Exit {
     Silent,
 }
 
-async fn run<C, S>(
+/// Runs a streamed turn end to end: reads `source` block by block and delivers each block that
+/// passes the block check, then hands any failure to Layer C as the module docs say. `source` is
+/// usually an [`AnswerStream`](crate::AnswerStream) (the [`Bot`](crate::Bot)'s); a
+/// `store::Durable` channel commits each block through the outbox like any other message.
+///
+/// Without `live`, each block is a message of its own on `channel`. With `live` (a
+/// [`StreamingChannel`](crate::channel::stream::StreamingChannel)'s [`ReplyStream`]), the
+/// checked blocks go into it (one growing message where the surface can), and Layer C's line
+/// goes after the surface's stream has ended. What the surface confirmed is
+/// [`StreamedTurnReceipt`]'s; parts it did not confirm (its stream failed for good) are sent
+/// again as messages of their own, in order, except uncertain ones, which may be shown already.
+/// When a durable outbox's store fails mid-stream nothing more goes from here and the turn ends
+/// with [`DeliveryError::Store`]: the parts not shown are `pending` in the outbox for a worker.
+///
+/// Returns the [`StreamedTurnReceipt`], or the [`DeliveryError`] of a block or line the channel
+/// could not take (nothing is sent after it).
+pub(crate) async fn stream<C, S>(
     turn: &Turn,
     plan: &StreamPlan<'_>,
     channel: &C,
@@ -336,11 +331,7 @@ where
         let block = Block::new(text.as_str(), turn.attribution().clone(), index)
             .with_ownership(turn.ownership().clone());
         index += 1;
-        let checked = match plan
-            .gate
-            .check_block(turn, plan.input, &out.delivered, block)
-            .await
-        {
+        let checked = match plan.check(turn, &out.delivered, block).await {
             Ok(checked) => checked,
             Err(blocked) => break Exit::Failed(blocked),
         };
@@ -433,13 +424,20 @@ where
     if matches!(reply, Reply::Silence) {
         return Ok(out);
     }
-    if let (Reply::Holding { commitment, .. }, Some(Keeper(keeper))) = (&reply, &plan.keeper) {
+    if let (Reply::Holding { commitment, .. }, Some(Keeper(keeper)), Some(rerun)) =
+        (&reply, &plan.keeper, &plan.rerun)
+    {
         // Kept before the line goes: a crash after it leaves a promise a worker keeps.
         let address = channel.address();
-        let promise = Promise::new(commitment, &address, plan.mode, &out.delivered)
-            .with_rerun(plan.rerun.as_ref())
-            .with_input(turn.input())
-            .with_ledger(turn.ledger());
+        let promise = ToKeep {
+            commitment,
+            address: &address,
+            mode: plan.mode,
+            delivered: &out.delivered,
+            rerun,
+            input: turn.input(),
+            ledger: turn.ledger(),
+        };
         keeper
             .keep(promise)
             .await
@@ -545,5 +543,94 @@ fn stop_for(reason: StopReason) -> Option<StreamEnd> {
     match reason {
         StopReason::Cancelled | StopReason::OwnershipLost => Some(StreamEnd::Stopped(reason)),
         StopReason::DeadlineReached => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::answer::AnswerStream;
+    use crate::channel::Recorder;
+    use crate::egress::Attribution;
+    use crate::future::BoxFuture;
+
+    const B1: &str = "The build finished and every test passed.\n\n";
+    const B2: &str = "Deploying to staging now, it takes a minute.\n\n";
+
+    /// A keeper that notes how many messages had gone out and what had been delivered when
+    /// it was asked, and fails when told to.
+    struct Noting {
+        channel: Recorder,
+        fail: bool,
+        seen: Mutex<Vec<(usize, String)>>,
+    }
+
+    impl PromiseKeeper for Noting {
+        fn keep<'a>(
+            &'a self,
+            promise: ToKeep<'a>,
+        ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
+            let sent = self.channel.sent().len();
+            self.seen
+                .lock()
+                .unwrap()
+                .push((sent, promise.delivered.to_owned()));
+            let fail = self.fail;
+            Box::pin(async move {
+                if fail {
+                    Err("the store is down".into())
+                } else {
+                    Ok(())
+                }
+            })
+        }
+    }
+
+    /// The keeper is asked once, after the blocks that were shown and before the holding line,
+    /// with what was shown; a keeper that fails means no line (a promise nobody holds is not
+    /// made) and the turn ends with a commit error.
+    #[tokio::test]
+    async fn the_keeper_is_asked_before_the_line_and_a_failed_keep_sends_no_line() {
+        for fail in [false, true] {
+            let channel = Recorder::new();
+            let keeper = Arc::new(Noting {
+                channel: channel.clone(),
+                fail,
+                seen: Mutex::new(Vec::new()),
+            });
+            let policy = DegradationPolicy::default().with_follow_up(Duration::from_secs(1), 2);
+            let plan = StreamPlan::new(Mode::Interactive, &policy)
+                .with_promise_keeper(keeper.clone())
+                .with_rerun(Rerun {
+                    route: "answer".into(),
+                    input: serde_json::Value::Null,
+                });
+            let turn = Turn::new(Attribution::new("bot", "c1", "r1"));
+            let failure = EgressError::transport("CAUSE-7f3 upstream 500", turn.attribution().clone());
+            let source = AnswerStream::from_chunks(
+                &turn,
+                [Ok(B1.to_owned()), Ok(B2.to_owned()), Err(failure)],
+            );
+            let result = stream(&turn, &plan, &channel, source, None).await;
+            assert_eq!(
+                *keeper.seen.lock().unwrap(),
+                [(2, [B1, B2].concat())],
+                "fail: {fail}"
+            );
+            if fail {
+                assert!(
+                    matches!(result, Err(DeliveryError::Commit(_))),
+                    "{result:?}"
+                );
+                assert_eq!(channel.sent().len(), 2, "no line for a promise nobody holds");
+            } else {
+                let mut receipt = result.expect("delivered");
+                assert_eq!(receipt.end(), StreamEnd::Degraded);
+                assert_eq!(channel.sent().len(), 3, "the blocks, then the line");
+                assert!(receipt.take_rest().is_none(), "the keeper took the promise");
+            }
+        }
     }
 }

@@ -192,7 +192,7 @@ pub(crate) async fn deliver_rendered<C: Channel + ?Sized>(
 
 /// Sends parts that were committed earlier (a surface's stream left them unconfirmed), in
 /// order, one message's parts after another; one receipt per message.
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 pub(crate) async fn send_committed_parts<C: Channel + ?Sized>(
     channel: &C,
     parts: Vec<CommittedPart>,

@@ -157,14 +157,20 @@ mod chunk;
 mod client;
 mod deliver;
 #[cfg(feature = "markdown")]
+mod discord;
+#[cfg(feature = "markdown")]
 mod format;
 #[cfg(feature = "http")]
 mod http;
 mod lookup;
 mod plain;
 mod recorder;
+#[cfg(feature = "markdown")]
+mod slack;
 mod stdout;
 pub mod stream;
+#[cfg(feature = "markdown")]
+mod telegram;
 #[cfg(all(test, feature = "markdown"))]
 mod tests;
 mod unserved;
@@ -176,24 +182,34 @@ pub use crate::render::{DEFAULT_MAX_PARTS, PartBudgetCut, Render, RenderError, R
 pub use boxed::{BoxedChannel, BoxedRenderer, DynChannel};
 pub use client::SurfaceClient;
 pub(crate) use deliver::deliver_rendered;
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 pub(crate) use deliver::send_committed_parts;
 pub use deliver::{
     Deliver, Deliverable, Delivering, DeliveryError, PartReceipt, Receipt, SendError, Undelivered,
 };
 #[cfg(feature = "markdown")]
-pub use format::{DEFAULT_LINK_SCHEMES, DiscordMarkdown, SlackMrkdwn, TelegramHtml, WebMarkdown};
+pub use format::{DEFAULT_LINK_SCHEMES, WebMarkdown};
 pub use lookup::PartLookup;
 pub use plain::PlainText;
 pub use recorder::Recorder;
 pub use stdout::Stdout;
 pub use unserved::UnservedAddress;
+#[cfg(feature = "markdown")]
+pub use {
+    discord::DiscordMarkdown, slack::SlackMarkdown, slack::SlackMrkdwn, telegram::TelegramHtml,
+};
 
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use http::{
-    AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, DiscordChannel,
-    DiscordClient, SendPolicy, SlackChannel, SlackClient, TelegramChannel, TelegramClient,
+    AllowedMentions, ChannelError, ChannelErrorKind, DEFAULT_MAX_RESPONSE_BYTES, SendPolicy,
+};
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use {
+    discord::{DiscordChannel, DiscordClient},
+    slack::{SlackChannel, SlackClient},
+    telegram::{TelegramChannel, TelegramClient},
 };
 
 use crate::address::Address;

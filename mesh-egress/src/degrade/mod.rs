@@ -32,27 +32,12 @@ mod policy;
 
 pub use policies::Policies;
 pub use policy::{DegradationPolicy, FollowUp};
-// The boundary glue lives in `crate::boundary`; this re-export keeps a path DESIGN.md names.
 
 use crate::egress::{AgentMessage, EgressError};
 use crate::ledger::{
     CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord, Ledger, LedgerRecord,
 };
 pub use crate::reply::{Commitment, Mode, Reply, ReplyKind};
-
-/// The boundary without the macro, under the path DESIGN.md first gave it: it moved to
-/// [`boundary::resolve`](crate::boundary::resolve), which this calls.
-#[deprecated(
-    since = "0.3.0",
-    note = "the boundary lives in `boundary`: use `mesh_egress::boundary::resolve`"
-)]
-pub fn resolve(
-    mode: Mode,
-    policy: &DegradationPolicy,
-    result: Result<AgentMessage, EgressError>,
-) -> Reply {
-    crate::boundary::resolve(mode, policy, result)
-}
 
 /// What the person sees instead of `error`: Layer C's decision for `mode` under `policy`,
 /// recorded on `ledger` (the degradation and any commitment). Never the cause.

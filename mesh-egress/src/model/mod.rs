@@ -70,7 +70,7 @@ pub use route::{RecoveryError, Route};
 pub use router::Router;
 pub use stream::{ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};
 // The streaming boundary joins a follow-up's answer to the delivered prefix the same way.
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 pub(crate) use stream_join::{JoinMode, Joined, Joiner};
 pub use stream_router::RoutedStream;
 pub use tool_text::{TextToolCallError, TextToolFormat, TextToolProblem, text_tool_format};

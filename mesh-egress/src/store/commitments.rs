@@ -384,7 +384,7 @@ impl Store {
     /// through, so the follow-up reaches the chat that read the promise, and nowhere else.
     /// [`Durable::keep_commitment`](super::Durable::keep_commitment) passes its own; code that
     /// stores the promise apart from its channel (a
-    /// [`PromiseKeeper`](crate::boundary::PromiseKeeper) that runs before the line goes) passes
+    /// keeper that runs before the line goes) passes
     /// that channel's [`Channel::address`](crate::channel::Channel::address). An address that
     /// fails [`Address::validate`] is refused ([`StoreError::BadAddress`]).
     pub async fn keep_commitment(

@@ -96,8 +96,8 @@
 //! the conversation's lease) and ends such commitments `cancelled` with nothing sent, each
 //! marked as ended for want of an address; each gets a ledger row
 //! ([`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord) or `UnaddressedCommitment`:
-//! delivery id, part or commitment id, surface; never the text) on the worker's ledger
-//! ([`Worker::with_ledger`](crate::worker::Worker::with_ledger)), and one `warn` on target
+//! delivery id, part or commitment id, surface; never the text) on the store's durable ledger,
+//! and one `warn` on target
 //! `mesh_egress::store` names the conversation (once per conversation per pass).
 //!
 //! To send them after all, an operator gives the conversation its address:

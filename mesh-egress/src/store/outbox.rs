@@ -27,6 +27,7 @@ const MAX_ERROR_TEXT: usize = 500;
 /// stored with the inner channel's [`address`](Channel::address) (read once, when the durable
 /// channel is built), and its surface decides the duplicate rules. The inner channel's own
 /// [`commit`](Channel::commit) runs first.
+#[derive(Clone)]
 pub struct Durable<C> {
     store: Store,
     pub(super) inner: C,

@@ -124,6 +124,28 @@ impl FollowUpTask {
             .unwrap_or_default()
     }
 
+    /// The input a route re-run for this task reads: the envelope's input, or for a row stored
+    /// before typed input its whole value, with the row's own `system_prompt` and `gate`
+    /// columns (where those rows kept them) as keys of that name when the value is an object
+    /// that has none, so a route's input type reads them as any other field.
+    pub(crate) fn route_input(&self) -> Value {
+        if let Some(input) = envelope(&self.input).and_then(|object| object.get("input")) {
+            return input.clone();
+        }
+        let mut input = self.input.clone();
+        if let Value::Object(object) = &mut input {
+            if let Some(prompt) = &self.system_prompt {
+                object
+                    .entry("system_prompt")
+                    .or_insert_with(|| Value::String(prompt.clone()));
+            }
+            if let Some(gate) = &self.gate {
+                object.entry("gate").or_insert_with(|| gate.clone());
+            }
+        }
+        input
+    }
+
     /// What the person said in the turn that made the promise, if it was recorded. In a row
     /// stored before typed input: the input itself when it is a string, else its `"prompt"`
     /// string (how those rows carried it).
@@ -186,6 +208,29 @@ mod tests {
         assert_eq!(old.said(), Some("Is the deploy done?"));
         // The old rows' "delivered" was their handler's own business, not the store's.
         assert_eq!(old.delivered(), "");
+    }
+
+    #[test]
+    fn an_old_rows_system_prompt_and_gate_columns_are_part_of_its_route_input() {
+        let old = FollowUpTask::new(
+            "turn-example.answer",
+            json!({"prompt": "Is the deploy done?"}),
+            Mode::Interactive,
+        )
+        .with_system_prompt("Be brief.")
+        .with_gate(json!({"judge_model": "judge"}));
+        assert_eq!(
+            old.route_input(),
+            json!({"prompt": "Is the deploy done?", "system_prompt": "Be brief.", "gate": {"judge_model": "judge"}})
+        );
+        // A key the row's input has already wins; a typed row's input is its own.
+        let kept = FollowUpTask::new("a", json!({"system_prompt": "mine"}), Mode::Interactive)
+            .with_system_prompt("column");
+        assert_eq!(kept.route_input(), json!({"system_prompt": "mine"}));
+        let typed = FollowUpTask::typed("a", &json!({"prompt": "p"}), Mode::Interactive)
+            .unwrap()
+            .with_system_prompt("column");
+        assert_eq!(typed.route_input(), json!({"prompt": "p"}));
     }
 
     #[test]

@@ -8,6 +8,6 @@ mod cutter;
 mod source;
 
 pub use cutter::{BlockCutter, CutterConfig};
-#[cfg(all(feature = "gate", feature = "markdown"))]
+#[cfg(feature = "markdown")]
 pub(crate) use source::BlockReader;
 pub use source::{ChunkSource, TextSource};

@@ -94,7 +94,7 @@ impl<E: Send> TextSource for ChunkSource<E> {
 /// Reads blocks from a source: the cutter's blocks as they complete, an idle flush when the
 /// stream is quiet for `idle` (a slow stream still shows progress), the rest at the end.
 // Read by the streaming boundary (features `gate` and `markdown`).
-#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct BlockReader<S> {
     source: S,
@@ -104,7 +104,7 @@ pub(crate) struct BlockReader<S> {
     done: bool,
 }
 
-#[cfg_attr(not(all(feature = "gate", feature = "markdown")), allow(dead_code))]
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))]
 impl<S: TextSource> BlockReader<S> {
     /// A reader; `idle: None` turns the idle flush off.
     pub(crate) fn new(source: S, cutter: BlockCutter, idle: Option<Duration>) -> Self {

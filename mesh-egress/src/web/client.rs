@@ -74,6 +74,7 @@ impl fmt::Debug for WebClient {
 /// One web chat as a [`Channel`]: renders with [`WebMarkdown`], sends into the chat's live
 /// reply. Wrapped in the store's [`Durable`](crate::store::Durable) channel, every part is
 /// committed to the outbox before it is sent, and marked `sent` once it is.
+#[derive(Clone)]
 pub(crate) struct WebChannel {
     client: WebClient,
     chat: WebAddress,

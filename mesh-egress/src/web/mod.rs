@@ -305,8 +305,7 @@ where
     /// the same route, gated by the bot's gate, and sends what a restart left in its outbox;
     /// it holds claims as `holder`. Build it after every route is registered.
     pub fn worker(&self, holder: impl Into<String>) -> Worker {
-        self.served_bot()
-            .worker_on(self.store.clone(), holder.into())
+        Worker::new(self.served_bot(), self.store.clone(), holder.into())
     }
 }
 

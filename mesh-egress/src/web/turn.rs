@@ -81,7 +81,7 @@ pub(super) async fn run<O: PageOptions>(inner: Arc<Inner<O>>, accepted: Accepted
         .with_ledger(turn.ledger().clone());
     match inner.bot.run_to(&turn, &channel, &inner.route, input).await {
         Ok(delivery) => {
-            let promised = delivery.is_kept();
+            let promised = matches!(delivery.promise(), Some(crate::bot::Promise::Bot(_)));
             tracing::info!(target: "mesh_egress::web", chat = chat.chat(), outcome = ?delivery.outcome(), messages = delivery.receipts().len(), promised, "web turn ended");
             if let Outcome::Stopped(reason) = delivery.outcome() {
                 tracing::warn!(target: "mesh_egress::web", chat = chat.chat(), reason = reason.as_str(), "web turn stopped before its end");

@@ -1,17 +1,21 @@
-//! Keeping one claimed commitment: lease, resend, re-run, gate, boundary, sealed delivery.
+//! Keeping one claimed commitment: the lease, what the conversation still has open, then one
+//! try through the bot's one path (the route re-run, gated, rendered, committed together with
+//! the commitment's end), or the mode's last word.
 
 use std::time::Duration;
 
 use super::{Worker, sleep_unless};
 use crate::address::Address;
-use crate::boundary::keeping::{Step, Tried, Tries, one_try};
-use crate::boundary::{record_delivered, render_for, resolve_in, track};
-use crate::channel::{BoxedChannel, Channel, DeliveryError, deliver_rendered};
-use crate::egress::{AgentMessage, EgressError};
+use crate::bot::Outcome;
+use crate::bot::follow_up::plan::{Step, Tried, Tries, one_try};
+use crate::boundary::{Rerun, track};
+use crate::channel::{BoxedChannel, DeliveryError};
+use crate::degrade::choose;
+use crate::egress::EgressError;
 use crate::ledger::{CommitmentRecord, CommitmentState, LedgerRecord};
-use crate::outbound::{CommitError, Outbound};
+use crate::outbound::CommitError;
 use crate::ownership::Cancellation;
-use crate::reply::Reply;
+use crate::reply::{Mode, Reply};
 use crate::store::{Claim, CommitmentEnd, Durable, Lease, StoreError};
 use crate::turn::Turn;
 
@@ -38,19 +42,16 @@ pub enum Kept {
     Unaddressed,
 }
 
-/// A problem named for the error-tracking event when no handler is registered.
-#[derive(Debug, thiserror::Error)]
-#[error("no handler is registered under {0:?} on this worker")]
-struct UnknownHandler(String);
-
-/// A stored promise's try: the handler re-run under the claim and the lease, gated, put through
-/// the boundary with the stored mode, delivered sealed with the commitment's end; the last
-/// word the same way.
+/// One claimed commitment's try: the route re-run on a follow-up turn (the lease and the
+/// claim renewed meanwhile, a shutdown or a lost lease stopping it) and its reply through the
+/// bot's one path, sealed with the commitment's end; the mode's last word after the last try.
 struct StoredTries<'a> {
     worker: &'a Worker,
     claim: &'a Claim,
     lease: &'a Lease,
     turn: &'a Turn,
+    mode: Mode,
+    rerun: &'a Rerun,
     channel: &'a Durable<BoxedChannel>,
     shutdown: &'a Cancellation,
     cancellation: &'a Cancellation,
@@ -60,10 +61,10 @@ impl Tries for StoredTries<'_> {
     type Done = Kept;
     type Error = StoreError;
 
-    async fn attempt(&mut self, _k: u32) -> Result<Tried<Kept>, StoreError> {
-        let (worker, claim, turn, channel) = (self.worker, self.claim, self.turn, self.channel);
-        let Some(result) = worker
-            .run_guarded(claim, self.lease, turn, self.shutdown, self.cancellation)
+    async fn attempt(&mut self) -> Result<Tried<Kept>, StoreError> {
+        let (worker, claim, turn) = (self.worker, self.claim, self.turn);
+        let Some(reply) = worker
+            .run_guarded(self, self.shutdown, self.cancellation)
             .await?
         else {
             return Ok(Tried::Ended(if self.shutdown.is_cancelled() {
@@ -72,54 +73,69 @@ impl Tries for StoredTries<'_> {
                 Kept::Lost
             }));
         };
-        let answer = match result {
-            Ok(answer) => answer,
-            Err(error) => return Ok(Tried::Failed(error)),
-        };
-        let answer = match resolve_in(turn, claim.task().mode, &worker.policy, Ok(answer)) {
-            Reply::Answer(answer) => answer,
-            // The agent answered with one of its silence tokens: it chose to say nothing, and
-            // the promise is kept with nothing sent.
-            Reply::Silence => {
+        if let Some(failure) = turn.take_follow_up_failure() {
+            return Ok(Tried::Failed(failure));
+        }
+        let sealing = self.channel.sealing(claim, CommitmentEnd::Fulfilled);
+        let delivered = worker.bot.whole(turn, &sealing, reply, None).await;
+        // The gate blocked it, or it cannot be rendered: a failed try, nothing committed.
+        if let Some(failure) = turn.take_follow_up_failure() {
+            return Ok(Tried::Failed(failure));
+        }
+        match delivered {
+            // The agent's silence: the promise is kept with nothing sent.
+            Ok(delivery) if delivery.outcome() == Outcome::Silent => {
                 let ended = worker
                     .store()
                     .end_commitment(claim, CommitmentEnd::Fulfilled)
                     .await?;
-                return Ok(Tried::Ended(if ended {
+                Ok(Tried::Ended(if ended {
                     Kept::Fulfilled
                 } else {
                     Kept::Lost
-                }));
-            }
-            // `resolve_in` passes an answer through; nothing else can come back.
-            _ => return Ok(Tried::Ended(Kept::Lost)),
-        };
-        match render_for(channel, answer) {
-            Ok(answer) => {
-                let sealing = channel.sealing(claim, CommitmentEnd::Fulfilled);
-                let delivered = deliver_rendered(&sealing, answer, None).await;
-                record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
-                Ok(Tried::Ended(match settle(delivered) {
-                    Delivered::Committed => Kept::Fulfilled,
-                    Delivered::Refused => Kept::Lost,
                 }))
             }
-            Err(error) => Ok(Tried::Failed(error)),
+            delivered => Ok(Tried::Ended(match settle(delivered) {
+                Delivered::Committed => Kept::Fulfilled,
+                Delivered::Refused => Kept::Lost,
+            })),
         }
     }
 
-    async fn give_up(&mut self, failure: EgressError, _k: u32) -> Result<Kept, StoreError> {
-        self.worker
-            .give_up(self.claim, self.channel, self.turn, failure)
-            .await
+    async fn give_up(&mut self, failure: EgressError) -> Result<Kept, StoreError> {
+        let (worker, claim, turn) = (self.worker, self.claim, self.turn);
+        let policy = turn.policy_for(self.mode);
+        let last = choose(self.mode, policy, &failure, Some(turn.ledger()));
+        if matches!(last, Reply::Silence) {
+            let ended = worker
+                .store()
+                .end_commitment(claim, CommitmentEnd::Cancelled)
+                .await?;
+            return Ok(if ended { Kept::Cancelled } else { Kept::Lost });
+        }
+        let sealing = self.channel.sealing(claim, CommitmentEnd::HandedOff);
+        let delivered = worker.bot.whole(turn, &sealing, last, None).await;
+        if turn.take_follow_up_failure().is_some() {
+            // The handoff line itself cannot be rendered here: nothing is sent, and the
+            // promise ends.
+            let ended = worker
+                .store()
+                .end_commitment(claim, CommitmentEnd::Cancelled)
+                .await?;
+            return Ok(if ended { Kept::Cancelled } else { Kept::Lost });
+        }
+        Ok(match settle(delivered) {
+            Delivered::Committed => Kept::HandedOff,
+            Delivered::Refused => Kept::Lost,
+        })
     }
 }
 
-/// Why a follow-up's delivery ended, as far as the commitment is concerned.
+/// What a sealed delivery came to.
 enum Delivered {
-    /// The parts and the end were committed (sends that failed after it are the outbox's).
+    /// The follow-up (or handoff) and the commitment's end were committed together.
     Committed,
-    /// Nothing was committed: the claim or the lease moved on.
+    /// The commit was refused (the claim or the lease moved on): nothing was written.
     Refused,
 }
 
@@ -199,16 +215,23 @@ impl Worker {
             Err(StoreError::LeaseLost { .. }) => return Ok(Kept::Lost),
             Err(error) => return Err(error),
         }
-        let cancellation = Cancellation::new();
-        let turn = Turn::new(claim.attribution().clone())
-            .with_address(address.clone())
-            .with_ownership(lease.ownership())
-            .with_cancellation(cancellation.clone());
-        // The follow-up's rows (model attempts, gate, Layer C) go on the worker's ledger.
-        let turn = match &self.outbox.ledger {
-            Some(ledger) => turn.with_ledger(ledger.clone()),
-            None => turn,
+        let task = claim.task();
+        // The route's input as it was stored (its own type is the route's business).
+        let rerun = Rerun {
+            route: task.handler.clone(),
+            input: task.route_input(),
         };
+        let cancellation = Cancellation::new();
+        let mut turn = self
+            .bot
+            .turn(address.clone(), claim.attribution().clone())
+            .with_ownership(lease.ownership())
+            .with_cancellation(cancellation.clone())
+            .with_mode(task.mode);
+        if let Some(said) = task.said() {
+            turn = turn.with_input(said);
+        }
+        let turn = turn.into_follow_up();
         // One try of the stored plan, through the keeping mechanism every keeper shares: the
         // answer delivered, or the failure retried on the plan, or the mode's last word.
         let mut tries = StoredTries {
@@ -216,12 +239,13 @@ impl Worker {
             claim,
             lease,
             turn: &turn,
+            mode: task.mode,
+            rerun: &rerun,
             channel,
             shutdown,
             cancellation: &cancellation,
         };
-        let k = claim.attempts_made().saturating_add(1);
-        match one_try(&mut tries, k, claim.is_last_try()).await? {
+        match one_try(&mut tries, claim.is_last_try()).await? {
             Step::Done(kept) => Ok(kept),
             Step::Again(failure) => {
                 track(&failure, Some(turn.ledger()));
@@ -234,18 +258,19 @@ impl Worker {
         }
     }
 
-    /// Runs the handler (and the gate) while renewing the claim; `None` when the shutdown
-    /// fired (the claim is given back) or the claim was lost (the lease is revoked with it).
+    /// Runs the route's follow-up while renewing the claim; `None` when the shutdown fired (the
+    /// claim is given back) or the claim or the lease was lost (the lease is revoked with it).
     async fn run_guarded(
         &self,
-        claim: &Claim,
-        lease: &Lease,
-        turn: &Turn,
+        tries: &StoredTries<'_>,
         shutdown: &Cancellation,
         cancellation: &Cancellation,
-    ) -> Result<Option<Result<AgentMessage, EgressError>>, StoreError> {
+    ) -> Result<Option<Reply>, StoreError> {
+        let (claim, lease, turn) = (tries.claim, tries.lease, tries.turn);
         let store = self.store();
-        let work = self.run_handler(claim, turn);
+        let work =
+            self.bot
+                .follow_up_reply(turn, tries.mode, tries.rerun, claim.task().delivered());
         tokio::pin!(work);
         let every = (self.ttl / 3).max(Duration::from_millis(1));
         let ownership = lease.ownership();
@@ -263,7 +288,7 @@ impl Worker {
                     tracing::warn!(target: "mesh_egress::store", commitment = %claim.id(), holder = %self.holder, "lease lost: follow-up stopped");
                     return Ok(None);
                 }
-                result = &mut work => return Ok(Some(result)),
+                reply = &mut work => return Ok(Some(reply)),
                 renewed = renew_after(store, claim, every, self.ttl, shutdown) => {
                     if !renewed? {
                         ownership.revoke();
@@ -275,100 +300,11 @@ impl Worker {
             }
         }
     }
-
-    async fn run_handler(&self, claim: &Claim, turn: &Turn) -> Result<AgentMessage, EgressError> {
-        let task = claim.task();
-        let Some(handler) = self.handlers.get(&task.handler) else {
-            return Err(EgressError::semantic(
-                UnknownHandler(task.handler.clone()),
-                claim.attribution().clone(),
-            ));
-        };
-        let result = handler.call(task, turn).await;
-        self.gate(claim, turn, result).await
-    }
-
-    #[cfg(feature = "gate")]
-    async fn gate(
-        &self,
-        claim: &Claim,
-        turn: &Turn,
-        result: Result<AgentMessage, EgressError>,
-    ) -> Result<AgentMessage, EgressError> {
-        let task = claim.task();
-        match (&self.gate, &task.gate) {
-            (Some(make), Some(_)) => {
-                let user = task.said().unwrap_or_default();
-                make(task).check(turn, user, result).await
-            }
-            _ => result,
-        }
-    }
-
-    #[cfg(not(feature = "gate"))]
-    async fn gate(
-        &self,
-        _claim: &Claim,
-        _turn: &Turn,
-        result: Result<AgentMessage, EgressError>,
-    ) -> Result<AgentMessage, EgressError> {
-        result
-    }
-
-    /// The last try failed (or cannot be retried; `error` is marked so by [`one_try`]): the
-    /// boundary decides with the stored mode, as for a non-retryable error: interactive hands
-    /// off, proactive stays silent.
-    async fn give_up(
-        &self,
-        claim: &Claim,
-        channel: &Durable<BoxedChannel>,
-        turn: &Turn,
-        error: EgressError,
-    ) -> Result<Kept, StoreError> {
-        let reply = resolve_in(turn, claim.task().mode, &self.policy, Err(error));
-        let message = match reply {
-            Reply::Handoff { message } | Reply::Answer(message) => message,
-            Reply::Holding { message, .. } => message,
-            Reply::Silence => {
-                return Ok(
-                    if self
-                        .store()
-                        .end_commitment(claim, CommitmentEnd::Cancelled)
-                        .await?
-                    {
-                        Kept::Cancelled
-                    } else {
-                        Kept::Lost
-                    },
-                );
-            }
-        };
-        let rendered = match Outbound::new(message).render(Channel::renderer(channel)) {
-            Ok(rendered) => rendered,
-            Err(error) => {
-                // Layer C's own sentence cannot be shown here: the channel is misconfigured.
-                // End the promise rather than retry a line that will never render.
-                tracing::error!(target: "mesh_egress::store", commitment = %claim.id(), error = %error, "handoff line cannot be rendered; commitment cancelled");
-                let ended = self
-                    .store()
-                    .end_commitment(claim, CommitmentEnd::Cancelled)
-                    .await?;
-                return Ok(if ended { Kept::Cancelled } else { Kept::Lost });
-            }
-        };
-        let sealing = channel.sealing(claim, CommitmentEnd::HandedOff);
-        let delivered = deliver_rendered(&sealing, rendered, None).await;
-        record_delivered(turn.ledger(), turn.attribution(), channel, &delivered);
-        Ok(match settle(delivered) {
-            Delivered::Committed => Kept::HandedOff,
-            Delivered::Refused => Kept::Lost,
-        })
-    }
 }
 
 impl Worker {
-    /// Puts how a promise ended on the worker's ledger, as the in-process follow-up runner
-    /// does: its state and how many tries it took.
+    /// Puts how a promise ended on the worker's ledger, as the in-memory keeper does: its
+    /// state and how many tries it took.
     fn record_end(&self, claim: &Claim, kept: Kept) {
         let state = match kept {
             Kept::Fulfilled => CommitmentState::Fulfilled,
@@ -391,7 +327,7 @@ impl Worker {
 }
 
 /// Whether a sealed delivery committed: only a commit failure leaves the commitment open.
-fn settle(result: Result<crate::channel::Receipt, DeliveryError>) -> Delivered {
+fn settle(result: Result<crate::bot::Delivery, DeliveryError>) -> Delivered {
     match result {
         Ok(_) => Delivered::Committed,
         Err(DeliveryError::Commit(error)) => {

@@ -1,8 +1,8 @@
 //! [`Worker`]: keeps durable promises and finishes what crashed or replaced processes left in
 //! the outbox (features `sqlite`, `postgres`).
 //!
-//! A worker holds [`SurfaceClient`]s, one per surface it serves (a `SlackClient` per bot
-//! token, say, and a `DiscordClient`), not channels: every part and commitment in the store
+//! A worker is built from a [`Bot`] ([`Bot::worker`]) and holds its [`SurfaceClient`]s, one per
+//! surface (a `SlackClient` per bot token, say, and a `DiscordClient`), not channels: every part and commitment in the store
 //! carries the [`Address`] of its conversation, and the worker makes the
 //! channel for that address from the client of its surface. One worker so serves every
 //! conversation of every surface it has a client for, each in its own chat. Each pass it
@@ -16,13 +16,12 @@
 //! 2. claims due commitments one at a time, surface by surface ([`Store::claim_due_on`]:
 //!    PostgreSQL skips rows another worker is claiming, SQLite has one writer) and keeps each:
 //!    it takes the conversation's lease (fencing) and renews lease and claim in the background,
-//!    sends what the conversation still has open for the commitment's address, re-runs the
-//!    [`Handler`] registered under the stored name with the stored input read back as the
-//!    handler's input type (its [`Turn`](crate::Turn) carries the address), re-runs the gate from the stored settings (feature `gate`, see
-//!    [`Worker::with_gate`]), puts the result through the turn-aware boundary (as
-//!    `#[egress_boundary]` on a handler taking a `&Turn` does) with the stored mode, and delivers to the stored address through the outbox with the
-//!    commitment ended **in the same transaction** as the follow-up's parts
-//!    ([`Durable::sealing`](crate::store::Durable::sealing)).
+//!    sends what the conversation still has open for the commitment's address, then re-runs the
+//!    bot's route registered under the stored name with the stored input (read back as the
+//!    route's input type) on a follow-up turn in the stored mode, and puts its reply through
+//!    the bot's one path (the bot's gate once, render first, Layer C once) to the stored address
+//!    through the outbox, with the commitment ended **in the same transaction** as the
+//!    follow-up's parts ([`Durable::sealing`](crate::store::Durable::sealing)).
 //!
 //! A failed try goes back on the stored plan ([`Store::retry_later`]); the last failed try (or
 //! one that cannot be retried) goes through the boundary as a non-retryable error, so the
@@ -44,33 +43,36 @@
 //! | waiting for its backoff ([`PartRetry`]) | nothing until its next-attempt time: its conversation is left out of the pass (the worker sleeps no longer than until then); after its last attempt, `failed` with an [`OutboxRecord::AttemptsExhausted`](crate::ledger::OutboxRecord) row and one `error` event at `mesh_egress::egress` |
 //! | on a surface it has no client for | nothing: left `pending` for a worker that has one; one `warn` per surface for the worker's lifetime |
 //! | an address its client refuses ([`UnservedAddress`]) | nothing: left `pending`; one `warn` per address |
-//! | no address (before migration 0004), or one it cannot read | a part: `failed`; a commitment: ended `cancelled`; an [`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord)/`UnaddressedCommitment` row on the ledger ([`with_ledger`](Worker::with_ledger)); one `warn` per conversation per pass. [`Store::readdress`] sends them after all |
+//! | no address (before migration 0004), or one it cannot read | a part: `failed`; a commitment: ended `cancelled`; an [`OutboxRecord::Unaddressed`](crate::ledger::OutboxRecord)/`UnaddressedCommitment` row on the store's ledger; one `warn` per conversation per pass. [`Store::readdress`] sends them after all |
 //!
 //! ```no_run
-//! use mesh_egress::address::SlackAddress;
 //! use mesh_egress::channel::{DiscordClient, SlackClient};
 //! use mesh_egress::store::Store;
-//! use mesh_egress::worker::Worker;
-//! use mesh_egress::{Cancellation, EgressError, Turn};
+//! use mesh_egress::{egress_boundary, AgentMessage, Bot, Cancellation, EgressError, Turn};
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! struct Question { text: String }
+//!
+//! #[egress_boundary(interactive)]
+//! async fn answer(turn: &Turn, question: Question) -> Result<AgentMessage, EgressError> {
+//!     // `turn.address()` is the conversation's chat; the answer goes there.
+//!     Ok(turn.message(format!("Here it is: {}", question.text)))
+//! }
+//!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = Store::open("sqlite:/var/lib/mesh/outbox.db").await?;
-//! let worker = Worker::new(store, "worker-a")
+//! let bot = Bot::new()
 //!     .with_client(SlackClient::new(std::env::var("SLACK_BOT_TOKEN")?))
 //!     .with_client(DiscordClient::new(std::env::var("DISCORD_BOT_TOKEN")?))
-//!     // The handler's own input type, stored with the promise (`FollowUpTask::typed`).
-//!     .register("answer", |question: Question, turn: Turn| async move {
-//!         // `turn.address()` is the conversation's chat; the answer goes there.
-//!         Ok::<_, EgressError>(turn.message(format!("Here it is: {}", question.text)))
-//!     });
-//! let shutdown = Cancellation::new();
-//! let report = worker.run_once(&shutdown).await?;
+//!     .with_store(Store::open("sqlite:/var/lib/mesh/outbox.db").await?);
+//! // The same route the turns ran: a stored promise names it, with its input.
+//! let _answer = bot.route("answer", |turn: Turn, question: Question| async move {
+//!     answer(&turn, question).await
+//! });
+//! let worker = bot.worker("worker-a").expect("the bot has a store");
+//! let report = worker.run_once(&Cancellation::new()).await?;
 //! # let _ = report; Ok(()) }
 //! ```
 
-mod handler;
 mod keep;
 
 mod unaddressed;
@@ -80,12 +82,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-pub use handler::Handler;
 pub use keep::Kept;
 
 use crate::address::{Address, Surface};
+use crate::bot::Bot;
 use crate::channel::{BoxedChannel, SurfaceClient, UnservedAddress};
-use crate::degrade::DegradationPolicy;
 use crate::ledger::Ledger;
 use crate::ownership::Cancellation;
 use crate::store::{
@@ -106,23 +107,16 @@ const UNSERVED_CHECK: Duration = Duration::from_secs(60);
 /// How many refused addresses a worker remembers having warned about.
 const MAX_REFUSED_REPORTS: usize = 1024;
 
-#[cfg(feature = "gate")]
-type GateFactory =
-    Arc<dyn Fn(&crate::store::FollowUpTask) -> crate::gate::QualityGate + Send + Sync>;
-
 /// Keeps durable commitments and sends what the outbox still holds, on every surface it has a
 /// client for (see the [module docs](self)).
 pub struct Worker {
+    /// The bot the worker keeps promises for: its routes, gate, policies and clients.
+    bot: Bot,
     store: Store,
     holder: String,
-    clients: BTreeMap<Surface, Arc<dyn SurfaceClient>>,
     outbox: Outbox,
     ttl: Duration,
     poll: Duration,
-    policy: DegradationPolicy,
-    handlers: HashMap<String, Arc<dyn handler::Registered>>,
-    #[cfg(feature = "gate")]
-    gate: Option<GateFactory>,
     reports: Mutex<Reports>,
     /// Where each surface's walk over its open destinations stands.
     cursors: Mutex<HashMap<Surface, DestinationKey>>,
@@ -233,29 +227,39 @@ impl WorkerReport {
     }
 }
 
-impl Worker {
-    /// A worker on `store` with no client yet (add one per surface with
-    /// [`with_client`](Self::with_client)), holding claims and leases as `holder` (unique per
-    /// worker process), with the lease length of `MESH_WORKER_LEASE_MS` (see
-    /// [`Lease::ttl_from_env`](crate::store::Lease::ttl_from_env)), the per-part retries of
+impl Bot {
+    /// The worker that keeps this bot's durable promises and finishes what its outbox holds,
+    /// built from the same value: the store, the clients (one per surface), the policies, the
+    /// gate and the routes (a promise's follow-up is its route re-run with the stored input,
+    /// through the bot's one path). `None` without a store. `holder` names the worker process
+    /// (unique per process: claims and leases are held in its name).
+    ///
+    /// The lease length is `MESH_WORKER_LEASE_MS` (see
+    /// [`Lease::ttl_from_env`](crate::store::Lease::ttl_from_env)) and the per-part retries
     /// `MESH_WORKER_RETRY_BASE_MS`, `MESH_WORKER_RETRY_MAX_MS` and `MESH_WORKER_MAX_ATTEMPTS`
-    /// (see [`PartRetry::from_env`](crate::store::PartRetry::from_env)) and the default
-    /// policy's handoff line.
-    pub fn new(store: Store, holder: impl Into<String>) -> Self {
+    /// (see [`PartRetry::from_env`](crate::store::PartRetry::from_env)), until set with the
+    /// worker's `with_*`.
+    pub fn worker(&self, holder: impl Into<String>) -> Option<Worker> {
+        let store = self.store()?.clone();
+        Some(Worker::new(self.clone(), store, holder.into()))
+    }
+}
+
+impl Worker {
+    /// A worker for `bot` on its `store`.
+    pub(crate) fn new(bot: Bot, store: Store, holder: String) -> Self {
+        let ledger = bot.store_ledger();
         Self {
+            bot,
             store,
-            holder: holder.into(),
-            clients: BTreeMap::new(),
+            holder,
             outbox: Outbox {
                 retry: crate::store::PartRetry::from_env().0,
+                ledger,
                 ..Outbox::default()
             },
             ttl: crate::store::Lease::ttl_from_env().0,
             poll: DEFAULT_POLL,
-            policy: DegradationPolicy::default(),
-            handlers: HashMap::new(),
-            #[cfg(feature = "gate")]
-            gate: None,
             reports: Mutex::new(Reports::default()),
             cursors: Mutex::new(HashMap::new()),
             offset: 0,
@@ -263,7 +267,7 @@ impl Worker {
         .with_offset()
     }
 
-    /// Sets where in a page this worker starts, from its holder name.
+    /// Spreads workers over the page of destinations: each starts at its own offset.
     fn with_offset(mut self) -> Self {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -272,21 +276,9 @@ impl Worker {
         self
     }
 
-    /// Serves `client`'s surface: the parts and commitments stored for that surface go to
-    /// their own addresses through it. One client per surface; a second for the same surface
-    /// replaces the first.
-    pub fn with_client(mut self, client: impl SurfaceClient + 'static) -> Self {
-        self.clients.insert(client.surface(), Arc::new(client));
-        self
-    }
-
-    /// Reports every part and commitment the worker cannot settle on `ledger` too: parts
-    /// marked `uncertain` ([`OutboxRecord::Uncertain`](crate::ledger::OutboxRecord)), and rows
-    /// ended for want of an address (`Unaddressed`, `UnaddressedCommitment`); never their
-    /// text. A [`DurableLedger`](crate::store::DurableLedger) keeps those rows on the store.
-    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
-        self.outbox.ledger = Some(ledger);
-        self
+    /// The clients the worker delivers with: the bot's, one per surface.
+    fn clients(&self) -> &BTreeMap<Surface, Arc<dyn SurfaceClient>> {
+        self.bot.clients()
     }
 
     /// What the worker's durable channels do with a part whose outcome cannot be settled
@@ -304,24 +296,10 @@ impl Worker {
     }
 
     /// When a part the worker could not send is tried again, and after how many attempts it is
-    /// given up (see [`PartRetry`]; by default from the environment, as [`new`](Self::new)
-    /// says).
+    /// given up (see [`PartRetry`]; by default from the environment, as
+    /// [`Bot::worker`] says).
     pub fn with_part_retry(mut self, retry: PartRetry) -> Self {
         self.outbox.retry = retry;
-        self
-    }
-
-    /// Registers `handler` under `name`, the name a stored commitment's task carries. The
-    /// handler declares its input type `I` ([`Handler`]): a follow-up re-runs it with the
-    /// stored input read back as `I` ([`FollowUpTask::typed`](crate::store::FollowUpTask::typed)
-    /// stores one); input that no longer fits ends the promise with the mode's last word.
-    pub fn register<I: 'static>(
-        mut self,
-        name: impl Into<String>,
-        handler: impl Handler<I>,
-    ) -> Self {
-        self.handlers
-            .insert(name.into(), Arc::new(handler::Erased::new(handler)));
         self
     }
 
@@ -339,26 +317,6 @@ impl Worker {
         self
     }
 
-    /// The policy whose handoff line the last failed try delivers.
-    pub fn with_policy(mut self, policy: DegradationPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Re-runs a gate on every follow-up whose task stored gate settings: `make` builds it
-    /// from the task (its [`gate`](crate::store::FollowUpTask::gate) settings and
-    /// [`system_prompt`](crate::store::FollowUpTask::system_prompt)), as the original turn
-    /// built its own. The gate reads what the person said
-    /// ([`FollowUpTask::said`](crate::store::FollowUpTask::said)).
-    #[cfg(feature = "gate")]
-    pub fn with_gate(
-        mut self,
-        make: impl Fn(&crate::store::FollowUpTask) -> crate::gate::QualityGate + Send + Sync + 'static,
-    ) -> Self {
-        self.gate = Some(Arc::new(make));
-        self
-    }
-
     /// The store the worker serves.
     pub fn store(&self) -> &Store {
         &self.store
@@ -366,7 +324,7 @@ impl Worker {
 
     /// The surfaces the worker has a client for, in a fixed order.
     pub fn surfaces(&self) -> impl Iterator<Item = Surface> + '_ {
-        self.clients.keys().copied()
+        self.clients().keys().copied()
     }
 
     /// The name the worker holds claims and leases under.
@@ -390,7 +348,7 @@ impl Worker {
         self.lock_reports().unaddressed.clear();
         self.report_unserved().await?;
         let store = self.store();
-        for (&surface, client) in &self.clients {
+        for (&surface, client) in self.clients() {
             if !self
                 .resend_page(surface, client.as_ref(), shutdown, &mut report)
                 .await?
@@ -398,7 +356,7 @@ impl Worker {
                 return Ok(report);
             }
         }
-        for &surface in self.clients.keys() {
+        for &surface in self.clients().keys() {
             while !shutdown.is_cancelled() {
                 let Some(claim) = store
                     .claim_due_on(surface, &self.holder, self.ttl, 1)
@@ -501,7 +459,7 @@ impl Worker {
     /// What is pending or due on the surfaces the worker serves.
     async fn served_work(&self) -> Result<PendingWork, StoreError> {
         let mut work = PendingWork::default();
-        for &surface in self.clients.keys() {
+        for &surface in self.clients().keys() {
             let on = self.store().pending_work_on(surface).await?;
             work.due_commitments += on.due_commitments;
             work.open_parts += on.open_parts;
@@ -648,7 +606,7 @@ impl Worker {
 
     /// The channel to `address`, from the client of its surface.
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress> {
-        match self.clients.get(&address.surface()) {
+        match self.clients().get(&address.surface()) {
             Some(client) => client.channel_for(address),
             None => Err(UnservedAddress::new(address.surface(), address.clone())),
         }
@@ -693,7 +651,7 @@ impl Worker {
             reports.checked = Some(now);
             Surface::ALL
                 .into_iter()
-                .filter(|s| !self.clients.contains_key(s) && !reports.unserved.contains(s))
+                .filter(|s| !self.clients().contains_key(s) && !reports.unserved.contains(s))
                 .collect()
         };
         for surface in unserved {
@@ -723,7 +681,7 @@ impl Worker {
     /// `shutdown` fired instead. (A database error here waits the whole interval.)
     async fn pause(&self, shutdown: &Cancellation) -> bool {
         let mut wait = self.poll;
-        for &surface in self.clients.keys() {
+        for &surface in self.clients().keys() {
             if let Ok(Some(next)) = self.store().next_attempt_on(surface).await {
                 wait = wait.min(next);
             }
@@ -743,14 +701,13 @@ async fn sleep_unless(duration: Duration, shutdown: &Cancellation) -> bool {
 
 impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut handlers: Vec<&str> = self.handlers.keys().map(String::as_str).collect();
-        handlers.sort_unstable();
+        let handlers = self.bot.route_names();
         let surfaces: Vec<Surface> = self.surfaces().collect();
         f.debug_struct("Worker")
             .field("holder", &self.holder)
             .field("surfaces", &surfaces)
             .field("ttl", &self.ttl)
-            .field("handlers", &handlers)
+            .field("routes", &handlers)
             .finish_non_exhaustive()
     }
 }

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use mesh_egress::channel::Channel;
 use mesh_egress::channel::SendPolicy;
-use mesh_egress::channel::stream::{BudgetConfig, SlackMarkdown, StreamProgress, StreamingChannel};
+use mesh_egress::channel::SlackMarkdown;
+use mesh_egress::channel::stream::{BudgetConfig, StreamProgress, StreamingChannel};
 use mesh_egress::channel::{
     BoxedChannel, Deliver, DiscordChannel, PlainText, SlackChannel, TelegramChannel,
 };

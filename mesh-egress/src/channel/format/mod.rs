@@ -12,31 +12,18 @@
 //! but not its structure, line prefixes are capped at [`MAX_PREFIX_WIDTH`], and control
 //! characters are removed from every piece of text the parser hands over.
 
-mod discord;
 mod grid;
 mod inline;
 mod label;
 mod link;
 mod plain;
-mod slack;
 mod table;
-mod telegram;
 mod text;
 mod walker;
 mod web;
 
-pub use discord::DiscordMarkdown;
 pub(crate) use plain::Plain;
-pub use slack::SlackMrkdwn;
-pub use telegram::TelegramHtml;
-#[cfg(feature = "http")]
-pub(crate) use telegram::plain_text as telegram_plain_text;
 pub use web::WebMarkdown;
-// The Discord dialect is CommonMark with mention openers escaped: `stream::SlackMarkdown`
-// writes Slack's `markdown_text` with it.
-pub(crate) use discord::Discord;
-#[cfg(test)]
-pub(crate) use {slack::Slack, telegram::Telegram};
 
 pub use link::DEFAULT_LINK_SCHEMES;
 pub(crate) use link::LinkPolicy;
@@ -437,9 +424,9 @@ mod tests {
     #[test]
     fn escape_sets_cover_every_escape() {
         covers(&Plain, "plain");
-        covers(&Slack, "slack");
-        covers(&Discord, "discord");
-        covers(&Telegram, "telegram");
+        covers(&crate::channel::slack::Slack, "slack");
+        covers(&crate::channel::discord::Discord, "discord");
+        covers(&crate::channel::telegram::Telegram, "telegram");
         covers(&web::Web, "web");
         assert!(!AsciiSet::ALL.contains(0x80));
         let set = AsciiSet::of(b"\0\x7f\xff");

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-/// Whom a [`DiscordChannel`](super::DiscordChannel) message may notify: by default no one.
+/// Whom a [`DiscordChannel`](crate::channel::DiscordChannel) message may notify: by default no one.
 ///
 /// Model text is untrusted: a prompt-injected reply can write `@everyone`, `@here`, `<@id>` or
 /// `<@&role>`. Discord notifies for those unless the message says otherwise, so every message

@@ -1,31 +1,22 @@
 //! The HTTP connectors; their documentation is the `channel` module's ("Connectors over HTTP").
 
-mod answer;
+pub(crate) mod answer;
 #[cfg(all(test, feature = "testing"))]
 mod budget_tests;
-mod budgets;
-mod discord;
-mod discord_stream;
-mod exchange;
+pub(crate) mod budgets;
+pub(crate) mod exchange;
 mod mentions;
 mod policy;
-mod retry;
-mod slack;
-mod slack_stream;
-mod stream_call;
-mod stream_settings;
-mod telegram;
-mod telegram_stream;
-mod transport;
+pub(crate) mod retry;
+pub(crate) mod stream_call;
+pub(crate) mod stream_settings;
+pub(crate) mod transport;
 
 use std::fmt;
 use std::time::Duration;
 
-pub use discord::{DiscordChannel, DiscordClient};
 pub use mentions::AllowedMentions;
 pub use policy::{DEFAULT_MAX_RESPONSE_BYTES, SendPolicy};
-pub use slack::{SlackChannel, SlackClient};
-pub use telegram::{TelegramChannel, TelegramClient};
 
 // The one surface type, for the connectors beside this module (not re-exported: its path is
 // `mesh_egress::Surface`).
@@ -202,10 +193,11 @@ pub(crate) fn trim_base(url: impl Into<String>) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::{DiscordClient, SlackChannel, SlackClient, TelegramClient, Token};
+    use super::Token;
     use crate::address::{Address, DiscordAddress, SlackAddress, TelegramAddress};
     use crate::channel::stream::BudgetConfig;
     use crate::channel::{Channel, SurfaceClient};
+    use crate::channel::{DiscordClient, SlackChannel, SlackClient, TelegramClient};
 
     #[test]
     fn channels_a_client_makes_for_one_chat_share_its_budget_and_other_chats_do_not() {

@@ -57,11 +57,11 @@ use crate::retry::Backoff;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendPolicy {
     // Read by the send loop beside this module.
-    pub(super) max_tries: u32,
-    pub(super) max_wait: Duration,
-    pub(super) backoff: Duration,
-    pub(super) timeout: Duration,
-    pub(super) max_response_bytes: usize,
+    pub(crate) max_tries: u32,
+    pub(crate) max_wait: Duration,
+    pub(crate) backoff: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) max_response_bytes: usize,
 }
 
 /// The most a connector waits for a surface's requested wait, and reports in
@@ -138,7 +138,7 @@ impl SendPolicy {
 
     /// The backoff after the `tries`-th failed try: doubling from the configured start, never
     /// past the wait budget (a longer step could not be waited out anyway).
-    pub(super) fn backoff_for(&self, tries: u32) -> Duration {
+    pub(crate) fn backoff_for(&self, tries: u32) -> Duration {
         Backoff::new(self.backoff, self.max_wait).step(tries)
     }
 }

@@ -253,7 +253,7 @@ mod tests {
         }
         let mut transport = Transport::new(Surface::Telegram, Token::new("t"));
         transport.policy = SendPolicy::new();
-        Caller::new(transport, budget, super::super::telegram::classify, None)
+        Caller::new(transport, budget, crate::channel::telegram::classify, None)
     }
 
     /// A request reqwest refuses to build: the try ends at once, without a socket.

@@ -52,8 +52,6 @@ mod budget;
 mod observe;
 mod receipt;
 mod session;
-#[cfg(feature = "markdown")]
-mod slack_markdown;
 
 pub use budget::BudgetConfig;
 #[cfg(any(test, feature = "http"))]
@@ -66,8 +64,6 @@ pub use session::ReplyStream;
 pub(crate) use session::{Driver, DriverError, Parts};
 #[cfg(feature = "http")]
 pub(crate) use session::{MaybeShown, flush, opening_mode, pack};
-#[cfg(feature = "markdown")]
-pub use slack_markdown::SlackMarkdown;
 
 use crate::channel::Channel;
 use crate::egress::Attribution;

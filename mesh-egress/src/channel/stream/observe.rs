@@ -25,6 +25,11 @@ pub(crate) struct CallRefused {
     store_failed: bool,
 }
 
+// Only the store's observer (the durable outbox) refuses a call; without a store nothing does.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", test)),
+    allow(dead_code)
+)]
 impl CallRefused {
     /// A refusal, and why (for logs; never shown to a person).
     pub(crate) fn new(reason: impl Into<String>) -> Self {

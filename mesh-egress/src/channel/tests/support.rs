@@ -2,7 +2,10 @@
 
 use crate::channel::atom::{Atoms, is_grapheme_boundary};
 use crate::channel::chunk::{Limits, Part};
-use crate::channel::format::{self, Discord, Plain, Slack, Telegram};
+use crate::channel::discord::Discord;
+use crate::channel::format::{self, Plain};
+use crate::channel::slack::Slack;
+use crate::channel::telegram::Telegram;
 use crate::render::RenderError;
 
 /// A channel under test.

@@ -2,12 +2,12 @@
 
 use std::borrow::Cow;
 
-use super::{
+use crate::channel::atom::Unit;
+use crate::channel::chunk::Limits;
+use crate::channel::format::{
     AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs,
     renderer_options,
 };
-use crate::channel::atom::Unit;
-use crate::channel::chunk::Limits;
 use crate::egress::Markdown;
 use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
@@ -53,7 +53,7 @@ impl SlackMrkdwn {
         Self {
             limit: Self::DEFAULT_LIMIT,
             max_parts: DEFAULT_MAX_PARTS,
-            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
+            links: LinkPolicy::new(crate::channel::format::DEFAULT_LINK_SCHEMES),
         }
     }
 
@@ -88,7 +88,7 @@ impl Render for SlackMrkdwn {
             units: Some(self.limit),
             entities: None,
         };
-        super::render(&Slack, body, self.settings(limits))
+        crate::channel::format::render(&Slack, body, self.settings(limits))
     }
 }
 
@@ -107,7 +107,7 @@ fn slack_escape(c: char) -> Option<&'static str> {
 
 /// Appends a URL as it may appear inside `<…|…>`.
 fn push_slack_url(out: &mut String, url: &str) {
-    super::push_replaced(out, url, |c| match c {
+    crate::channel::format::push_replaced(out, url, |c| match c {
         '|' => Some("%7C"),
         ' ' => Some("%20"),
         c => slack_escape(c),
@@ -157,7 +157,11 @@ impl Dialect for Slack {
 
     fn fence(&self, _lang: &str, prefix: &str) -> Option<Pair> {
         // Slack shows no language; writing one would make it the code's first line.
-        Some(Pair::new("```\n", super::fence_close(prefix), 0))
+        Some(Pair::new(
+            "```\n",
+            crate::channel::format::fence_close(prefix),
+            0,
+        ))
     }
 
     fn heading(&self, _level: u8) -> Heading {

@@ -1,8 +1,10 @@
 //! Telegram HTML parse mode: `<b>`, `<i>`, `<s>`, `<code>`, `<pre>`, `<a>`, `<blockquote>`.
 
-use super::{AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, renderer_options};
 use crate::channel::atom::Unit;
 use crate::channel::chunk::Limits;
+use crate::channel::format::{
+    AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, renderer_options,
+};
 use crate::egress::Markdown;
 use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
@@ -52,7 +54,7 @@ impl TelegramHtml {
             limit: Self::LIMIT,
             entities: Self::ENTITY_LIMIT,
             max_parts: DEFAULT_MAX_PARTS,
-            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
+            links: LinkPolicy::new(crate::channel::format::DEFAULT_LINK_SCHEMES),
         }
     }
 
@@ -98,7 +100,7 @@ impl Render for TelegramHtml {
             units: Some(self.limit),
             entities: Some(self.entities),
         };
-        super::render(&Telegram, body, self.settings(limits))
+        crate::channel::format::render(&Telegram, body, self.settings(limits))
     }
 }
 
@@ -117,7 +119,7 @@ fn html_escape(c: char) -> Option<&'static str> {
 
 /// Appends a value as it may appear inside a double-quoted attribute.
 fn push_attribute(out: &mut String, value: &str) {
-    super::push_replaced(out, value, |c| match c {
+    crate::channel::format::push_replaced(out, value, |c| match c {
         '"' => Some("&quot;"),
         c => html_escape(c),
     });

@@ -10,15 +10,18 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::answer::{Outcome, read_capped, unexpected_body};
-use super::stream_call::{CallFailure, Caller, StreamCall};
-use super::stream_settings::{channel_stream_builders, client_stream_builders};
-use super::{SlackChannel, SlackClient, Surface, Token};
+use super::SlackMarkdown;
+use super::client::{SlackChannel, SlackClient};
+use crate::address::Surface;
 use crate::channel::Render;
+use crate::channel::http::Token;
+use crate::channel::http::answer::{Outcome, read_capped, unexpected_body};
+use crate::channel::http::stream_call::{CallFailure, Caller, StreamCall};
+use crate::channel::http::stream_settings::{channel_stream_builders, client_stream_builders};
 use crate::channel::stream::{
-    BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, SlackMarkdown,
-    StreamMode, StreamOpenError, StreamedMessage, StreamingChannel, SurfaceStreamReceipt, flush,
-    opening_mode, pack,
+    BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, StreamMode,
+    StreamOpenError, StreamedMessage, StreamingChannel, SurfaceStreamReceipt, flush, opening_mode,
+    pack,
 };
 use crate::egress::Attribution;
 
@@ -108,7 +111,7 @@ impl<R: Render> SlackChannel<R> {
 /// durable outbox reports them), and the rest goes as messages.
 ///
 /// Every call spends the conversation's budget, the one plain sends spend too, and waits for
-/// it at most the [`SendPolicy`](super::SendPolicy)'s `max_wait`; a slot further away fails
+/// it at most the [`SendPolicy`](crate::channel::SendPolicy)'s `max_wait`; a slot further away fails
 /// the call at once, rate limited.
 impl<R: Render> StreamingChannel for SlackChannel<R> {
     fn stream_mode(&self) -> StreamMode {
@@ -131,7 +134,7 @@ impl<R: Render> StreamingChannel for SlackChannel<R> {
             caller: Caller::new(
                 self.client.transport.clone(),
                 self.budget.clone(),
-                super::slack::classify,
+                super::client::classify,
                 None,
             ),
             base_url: self.client.base_url.clone(),
@@ -488,7 +491,7 @@ fn classify_stopped(
     body: &[u8],
     token: &Token,
 ) -> Outcome {
-    match super::slack::classify(status, headers, body, token) {
+    match super::client::classify(status, headers, body, token) {
         Outcome::Sent(_) => {
             let text = serde_json::from_slice::<Value>(body)
                 .ok()

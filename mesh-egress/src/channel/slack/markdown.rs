@@ -1,7 +1,8 @@
 //! [`SlackMarkdown`]: standard Markdown for Slack's `markdown_text` (streams and messages).
 
 use crate::channel::chunk::Limits;
-use crate::channel::format::{Discord, LinkPolicy, renderer_options};
+use crate::channel::discord::Discord;
+use crate::channel::format::{LinkPolicy, renderer_options};
 use crate::egress::Markdown;
 use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
@@ -19,7 +20,7 @@ use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 ///
 /// ```
 /// use mesh_egress::Markdown;
-/// use mesh_egress::channel::{Render, stream::SlackMarkdown};
+/// use mesh_egress::channel::{Render, SlackMarkdown};
 /// let parts = SlackMarkdown::new().render(&Markdown::new("**Ping** <!channel> at [docs](https://example.com)"))?;
 /// assert_eq!(parts, ["**Ping** \\<!channel\\> at [docs](<https://example.com>)"]);
 /// # Ok::<(), mesh_egress::channel::RenderError>(())

@@ -7,13 +7,14 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
-use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
-use super::retry::Request;
-use super::stream_settings::{StreamSettings, telegram_budget};
-use super::transport::Transport;
-use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use crate::address::Surface;
 use crate::address::{Address, TelegramAddress};
+use crate::channel::http::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
+use crate::channel::http::retry::Request;
+use crate::channel::http::stream_settings::{StreamSettings, telegram_budget};
+use crate::channel::http::transport::Transport;
+use crate::channel::http::{ChannelErrorKind, SendPolicy, Token, trim_base};
 use crate::channel::stream::RateBudget;
 use crate::channel::{
     BoxedChannel, Channel, PartReceipt, Render, SendError, SurfaceClient, TelegramHtml,
@@ -95,7 +96,7 @@ impl<R: Render> TelegramClient<R> {
         TelegramChannel::open(self.clone(), address)
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the Bot API at `url` instead of Telegram's (a loopback fake in tests)"
     );
 }
@@ -222,7 +223,7 @@ impl<R: Render> TelegramChannel<R> {
         self
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the Bot API at `url` instead of Telegram's (a loopback fake in tests)",
         client
     );
@@ -322,13 +323,13 @@ pub(super) fn refuses_formatting(kind: &ChannelErrorKind) -> bool {
 
 fn send_refused_formatting(error: &SendError) -> bool {
     std::error::Error::source(error)
-        .and_then(|source| source.downcast_ref::<super::ChannelError>())
+        .and_then(|source| source.downcast_ref::<crate::channel::ChannelError>())
         .is_some_and(|channel| refuses_formatting(channel.kind()))
 }
 
 /// The text a person reads in a Telegram HTML message, within Telegram's length limit.
 pub(super) fn plain_text(html: &str) -> String {
-    crate::channel::format::telegram_plain_text(html, crate::channel::TelegramHtml::LIMIT)
+    super::html::plain_text(html, crate::channel::TelegramHtml::LIMIT)
 }
 
 /// A numeric chat id goes on the wire as a number, `@channelusername` as a string.
@@ -338,7 +339,7 @@ fn chat_value(chat_id: &str) -> Value {
         .map_or_else(|_| Value::from(chat_id), Value::from)
 }
 
-pub(super) fn classify(
+pub(crate) fn classify(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],

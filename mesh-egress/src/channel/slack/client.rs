@@ -9,16 +9,17 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{
+use crate::address::Surface;
+use crate::address::{Address, SlackAddress};
+use crate::channel::http::answer::{
     BodyError, Outcome, read_capped, retry_after_header, server_error, unexpected_body,
 };
-use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
-use super::exchange::Repeat;
-use super::retry::Request;
-use super::stream_settings::{StreamSettings, slack_budget};
-use super::transport::Transport;
-use super::{ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
-use crate::address::{Address, SlackAddress};
+use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
+use crate::channel::http::exchange::Repeat;
+use crate::channel::http::retry::Request;
+use crate::channel::http::stream_settings::{StreamSettings, slack_budget};
+use crate::channel::http::transport::Transport;
+use crate::channel::http::{ChannelErrorKind, SendPolicy, Token, trim_base};
 use crate::channel::stream::RateBudget;
 use crate::channel::{
     BoxedChannel, Channel, PartLookup, PartReceipt, Render, SendError, SlackMrkdwn, SurfaceClient,
@@ -114,7 +115,7 @@ impl<R: Render> SlackClient<R> {
         SlackChannel::open(self.clone(), address)
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the Web API at `url` instead of Slack's (`…/api`; a loopback fake in tests)"
     );
 }
@@ -150,7 +151,7 @@ impl<R: Render + Clone + 'static> SurfaceClient for SlackClient<R> {
 /// as message `metadata` (`event_type` `mesh_egress_part`), so a duplicate after a lost response
 /// can be recognised; Slack itself has no idempotency key. A `429` is retried after its
 /// `Retry-After` header, within the [`SendPolicy`]; `ok: false` answers become a
-/// [`ChannelError`](super::ChannelError) carrying Slack's error code.
+/// [`ChannelError`](crate::channel::ChannelError) carrying Slack's error code.
 ///
 /// Every try spends the conversation's rate budget (set with
 /// [`with_stream_budget`](Self::with_stream_budget)), the one its streams spend: it waits for a
@@ -245,7 +246,7 @@ impl<R: Render> SlackChannel<R> {
         self
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the Web API at `url` instead of Slack's (`…/api`; a loopback fake in tests)",
         client
     );
@@ -499,7 +500,7 @@ fn read_lookup(
     }
 }
 
-pub(super) fn classify(
+pub(crate) fn classify(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],

@@ -1,36 +1,70 @@
-//! The two [`PromiseKeeper`]s: the bot's in-memory one (the promised route re-run in this
-//! process on the commitment's backoff) and the store's (stored before the holding line goes,
-//! kept by a worker), and the follow-up both make: the same route re-run on a follow-up turn.
+//! A holding line's promise, kept once: where it goes ([`Destination`], the destination that
+//! carried the line), the follow-up every keeper makes (the same route re-run on a follow-up
+//! turn, its answer through the bot's one path), the plan ([`plan`]: one try, the backoff), the
+//! in-memory keeper (this process) and the durable one (the store; a
+//! [`Worker`](crate::worker::Worker) keeps it one try per claim, after a restart too).
+
+pub(crate) mod plan;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
 
-use super::{Bot, Outcome, Outgoing, Shape, collect};
+use super::path::collect;
+use super::{Bot, Outcome, Outgoing, Shape};
 use crate::address::Address;
 use crate::answer::Streamed;
-use crate::boundary::keeping::{
-    Ending, InProcess, InProcessEnd, MAX_FOLLOW_UP_DELAY, Tried, Tries, keep_in_process,
-};
-use crate::boundary::{Promise, PromiseKeeper, Rerun, resolve_in};
-use crate::channel::DeliveryError;
+use crate::boundary::{PromiseKeeper, Rerun, ToKeep, resolve_in};
+use crate::channel::{BoxedChannel, DeliveryError};
 use crate::degrade::choose;
 use crate::egress::EgressError;
 use crate::future::BoxFuture;
 use crate::ledger::{CommitmentState, Ledger};
 use crate::reply::{Commitment, Mode, Reply};
-use crate::turn::{StopReason, Turn};
+use crate::turn::Turn;
+use plan::{Ending, Tried, Tries, keep_in_process};
 
-/// No route is registered under the name a promise stored.
+/// Where a route's follow-up goes: the destination that carried its holding line, never a
+/// client looked up for an address the bot cannot serve.
+#[derive(Clone, Debug)]
+pub(crate) enum Destination {
+    /// The bot's own client for the turn's address (with a store: through the outbox, by a
+    /// worker, which holds the same clients).
+    Client,
+    /// The caller's channel (`Bot::run_to` without a store or a client for its surface): the
+    /// promise is kept in this process, through that channel.
+    Channel(BoxedChannel),
+}
+
+/// The route that started a turn, and where its promise goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Started<'a> {
+    pub(crate) rerun: &'a Rerun,
+    pub(crate) destination: &'a Destination,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("no route is registered under {0:?} on this bot")]
 struct UnknownRoute(String);
 
 impl Bot {
-    /// The follow-up's reply: `rerun`'s route re-run on `turn` (a follow-up turn, so a failure
-    /// is left on it, never a second promise), a stream read whole, and only what follows
-    /// `delivered` (what the person saw before the promise).
-    pub(super) async fn follow_up_reply(
+    /// The keeper of a promise made through `destination`: the store's when the bot has one and
+    /// the promise goes through its clients, the in-memory one otherwise.
+    pub(crate) fn keeper(&self, destination: &Destination) -> Arc<dyn PromiseKeeper> {
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        if let (Some(store), Destination::Client) = (&self.shared.store, destination) {
+            return Arc::new(store.clone());
+        }
+        Arc::new(InMemory {
+            bot: self.clone(),
+            destination: destination.clone(),
+        })
+    }
+
+    /// A promise's follow-up, for every keeper: the route re-run on `turn` (a follow-up turn:
+    /// a failure is left on it for the keeper, no second promise is made), a stream read to
+    /// its end, and after a stream only what follows `delivered`, what the person had seen.
+    pub(crate) async fn follow_up_reply(
         &self,
         turn: &Turn,
         mode: Mode,
@@ -38,10 +72,10 @@ impl Bot {
         delivered: &str,
     ) -> Reply {
         let policy = turn.policy_for(mode);
-        let outgoing = match self.erased_route(rerun.route()) {
-            Some(route) => route.call(turn.clone(), rerun.input().clone()),
+        let outgoing = match self.erased_route(&rerun.route) {
+            Some(route) => route.call(turn.clone(), rerun.input.clone()),
             None => Err(EgressError::semantic(
-                UnknownRoute(rerun.route().to_owned()),
+                UnknownRoute(rerun.route.clone()),
                 turn.attribution().clone(),
             )
             .with_retryable(false)),
@@ -65,16 +99,13 @@ impl Bot {
         }
     }
 
-    /// The turn a follow-up of `promise` runs on: its conversation's address, the mode and the
-    /// person's message of the turn that made it, recording on that turn's ledger, marked a
-    /// follow-up (a failure is left on it for the keeper).
-    pub(super) fn follow_up_turn(&self, promise: &OwnedPromise) -> Turn {
+    /// The turn a follow-up of `promise` runs on: the promise's conversation, mode and input.
+    fn follow_up_turn(&self, promise: &OwnedPromise) -> Turn {
         self.plain_turn(promise)
             .with_mode(promise.mode)
             .into_follow_up()
     }
 
-    /// A turn of the promise's conversation that is not a follow-up (the last word's).
     fn plain_turn(&self, promise: &OwnedPromise) -> Turn {
         let mut turn = self
             .turn(
@@ -88,27 +119,28 @@ impl Bot {
         turn
     }
 
-    /// Keeps `promise` in this process, through the one keeping mechanism
-    /// ([`keep_in_process`]): re-runs its route after each backoff step and sends the first
-    /// answer, or Layer C's line for the mode after the last failed try (or one that cannot
-    /// be retried).
+    /// Delivers a follow-up's reply (or the last word) to where the promise goes.
+    async fn deliver_follow_up(
+        &self,
+        promise: &OwnedPromise,
+        turn: &Turn,
+        reply: Reply,
+    ) -> Result<super::Delivery, DeliveryError> {
+        match &promise.destination {
+            Destination::Client => self.send_started(turn, reply.into(), None).await,
+            Destination::Channel(channel) => self.deliver(turn, channel, reply.into(), None).await,
+        }
+    }
+
+    /// Keeps `promise` in this process on the commitment's plan.
     async fn keep_here(self, promise: OwnedPromise) -> Result<Outcome, DeliveryError> {
-        let plan = InProcess {
-            commitment: &promise.commitment,
-            ledger: Some(&promise.ledger),
-            cancellation: None,
-            max_delay: MAX_FOLLOW_UP_DELAY,
-        };
         let mut tries = InMemoryTries {
             bot: &self,
             promise: &promise,
         };
-        match keep_in_process(&plan, &mut tries).await {
-            Ok(InProcessEnd::Done { done, .. }) => Ok(done.outcome()),
-            Ok(InProcessEnd::Cancelled { .. }) => Ok(Outcome::Stopped(StopReason::Cancelled)),
+        match keep_in_process(&promise.commitment, &promise.ledger, &mut tries).await {
+            Ok(ended) => Ok(ended.outcome()),
             Err(error) => {
-                // The answer (or the last word) was ready and the surface refused it: the
-                // commitment stays pending on the ledger, so an operator sees it.
                 tracing::warn!(target: "mesh_egress::bot", commitment = %promise.commitment.id(), error = %error, "follow-up not delivered");
                 Err(error)
             }
@@ -118,11 +150,8 @@ impl Bot {
 
 /// How a promise kept in memory ended.
 enum Ended {
-    /// The follow-up's answer was sent, or the agent chose silence.
     Kept(Outcome),
-    /// After the last try: the handoff line was sent.
     HandedOff,
-    /// After the last try of a proactive promise: nothing was sent.
     GaveUp,
 }
 
@@ -146,8 +175,9 @@ impl Ending for Ended {
     }
 }
 
-/// The in-memory keeper's tries: the promised route re-run on a follow-up turn and sent on
-/// the bot's one path; the mode's last word sent the same way.
+/// The in-memory keeper's tries: the route re-run, its answer through the one path (gated,
+/// rendered, sent once) to the promise's destination; a failure (left on the follow-up turn
+/// by the boundary) retried on the plan; the mode's last word after the last try.
 struct InMemoryTries<'a> {
     bot: &'a Bot,
     promise: &'a OwnedPromise,
@@ -157,14 +187,14 @@ impl Tries for InMemoryTries<'_> {
     type Done = Ended;
     type Error = DeliveryError;
 
-    async fn attempt(&mut self, _k: u32) -> Result<Tried<Ended>, DeliveryError> {
+    async fn attempt(&mut self) -> Result<Tried<Ended>, DeliveryError> {
         let promise = self.promise;
         let turn = self.bot.follow_up_turn(promise);
         let reply = self
             .bot
             .follow_up_reply(&turn, promise.mode, &promise.rerun, &promise.delivered)
             .await;
-        let sent = self.bot.send_rerun(&turn, reply.into(), None).await;
+        let sent = self.bot.deliver_follow_up(promise, &turn, reply).await;
         match (turn.take_follow_up_failure(), sent) {
             (Some(failure), _) => Ok(Tried::Failed(failure)),
             (None, Ok(delivery)) => Ok(Tried::Ended(Ended::Kept(delivery.outcome()))),
@@ -172,7 +202,7 @@ impl Tries for InMemoryTries<'_> {
         }
     }
 
-    async fn give_up(&mut self, failure: EgressError, _k: u32) -> Result<Ended, DeliveryError> {
+    async fn give_up(&mut self, failure: EgressError) -> Result<Ended, DeliveryError> {
         let promise = self.promise;
         let turn = self.bot.plain_turn(promise);
         let policy = turn.policy_for(promise.mode);
@@ -180,13 +210,13 @@ impl Tries for InMemoryTries<'_> {
         if matches!(last, Reply::Silence) {
             return Ok(Ended::GaveUp);
         }
-        // A hand-built reply's own promise cannot come back from a last word.
-        let _handoff = self.bot.send_rerun(&turn, last.into(), None).await?;
+        let _handoff = self.bot.deliver_follow_up(promise, &turn, last).await?;
         Ok(Ended::HandedOff)
     }
 }
 
-#[cfg(all(feature = "gate", feature = "markdown"))]
+/// What follows `delivered` in a follow-up's `answer` (a streamed turn's promise).
+#[cfg(feature = "markdown")]
 fn rest_after(
     delivered: &str,
     answer: crate::egress::AgentMessage,
@@ -194,8 +224,8 @@ fn rest_after(
     crate::boundary::rest_after(delivered, answer)
 }
 
-/// Without the stream's joiner nothing was streamed before a promise, so nothing is cut.
-#[cfg(not(all(feature = "gate", feature = "markdown")))]
+/// Without the streamed boundary nothing is shown before a stream ends: the whole answer.
+#[cfg(not(feature = "markdown"))]
 fn rest_after(
     _delivered: &str,
     answer: crate::egress::AgentMessage,
@@ -203,8 +233,8 @@ fn rest_after(
     Ok(answer)
 }
 
-/// A [`Promise`] with what it borrows owned, for a keeper that outlives the turn.
-pub(super) struct OwnedPromise {
+/// A promise the in-memory keeper holds: [`ToKeep`], owned.
+struct OwnedPromise {
     commitment: Commitment,
     address: Address,
     mode: Mode,
@@ -212,41 +242,33 @@ pub(super) struct OwnedPromise {
     rerun: Rerun,
     input: Option<String>,
     ledger: Ledger,
+    destination: Destination,
 }
 
-/// Promises without a route to re-run: no keeper can keep them (they come back to the caller).
-#[derive(Debug, thiserror::Error)]
-#[error("a promise with no route to re-run cannot be kept")]
-struct NothingToRerun;
-
-/// The bot's in-memory keeper: keeps each promise in a task of the current runtime (gone
-/// with the process; a store keeps promises across restarts).
-pub(super) struct InMemory {
+/// The in-memory keeper: a task per promise, re-running its route on the commitment's plan.
+struct InMemory {
     bot: Bot,
-}
-
-impl InMemory {
-    pub(super) fn new(bot: Bot) -> Self {
-        Self { bot }
-    }
+    destination: Destination,
 }
 
 impl PromiseKeeper for InMemory {
     fn keep<'a>(
         &'a self,
-        promise: Promise<'a>,
+        promise: ToKeep<'a>,
     ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
         Box::pin(async move {
-            let rerun = promise.rerun().ok_or(NothingToRerun)?.clone();
             let owned = OwnedPromise {
-                commitment: promise.commitment().duplicate(),
-                address: promise.address().clone(),
-                mode: promise.mode(),
-                delivered: promise.delivered().to_owned(),
-                rerun,
-                input: promise.input().map(str::to_owned),
-                ledger: promise.ledger().cloned().unwrap_or_else(Ledger::in_memory),
+                commitment: promise.commitment.duplicate(),
+                address: promise.address.clone(),
+                mode: promise.mode,
+                delivered: promise.delivered.to_owned(),
+                rerun: promise.rerun.clone(),
+                input: promise.input.map(str::to_owned),
+                ledger: promise.ledger.clone(),
+                destination: self.destination.clone(),
             };
+            // A spawned task, so the follow-up outlives the call that made the promise; the
+            // bot's `promises_kept` waits for it.
             let runtime = tokio::runtime::Handle::try_current()?;
             let bot = self.bot.clone();
             let in_flight = bot.shared.in_memory.begin();
@@ -261,28 +283,24 @@ impl PromiseKeeper for InMemory {
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod durable {
-    use super::{BoxFuture, MAX_FOLLOW_UP_DELAY, NothingToRerun, Promise, PromiseKeeper};
+    use super::plan::MAX_FOLLOW_UP_DELAY;
+    use super::{BoxFuture, PromiseKeeper, ToKeep};
     use crate::store::{FollowUpPlan, FollowUpTask, Store};
 
-    /// The store keeps a promise durably: stored (route, input, mode, plan and address) before
-    /// its holding line goes; a [`Worker`](crate::worker::Worker) built with
-    /// [`Bot::worker`](crate::Bot::worker) re-runs the route. A promise without a route cannot
-    /// be kept by anyone: it is refused, and its holding line is not sent.
+    /// The store's keeper: the promise stored with the line's address (before the line goes),
+    /// for a worker to keep.
     impl PromiseKeeper for Store {
         fn keep<'a>(
             &'a self,
-            promise: Promise<'a>,
+            promise: ToKeep<'a>,
         ) -> BoxFuture<'a, Result<(), Box<dyn std::error::Error + Send + Sync>>> {
             Box::pin(async move {
-                let rerun = promise.rerun().ok_or(NothingToRerun)?;
-                // The route's typed input (serialized by `Bot::run`), what the person had seen
-                // (a stream's delivered prefix) and what they said (the follow-up turn's input,
-                // so its gate reads the same message).
-                let task = FollowUpTask::typed(rerun.route(), rerun.input(), promise.mode())?
-                    .with_delivered(promise.delivered())
-                    .with_said(promise.input().unwrap_or_default());
-                let plan = FollowUpPlan::for_commitment(promise.commitment(), MAX_FOLLOW_UP_DELAY);
-                self.keep_commitment(promise.commitment(), promise.address(), &task, plan)
+                let rerun = promise.rerun;
+                let task = FollowUpTask::typed(&rerun.route, &rerun.input, promise.mode)?
+                    .with_delivered(promise.delivered)
+                    .with_said(promise.input.unwrap_or_default());
+                let plan = FollowUpPlan::for_commitment(promise.commitment, MAX_FOLLOW_UP_DELAY);
+                self.keep_commitment(promise.commitment, promise.address, &task, plan)
                     .await?;
                 Ok(())
             })
@@ -290,8 +308,7 @@ mod durable {
     }
 }
 
-/// The promises the in-memory keeper is keeping, and how the finished ones ended, for
-/// [`Bot::promises_kept`].
+/// The in-memory keeper's promises in flight, and how each ended (`Bot::promises_kept`).
 #[derive(Default)]
 pub(super) struct InFlight {
     state: Mutex<InFlightState>,
@@ -304,7 +321,7 @@ struct InFlightState {
     ended: Vec<Result<Outcome, DeliveryError>>,
 }
 
-/// One promise being kept: counted until it is dropped (a panicking follow-up too).
+/// One promise in flight; its end is recorded when it drops (a panicking task counts too).
 pub(super) struct Running {
     in_flight: Arc<InFlight>,
     ended: Option<Result<Outcome, DeliveryError>>,
@@ -323,8 +340,7 @@ impl InFlight {
         }
     }
 
-    /// Waits until no promise is being kept; how those that ended did, in the order they
-    /// ended (taken: a second call gives only what ended since).
+    /// Waits until nothing is in flight, then takes how each ended since the last call.
     pub(super) async fn settled(&self) -> Vec<Result<Outcome, DeliveryError>> {
         loop {
             let changed = self.changed.notified();

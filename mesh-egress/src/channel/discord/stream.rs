@@ -8,10 +8,11 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::answer::seconds_field;
-use super::stream_call::{CallFailure, Caller, StreamCall};
-use super::stream_settings::{channel_stream_builders, client_stream_builders};
-use super::{DiscordChannel, DiscordClient, Surface};
+use super::client::{DiscordChannel, DiscordClient};
+use crate::address::Surface;
+use crate::channel::http::answer::seconds_field;
+use crate::channel::http::stream_call::{CallFailure, Caller, StreamCall};
+use crate::channel::http::stream_settings::{channel_stream_builders, client_stream_builders};
 use crate::channel::stream::{
     BLOCK_SEPARATOR, CallKind, Driver, DriverError, MaybeShown, Parts, RateBudget, ReplyStream,
     StreamMode, StreamOpenError, StreamedMessage, StreamingChannel, SurfaceStreamReceipt, flush,
@@ -42,7 +43,7 @@ impl<R: Render> DiscordChannel<R> {
 /// `X-RateLimit-Remaining: 0` pauses the conversation's budget for `X-RateLimit-Reset-After`,
 /// and a 429 pauses it for the body's `retry_after`. An edit that meets a limit is not retried:
 /// the blocks that arrive meanwhile go in the next edit, coalesced. The last edit and every new
-/// message are retried within the [`SendPolicy`](super::SendPolicy).
+/// message are retried within the [`SendPolicy`](crate::channel::SendPolicy).
 impl<R: Render> StreamingChannel for DiscordChannel<R> {
     fn stream_mode(&self) -> StreamMode {
         self.client.stream.mode.unwrap_or(StreamMode::Stream)
@@ -54,7 +55,7 @@ impl<R: Render> StreamingChannel for DiscordChannel<R> {
             caller: Caller::new(
                 self.client.transport.clone(),
                 self.budget.clone(),
-                super::discord::classify,
+                super::client::classify,
                 Some(observe_rate_limit_headers),
             ),
             url: format!(

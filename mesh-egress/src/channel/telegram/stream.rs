@@ -9,12 +9,14 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::answer::Outcome;
-use super::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
-use super::stream_settings::{channel_stream_builders, client_stream_builders};
-use super::transport::Classify;
-use super::{Surface, TelegramChannel, TelegramClient, Token};
+use super::client::{TelegramChannel, TelegramClient};
+use crate::address::Surface;
 use crate::channel::Render;
+use crate::channel::http::Token;
+use crate::channel::http::answer::Outcome;
+use crate::channel::http::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
+use crate::channel::http::stream_settings::{channel_stream_builders, client_stream_builders};
+use crate::channel::http::transport::Classify;
 use crate::channel::stream::{
     CallKind, Driver, DriverError, MaybeShown, Parts, ReplyStream, StreamMode, StreamOpenError,
     StreamedMessage, StreamingChannel, SurfaceStreamReceipt, opening_mode, pack,
@@ -67,7 +69,7 @@ impl<R: Render> TelegramChannel<R> {
 /// held for permanent messages). A draft answered with a flood wait (`retry_after`) is not
 /// retried: the wait pauses the whole budget, the next draft carries everything that arrived
 /// meanwhile, and the permanent message waits out the flood wait within the
-/// [`SendPolicy`](super::SendPolicy). No message is edited, so a failed draft never turns into
+/// [`SendPolicy`](crate::channel::SendPolicy). No message is edited, so a failed draft never turns into
 /// a burst of `editMessageText` calls inside the same flood window.
 impl<R: Render> StreamingChannel for TelegramChannel<R> {
     fn stream_mode(&self) -> StreamMode {
@@ -87,7 +89,7 @@ impl<R: Render> StreamingChannel for TelegramChannel<R> {
             caller: Caller::new(
                 self.client.transport.clone(),
                 self.budget.clone(),
-                super::telegram::classify,
+                super::client::classify,
                 None,
             ),
             api: format!(
@@ -144,7 +146,7 @@ struct TelegramDriver {
 /// connector reads a `sendMessage` answer.
 fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
     ok_without_id(status, body)
-        .unwrap_or_else(|| super::telegram::classify(status, headers, body, token))
+        .unwrap_or_else(|| super::client::classify(status, headers, body, token))
 }
 
 const CLASSIFY_DRAFT: Classify = classify_draft;
@@ -157,7 +159,7 @@ impl TelegramDriver {
     }
 
     fn body(&self, text: &str) -> Value {
-        super::telegram::message_body(&self.chat, self.topic, text, true)
+        super::client::message_body(&self.chat, self.topic, text, true)
     }
 
     /// A permanent message's `sendMessage`: in HTML parse mode, or as plain text.
@@ -166,7 +168,7 @@ impl TelegramDriver {
             method: Method::POST,
             url: format!("{}/sendMessage", self.api),
             authorization: None,
-            body: super::telegram::message_body(&self.chat, self.topic, text, html),
+            body: super::client::message_body(&self.chat, self.topic, text, html),
             // A `sendMessage` that got no answer may have posted (python-telegram-bot#1045):
             // it is not repeated, and its parts are reported uncertain, never sent again.
             repeat_safe: false,
@@ -198,10 +200,10 @@ impl TelegramDriver {
                 Err(failure)
                     if failure
                         .kind()
-                        .is_some_and(super::telegram::refuses_formatting) =>
+                        .is_some_and(super::client::refuses_formatting) =>
                 {
                     tracing::warn!(target: "mesh_egress::channel", surface = "Telegram", "Telegram could not parse the formatting; sending the message once more as plain text");
-                    let call = self.final_call(&super::telegram::plain_text(&text), false);
+                    let call = self.final_call(&super::client::plain_text(&text), false);
                     match self.caller.call(CallKind::Final, &call).await {
                         Ok(id) => StreamedMessage::new(id, text).with_plain_text(),
                         Err(failure) => return Err(self.final_failed(failure, count)),

@@ -7,13 +7,16 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::answer::{Outcome, retry_after_header, seconds_field, server_error, unexpected_body};
-use super::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
-use super::retry::Request;
-use super::stream_settings::{StreamSettings, discord_budget};
-use super::transport::Transport;
-use super::{AllowedMentions, ChannelErrorKind, SendPolicy, Surface, Token, trim_base};
+use crate::address::Surface;
 use crate::address::{Address, DiscordAddress};
+use crate::channel::http::answer::{
+    Outcome, retry_after_header, seconds_field, server_error, unexpected_body,
+};
+use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
+use crate::channel::http::retry::Request;
+use crate::channel::http::stream_settings::{StreamSettings, discord_budget};
+use crate::channel::http::transport::Transport;
+use crate::channel::http::{AllowedMentions, ChannelErrorKind, SendPolicy, Token, trim_base};
 use crate::channel::stream::RateBudget;
 use crate::channel::{
     BoxedChannel, Channel, DiscordMarkdown, PartReceipt, Render, SendError, SurfaceClient,
@@ -105,7 +108,7 @@ impl<R: Render> DiscordClient<R> {
         DiscordChannel::open(self.clone(), address)
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in tests)"
     );
 }
@@ -226,7 +229,7 @@ impl<R: Render> DiscordChannel<R> {
         self.client.channel(DiscordAddress::new(channel_id))
     }
 
-    super::transport_builders!(
+    crate::channel::http::transport_builders!(
         "the REST API at `url` instead of Discord's (`…/api/v10`; a loopback fake in tests)",
         client
     );
@@ -285,7 +288,7 @@ impl<R: Render> Channel for DiscordChannel<R> {
     }
 }
 
-pub(super) fn classify(
+pub(crate) fn classify(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],

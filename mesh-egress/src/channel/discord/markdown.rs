@@ -2,12 +2,12 @@
 
 use std::borrow::Cow;
 
-use super::{
+use crate::channel::atom::Unit;
+use crate::channel::chunk::Limits;
+use crate::channel::format::{
     AsciiSet, Dialect, Heading, LinkPolicy, Pair, Quote, Style, break_backtick_runs,
     renderer_options,
 };
-use crate::channel::atom::Unit;
-use crate::channel::chunk::Limits;
 use crate::egress::Markdown;
 use crate::render::{DEFAULT_MAX_PARTS, Render, RenderError, RenderedParts};
 
@@ -52,7 +52,7 @@ impl DiscordMarkdown {
         Self {
             limit: Self::LIMIT,
             max_parts: DEFAULT_MAX_PARTS,
-            links: LinkPolicy::new(super::DEFAULT_LINK_SCHEMES),
+            links: LinkPolicy::new(crate::channel::format::DEFAULT_LINK_SCHEMES),
         }
     }
 
@@ -86,7 +86,7 @@ impl Render for DiscordMarkdown {
             units: Some(self.limit),
             entities: None,
         };
-        super::render(&Discord, body, self.settings(limits))
+        crate::channel::format::render(&Discord, body, self.settings(limits))
     }
 }
 
