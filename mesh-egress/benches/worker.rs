@@ -18,8 +18,7 @@ use mesh_egress::boundary::resolve;
 use mesh_egress::channel::Recorder;
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{FollowUpPlan, FollowUpTask, Store};
-use mesh_egress::worker::Worker;
-use mesh_egress::{AgentMessage, Attribution, Cancellation, EgressError, Turn};
+use mesh_egress::{AgentMessage, Attribution, Bot, Cancellation, EgressError, Turn};
 
 /// Due promises per measured round.
 const PROMISES: u64 = 100;
@@ -28,7 +27,8 @@ const CONVERSATIONS: u64 = 25;
 
 static ROUND: AtomicU64 = AtomicU64::new(0);
 
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[mesh_egress::egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
     Ok(turn.message("Here is the answer."))
 }
 
@@ -67,11 +67,18 @@ async fn keep_all(store: &Store, workers: usize) -> Duration {
     let started = Instant::now();
     let handles: Vec<_> = (0..workers)
         .map(|n| {
-            let worker = Worker::new(store.clone(), format!("w{n}"))
-                .with_client(Recorder::new())
+            let bot = Bot::new()
+                .with_store(store.clone())
+                .with_client(Recorder::new());
+            let _route = bot.route(
+                "answer",
+                |turn: Turn, _input: serde_json::Value| async move { answer(&turn).await },
+            );
+            let worker = bot
+                .worker(format!("w{n}"))
+                .expect("a store")
                 .with_lease_ttl(Duration::from_secs(30))
-                .with_poll_interval(Duration::from_millis(1))
-                .register("answer", answer);
+                .with_poll_interval(Duration::from_millis(1));
             tokio::spawn(async move { worker.run_once(&Cancellation::new()).await })
         })
         .collect();

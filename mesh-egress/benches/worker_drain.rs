@@ -26,7 +26,6 @@ use mesh_egress::channel::{
     BoxedChannel, Channel, PartReceipt, PlainText, SendError, SurfaceClient, UnservedAddress,
 };
 use mesh_egress::store::Store;
-use mesh_egress::worker::Worker;
 use mesh_egress::{
     Address, AgentMessage, Attribution, Cancellation, CommittedPart, Outbound, Surface,
 };
@@ -177,8 +176,11 @@ async fn drain(store: &Store, workers: usize, parts: usize) -> (Duration, Durati
                 sends: sends.clone(),
                 pass: Arc::clone(&pass),
             };
-            let worker = Worker::new(store.clone(), format!("drain-w{n}"))
+            let worker = mesh_egress::Bot::new()
+                .with_store(store.clone())
                 .with_client(client)
+                .worker(format!("drain-w{n}"))
+                .expect("a store")
                 .with_lease_ttl(Duration::from_secs(30));
             let store = store.clone();
             tokio::spawn(async move {

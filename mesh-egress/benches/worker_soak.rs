@@ -23,12 +23,13 @@ use mesh_egress::channel::{
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{CommitmentState, Ledger, LedgerEntry, LedgerRecord, LedgerStore};
 use mesh_egress::store::{DurableLedger, FollowUpPlan, FollowUpTask, Store};
-use mesh_egress::worker::Worker;
 use mesh_egress::{
-    Address, AgentMessage, Attribution, Cancellation, CommittedPart, EgressError, Surface, Turn,
+    Address, AgentMessage, Attribution, Bot, Cancellation, CommittedPart, EgressError, Surface,
+    Turn,
 };
 
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[mesh_egress::egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
     Ok(turn.message("Here is the answer."))
 }
 
@@ -134,16 +135,23 @@ fn main() {
         }
         let sink = store.durable_ledger().expect("ledger");
         let counted = Arc::new(AtomicU64::new(0));
-        let worker = Worker::new(store.clone(), "soak")
+        let bot = Bot::new()
+            .with_store(store.clone())
             .with_client(Taker {
                 renderer: PlainText::new(),
             })
-            .with_lease_ttl(Duration::from_secs(30))
             .with_ledger(Ledger::new(Counting {
                 sink: sink.clone(),
                 kept: Arc::clone(&counted),
-            }))
-            .register("answer", answer);
+            }));
+        let _route = bot.route(
+            "answer",
+            |turn: Turn, _input: serde_json::Value| async move { answer(&turn).await },
+        );
+        let worker = bot
+            .worker("soak")
+            .expect("a store")
+            .with_lease_ttl(Duration::from_secs(30));
         let shutdown = Cancellation::new();
         let started = Instant::now();
         println!("worker soak (postgres): {promises} promises kept through one worker");

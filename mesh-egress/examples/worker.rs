@@ -44,9 +44,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use cli::{
-    Delivery, LEGACY_HANDLER, Surface, channel_flag, chosen_surface, deliver_flag,
-    holder_name, init_logs, legacy_route, model_from_env, open_store, store_url, usage_error,
-    value,
+    Delivery, LEGACY_HANDLER, Surface, channel_flag, chosen_surface, deliver_flag, holder_name,
+    init_logs, legacy_route, model_from_env, open_store, store_url, usage_error, value,
 };
 use mesh_egress::channel::{Stdout, SurfaceClient};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp};

@@ -182,9 +182,10 @@ fn worker(store: &Store, client: SlackClient<PlainText>, ledger: Option<Ledger>)
     if let Some(ledger) = ledger {
         bot = bot.with_ledger(ledger);
     }
-    let _route = bot.route("answer", |turn: Turn, input: serde_json::Value| async move {
-        answer(&turn, input).await
-    });
+    let _route = bot.route(
+        "answer",
+        |turn: Turn, input: serde_json::Value| async move { answer(&turn, input).await },
+    );
     bot.worker("worker").expect("a store")
 }
 

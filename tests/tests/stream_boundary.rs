@@ -19,8 +19,8 @@ use tokio::time::Instant;
 
 mod stream_support;
 use stream_support::{
-    B1, B2, B3, B4, MS, Timed, assert_held_after, assert_nothing_from_the_blocked_block_on,
-    bot, stream_gated, stream_interactive, stream_routed, trimmed, turn,
+    B1, B2, B3, B4, MS, Timed, assert_held_after, assert_nothing_from_the_blocked_block_on, bot,
+    stream_gated, stream_interactive, stream_routed, trimmed, turn,
 };
 
 fn router(
@@ -336,4 +336,3 @@ async fn a_slow_stream_shows_progress_at_the_idle_flush_and_loses_no_text() {
     let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(squash(&joined), squash(&words.concat()));
 }
-

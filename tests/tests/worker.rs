@@ -9,11 +9,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use mesh_egress::boundary::resolve;
-use mesh_egress::channel::{Deliver, Recorder};
+use mesh_egress::channel::{Deliver, Recorder, SurfaceClient};
 use mesh_egress::degrade::{Commitment, DegradationPolicy, Mode, Reply};
 use mesh_egress::store::{CommitmentEnd, CommitmentStatus, FollowUpPlan, FollowUpTask, Store};
 use mesh_egress::worker::Worker;
-use mesh_egress::{Address, AgentMessage, Attribution, Cancellation, EgressError, Surface, Turn};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, Bot, Cancellation, EgressError, Surface, Turn,
+    egress_boundary,
+};
 
 use store_support::*;
 
@@ -64,16 +67,49 @@ fn now_plan(attempts: u32) -> FollowUpPlan {
 }
 
 /// A handler answering with its run's id, so each promise's answer is told apart.
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
     Ok(turn.message(format!("answer for {}", turn.attribution().run())))
 }
 
+/// Fails with a cause the person must never see, counting its calls.
+#[egress_boundary(interactive)]
+async fn failing(turn: &Turn, calls: &AtomicU32) -> Result<AgentMessage, EgressError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(EgressError::transport(
+        "CAUSE-7f3 upstream 503",
+        turn.attribution().clone(),
+    ))
+}
+
+/// The one door: a bot with the store and `client`, and (with `policy`) its degradation policy.
+fn bot(
+    store: &Store,
+    client: impl SurfaceClient + 'static,
+    policy: Option<DegradationPolicy>,
+) -> Bot {
+    let bot = Bot::new().with_store(store.clone()).with_client(client);
+    match policy {
+        Some(policy) => bot.with_policy(policy),
+        None => bot,
+    }
+}
+
+/// The policy of the tests that hand off: a named person takes over.
+fn handing_off() -> Option<DegradationPolicy> {
+    Some(DegradationPolicy::default().with_handoff("Sam", "Sam will take it from here."))
+}
+
 fn worker(store: &Store, channel: Recorder, holder: &str) -> Worker {
-    Worker::new(store.clone(), holder)
-        .with_client(channel)
+    let bot = bot(store, channel, None);
+    let _route = bot.route(
+        HANDLER,
+        |turn: Turn, _input: serde_json::Value| async move { answer(&turn).await },
+    );
+    bot.worker(holder)
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
-        .register(HANDLER, answer)
 }
 
 async fn status(store: &Store, conversation: &str) -> Vec<CommitmentStatus> {
@@ -124,21 +160,15 @@ async fn failed_tries_go_back_on_the_plan_and_the_last_one_hands_off(backend: Ba
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let channel = Recorder::new();
-    let worker = Worker::new(store.clone(), "w1")
-        .with_client(channel.clone())
-        .with_poll_interval(Duration::from_millis(10))
-        .with_policy(
-            DegradationPolicy::default().with_handoff("Sam", "Sam will take it from here."),
-        )
-        .register(HANDLER, move |_task: FollowUpTask, turn: Turn| {
-            seen.fetch_add(1, Ordering::SeqCst);
-            async move {
-                Err::<AgentMessage, _>(EgressError::transport(
-                    "CAUSE-7f3 upstream 503",
-                    turn.attribution().clone(),
-                ))
-            }
-        });
+    let bot = bot(&store, channel.clone(), handing_off());
+    let _route = bot.route(HANDLER, move |turn: Turn, _input: serde_json::Value| {
+        let seen = Arc::clone(&seen);
+        async move { failing(&turn, &seen).await }
+    });
+    let worker = bot
+        .worker("w1")
+        .expect("a store")
+        .with_poll_interval(Duration::from_millis(10));
     let shutdown = Cancellation::new();
 
     let first = worker.pass(&shutdown).await.unwrap();
@@ -224,6 +254,13 @@ async fn a_worker_whose_claim_and_lease_ran_out_cannot_commit_after_a_takeover(b
     assert_eq!(status(&store, "c3").await, [CommitmentStatus::Fulfilled]);
 }
 
+/// Says it started, then never answers.
+#[egress_boundary(interactive)]
+async fn stalled(_turn: &Turn, started: &tokio::sync::Notify) -> Result<AgentMessage, EgressError> {
+    started.notify_one();
+    std::future::pending().await
+}
+
 async fn a_shutdown_mid_wait_gives_the_claim_back_at_once(backend: Backend) {
     let place = backend.place();
     let store = Store::open(&place.url).await.unwrap();
@@ -231,13 +268,15 @@ async fn a_shutdown_mid_wait_gives_the_claim_back_at_once(backend: Backend) {
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
     // A lease far longer than the test: only a release lets the next worker in.
-    let slow = Worker::new(store.clone(), "slow")
-        .with_client(Recorder::new())
-        .with_lease_ttl(Duration::from_secs(600))
-        .register(HANDLER, move |_task: FollowUpTask, _turn: Turn| {
-            signal.notify_one();
-            std::future::pending::<Result<AgentMessage, EgressError>>()
-        });
+    let bot = bot(&store, Recorder::new(), None);
+    let _route = bot.route(HANDLER, move |turn: Turn, _input: serde_json::Value| {
+        let signal = Arc::clone(&signal);
+        async move { stalled(&turn, &signal).await }
+    });
+    let slow = bot
+        .worker("slow")
+        .expect("a store")
+        .with_lease_ttl(Duration::from_secs(600));
     let shutdown = Cancellation::new();
     let stop = shutdown.clone();
     let running = tokio::spawn(async move { slow.run(&stop).await });
@@ -370,12 +409,17 @@ async fn a_follow_up_never_overtakes_an_earlier_part_the_surface_said_not_now_to
     // before the follow-up): the resend stops at the earlier part, and the follow-up must
     // wait behind it, untried.
     let channel = Scripted::new(100, &[Step::RetryAfter, Step::RetryAfter]);
-    let worker = Worker::new(store.clone(), "w1")
-        .with_client(channel.clone())
+    let bot = bot(&store, channel.clone(), None);
+    let _route = bot.route(
+        HANDLER,
+        |turn: Turn, _input: serde_json::Value| async move { answer(&turn).await },
+    );
+    let worker = bot
+        .worker("w1")
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
-        .with_part_retry(at_once())
-        .register(HANDLER, answer);
+        .with_part_retry(at_once());
     let first = worker.pass(&Cancellation::new()).await.unwrap();
     assert_eq!(first.fulfilled, 0, "{first:?}");
     assert!(channel.sent().is_empty(), "{:?}", channel.sent());
@@ -398,17 +442,32 @@ struct Asked {
     urgent: bool,
 }
 
-async fn asked(asked: Asked, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[egress_boundary(interactive)]
+async fn asked(turn: &Turn, asked: Asked) -> Result<AgentMessage, EgressError> {
     let urgency = if asked.urgent { " (urgent)" } else { "" };
     Ok(turn.message(format!("You asked: {}{urgency}", asked.prompt)))
 }
 
+/// Answers with the prompt, counting its calls.
+#[egress_boundary(interactive)]
+async fn counted(
+    turn: &Turn,
+    asked: Asked,
+    calls: &AtomicU32,
+) -> Result<AgentMessage, EgressError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Ok(turn.message(asked.prompt))
+}
+
 fn typed_worker(store: &Store, channel: Recorder) -> Worker {
-    Worker::new(store.clone(), "w-typed")
-        .with_client(channel)
+    let bot = bot(store, channel, None);
+    let _route = bot.route(HANDLER, |turn: Turn, input: Asked| async move {
+        asked(&turn, input).await
+    });
+    bot.worker("w-typed")
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
         .with_poll_interval(Duration::from_millis(20))
-        .register(HANDLER, asked)
 }
 
 async fn a_row_stored_with_a_prompt_key_is_served_by_a_typed_handler(backend: Backend) {
@@ -465,16 +524,15 @@ async fn an_input_that_no_longer_fits_its_handler_hands_off_at_once(backend: Bac
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let channel = Recorder::new();
-    let worker = Worker::new(store.clone(), "w-mismatch")
-        .with_client(channel.clone())
-        .with_poll_interval(Duration::from_millis(10))
-        .with_policy(
-            DegradationPolicy::default().with_handoff("Sam", "Sam will take it from here."),
-        )
-        .register(HANDLER, move |asked: Asked, turn: Turn| {
-            seen.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, EgressError>(turn.message(asked.prompt)) }
-        });
+    let bot = bot(&store, channel.clone(), handing_off());
+    let _route = bot.route(HANDLER, move |turn: Turn, input: Asked| {
+        let seen = Arc::clone(&seen);
+        async move { counted(&turn, input, &seen).await }
+    });
+    let worker = bot
+        .worker("w-mismatch")
+        .expect("a store")
+        .with_poll_interval(Duration::from_millis(10));
     let report = worker.run_once(&Cancellation::new()).await.unwrap();
     assert_eq!(report.handed_off, 1, "{report:?}");
     assert_eq!(

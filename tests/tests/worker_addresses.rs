@@ -24,8 +24,8 @@ use mesh_egress::store::{
 use mesh_egress::testing::FakeApi;
 use mesh_egress::worker::Worker;
 use mesh_egress::{
-    Address, AgentMessage, Attribution, Bot, Cancellation, CommitError, CommitRecord, CommittedPart,
-    EgressError, Surface, Turn, egress_boundary,
+    Address, AgentMessage, Attribution, Bot, Cancellation, CommitError, CommitRecord,
+    CommittedPart, EgressError, Surface, Turn, egress_boundary,
 };
 
 use store_support::{Backend, LONG};

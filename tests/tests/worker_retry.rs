@@ -24,8 +24,7 @@ use mesh_egress::channel::{
 };
 use mesh_egress::ledger::{Ledger, LedgerRecord, OutboxRecord};
 use mesh_egress::store::{PartRetry, PartState, Store};
-use mesh_egress::worker::Worker;
-use mesh_egress::{Address, Cancellation, CommittedPart, Surface};
+use mesh_egress::{Address, Bot, Cancellation, CommittedPart, Surface};
 use tokio::time::Instant;
 
 use store_support::{Backend, message};
@@ -127,11 +126,14 @@ async fn a_5xx_part_is_retried_on_the_backoff_schedule_then_failed(backend: Back
         .channel(channel.clone())
         .with_retry(retry)
         .with_ledger(ledger.clone());
-    let worker = Worker::new(store.clone(), "w1")
+    let worker = Bot::new()
+        .with_store(store.clone())
         .with_client(channel.clone())
+        .with_ledger(ledger.clone())
+        .worker("w1")
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
-        .with_part_retry(retry)
-        .with_ledger(ledger.clone());
+        .with_part_retry(retry);
     let shutdown = Cancellation::new();
 
     // The first attempt: the turn's own send.
@@ -255,8 +257,11 @@ async fn a_running_worker_wakes_when_the_backoff_ends_not_at_its_poll(backend: B
     let channel = Failing::new();
     let durable = store.channel(channel.clone()).with_retry(retry);
     let worker = std::sync::Arc::new(
-        Worker::new(store.clone(), "w1")
+        Bot::new()
+            .with_store(store.clone())
             .with_client(channel.clone())
+            .worker("w1")
+            .expect("a store")
             .with_lease_ttl(Duration::from_secs(30))
             .with_poll_interval(Duration::from_secs(3600))
             .with_part_retry(retry),

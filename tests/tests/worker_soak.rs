@@ -13,8 +13,9 @@ use mesh_egress::channel::Recorder;
 use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
 use mesh_egress::ledger::{CommitmentState, Ledger, LedgerRecord, LedgerStore};
 use mesh_egress::store::{DurableLedger, FollowUpPlan, FollowUpTask, Store};
-use mesh_egress::worker::Worker;
-use mesh_egress::{Address, AgentMessage, Attribution, Cancellation, EgressError, Turn};
+use mesh_egress::{
+    Address, AgentMessage, Attribution, Bot, Cancellation, EgressError, Turn, egress_boundary,
+};
 
 use store_support::Backend;
 
@@ -22,7 +23,8 @@ use store_support::Backend;
 const PROMISES: usize = DurableLedger::WINDOW + 176;
 const CONVERSATIONS: usize = 40;
 
-async fn answer(_task: FollowUpTask, turn: Turn) -> Result<AgentMessage, EgressError> {
+#[egress_boundary(interactive)]
+async fn answer(turn: &Turn) -> Result<AgentMessage, EgressError> {
     Ok(turn.message("Here is the answer."))
 }
 
@@ -53,12 +55,19 @@ async fn a_worker_keeping_more_promises_than_the_window_holds_stays_within_it() 
     let store = Store::open(&place.url).await.unwrap();
     store_promises(&store).await;
     let sink = store.durable_ledger().unwrap();
-    let worker = Worker::new(store.clone(), "soak")
+    let bot = Bot::new()
+        .with_store(store.clone())
         .with_client(Recorder::new())
+        .with_ledger(Ledger::new(sink.clone()));
+    let _route = bot.route(
+        "answer",
+        |turn: Turn, _input: serde_json::Value| async move { answer(&turn).await },
+    );
+    let worker = bot
+        .worker("soak")
+        .expect("a store")
         .with_lease_ttl(Duration::from_secs(30))
-        .with_poll_interval(Duration::from_millis(5))
-        .with_ledger(Ledger::new(sink.clone()))
-        .register("answer", answer);
+        .with_poll_interval(Duration::from_millis(5));
 
     // In rounds, watching what the handle holds while the worker keeps promises.
     let shutdown = Cancellation::new();

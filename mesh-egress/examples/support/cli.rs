@@ -18,10 +18,10 @@ use mesh_egress::channel::{
     Render, SendError, SlackChannel, SlackClient, SlackMrkdwn, SurfaceClient, TelegramChannel,
     TelegramClient, TelegramHtml, UnservedAddress,
 };
+use mesh_egress::degrade::{Mode, Reply};
 use mesh_egress::gate::{ModelJudge, QualityGate};
 use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
 use mesh_egress::{Address, CommittedPart};
-use mesh_egress::degrade::{Mode, Reply};
 use mesh_egress::{AgentMessage, EgressError, Turn, egress_boundary};
 
 /// The chat surface whose format the parts are rendered in.

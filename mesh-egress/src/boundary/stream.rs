@@ -608,7 +608,8 @@ mod tests {
                     input: serde_json::Value::Null,
                 });
             let turn = Turn::new(Attribution::new("bot", "c1", "r1"));
-            let failure = EgressError::transport("CAUSE-7f3 upstream 500", turn.attribution().clone());
+            let failure =
+                EgressError::transport("CAUSE-7f3 upstream 500", turn.attribution().clone());
             let source = AnswerStream::from_chunks(
                 &turn,
                 [Ok(B1.to_owned()), Ok(B2.to_owned()), Err(failure)],
@@ -624,7 +625,11 @@ mod tests {
                     matches!(result, Err(DeliveryError::Commit(_))),
                     "{result:?}"
                 );
-                assert_eq!(channel.sent().len(), 2, "no line for a promise nobody holds");
+                assert_eq!(
+                    channel.sent().len(),
+                    2,
+                    "no line for a promise nobody holds"
+                );
             } else {
                 let mut receipt = result.expect("delivered");
                 assert_eq!(receipt.end(), StreamEnd::Degraded);
