@@ -184,9 +184,8 @@ async fn a_failed_route_holds_then_the_in_memory_keeper_re_runs_the_same_handler
     assert_eq!(delivery.outcome(), Outcome::Holding);
     assert!(
         matches!(delivery.promise(), Some(Promise::Bot(_))),
-        "the route is re-run by the bot's keeper"
+        "the route is re-run by the bot's keeper, nothing is left to the caller"
     );
-    assert!(delivery.promise().is_none());
     let texts = received(&api, 2).await;
     assert_eq!(texts[1], "You asked: Deployed?. It is green.");
     never_the_cause(&texts);

@@ -3,126 +3,25 @@
 //! the gate, render first (an answer that cannot be shown goes to Layer C), the promise kept
 //! before its line goes, commit and send, or stream block by block.
 
-use serde::Serialize;
-
 #[cfg(feature = "markdown")]
 use super::deadline::Deadlined;
-use super::deadline::within_deadline;
-use super::follow_up::{Destination, Started};
-use super::sendable::{Outgoing, Shape, sealed};
-use super::{Bot, Delivery, Endpoint, Outcome, Promise, Sendable};
+use super::follow_up::Started;
+use super::sendable::{Outgoing, Shape};
+use super::{Bot, Delivery, Outcome, Promise};
 use crate::address::Address;
 use crate::answer::{AnswerStream, Streamed};
 use crate::boundary::{Ready, Shown, ToKeep, prepare, record_delivered, resolve_in};
 use crate::channel::stream::{ReplyStream, StreamingChannel};
 use crate::channel::{BoxedChannel, Channel, DeliveryError, UnservedAddress, deliver_rendered};
 use crate::degrade::DegradationPolicy;
-use crate::future::BoxFuture;
 use crate::outbound::CommitError;
 use crate::reply::{Mode, Reply};
 use crate::turn::Turn;
 
 impl Bot {
-    /// Delivers what a handler gave (a [`Reply`], or the [`StreamedReply`](crate::answer::StreamedReply)
-    /// of one that streams) to the turn's address, through the client of its surface, on the
-    /// one path of the [module docs](super). A promise the reply makes comes back to the caller
-    /// ([`Promise::Caller`]: no route started the turn, so there is no handler to re-run; see
-    /// [`run`](Self::run)).
-    ///
-    /// # Errors
-    ///
-    /// [`DeliveryError::Unserved`] when no client of the bot serves the turn's address (nothing
-    /// is rendered or sent); otherwise what delivery itself could not do (see
-    /// [`DeliveryError`]). A reply that cannot be rendered is not an error: Layer C answers.
-    pub fn send<'a>(
-        &'a self,
-        turn: &'a Turn,
-        reply: impl Sendable,
-    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
-        // Converted before the future is made (and the future's type names no `Sendable`), so
-        // a misuse is one error, at the argument.
-        let reply = sealed::Sealed::into_outgoing(reply);
-        Box::pin(self.send_started(turn, reply, None))
-    }
-
-    /// [`send`](Self::send) to a channel the caller built (any [`StreamingChannel`]: a
-    /// `BoxedChannel` streams every channel), instead of the client of the turn's surface.
-    ///
-    /// # Errors
-    ///
-    /// What delivery could not do (see [`DeliveryError`]).
-    pub fn send_to<'a, C: StreamingChannel>(
-        &'a self,
-        turn: &'a Turn,
-        channel: &'a C,
-        reply: impl Sendable,
-    ) -> BoxFuture<'a, Result<Delivery, DeliveryError>> {
-        let reply = sealed::Sealed::into_outgoing(reply);
-        Box::pin(self.deliver(turn, channel, reply, None))
-    }
-
-    /// Runs `route` (a handler registered with [`route`](Self::route)) with `input` and
-    /// delivers what it gives to the turn's address, as [`send`](Self::send) does. A promise
-    /// it makes is the bot's to keep ([`Promise::Bot`]): the same route re-run with the same
-    /// input, in this process (the commitment's plan), or with a store by a
-    /// [`worker`](Self::worker), after a restart too. The turn's deadline holds whatever the
-    /// handler does: a handler that has not answered by then is held (or, proactive, silent),
-    /// in the mode it declared.
-    ///
-    /// # Errors
-    ///
-    /// As [`send`](Self::send).
-    pub async fn run<I: Serialize>(
-        &self,
-        turn: &Turn,
-        route: &Endpoint<I>,
-        input: I,
-    ) -> Result<Delivery, DeliveryError> {
-        let rerun = route.rerun(&input);
-        let reply = within_deadline(turn, route.call(turn, input)).await;
-        let started = rerun.as_ref().map(|rerun| Started {
-            rerun,
-            destination: &Destination::Client,
-        });
-        self.send_started(turn, reply, started).await
-    }
-
-    /// [`run`](Self::run) into `channel`, a destination the caller built for the turn (the web
-    /// chat's live reply), block by block. The promise goes where its holding line went: with
-    /// a store and a client for the channel's surface, stored with the channel's address and
-    /// kept by a worker through that client; otherwise kept in this process, through
-    /// `channel` itself.
-    ///
-    /// # Errors
-    ///
-    /// What delivery could not do (see [`DeliveryError`]).
-    pub async fn run_to<C, I>(
-        &self,
-        turn: &Turn,
-        channel: &C,
-        route: &Endpoint<I>,
-        input: I,
-    ) -> Result<Delivery, DeliveryError>
-    where
-        C: Channel + Clone + 'static,
-        I: Serialize,
-    {
-        let rerun = route.rerun(&input);
-        let reply = within_deadline(turn, route.call(turn, input)).await;
-        let destination = match self.durably_serves(&channel.address()) {
-            true => Destination::Client,
-            false => Destination::Channel(BoxedChannel::new(channel.clone())),
-        };
-        let started = rerun.as_ref().map(|rerun| Started {
-            rerun,
-            destination: &destination,
-        });
-        self.respond(turn, channel, reply, started, |_| None).await
-    }
-
     /// Whether a promise made at `address` is kept durably: the bot has a store, and a client
     /// for its surface that its worker rebuilds the channel with.
-    fn durably_serves(&self, address: &Address) -> bool {
+    pub(super) fn durably_serves(&self, address: &Address) -> bool {
         #[cfg(any(feature = "sqlite", feature = "postgres"))]
         if self.shared.store.is_some() {
             return self.shared.clients.contains_key(&address.surface());
@@ -180,7 +79,7 @@ impl Bot {
 
     /// The one path: the reply whole, or its stream block by block (onto the surface's own
     /// stream when `open` gives one).
-    async fn respond<C: Channel + ?Sized>(
+    pub(super) async fn respond<C: Channel + ?Sized>(
         &self,
         turn: &Turn,
         channel: &C,

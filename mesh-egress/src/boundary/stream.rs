@@ -615,11 +615,13 @@ mod tests {
                 [Ok(B1.to_owned()), Ok(B2.to_owned()), Err(failure)],
             );
             let result = stream(&turn, &plan, &channel, source, None).await;
-            assert_eq!(
-                *keeper.seen.lock().unwrap(),
-                [(2, [B1, B2].concat())],
-                "fail: {fail}"
-            );
+            // The blocks may go as one message or two (the cutter joins what is ready at
+            // once); what counts is that the keeper saw all of them shown and no line yet.
+            let seen = keeper.seen.lock().unwrap().clone();
+            assert_eq!(seen.len(), 1, "asked once: {seen:?} (fail: {fail})");
+            let (shown_before, delivered) = &seen[0];
+            assert_eq!(delivered, &[B1, B2].concat(), "fail: {fail}");
+            assert!(*shown_before >= 1, "asked after the blocks were shown");
             if fail {
                 assert!(
                     matches!(result, Err(DeliveryError::Commit(_))),
@@ -627,13 +629,17 @@ mod tests {
                 );
                 assert_eq!(
                     channel.sent().len(),
-                    2,
+                    *shown_before,
                     "no line for a promise nobody holds"
                 );
             } else {
                 let mut receipt = result.expect("delivered");
                 assert_eq!(receipt.end(), StreamEnd::Degraded);
-                assert_eq!(channel.sent().len(), 3, "the blocks, then the line");
+                assert_eq!(
+                    channel.sent().len(),
+                    shown_before + 1,
+                    "the blocks, then the line"
+                );
                 assert!(receipt.take_rest().is_none(), "the keeper took the promise");
             }
         }
