@@ -369,9 +369,10 @@ impl Bot {
         turn
     }
 
-    /// Delivers what a handler gave (a [`Reply`], or the [`StreamedReply`](crate::answer::StreamedReply)
-    /// of one that streams) to the turn's address, through the client of its surface, on the
-    /// one path of the [module docs](super). A promise the reply makes comes back to the caller
+    /// Delivers what a handler gave (a [`Reply`](crate::Reply), or the
+    /// [`StreamedReply`](crate::answer::StreamedReply) of one that streams) to the turn's
+    /// address, through the client of its surface, on the one path of the
+    /// [module docs](crate::bot). A promise the reply makes comes back to the caller
     /// ([`Promise::Caller`]: no route started the turn, so there is no handler to re-run; see
     /// [`run`](Self::run)).
     ///
