@@ -222,10 +222,9 @@ impl StreamedTurnReceipt {
         self.layer_c.as_ref()
     }
 
-    /// The promise a holding line made when no [`PromiseKeeper`] took it: its follow-up owes
-    /// only what follows [`delivered`](Self::delivered) (see
-    /// [`rest_after`](super::rest_after)). Keep it with a keeper
-    /// ([`StreamPlan::with_promise_keeper`], or the [`Bot`](crate::Bot)'s).
+    /// The promise a holding line made (also when a [`PromiseKeeper`] already kept it: the
+    /// caller reads it as the holding outcome): its follow-up owes only what follows
+    /// [`delivered`](Self::delivered) (see [`rest_after`](super::rest_after)).
     pub(crate) fn take_rest(&mut self) -> Option<Commitment> {
         self.rest.take()
     }
@@ -640,7 +639,9 @@ mod tests {
                     shown_before + 1,
                     "the blocks, then the line"
                 );
-                assert!(receipt.take_rest().is_none(), "the keeper took the promise");
+                // Kept by the keeper and still handed back: the Bot reads it as a holding line
+                // and reports whose promise it is.
+                assert!(receipt.take_rest().is_some(), "the holding line's promise");
             }
         }
     }
