@@ -147,21 +147,17 @@ fn bench(c: &mut Criterion) {
     // RecoveryReport (one attempt) on the turn's ledger. Router ≈ a peer + this row.
     group.bench_function("ledger_row_only", |b| {
         b.iter(|| {
-            let report = RecoveryReport {
-                attempts: mesh_egress::ledger::Attempts::one(AttemptRecord {
-                    route_index: 0,
-                    model: black_box(std::sync::Arc::from("m")),
-                    attempt: 1,
-                    outcome: AttemptOutcome::Answered,
-                    retryable: true,
-                    duration: Duration::ZERO,
-                    wait: None,
-                }),
-                answered_by: Some(0),
-                answered_model: Some(black_box(std::sync::Arc::from("m"))),
-                gave_up: None,
-                stream: None,
-            };
+            let mut report = RecoveryReport::default().with_attempt(AttemptRecord {
+                route_index: 0,
+                model: black_box(std::sync::Arc::from("m")),
+                attempt: 1,
+                outcome: AttemptOutcome::Answered,
+                retryable: true,
+                duration: Duration::ZERO,
+                wait: None,
+            });
+            report.answered_by = Some(0);
+            report.answered_model = Some(black_box(std::sync::Arc::from("m")));
             turn.ledger()
                 .record(turn.attribution(), LedgerRecord::Recovery(report));
         });
@@ -173,21 +169,17 @@ fn bench(c: &mut Criterion) {
     group.bench_function("ledger_row", |b| {
         b.iter(|| {
             let model = black_box(&model);
-            let report = RecoveryReport {
-                attempts: mesh_egress::ledger::Attempts::one(AttemptRecord {
-                    route_index: 0,
-                    model: Arc::clone(model),
-                    attempt: 1,
-                    outcome: AttemptOutcome::Answered,
-                    retryable: true,
-                    duration: Duration::ZERO,
-                    wait: None,
-                }),
-                answered_by: Some(0),
-                answered_model: Some(Arc::clone(model)),
-                gave_up: None,
-                stream: None,
-            };
+            let mut report = RecoveryReport::default().with_attempt(AttemptRecord {
+                route_index: 0,
+                model: Arc::clone(model),
+                attempt: 1,
+                outcome: AttemptOutcome::Answered,
+                retryable: true,
+                duration: Duration::ZERO,
+                wait: None,
+            });
+            report.answered_by = Some(0);
+            report.answered_model = Some(Arc::clone(model));
             turn.ledger()
                 .record(turn.attribution(), LedgerRecord::Recovery(report));
         });

@@ -369,7 +369,7 @@ fn ledger_rows(ledger: &Ledger) -> Vec<String> {
             LedgerRecord::Recovery(r) => {
                 // Consecutive attempts with one outcome on one route share an entry.
                 let mut outcomes: Vec<(usize, AttemptOutcome, usize)> = Vec::new();
-                for a in &r.attempts {
+                for a in r.attempts() {
                     match outcomes.last_mut() {
                         Some((route, outcome, n))
                             if *route == a.route_index && *outcome == a.outcome =>

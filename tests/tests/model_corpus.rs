@@ -199,7 +199,7 @@ async fn check_router(s: &Sample) -> Result<(), String> {
         .entries()
         .into_iter()
         .find_map(|e| match e.into_record() {
-            LedgerRecord::Recovery(r) => r.attempts.into_iter().next().map(|a| a.outcome),
+            LedgerRecord::Recovery(r) => r.attempts().iter().next().map(|a| a.outcome),
             _ => None,
         })
         .map(|o| o.to_string())

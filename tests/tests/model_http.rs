@@ -54,7 +54,12 @@ fn outcomes(turn: &Turn) -> Vec<String> {
             LedgerRecord::Recovery(r) => Some(r),
             _ => None,
         })
-        .flat_map(|r| r.attempts.into_iter().map(|a| a.outcome.to_string()))
+        .flat_map(|r| {
+            r.attempts()
+                .iter()
+                .map(|a| a.outcome.to_string())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 

@@ -71,7 +71,7 @@ async fn run(first: FakeResponse) -> (Vec<String>, RecoveryReport) {
 }
 
 fn first_outcome(report: &RecoveryReport) -> (String, Option<Duration>) {
-    let first = report.attempts.iter().next().expect("an attempt");
+    let first = report.attempts().iter().next().expect("an attempt");
     (first.outcome.to_string(), first.wait)
 }
 

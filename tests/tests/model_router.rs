@@ -68,8 +68,8 @@ async fn a_healthy_call_answers_on_the_first_attempt_at_once() {
     assert_eq!(Instant::now() - start, Duration::ZERO);
     let report = recovery(&turn);
     assert_eq!(report.answered_by, Some(0));
-    assert_eq!(report.attempts.len(), 1);
-    assert_eq!(report.attempts[0].outcome, AttemptOutcome::Answered);
+    assert_eq!(report.attempts().len(), 1);
+    assert_eq!(report.attempts()[0].outcome, AttemptOutcome::Answered);
 }
 
 #[tokio::test(start_paused = true)]
@@ -99,10 +99,10 @@ async fn a_stalled_primary_falls_back_at_exactly_the_attempt_timeout_and_is_aske
     assert_eq!(report.answered_by, Some(1));
     assert_eq!(report.answered_model.as_deref(), Some("fallback"));
     assert_eq!(
-        report.attempts[0].outcome,
+        report.attempts()[0].outcome,
         AttemptOutcome::Failed(FailureReason::AttemptTimeout)
     );
-    assert_eq!(report.attempts[0].duration, S(60));
+    assert_eq!(report.attempts()[0].duration, S(60));
 }
 
 #[tokio::test(start_paused = true)]
@@ -349,7 +349,7 @@ async fn an_exhausted_quota_is_not_retried_but_falls_back_by_default() {
     assert_eq!(connector.calls_to("a").len(), 1);
     let report = recovery(&turn);
     assert_eq!(
-        report.attempts.iter().next().map(|a| a.outcome),
+        report.attempts().iter().next().map(|a| a.outcome),
         Some(AttemptOutcome::Failed(FailureReason::QuotaExhausted))
     );
 }
@@ -415,10 +415,10 @@ async fn cancellation_mid_attempt_ends_recovery_at_once_and_leaves_no_task() {
     assert_eq!(connector.calls().len(), 1);
     let report = recovery(&turn);
     assert_eq!(
-        report.attempts[0].outcome,
+        report.attempts()[0].outcome,
         AttemptOutcome::Stopped(StopReason::Cancelled)
     );
-    assert_eq!(report.attempts[0].duration, MS(2500));
+    assert_eq!(report.attempts()[0].duration, MS(2500));
     assert_eq!(
         tokio::runtime::Handle::current()
             .metrics()
@@ -474,7 +474,7 @@ async fn an_ownership_check_is_asked_once_before_the_call_and_its_no_stands() {
     assert!(connector.calls().is_empty());
     let report = recovery(&turn);
     assert_eq!(report.gave_up.as_deref(), Some("ownership_lost"));
-    assert!(report.attempts.is_empty());
+    assert!(report.attempts().is_empty());
 }
 
 fn router_for(connector: &ScriptedConnector) -> Router<ScriptedConnector> {
@@ -518,7 +518,7 @@ async fn a_call_with_no_time_left_asks_no_model_and_one_with_a_moment_left_is_an
         assert!(err.retryable());
         let report = recovery(&turn);
         assert_eq!(report.gave_up.as_deref(), Some("total_deadline"));
-        assert!(report.attempts.is_empty());
+        assert!(report.attempts().is_empty());
         assert_eq!(Instant::now(), now);
     }
     let connector = ScriptedConnector::new().on("a", [Step::answer("ok")]);
@@ -530,9 +530,9 @@ async fn a_call_with_no_time_left_asks_no_model_and_one_with_a_moment_left_is_an
     assert_eq!(completion.content.as_deref(), Some("ok"));
     let report = recovery(&turn);
     assert_eq!(report.answered_by, Some(0));
-    assert_eq!(report.attempts.len(), 1);
-    assert_eq!(report.attempts[0].outcome, AttemptOutcome::Answered);
-    assert_eq!(report.attempts[0].duration, Duration::ZERO);
+    assert_eq!(report.attempts().len(), 1);
+    assert_eq!(report.attempts()[0].outcome, AttemptOutcome::Answered);
+    assert_eq!(report.attempts()[0].duration, Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
@@ -579,7 +579,7 @@ async fn retryable_failures_retry_the_same_route_with_backoff_first() {
     );
     assert_eq!(call_times(&connector, "b", start), [MS(1500)]);
     let outcomes: Vec<_> = recovery(&turn)
-        .attempts
+        .attempts()
         .iter()
         .map(|a| (a.outcome.to_string(), a.wait))
         .collect();

@@ -15,7 +15,7 @@ use model_support::{MS, S, Streamed, cause, recovery, router, router_over, strea
 
 fn outcomes(report: &RecoveryReport) -> Vec<(usize, String)> {
     report
-        .attempts
+        .attempts()
         .iter()
         .map(|a| (a.route_index, a.outcome.to_string()))
         .collect()

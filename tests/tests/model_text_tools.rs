@@ -58,7 +58,7 @@ fn outcomes(turn: &Turn) -> Vec<String> {
         .filter_map(|e| match e.into_record() {
             LedgerRecord::Recovery(report) => Some(
                 report
-                    .attempts
+                    .attempts()
                     .iter()
                     .map(|a| a.outcome.to_string())
                     .collect::<Vec<_>>(),

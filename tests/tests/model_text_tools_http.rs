@@ -47,7 +47,7 @@ fn outcomes(turn: &Turn) -> Vec<String> {
         .entries()
         .into_iter()
         .filter_map(|e| match e.into_record() {
-            LedgerRecord::Recovery(r) => Some(r.attempts),
+            LedgerRecord::Recovery(r) => Some(r.attempts().to_vec()),
             _ => None,
         })
         .flat_map(|attempts| {

@@ -26,7 +26,7 @@ mod sealed {
     /// What a deliverable value amounts to.
     #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     #[derive(Debug)]
-    pub enum Delivery {
+    pub enum Carried {
         Message {
             message: AgentMessage,
             commitment: Option<Commitment>,
@@ -38,11 +38,11 @@ mod sealed {
     /// Seals [`Deliverable`](super::Deliverable).
     #[allow(unnameable_types)] // sealed: reachable on purpose, never named outside
     pub trait SealedDeliverable {
-        fn into_delivery(self) -> Delivery;
+        fn into_carried(self) -> Carried;
     }
 }
 
-use sealed::Delivery;
+use sealed::Carried;
 
 /// A value that may be delivered to a person: an [`AgentMessage`], a [`Reply`], a streamed
 /// [`Block<Checked>`] (one that passed the gate's block check), or the [`Undelivered`] rest of
@@ -61,8 +61,8 @@ use sealed::Delivery;
 pub trait Deliverable: sealed::SealedDeliverable + Send + 'static {}
 
 impl sealed::SealedDeliverable for AgentMessage {
-    fn into_delivery(self) -> Delivery {
-        Delivery::Message {
+    fn into_carried(self) -> Carried {
+        Carried::Message {
             message: self,
             commitment: None,
         }
@@ -71,28 +71,28 @@ impl sealed::SealedDeliverable for AgentMessage {
 impl Deliverable for AgentMessage {}
 
 impl sealed::SealedDeliverable for Reply {
-    fn into_delivery(self) -> Delivery {
+    fn into_carried(self) -> Carried {
         match self {
-            Reply::Answer(message) | Reply::Handoff { message } => Delivery::Message {
+            Reply::Answer(message) | Reply::Handoff { message } => Carried::Message {
                 message,
                 commitment: None,
             },
             Reply::Holding {
                 message,
                 commitment,
-            } => Delivery::Message {
+            } => Carried::Message {
                 message,
                 commitment: Some(commitment),
             },
-            Reply::Silence => Delivery::Silence,
+            Reply::Silence => Carried::Silence,
         }
     }
 }
 impl Deliverable for Reply {}
 
 impl sealed::SealedDeliverable for Block<Checked> {
-    fn into_delivery(self) -> Delivery {
-        Delivery::Message {
+    fn into_carried(self) -> Carried {
+        Carried::Message {
             message: self.into_message(),
             commitment: None,
         }
@@ -101,8 +101,8 @@ impl sealed::SealedDeliverable for Block<Checked> {
 impl Deliverable for Block<Checked> {}
 
 impl sealed::SealedDeliverable for Undelivered {
-    fn into_delivery(self) -> Delivery {
-        Delivery::Resume(self)
+    fn into_carried(self) -> Carried {
+        Carried::Resume(self)
     }
 }
 impl Deliverable for Undelivered {}
@@ -123,7 +123,7 @@ impl<C: Channel + ?Sized> Deliver for C {
         // Converting before the future is built keeps the future's type independent of `M`, so
         // a value that is not `Deliverable` is reported once, at the argument, instead of once
         // per place the opaque future mentions `M`.
-        let delivery = message.into_delivery();
+        let delivery = message.into_carried();
         Delivering {
             inner: Box::pin(deliver_parts(self, delivery)),
         }
@@ -154,18 +154,18 @@ impl fmt::Debug for Delivering<'_> {
 
 async fn deliver_parts<C: Channel + ?Sized>(
     channel: &C,
-    delivery: Delivery,
+    delivery: Carried,
 ) -> Result<Receipt, DeliveryError> {
     match delivery {
-        Delivery::Silence => Ok(Receipt::silent()),
-        Delivery::Message {
+        Carried::Silence => Ok(Receipt::silent()),
+        Carried::Message {
             message,
             commitment,
         } => {
             let rendered = Outbound::new(message).render(channel.renderer())?;
             deliver_rendered(channel, rendered, commitment).await
         }
-        Delivery::Resume(rest) => {
+        Carried::Resume(rest) => {
             let Undelivered {
                 delivery,
                 parts,

@@ -236,9 +236,8 @@ pub use layer_c::{
     BoundaryErrorRecord, CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord,
     SilenceRecord,
 };
-pub use recovery::{
-    AttemptOutcome, AttemptRecord, Attempts, JoinedBy, RecoveryReport, StreamReport,
-};
+pub(crate) use recovery::Attempts;
+pub use recovery::{AttemptOutcome, AttemptRecord, JoinedBy, RecoveryReport, StreamReport};
 
 #[cfg(test)]
 mod tests {

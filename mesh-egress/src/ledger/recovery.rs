@@ -13,8 +13,8 @@ use crate::ownership::StopReason;
 /// Layer A's account of one model call: every attempt, and the route that answered.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryReport {
-    /// Every attempt, in order.
-    pub attempts: Attempts,
+    /// Every attempt, in order (read with [`attempts`](Self::attempts)).
+    pub(crate) attempts: Attempts,
     /// The index of the route that answered (0 = primary), if one did.
     pub answered_by: Option<usize>,
     /// The model that answered, if one did.
@@ -26,6 +26,20 @@ pub struct RecoveryReport {
     /// after that, and what answered the rest. Absent for a call that was not streamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamReport>,
+}
+
+impl RecoveryReport {
+    /// Every attempt, in order.
+    pub fn attempts(&self) -> &[AttemptRecord] {
+        &self.attempts
+    }
+
+    /// This report with `attempt` appended to its attempts.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: AttemptRecord) -> Self {
+        self.attempts.push(attempt);
+        self
+    }
 }
 
 /// Layer A's account of a streamed call's delivery (see [`RecoveryReport::stream`]).
@@ -121,31 +135,10 @@ mod stream_report_tests {
 }
 
 /// Every attempt of a model call, in order: a list that holds one attempt without allocating
-/// (a healthy call makes exactly one), and more on the heap.
-///
-/// It reads as a slice (`len`, indexing, `iter`) and serializes as a plain list.
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::time::Duration;
-/// use mesh_egress::ledger::{AttemptOutcome, AttemptRecord, Attempts};
-/// let ok = AttemptRecord {
-///     route_index: 0,
-///     model: Arc::from("m"),
-///     attempt: 1,
-///     outcome: AttemptOutcome::Answered,
-///     retryable: true,
-///     duration: Duration::ZERO,
-///     wait: None,
-/// };
-/// let mut attempts = Attempts::one(ok.clone());
-/// attempts.push(ok.clone());
-/// assert_eq!(attempts.len(), 2);
-/// assert_eq!(attempts[1], ok);
-/// assert_eq!(attempts, Attempts::from(vec![ok.clone(), ok]));
-/// ```
+/// (a healthy call makes exactly one), and more on the heap. It reads as a slice and serializes
+/// as a plain list.
 #[derive(Clone, Default)]
-pub struct Attempts(AttemptsRepr);
+pub(crate) struct Attempts(AttemptsRepr);
 
 #[derive(Clone, Default)]
 enum AttemptsRepr {
@@ -157,17 +150,17 @@ enum AttemptsRepr {
 
 impl Attempts {
     /// No attempts.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Exactly `attempt`, without allocating.
-    pub fn one(attempt: AttemptRecord) -> Self {
+    pub(crate) fn one(attempt: AttemptRecord) -> Self {
         Self(AttemptsRepr::One(attempt))
     }
 
     /// Appends `attempt`.
-    pub fn push(&mut self, attempt: AttemptRecord) {
+    pub(crate) fn push(&mut self, attempt: AttemptRecord) {
         self.0 = match std::mem::take(&mut self.0) {
             AttemptsRepr::None => AttemptsRepr::One(attempt),
             AttemptsRepr::One(first) => AttemptsRepr::Many(vec![first, attempt]),
@@ -179,7 +172,7 @@ impl Attempts {
     }
 
     /// The attempts as a slice.
-    pub fn as_slice(&self) -> &[AttemptRecord] {
+    pub(crate) fn as_slice(&self) -> &[AttemptRecord] {
         match &self.0 {
             AttemptsRepr::None => &[],
             AttemptsRepr::One(one) => std::slice::from_ref(one),
@@ -188,7 +181,7 @@ impl Attempts {
     }
 
     /// The attempts as a mutable slice.
-    pub fn as_mut_slice(&mut self) -> &mut [AttemptRecord] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [AttemptRecord] {
         match &mut self.0 {
             AttemptsRepr::None => &mut [],
             AttemptsRepr::One(one) => std::slice::from_mut(one),
@@ -197,7 +190,7 @@ impl Attempts {
     }
 
     /// The attempts as a `Vec`.
-    pub fn into_vec(self) -> Vec<AttemptRecord> {
+    pub(crate) fn into_vec(self) -> Vec<AttemptRecord> {
         match self.0 {
             AttemptsRepr::None => Vec::new(),
             AttemptsRepr::One(one) => vec![one],

@@ -319,13 +319,13 @@ impl<C: ModelConnector> Router<C> {
                 // Empty, or a tool decision that cannot be used (a text-protocol call with no
                 // tools offered): a failed attempt like any other.
                 Ok(result) => match settle(result, request) {
-                    Ok(completion) => Outcome::Answered(completion),
-                    Err(error) => Outcome::Failed(error),
+                    Ok(completion) => Attempted::Answered(completion),
+                    Err(error) => Attempted::Failed(error),
                 },
                 Err(outcome) => outcome,
             };
             let failed = match outcome {
-                Outcome::Answered(completion) => {
+                Attempted::Answered(completion) => {
                     let record = self.attempt_record(
                         index,
                         attempt,
@@ -336,7 +336,7 @@ impl<C: ModelConnector> Router<C> {
                     recovery.report.attempts.push(record);
                     return Ok(completion);
                 }
-                Outcome::Stopped(reason) => {
+                Attempted::Stopped(reason) => {
                     let record = self.attempt_record(
                         index,
                         attempt,
@@ -347,7 +347,7 @@ impl<C: ModelConnector> Router<C> {
                     recovery.report.attempts.push(record);
                     return Err(RouteEnd::stopped(reason));
                 }
-                Outcome::TimedOut { by_share } => Failed::timed_out(
+                Attempted::TimedOut { by_share } => Failed::timed_out(
                     index,
                     attempt,
                     attempt_start,
@@ -358,7 +358,7 @@ impl<C: ModelConnector> Router<C> {
                         FallbackReason::AttemptTimeout
                     },
                 ),
-                Outcome::Failed(error) => Failed::error(index, attempt, attempt_start, error),
+                Attempted::Failed(error) => Failed::error(index, attempt, attempt_start, error),
             };
             match self.after_failure(recovery, failed, share_end) {
                 Next::End(end) => return Err(end),
@@ -392,15 +392,15 @@ impl<C: ModelConnector> Router<C> {
         mut call: Pin<&mut Option<F>>,
         bound: Instant,
         by_share: bool,
-    ) -> Result<Result<Completion, ModelError>, Outcome>
+    ) -> Result<Result<Completion, ModelError>, Attempted>
     where
         F: Future<Output = Result<Completion, ModelError>>,
     {
         let result = tokio::select! {
             biased;
             result = poll_fn(|cx| poll_in_flight(call.as_mut(), cx)) => Ok(result),
-            reason = turn.stopped() => Err(Outcome::Stopped(reason)),
-            () = sleep_until(bound) => Err(Outcome::TimedOut { by_share }),
+            reason = turn.stopped() => Err(Attempted::Stopped(reason)),
+            () = sleep_until(bound) => Err(Attempted::TimedOut { by_share }),
         };
         call.set(None);
         result
@@ -484,7 +484,7 @@ impl<C: ModelConnector> Router<C> {
 }
 
 /// How one attempt ended.
-enum Outcome {
+enum Attempted {
     Answered(Completion),
     Failed(ModelError),
     TimedOut { by_share: bool },

@@ -55,7 +55,7 @@ pub enum UnknownOutcome {
 }
 
 /// What happened to one send, for [`Store::resend`] to decide whether to go on.
-pub(super) enum Outcome {
+pub(super) enum SendStep {
     Sent,
     Retry,
     Uncertain,
@@ -253,11 +253,11 @@ impl<C: Channel> Durable<C> {
     pub(super) async fn send_tracked(
         &self,
         part: CommittedPart,
-    ) -> (Result<PartReceipt, SendError>, Outcome) {
+    ) -> (Result<PartReceipt, SendError>, SendStep) {
         if !part.is_owned() {
             // In memory, before any database round trip: a revoked or expired lease starts
             // nothing.
-            return (Err(SendError::ownership_lost(part)), Outcome::NotClaimed);
+            return (Err(SendError::ownership_lost(part)), SendStep::NotClaimed);
         }
         let delivery = part.delivery_id().to_string();
         let index = part.index();
@@ -273,14 +273,14 @@ impl<C: Channel> Durable<C> {
                 let refused = StoreError::NotClaimable { delivery, index };
                 (
                     Err(SendError::new(part, refused).with_retryable(false)),
-                    Outcome::NotClaimed,
+                    SendStep::NotClaimed,
                 )
             }
             Err(error) => {
                 // Nothing was sent and the row is unchanged: trying again later is safe.
                 (
                     Err(SendError::new(part, StoreError::database(error))),
-                    Outcome::Retry,
+                    SendStep::Retry,
                 )
             }
         }
@@ -291,7 +291,7 @@ impl<C: Channel> Durable<C> {
         &self,
         part: CommittedPart,
         attempts: u32,
-    ) -> (Result<PartReceipt, SendError>, Outcome) {
+    ) -> (Result<PartReceipt, SendError>, SendStep) {
         let delivery = part.delivery_id().to_string();
         let index = part.index();
         let index_i64 = i64::try_from(index).unwrap_or(i64::MAX);
@@ -308,7 +308,7 @@ impl<C: Channel> Durable<C> {
                 if index + 1 < total {
                     crate::failpoint::hit("between_parts").await;
                 }
-                (Ok(receipt), Outcome::Sent)
+                (Ok(receipt), SendStep::Sent)
             }
             Err(error) => {
                 let mut text = error_text(&error);
@@ -323,10 +323,10 @@ impl<C: Channel> Durable<C> {
                         Mark::Retry {
                             maybe_delivered: maybe,
                         },
-                        Outcome::NotClaimed,
+                        SendStep::NotClaimed,
                     )
                 } else if !error.retryable() {
-                    (Mark::Failed, Outcome::Failed)
+                    (Mark::Failed, SendStep::Failed)
                 } else if maybe && error.retry_after().is_some() {
                     // Maybe delivered, then "not now": the lookup or the dedupe waits for the
                     // next attempt, which the maybe-delivered flag sends through them.
@@ -334,7 +334,7 @@ impl<C: Channel> Durable<C> {
                         Mark::Retry {
                             maybe_delivered: true,
                         },
-                        Outcome::Retry,
+                        SendStep::Retry,
                     )
                 } else if !unknown {
                     // The surface answered "not now": it did not post.
@@ -342,14 +342,14 @@ impl<C: Channel> Durable<C> {
                         Mark::Retry {
                             maybe_delivered: false,
                         },
-                        Outcome::Retry,
+                        SendStep::Retry,
                     )
                 } else if self.surface().dedupes() {
                     (
                         Mark::Retry {
                             maybe_delivered: true,
                         },
-                        Outcome::Retry,
+                        SendStep::Retry,
                     )
                 } else {
                     // The surface cannot dedupe a re-send: ask it whether the part is there.
@@ -362,24 +362,24 @@ impl<C: Channel> Durable<C> {
                             tracing::info!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "reconciled: the surface holds the part; not sent again");
                             self.record_sent(&delivery, index, receipt.id(), sender)
                                 .await;
-                            return (Ok(receipt), Outcome::Sent);
+                            return (Ok(receipt), SendStep::Sent);
                         }
                         PartLookup::NotFound => (
                             Mark::Retry {
                                 maybe_delivered: false,
                             },
-                            Outcome::Retry,
+                            SendStep::Retry,
                         ),
                         PartLookup::Unknown { reason } => {
                             text = bounded(format!("{text}; lookup: {reason}"));
                             match self.unknown_outcome {
-                                UnknownOutcome::Uncertain => (Mark::Uncertain, Outcome::Uncertain),
+                                UnknownOutcome::Uncertain => (Mark::Uncertain, SendStep::Uncertain),
                                 // At least once, as configured: a later send may duplicate it.
                                 UnknownOutcome::SendAgain => (
                                     Mark::Retry {
                                         maybe_delivered: false,
                                     },
-                                    Outcome::Retry,
+                                    SendStep::Retry,
                                 ),
                             }
                         }
@@ -390,7 +390,7 @@ impl<C: Channel> Durable<C> {
                 // answer, and the renewed lease or the next holder tries it at once (its
                 // maybe-delivered flag kept); nor is it ever given up for it.
                 let (mark, outcome) = match mark {
-                    Mark::Retry { maybe_delivered } if !matches!(outcome, Outcome::NotClaimed) => {
+                    Mark::Retry { maybe_delivered } if !matches!(outcome, SendStep::NotClaimed) => {
                         match self
                             .retry
                             .next_wait(attempts, error.retry_after(), fastrand::f64())
@@ -402,7 +402,7 @@ impl<C: Channel> Durable<C> {
                                 },
                                 outcome,
                             ),
-                            None => (Mark::GaveUp, Outcome::Failed),
+                            None => (Mark::GaveUp, SendStep::Failed),
                         }
                     }
                     other => (other, outcome),
@@ -414,7 +414,7 @@ impl<C: Channel> Durable<C> {
                     // here as settled (nor as given up).
                     Ok(0) => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, "the send's result was not recorded: the lease moved on, the new holder settles the part");
-                        return (Err(error.with_retryable(false)), Outcome::NotClaimed);
+                        return (Err(error.with_retryable(false)), SendStep::NotClaimed);
                     }
                     Ok(_) => {}
                     Err(ref store_error) => {
@@ -422,7 +422,7 @@ impl<C: Channel> Durable<C> {
                     }
                 }
                 match outcome {
-                    Outcome::Uncertain => {
+                    SendStep::Uncertain => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, surface = self.surface().as_str(), "part uncertain: it may have reached the surface, which cannot dedupe a re-send");
                         self.report_uncertain(
                             error.part().map(CommittedPart::attribution),
@@ -432,7 +432,7 @@ impl<C: Channel> Durable<C> {
                         );
                         (Err(error.with_retryable(false)), outcome)
                     }
-                    Outcome::Failed if matches!(mark, Mark::GaveUp) => {
+                    SendStep::Failed if matches!(mark, Mark::GaveUp) => {
                         // Only once the row is `failed`: a mark the database did not take
                         // leaves it `sending`, for the next resend's unknown-outcome rules.
                         if recorded.is_ok() {
@@ -440,7 +440,7 @@ impl<C: Channel> Durable<C> {
                         }
                         (Err(error.with_retryable(false)), outcome)
                     }
-                    Outcome::Failed => {
+                    SendStep::Failed => {
                         tracing::warn!(target: "mesh_egress::store", %delivery, index, "part failed: the surface refused it; the rest of its message is failed with it");
                         (Err(error), outcome)
                     }

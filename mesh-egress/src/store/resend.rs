@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use sqlx::Row;
 
-use super::outbox::{Durable, Outcome, attempts_count, bounded};
+use super::outbox::{Durable, SendStep, attempts_count, bounded};
 use super::{Store, StoreError, UnknownOutcome, address_text, millis, on_pool, to_usize};
 use crate::channel::{Channel, PartLookup, PartReceipt, SendError};
 use crate::egress::Attribution;
@@ -118,17 +118,17 @@ impl Store {
                 let (delivery, index) = (part.delivery_id().to_string(), part.index());
                 let (sent, outcome) = channel.send_claimed(part, attempts).await;
                 match outcome {
-                    Outcome::Sent => {
+                    SendStep::Sent => {
                         report.sent += 1;
                         report_plain_text(channel, &attribution, &delivery, index, &sent);
                     }
-                    Outcome::Uncertain => report.uncertain += 1,
-                    Outcome::Failed => report.failed += 1,
-                    Outcome::Retry => {
+                    SendStep::Uncertain => report.uncertain += 1,
+                    SendStep::Failed => report.failed += 1,
+                    SendStep::Retry => {
                         report.stopped = true;
                         return Ok(report);
                     }
-                    Outcome::NotClaimed => {
+                    SendStep::NotClaimed => {
                         return Err(StoreError::LeaseLost {
                             conversation: conversation.to_owned(),
                         });
@@ -274,17 +274,17 @@ impl Store {
             let attribution = part.attribution().clone();
             let (sent, outcome) = channel.send_tracked(part).await;
             match outcome {
-                Outcome::Sent => {
+                SendStep::Sent => {
                     report.sent += 1;
                     report_plain_text(channel, &attribution, &open.delivery, open.index, &sent);
                 }
-                Outcome::Uncertain => report.uncertain += 1,
-                Outcome::Failed => report.failed += 1,
-                Outcome::Retry => {
+                SendStep::Uncertain => report.uncertain += 1,
+                SendStep::Failed => report.failed += 1,
+                SendStep::Retry => {
                     report.stopped = true;
                     return Ok(report);
                 }
-                Outcome::NotClaimed => {
+                SendStep::NotClaimed => {
                     return Err(StoreError::LeaseLost {
                         conversation: conversation.to_owned(),
                     });

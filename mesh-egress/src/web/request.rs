@@ -160,7 +160,7 @@ enum WirePart {
 
 /// A request read and checked.
 #[derive(Debug)]
-pub(super) struct ChatRequest<O> {
+pub(super) struct ChatPost<O> {
     pub(super) chat: WebAddress,
     pub(super) trigger: Trigger,
     /// The person's new message (its id and text) on `submit-message`.
@@ -172,7 +172,7 @@ pub(super) struct ChatRequest<O> {
 pub(super) fn read<O: DeserializeOwned>(
     body: &[u8],
     limits: RequestLimits,
-) -> Result<ChatRequest<O>, Refusal> {
+) -> Result<ChatPost<O>, Refusal> {
     if body.len() > limits.body_bytes {
         return Err(Refusal::TooLarge);
     }
@@ -222,7 +222,7 @@ pub(super) fn read<O: DeserializeOwned>(
         }
         Trigger::RegenerateMessage => None,
     };
-    Ok(ChatRequest {
+    Ok(ChatPost {
         chat,
         trigger: wire.trigger,
         message,
@@ -235,7 +235,7 @@ mod tests {
     use super::*;
     use crate::web::NoOptions;
 
-    fn read_default(body: &str) -> Result<ChatRequest<NoOptions>, Refusal> {
+    fn read_default(body: &str) -> Result<ChatPost<NoOptions>, Refusal> {
         read(body.as_bytes(), RequestLimits::default())
     }
 

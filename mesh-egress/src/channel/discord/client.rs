@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::address::Surface;
 use crate::address::{Address, DiscordAddress};
 use crate::channel::http::answer::{
-    Outcome, retry_after_header, seconds_field, server_error, unexpected_body,
+    CallEnd, retry_after_header, seconds_field, server_error, unexpected_body,
 };
 use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use crate::channel::http::retry::Request;
@@ -293,7 +293,7 @@ pub(crate) fn classify(
     headers: &HeaderMap,
     body: &[u8],
     token: &Token,
-) -> Outcome {
+) -> CallEnd {
     let answer = serde_json::from_slice::<Value>(body).ok();
     if status == StatusCode::TOO_MANY_REQUESTS {
         let field = |name: &str| answer.as_ref().and_then(|a| a.get(name));
@@ -302,7 +302,7 @@ pub(crate) fn classify(
             || headers
                 .get("x-ratelimit-global")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-        return Outcome::RateLimited { wait, global };
+        return CallEnd::RateLimited { wait, global };
     }
     if status.is_server_error() {
         return server_error(status);
@@ -312,7 +312,7 @@ pub(crate) fn classify(
     };
     if status.is_success() {
         return match answer.get("id").and_then(Value::as_str) {
-            Some(id) => Outcome::Sent(id.to_owned()),
+            Some(id) => CallEnd::Sent(id.to_owned()),
             None => unexpected_body(status),
         };
     }
@@ -321,7 +321,7 @@ pub(crate) fn classify(
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("unknown error");
-    Outcome::Fail {
+    CallEnd::Fail {
         kind: ChannelErrorKind::Refused {
             status: status.as_u16(),
             detail: token.scrub(&format!("{code}: {message}")),
@@ -346,7 +346,7 @@ mod tests {
         );
         assert!(matches!(
             outcome,
-            Outcome::RateLimited { wait: Some(w), global: true } if w == Duration::from_millis(125)
+            CallEnd::RateLimited { wait: Some(w), global: true } if w == Duration::from_millis(125)
         ));
     }
 
@@ -360,7 +360,7 @@ mod tests {
         );
         assert!(matches!(
             outcome,
-            Outcome::Fail { kind: ChannelErrorKind::Refused { status: 404, detail }, retryable: false }
+            CallEnd::Fail { kind: ChannelErrorKind::Refused { status: 404, detail }, retryable: false }
                 if detail == "10003: Unknown Channel"
         ));
     }

@@ -17,7 +17,7 @@ use crate::retry::parse_retry_after;
 /// error Slack says may follow a partial success, a 2xx that could not be read): the one rule
 /// for an unknown outcome (`exchange.rs`) never repeats the second kind unless the call is
 /// idempotent or reconciled first.
-pub(crate) enum Outcome {
+pub(crate) enum CallEnd {
     /// Posted; the surface's id for it.
     Sent(String),
     /// Rate limited, with the surface's requested wait: not applied.
@@ -74,9 +74,9 @@ pub(crate) async fn read_capped(
 
 /// What an answer longer than the cap means for `status`: the same as an unreadable body (a 2xx
 /// or a 5xx may have posted the part), with the surface's header wait for a 429.
-pub(crate) fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -> Outcome {
+pub(crate) fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -> CallEnd {
     if status == StatusCode::TOO_MANY_REQUESTS {
-        return Outcome::RateLimited {
+        return CallEnd::RateLimited {
             wait: retry_after_header(headers),
             global: false,
         };
@@ -86,9 +86,9 @@ pub(crate) fn too_large(status: StatusCode, headers: &HeaderMap, limit: usize) -
         limit,
     };
     if status.is_server_error() || status.is_success() {
-        Outcome::MaybeApplied(kind)
+        CallEnd::MaybeApplied(kind)
     } else {
-        Outcome::Fail {
+        CallEnd::Fail {
             kind,
             retryable: false,
         }
@@ -117,21 +117,21 @@ pub(crate) fn seconds_field(value: Option<&serde_json::Value>) -> Option<Duratio
 /// What a non-JSON or unexpected body means for `status`: a 5xx or a 2xx may have posted the
 /// part (a proxy's page after the surface took the request, an answer we cannot read); a 429 is
 /// a rate limit; anything else is a refusal.
-pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
+pub(crate) fn unexpected_body(status: StatusCode) -> CallEnd {
     if status.is_server_error() {
         server_error(status)
     } else if status == StatusCode::TOO_MANY_REQUESTS {
-        Outcome::RateLimited {
+        CallEnd::RateLimited {
             wait: None,
             global: false,
         }
     } else if status.is_success() {
         // The part may have been posted: sending it again could duplicate it.
-        Outcome::MaybeApplied(ChannelErrorKind::Malformed {
+        CallEnd::MaybeApplied(ChannelErrorKind::Malformed {
             status: status.as_u16(),
         })
     } else {
-        Outcome::Fail {
+        CallEnd::Fail {
             kind: ChannelErrorKind::Malformed {
                 status: status.as_u16(),
             },
@@ -141,8 +141,8 @@ pub(crate) fn unexpected_body(status: StatusCode) -> Outcome {
 }
 
 /// A 5xx: the surface (or a proxy in front of it) failed, possibly after it applied the request.
-pub(crate) fn server_error(status: StatusCode) -> Outcome {
-    Outcome::MaybeApplied(ChannelErrorKind::Server {
+pub(crate) fn server_error(status: StatusCode) -> CallEnd {
+    CallEnd::MaybeApplied(ChannelErrorKind::Server {
         status: status.as_u16(),
     })
 }

@@ -4,7 +4,7 @@
 //! Before every try the call re-checks the ownership of what it carries (in memory: a lease
 //! whose renewal failed is revoked already) and cuts the try's timeout to the lease's time
 //! left; a try that could outlast the lease does not start. After every try it reads the
-//! answer as [`Outcome`]s say: what the surface did not apply (a rate limit, a refusal, a
+//! answer as [`CallEnd`]s say: what the surface did not apply (a rate limit, a refusal, a
 //! request that never left) may be tried again; what it may have applied (no answer, a 5xx,
 //! Slack's `internal_error`, a 2xx that could not be read) is tried again only when the call
 //! is idempotent or reconciled before the repeat ([`Repeat::Safe`]), and otherwise ends the
@@ -19,7 +19,7 @@ use reqwest::header::HeaderValue;
 use serde_json::Value;
 
 use super::ChannelErrorKind;
-use super::answer::{BodyError, Outcome, read_capped, too_large};
+use super::answer::{BodyError, CallEnd, read_capped, too_large};
 use super::policy::MAX_RETRY_AFTER;
 use super::transport::{Classify, Transport};
 use crate::channel::stream::{CallKind, RateBudget};
@@ -116,7 +116,7 @@ impl Transport {
     ) -> Result<String, Failure>
     where
         F: FnMut(Duration) -> Fut,
-        Fut: Future<Output = Outcome>,
+        Fut: Future<Output = CallEnd>,
     {
         let policy = self.policy;
         let surface = self.surface.name();
@@ -175,8 +175,8 @@ impl Transport {
             };
             tries += 1;
             let (kind, backoff, asked) = match attempt(timeout).await {
-                Outcome::Sent(id) => return Ok(id),
-                Outcome::RateLimited { wait, global } => {
+                CallEnd::Sent(id) => return Ok(id),
+                CallEnd::RateLimited { wait, global } => {
                     let wait = wait.map(|w| w.min(MAX_RETRY_AFTER));
                     let pause = wait.unwrap_or_else(|| policy.backoff_for(tries));
                     if global {
@@ -192,16 +192,16 @@ impl Transport {
                     // The pause is waited out (or found too long) before the next try.
                     (kind, Duration::ZERO, wait)
                 }
-                Outcome::Retry(kind) => {
+                CallEnd::Retry(kind) => {
                     tracing::debug!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "not applied; trying again");
                     (kind, policy.backoff_for(tries), None)
                 }
-                Outcome::MaybeApplied(kind) if plan.repeat == Repeat::Safe => {
+                CallEnd::MaybeApplied(kind) if plan.repeat == Repeat::Safe => {
                     maybe_applied = true;
                     tracing::debug!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "may have been applied; repeating is safe");
                     (kind, policy.backoff_for(tries), None)
                 }
-                Outcome::MaybeApplied(kind) | Outcome::Unknown(kind) => {
+                CallEnd::MaybeApplied(kind) | CallEnd::Unknown(kind) => {
                     tracing::warn!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "may have been applied, and a repeat could show it twice; the outcome is unknown");
                     let stop = Stop::Surface {
                         kind,
@@ -210,7 +210,7 @@ impl Transport {
                     };
                     return end(tries, true, stop);
                 }
-                Outcome::Fail { kind, retryable } => {
+                CallEnd::Fail { kind, retryable } => {
                     tracing::debug!(target: "mesh_egress::channel", surface, tries, failure = kind_name(&kind), "refused");
                     let stop = Stop::Surface {
                         kind,
@@ -244,7 +244,7 @@ impl Transport {
         classify: Classify,
         timeout: Duration,
         observe: Option<(Observe, &RateBudget)>,
-    ) -> Outcome {
+    ) -> CallEnd {
         let mut builder = self
             .client
             .request(wire.method, wire.url)
@@ -252,7 +252,7 @@ impl Transport {
             .json(wire.body);
         if let Some(auth) = wire.authorization {
             let Ok(mut value) = HeaderValue::from_str(auth) else {
-                return Outcome::Fail {
+                return CallEnd::Fail {
                     kind: ChannelErrorKind::InvalidToken,
                     retryable: false,
                 };
@@ -266,16 +266,16 @@ impl Transport {
             // A request that could not be built (a base URL or token that makes no valid URL)
             // will not build next time either.
             Err(error) if error.is_builder() => {
-                return Outcome::Fail {
+                return CallEnd::Fail {
                     kind: self.transport_failure(error),
                     retryable: false,
                 };
             }
             // One that never connected never reached the surface; any other may have.
             Err(error) if error.is_connect() => {
-                return Outcome::Retry(self.transport_failure(error));
+                return CallEnd::Retry(self.transport_failure(error));
             }
-            Err(error) => return Outcome::MaybeApplied(self.transport_failure(error)),
+            Err(error) => return CallEnd::MaybeApplied(self.transport_failure(error)),
         };
         let status = response.status();
         let headers = response.headers().clone();
@@ -288,7 +288,7 @@ impl Transport {
             Err(BodyError::TooLarge) => too_large(status, &headers, limit),
             // The surface answered, so it had the request: it may have applied it.
             Err(BodyError::Transport(error)) => {
-                Outcome::MaybeApplied(self.transport_failure(error))
+                CallEnd::MaybeApplied(self.transport_failure(error))
             }
         }
     }
@@ -345,7 +345,7 @@ mod tests {
     async fn call(
         owners: &[Ownership],
         repeat: Repeat,
-        script: Vec<Outcome>,
+        script: Vec<CallEnd>,
     ) -> (Result<String, Failure>, Vec<(Duration, Duration)>) {
         let transport = transport();
         let budget = RateBudget::new(BudgetConfig::new(Duration::ZERO));
@@ -364,18 +364,18 @@ mod tests {
             .call(&plan, |timeout| {
                 tries.lock().unwrap().push((start.elapsed(), timeout));
                 let next = script.lock().unwrap().pop_front();
-                std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))
+                std::future::ready(next.unwrap_or_else(|| CallEnd::Sent("ok".into())))
             })
             .await;
         (result, tries.into_inner().unwrap())
     }
 
-    fn maybe() -> Outcome {
-        Outcome::MaybeApplied(ChannelErrorKind::Server { status: 503 })
+    fn maybe() -> CallEnd {
+        CallEnd::MaybeApplied(ChannelErrorKind::Server { status: 503 })
     }
 
-    fn limited(secs: u64) -> Outcome {
-        Outcome::RateLimited {
+    fn limited(secs: u64) -> CallEnd {
+        CallEnd::RateLimited {
             wait: Some(Duration::from_secs(secs)),
             global: false,
         }
@@ -418,7 +418,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_not_applied_answer_is_tried_again_and_leaves_no_maybe() {
-        let not_applied = Outcome::Retry(ChannelErrorKind::Transport {
+        let not_applied = CallEnd::Retry(ChannelErrorKind::Transport {
             detail: "could not connect".into(),
         });
         let (result, tries) = call(&[], Repeat::Never, vec![not_applied, limited(60)]).await;

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::answer::Outcome;
+use super::answer::CallEnd;
 use super::exchange::{Failure, Plan, Repeat, Spacing, Stop, Wire, kind_name};
 use super::transport::{Classify, Transport};
 use super::{ChannelError, Surface};
@@ -77,7 +77,7 @@ impl Transport {
     ) -> Result<PartReceipt, SendError>
     where
         F: FnMut(Duration) -> Fut,
-        Fut: Future<Output = Outcome>,
+        Fut: Future<Output = CallEnd>,
     {
         let surface = self.surface.name();
         let plan = Plan {
@@ -184,7 +184,7 @@ pub(super) mod tests {
     async fn run(
         transport: &Transport,
         part: CommittedPart,
-        script: Vec<Outcome>,
+        script: Vec<CallEnd>,
     ) -> (Result<PartReceipt, SendError>, Vec<Duration>) {
         run_on(transport, &spaced(), part, script).await
     }
@@ -194,7 +194,7 @@ pub(super) mod tests {
         transport: &Transport,
         budget: &RateBudget,
         part: CommittedPart,
-        script: Vec<Outcome>,
+        script: Vec<CallEnd>,
     ) -> (Result<PartReceipt, SendError>, Vec<Duration>) {
         let start = Instant::now();
         let script = Mutex::new(VecDeque::from(script));
@@ -203,21 +203,21 @@ pub(super) mod tests {
             .retry(budget, part, Repeat::Safe, |_timeout| {
                 tries.lock().unwrap().push(start.elapsed());
                 let next = script.lock().unwrap().pop_front();
-                std::future::ready(next.unwrap_or_else(|| Outcome::Sent("ok".into())))
+                std::future::ready(next.unwrap_or_else(|| CallEnd::Sent("ok".into())))
             })
             .await;
         (result, tries.into_inner().unwrap())
     }
 
-    fn limited(secs: u64) -> Outcome {
-        Outcome::RateLimited {
+    fn limited(secs: u64) -> CallEnd {
+        CallEnd::RateLimited {
             wait: Some(Duration::from_secs(secs)),
             global: false,
         }
     }
 
-    fn server() -> Outcome {
-        Outcome::Retry(ChannelErrorKind::Server { status: 503 })
+    fn server() -> CallEnd {
+        CallEnd::Retry(ChannelErrorKind::Server { status: 503 })
     }
 
     #[tokio::test(start_paused = true)]
@@ -276,7 +276,7 @@ pub(super) mod tests {
     async fn a_refusal_is_returned_at_once_without_waiting() {
         let t = transport(SendPolicy::new());
         let part = committed(1).await.pop().unwrap();
-        let refused = Outcome::Fail {
+        let refused = CallEnd::Fail {
             kind: ChannelErrorKind::Refused {
                 status: 200,
                 detail: "invalid_auth".into(),
@@ -309,7 +309,7 @@ pub(super) mod tests {
         let (here, there) = (spaced(), spaced());
         let other_route = t.clone();
         let mut parts = committed(4).await.into_iter();
-        let global = Outcome::RateLimited {
+        let global = CallEnd::RateLimited {
             wait: Some(Duration::from_secs(2)),
             global: true,
         };
@@ -334,7 +334,7 @@ pub(super) mod tests {
     async fn an_absurd_requested_wait_is_reported_clamped_without_a_second_try() {
         let t = transport(SendPolicy::new().max_wait(Duration::from_secs(1)));
         let part = committed(1).await.pop().unwrap();
-        let absurd = || Outcome::RateLimited {
+        let absurd = || CallEnd::RateLimited {
             wait: Some(Duration::MAX),
             global: true,
         };
@@ -357,7 +357,7 @@ pub(super) mod tests {
                 .request_timeout(Duration::MAX),
         );
         let part = committed(1).await.pop().unwrap();
-        let absurd = Outcome::RateLimited {
+        let absurd = CallEnd::RateLimited {
             wait: Some(Duration::MAX),
             global: true,
         };

@@ -12,7 +12,7 @@ use std::future::Future;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use super::answer::Outcome;
+use super::answer::CallEnd;
 use super::exchange::{Failure, Observe, Plan, Repeat, Spacing, Stop, Wire};
 use super::transport::{Classify, Transport};
 use super::{ChannelError, ChannelErrorKind, Surface};
@@ -225,10 +225,10 @@ impl Caller {
 
 /// A classifier for answers whose success carries no id (Telegram's `sendMessageDraft`
 /// answers `{"ok": true, "result": true}`): success is `ok: true` with a 2xx.
-pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<Outcome> {
+pub(crate) fn ok_without_id(status: StatusCode, body: &[u8]) -> Option<CallEnd> {
     let answer = serde_json::from_slice::<Value>(body).ok()?;
     (status.is_success() && answer.get("ok").and_then(Value::as_bool) == Some(true))
-        .then(|| Outcome::Sent(String::new()))
+        .then(|| CallEnd::Sent(String::new()))
 }
 
 #[cfg(test)]

@@ -10,12 +10,12 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use tokio::time::Instant;
 
-use super::answer::Outcome;
+use super::answer::CallEnd;
 use super::policy::{MAX_RETRY_AFTER, SendPolicy};
 use super::{ChannelErrorKind, Surface, Token};
 
 /// Reads a surface's answer: status, headers and body bytes.
-pub(crate) type Classify = fn(StatusCode, &HeaderMap, &[u8], &Token) -> Outcome;
+pub(crate) type Classify = fn(StatusCode, &HeaderMap, &[u8], &Token) -> CallEnd;
 
 /// The HTTP side of a connector: client, policy, token and the bot-wide rate-limit pause.
 ///

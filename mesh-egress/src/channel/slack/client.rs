@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::address::Surface;
 use crate::address::{Address, SlackAddress};
 use crate::channel::http::answer::{
-    BodyError, Outcome, read_capped, retry_after_header, server_error, unexpected_body,
+    BodyError, CallEnd, read_capped, retry_after_header, server_error, unexpected_body,
 };
 use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use crate::channel::http::exchange::Repeat;
@@ -350,12 +350,12 @@ impl<R: Render> SlackChannel<R> {
                     match self.find(delivery, index, started, timeout).await {
                         PartLookup::Found(receipt) => {
                             tracing::info!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, "an earlier try had posted the part; not sent again");
-                            return Outcome::Sent(receipt.id().to_owned());
+                            return CallEnd::Sent(receipt.id().to_owned());
                         }
                         PartLookup::NotFound => {}
                         PartLookup::Unknown { reason } => {
                             tracing::warn!(target: "mesh_egress::channel", surface = "Slack", delivery = %delivery, part = index, reason = %reason, "cannot tell whether an earlier try posted the part; not sending it again");
-                            return Outcome::Unknown(kind);
+                            return CallEnd::Unknown(kind);
                         }
                     }
                 }
@@ -364,7 +364,7 @@ impl<R: Render> SlackChannel<R> {
                     .transport
                     .exchange(request.wire(), classify, timeout, None)
                     .await;
-                if let Outcome::MaybeApplied(kind) = &outcome {
+                if let CallEnd::MaybeApplied(kind) = &outcome {
                     *unsettled.lock().unwrap_or_else(PoisonError::into_inner) = Some(kind.clone());
                 }
                 outcome
@@ -505,9 +505,9 @@ pub(crate) fn classify(
     headers: &HeaderMap,
     body: &[u8],
     token: &Token,
-) -> Outcome {
+) -> CallEnd {
     if status == StatusCode::TOO_MANY_REQUESTS {
-        return Outcome::RateLimited {
+        return CallEnd::RateLimited {
             wait: retry_after_header(headers),
             global: false,
         };
@@ -519,7 +519,7 @@ pub(crate) fn classify(
         return server_error(status);
     }
     match answer.get("ok").and_then(Value::as_bool) {
-        Some(true) if status.is_success() => Outcome::Sent(
+        Some(true) if status.is_success() => CallEnd::Sent(
             answer
                 .get("ts")
                 .and_then(Value::as_str)
@@ -532,7 +532,7 @@ pub(crate) fn classify(
                 .and_then(Value::as_str)
                 .unwrap_or("unknown_error");
             if code == "ratelimited" {
-                return Outcome::RateLimited {
+                return CallEnd::RateLimited {
                     wait: retry_after_header(headers),
                     global: false,
                 };
@@ -542,11 +542,11 @@ pub(crate) fn classify(
                 detail: token.scrub(code),
             };
             if MAYBE_APPLIED.contains(&code) {
-                Outcome::MaybeApplied(kind)
+                CallEnd::MaybeApplied(kind)
             } else if TRANSIENT.contains(&code) {
-                Outcome::Retry(kind)
+                CallEnd::Retry(kind)
             } else {
-                Outcome::Fail {
+                CallEnd::Fail {
                     kind,
                     retryable: false,
                 }
@@ -560,7 +560,7 @@ pub(crate) fn classify(
 mod tests {
     use super::*;
 
-    fn read(status: u16, body: &str) -> Outcome {
+    fn read(status: u16, body: &str) -> CallEnd {
         classify(
             StatusCode::from_u16(status).unwrap(),
             &HeaderMap::new(),
@@ -572,7 +572,7 @@ mod tests {
     #[test]
     fn ok_false_with_a_permanent_code_is_refused_and_not_retryable() {
         match read(200, r#"{"ok":false,"error":"channel_not_found"}"#) {
-            Outcome::Fail {
+            CallEnd::Fail {
                 kind: ChannelErrorKind::Refused { status, detail },
                 retryable,
             } => {
@@ -589,11 +589,11 @@ mod tests {
     fn ok_false_with_internal_error_may_have_posted_and_a_transient_code_did_not() {
         assert!(matches!(
             read(200, r#"{"ok":false,"error":"internal_error"}"#),
-            Outcome::MaybeApplied(ChannelErrorKind::Refused { .. })
+            CallEnd::MaybeApplied(ChannelErrorKind::Refused { .. })
         ));
         assert!(matches!(
             read(200, r#"{"ok":false,"error":"service_unavailable"}"#),
-            Outcome::Retry(ChannelErrorKind::Refused { .. })
+            CallEnd::Retry(ChannelErrorKind::Refused { .. })
         ));
     }
 
@@ -681,6 +681,6 @@ mod tests {
 
     #[test]
     fn ok_true_yields_the_message_ts() {
-        assert!(matches!(read(200, r#"{"ok":true,"ts":"1.2"}"#), Outcome::Sent(ts) if ts == "1.2"));
+        assert!(matches!(read(200, r#"{"ok":true,"ts":"1.2"}"#), CallEnd::Sent(ts) if ts == "1.2"));
     }
 }

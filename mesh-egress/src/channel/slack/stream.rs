@@ -15,7 +15,7 @@ use super::client::{SlackChannel, SlackClient};
 use crate::address::Surface;
 use crate::channel::Render;
 use crate::channel::http::Token;
-use crate::channel::http::answer::{Outcome, read_capped, unexpected_body};
+use crate::channel::http::answer::{CallEnd, read_capped, unexpected_body};
 use crate::channel::http::stream_call::{CallFailure, Caller, StreamCall};
 use crate::channel::http::stream_settings::{channel_stream_builders, client_stream_builders};
 use crate::channel::stream::{
@@ -490,9 +490,9 @@ fn classify_stopped(
     headers: &HeaderMap,
     body: &[u8],
     token: &Token,
-) -> Outcome {
+) -> CallEnd {
     match super::client::classify(status, headers, body, token) {
-        Outcome::Sent(_) => {
+        CallEnd::Sent(_) => {
             let text = serde_json::from_slice::<Value>(body)
                 .ok()
                 .and_then(|answer| {
@@ -501,7 +501,7 @@ fn classify_stopped(
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                 });
-            text.map_or_else(|| unexpected_body(status), Outcome::Sent)
+            text.map_or_else(|| unexpected_body(status), CallEnd::Sent)
         }
         other => other,
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::address::Surface;
 use crate::address::{Address, TelegramAddress};
-use crate::channel::http::answer::{Outcome, retry_after_header, seconds_field, unexpected_body};
+use crate::channel::http::answer::{CallEnd, retry_after_header, seconds_field, unexpected_body};
 use crate::channel::http::budgets::{Budgets, DEFAULT_BUDGET_CAPACITY};
 use crate::channel::http::retry::Request;
 use crate::channel::http::stream_settings::{StreamSettings, telegram_budget};
@@ -344,10 +344,10 @@ pub(crate) fn classify(
     headers: &HeaderMap,
     body: &[u8],
     token: &Token,
-) -> Outcome {
+) -> CallEnd {
     let Ok(answer) = serde_json::from_slice::<Value>(body) else {
         return match status {
-            StatusCode::TOO_MANY_REQUESTS => Outcome::RateLimited {
+            StatusCode::TOO_MANY_REQUESTS => CallEnd::RateLimited {
                 wait: retry_after_header(headers),
                 global: false,
             },
@@ -356,7 +356,7 @@ pub(crate) fn classify(
     };
     if answer.get("ok").and_then(Value::as_bool) == Some(true) && status.is_success() {
         return match answer.pointer("/result/message_id").and_then(Value::as_i64) {
-            Some(id) => Outcome::Sent(id.to_string()),
+            Some(id) => CallEnd::Sent(id.to_string()),
             None => unexpected_body(status),
         };
     }
@@ -368,14 +368,14 @@ pub(crate) fn classify(
     if code == 429 || status == StatusCode::TOO_MANY_REQUESTS {
         let wait = seconds_field(answer.pointer("/parameters/retry_after"))
             .or_else(|| retry_after_header(headers));
-        return Outcome::RateLimited {
+        return CallEnd::RateLimited {
             wait,
             global: false,
         };
     }
     if status.is_server_error() || code >= 500 {
         // It may have posted: a `sendMessage` is never repeated after it.
-        return Outcome::MaybeApplied(ChannelErrorKind::Server {
+        return CallEnd::MaybeApplied(ChannelErrorKind::Server {
             status: status.as_u16().max(code),
         });
     }
@@ -383,7 +383,7 @@ pub(crate) fn classify(
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or("unknown error");
-    Outcome::Fail {
+    CallEnd::Fail {
         kind: ChannelErrorKind::Refused {
             status: status.as_u16(),
             detail: token.scrub(description),
@@ -408,7 +408,7 @@ mod tests {
         );
         assert!(matches!(
             outcome,
-            Outcome::RateLimited { wait: Some(w), global: false } if w == Duration::from_secs(3)
+            CallEnd::RateLimited { wait: Some(w), global: false } if w == Duration::from_secs(3)
         ));
     }
 
@@ -423,7 +423,7 @@ mod tests {
                 // A bot token's shape: a one-letter token would scrub every `t` from the description.
                 &Token::new("123456:bot-token"),
             ) {
-                Outcome::Fail { kind, .. } => refuses_formatting(&kind),
+                CallEnd::Fail { kind, .. } => refuses_formatting(&kind),
                 _ => false,
             }
         };
@@ -484,7 +484,7 @@ mod tests {
         );
         assert!(matches!(
             outcome,
-            Outcome::Fail { kind: ChannelErrorKind::Refused { detail, .. }, .. }
+            CallEnd::Fail { kind: ChannelErrorKind::Refused { detail, .. }, .. }
                 if detail == "Not Found: /bot[redacted]/sendMessage"
         ));
     }

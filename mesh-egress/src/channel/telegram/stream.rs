@@ -13,7 +13,7 @@ use super::client::{TelegramChannel, TelegramClient};
 use crate::address::Surface;
 use crate::channel::Render;
 use crate::channel::http::Token;
-use crate::channel::http::answer::Outcome;
+use crate::channel::http::answer::CallEnd;
 use crate::channel::http::stream_call::{CallFailure, Caller, StreamCall, ok_without_id};
 use crate::channel::http::stream_settings::{channel_stream_builders, client_stream_builders};
 use crate::channel::http::transport::Classify;
@@ -144,7 +144,7 @@ struct TelegramDriver {
 
 /// `sendMessageDraft` answers `{"ok": true, "result": true}`; anything else is read as the
 /// connector reads a `sendMessage` answer.
-fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> Outcome {
+fn classify_draft(status: StatusCode, headers: &HeaderMap, body: &[u8], token: &Token) -> CallEnd {
     ok_without_id(status, body)
         .unwrap_or_else(|| super::client::classify(status, headers, body, token))
 }
