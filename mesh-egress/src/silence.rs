@@ -9,8 +9,14 @@
 //! is cut out before rendering, also in a streamed answer whose token arrives split across
 //! deltas. None is declared by default.
 //!
-//! A token matches as a whole word, case as declared: `NO_REPLY` in `NO_REPLY.` or
-//! `**NO_REPLY**`, never inside `NO_REPLY_COUNT` or `no_reply`.
+//! A token matches as a token, case as declared: an ASCII token where neither neighbour is
+//! `[A-Za-z0-9_]`, so `NO_REPLY.`, `**NO_REPLY**` and `部署已完成NO_REPLY` hold it and
+//! `NO_REPLY_COUNT`, `MY_NO_REPLY_FLAG` and `no_reply` do not (a token in another script needs
+//! a neighbour that is not a letter or digit). A token inside code is the code's and is kept:
+//! in a fenced block, or in an inline code span with other text (`` `TOKENS=NO_REPLY` ``); a
+//! reply that is only a token, in backticks or bold too, is silence. Cutting a token closes the
+//! gap it leaves (the spaces beside it, its line when it was alone on one) and touches nothing
+//! else: indentation, tables and code stay as written.
 
 use std::fmt;
 
@@ -161,12 +167,7 @@ impl SilenceTokens {
 
     /// A filter for a streamed reply's text deltas (see [`SilenceFilter`]).
     pub(crate) fn filter(&self) -> SilenceFilter {
-        SilenceFilter {
-            tokens: self.tokens.clone(),
-            pending: String::new(),
-            removed: 0,
-            first: None,
-        }
+        SilenceFilter::new(self.tokens.clone())
     }
 }
 
@@ -180,18 +181,156 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+/// Whether `c` beside `token` makes it part of a longer word: for an ASCII token only
+/// `[A-Za-z0-9_]` does (so `部署已完成NO_REPLY` and `готовоNO_REPLY` hold the token, and
+/// `MY_NO_REPLY_FLAG` does not); for a token in another script, any letter or digit.
+fn joins(token: &str, c: char) -> bool {
+    if token.is_ascii() {
+        c.is_ascii_alphanumeric() || c == '_'
+    } else {
+        is_word(c)
+    }
+}
+
+/// How far past a token inside an unclosed inline code span the filter waits for the span's
+/// closing backtick before it reads the backtick as literal text (and the token as a token).
+const MAX_SPAN_WAIT: usize = 256;
+
+/// Where a place in the text stands, as CommonMark would read it: in prose, inside an inline
+/// code span, or inside a fenced code block. Tracked byte by byte over the text as it passes
+/// (every byte it looks at is ASCII), so a fence opened in one delta is known in the next.
+#[derive(Clone, Debug, Default)]
+struct CodeScan {
+    /// The open fence: its character and length.
+    fence: Option<(u8, usize)>,
+    /// Spaces seen at the start of the current line (`None` once the line has other text).
+    indent: Option<usize>,
+    /// Inside an inline code span (an odd number of backtick runs on this line so far).
+    inline: bool,
+    /// The run of backticks or tildes being read, and whether it began its line.
+    run: Option<(u8, usize, bool)>,
+}
+
+/// What a [`CodeScan`] says about a place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Prose,
+    Inline,
+    Fenced,
+}
+
+impl CodeScan {
+    fn new() -> Self {
+        Self {
+            indent: Some(0),
+            ..Self::default()
+        }
+    }
+
+    fn advance(&mut self, text: &str) {
+        for b in text.bytes() {
+            if let Some((ch, n, at_start)) = self.run {
+                if b == ch {
+                    self.run = Some((ch, n + 1, at_start));
+                    continue;
+                }
+                self.end_run();
+            }
+            match b {
+                b'\n' => {
+                    self.indent = Some(0);
+                    self.inline = false;
+                }
+                b' ' => {
+                    self.indent = self.indent.and_then(|i| (i < 3).then_some(i + 1));
+                }
+                b'`' | b'~' => {
+                    self.run = Some((b, 1, self.indent.is_some()));
+                    self.indent = None;
+                }
+                _ => self.indent = None,
+            }
+        }
+    }
+
+    fn end_run(&mut self) {
+        let Some((ch, n, at_start)) = self.run.take() else {
+            return;
+        };
+        if at_start && n >= 3 {
+            match self.fence {
+                None => self.fence = Some((ch, n)),
+                Some((open, len)) if open == ch && n >= len => self.fence = None,
+                Some(_) => {}
+            }
+        } else if ch == b'`' && self.fence.is_none() {
+            self.inline = !self.inline;
+        }
+    }
+
+    /// Where the text scanned so far ends.
+    fn place(&self) -> Place {
+        let mut here = self.clone();
+        here.end_run();
+        if here.fence.is_some() {
+            Place::Fenced
+        } else if here.inline {
+            Place::Inline
+        } else {
+            Place::Prose
+        }
+    }
+}
+
 /// Cuts silence tokens out of a stream of text deltas. A delta's end that could still become a
 /// token (`NO_RE` before `PLY`) is held back until the next delta says, so a token split
 /// across deltas never reaches the person; everything else passes at once.
+///
+/// A token inside code is the code's, not the agent's: inside a fenced block, or inside an
+/// inline code span with other text, it is kept (a reply showing `MESH_SILENCE_TOKENS=NO_REPLY`
+/// shows it). A span that is only the token (`` `NO_REPLY` ``) before anything else was said is
+/// the agent answering with it.
 #[derive(Debug)]
 pub(crate) struct SilenceFilter {
     tokens: Vec<String>,
     pending: String,
     removed: usize,
     first: Option<String>,
+    /// Where the start of `pending` stands.
+    code: CodeScan,
+    /// The character just before `pending` (already shown or cut).
+    prev: Option<char>,
+    /// Bytes shown so far.
+    shown: usize,
+    /// Whether anything but blanks and emphasis was shown.
+    said: bool,
+    /// Where in the shown text each token was cut, so a whole reply's gaps are closed there
+    /// and nowhere else.
+    cuts: Vec<usize>,
+    /// What passed while nothing but blanks and emphasis had (a `` ` `` or `**` before a
+    /// token): held until something is said, dropped when the reply ends as only tokens.
+    unsaid: String,
 }
 
+/// The most blank text held back before anything is said (past it, it is shown).
+const MAX_UNSAID: usize = 4096;
+
 impl SilenceFilter {
+    fn new(tokens: Vec<String>) -> Self {
+        Self {
+            tokens,
+            pending: String::new(),
+            removed: 0,
+            first: None,
+            code: CodeScan::new(),
+            prev: None,
+            shown: 0,
+            said: false,
+            cuts: Vec::new(),
+            unsaid: String::new(),
+        }
+    }
+
     /// Takes the next delta; returns the text that may be shown now.
     pub(crate) fn push(&mut self, delta: &str) -> String {
         if self.tokens.is_empty() {
@@ -229,36 +368,96 @@ impl SilenceFilter {
                 token: token.clone(),
             },
             Some(_) => Silenced::Removed {
-                text: tidy(&shown),
+                text: close_gaps(shown, &self.cuts),
                 count: self.removed,
             },
         }
     }
 
-    /// Removes every whole token in `pending`, and returns what can be shown: all of it at the
-    /// end, else all but a tail that could still grow into a token (or into a longer word).
+    /// Removes every token in `pending` that is the agent's, and returns what can be shown:
+    /// all of it at the end, else all but a tail that is still undecided (a word that could
+    /// still grow into a token, or a token whose code span has not closed yet).
     fn cut(&mut self, end: bool) -> String {
-        let mut out = String::new();
-        let mut at = 0;
         let text = std::mem::take(&mut self.pending);
-        while let Some((start, len)) = self.next_token(&text, at) {
+        let mut out = String::new();
+        let mut scan = self.code.clone();
+        // `at`: shown or cut up to here; `scanned`: `scan` stands here; `from`: search here.
+        let (mut at, mut scanned, mut from) = (0, 0, 0);
+        let mut hold_from = None;
+        while let Some((start, len)) = self.next_token(&text, from) {
             let stop = start + len;
             if stop == text.len() && !end {
-                // It may yet be `NO_REPLYING`: decide when more arrives.
+                // It may yet be `NO_REPLYING`, or a code span may close after it.
+                hold_from = Some(start);
                 break;
             }
+            scan.advance(&text[scanned..start]);
+            scanned = start;
+            let agents = match scan.place() {
+                Place::Prose => true,
+                Place::Fenced => false,
+                Place::Inline => {
+                    let line = &text[stop..];
+                    let line = &line[..line.find('\n').unwrap_or(line.len())];
+                    let opened = text[..start].chars().next_back().or(self.prev) == Some('`');
+                    let only = opened && line.starts_with('`');
+                    let said = self.said || !is_blank(&out) || !is_blank(&text[at..start]);
+                    if only && !said {
+                        true
+                    } else if line.contains('`') {
+                        false
+                    } else if line.len() < text.len() - stop || end || line.len() > MAX_SPAN_WAIT {
+                        // The line ended (or the wait ran out) with no closing backtick: the
+                        // opening one was literal text, and the token is prose.
+                        true
+                    } else {
+                        hold_from = Some(start);
+                        break;
+                    }
+                }
+            };
+            from = stop;
+            if !agents {
+                continue;
+            }
             out.push_str(&text[at..start]);
+            self.cuts.push(self.shown + out.len());
             self.removed += 1;
             if self.first.is_none() {
                 self.first = Some(text[start..stop].to_owned());
             }
             at = stop;
         }
-        let rest = &text[at..];
-        let hold = if end { 0 } else { self.held_tail(rest) };
-        out.push_str(&rest[..rest.len() - hold]);
-        self.pending = rest[rest.len() - hold..].to_owned();
-        out
+        let keep = match hold_from {
+            Some(start) => start,
+            None if end => text.len(),
+            None => text.len() - self.held_tail(&text, at),
+        }
+        .max(at);
+        self.prev = text[..keep].chars().next_back().or(self.prev);
+        out.push_str(&text[at..keep]);
+        if scanned <= keep {
+            scan.advance(&text[scanned..keep]);
+        } else {
+            scan = self.code.clone();
+            scan.advance(&text[..keep]);
+        }
+        self.code = scan;
+        self.pending = text[keep..].to_owned();
+        self.shown += out.len();
+        if self.said {
+            return out;
+        }
+        self.unsaid.push_str(&out);
+        if !is_blank(&out) || self.unsaid.len() > MAX_UNSAID {
+            self.said = true;
+            return std::mem::take(&mut self.unsaid);
+        }
+        if end && self.first.is_none() {
+            // No token was cut: the blank text was the reply, and is not ours to drop.
+            return std::mem::take(&mut self.unsaid);
+        }
+        String::new()
     }
 
     /// Where the first whole token at or after `from` starts, and its length.
@@ -270,30 +469,31 @@ impl SilenceFilter {
                     .match_indices(token.as_str())
                     .map(|(i, _)| from + i)
                     .find(|&start| {
-                        let before = text[..start].chars().next_back();
+                        let before = text[..start].chars().next_back().or(self.prev);
                         let after = text[start + token.len()..].chars().next();
-                        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+                        !before.is_some_and(|c| joins(token, c))
+                            && !after.is_some_and(|c| joins(token, c))
                     })
                     .map(|start| (start, token.len()))
             })
             .min_by_key(|(start, _)| *start)
     }
 
-    /// How much of `rest`'s end to hold back: the last word, when it could still become (or
-    /// is) a token once more text arrives.
-    fn held_tail(&self, rest: &str) -> usize {
-        let word = rest
-            .char_indices()
-            .rev()
-            .take_while(|(_, c)| is_word(*c))
-            .last()
-            .map_or(rest.len(), |(i, _)| i);
-        let tail = &rest[word..];
-        if tail.is_empty() {
-            return 0;
-        }
-        let could_be = self.tokens.iter().any(|t| t.starts_with(tail));
-        if could_be { tail.len() } else { 0 }
+    /// How much of `text[from..]`'s end to hold back: the longest tail that starts where a
+    /// token may start and could still become one once more text arrives.
+    fn held_tail(&self, text: &str, from: usize) -> usize {
+        let rest = &text[from..];
+        let floor = rest.len().saturating_sub(MAX_TOKEN);
+        rest.char_indices()
+            .filter(|&(i, _)| i >= floor)
+            .find(|&(i, _)| {
+                let tail = &rest[i..];
+                let before = text[..from + i].chars().next_back().or(self.prev);
+                self.tokens
+                    .iter()
+                    .any(|t| t.starts_with(tail) && !before.is_some_and(|c| joins(t, c)))
+            })
+            .map_or(0, |(i, _)| rest.len() - i)
     }
 }
 
@@ -303,38 +503,54 @@ fn is_blank(text: &str) -> bool {
         .all(|c| c.is_whitespace() || matches!(c, '*' | '_' | '`' | '.' | '!' | '~' | '"' | '\''))
 }
 
-/// `text` with the blank lines and spaces a cut token leaves behind tidied.
-fn tidy(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut newlines = 0;
-    for line in text.trim().split('\n') {
-        let line = line.trim_end();
-        let collapsed: String = {
-            let mut s = String::with_capacity(line.len());
-            let mut space = false;
-            for c in line.chars() {
-                if c == ' ' && space {
-                    continue;
-                }
-                space = c == ' ';
-                s.push(c);
-            }
-            s
-        };
-        if collapsed.trim().is_empty() {
-            newlines += 1;
-            if newlines > 1 {
-                continue;
-            }
-        } else {
-            newlines = 0;
+/// `text` with the gap each cut token left closed, at the cuts and nowhere else: the spaces
+/// beside it, its line when it was the whole line (leaving at most one blank line there), and
+/// the blank lines at the reply's start or end it leaves. Indentation, code and every other
+/// line stay as written.
+fn close_gaps(mut text: String, cuts: &[usize]) -> String {
+    let blank = |b: u8| matches!(b, b' ' | b'\t');
+    for &cut in cuts.iter().rev() {
+        let cut = cut.min(text.len());
+        let bytes = text.as_bytes();
+        let mut left = cut;
+        while left > 0 && blank(bytes[left - 1]) {
+            left -= 1;
         }
-        if !out.is_empty() {
-            out.push('\n');
+        let mut right = cut;
+        while right < bytes.len() && blank(bytes[right]) {
+            right += 1;
         }
-        out.push_str(&collapsed);
+        let before = left.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(right).copied();
+        let line_start = matches!(before, None | Some(b'\n'));
+        let line_end = matches!(after, None | Some(b'\n'));
+        if line_start && line_end {
+            // The token was its line: the line goes.
+            let gone = right + usize::from(after.is_some());
+            text.replace_range(left..gone, "");
+            let bytes = text.as_bytes();
+            let mut first = left;
+            while first > 0 && bytes[first - 1] == b'\n' {
+                first -= 1;
+            }
+            let mut last = left;
+            while last < bytes.len() && bytes[last] == b'\n' {
+                last += 1;
+            }
+            if first == 0 || last == text.len() {
+                text.replace_range(first..last, "");
+            } else if last - first > 2 {
+                text.replace_range(first..last, "\n\n");
+            }
+        } else if line_end {
+            text.replace_range(left..right, "");
+        } else if right > cut {
+            text.replace_range(cut..right, "");
+        } else if after.is_some_and(|b| b.is_ascii_punctuation()) {
+            text.replace_range(left..cut, "");
+        }
     }
-    out
+    text
 }
 
 #[cfg(test)]
