@@ -286,11 +286,16 @@ where
     S: TextSource<Error = EgressError>,
 {
     let source = Unsilenced::new(source, plan.policy.silence_tokens());
-    let mut reader = BlockReader::new(
+    let reader = BlockReader::new(
         source,
         BlockCutter::new(plan.blocks.cutter),
         plan.blocks.idle_flush,
     );
+    // A block is never shown ending in a marker that may still open a tool call: its end
+    // waits for what decides it, whatever cut the block.
+    #[cfg(feature = "model")]
+    let reader = reader.with_hold(crate::model::tool_text::undecided_from);
+    let mut reader = reader;
     let mut out = StreamedTurnReceipt {
         blocks: Vec::new(),
         delivered: String::new(),

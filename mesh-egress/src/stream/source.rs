@@ -102,7 +102,14 @@ pub(crate) struct BlockReader<S> {
     idle: Option<Duration>,
     ready: VecDeque<String>,
     done: bool,
+    /// Where a block's undecided end starts (see [`with_hold`](Self::with_hold)).
+    hold: Option<fn(&str) -> Option<usize>>,
+    /// The undecided end of the last block, shown with the next one.
+    held: String,
 }
+
+/// The most a block's undecided end is held back: past it, the block goes whole to its check.
+pub(crate) const MAX_HELD: usize = 1024;
 
 #[cfg_attr(not(feature = "markdown"), allow(dead_code))]
 impl<S: TextSource> BlockReader<S> {
@@ -114,7 +121,30 @@ impl<S: TextSource> BlockReader<S> {
             idle,
             ready: VecDeque::new(),
             done: false,
+            hold: None,
+            held: String::new(),
         }
+    }
+
+    /// Holds back a block's end from where `hold` says it is undecided (a tool-call marker
+    /// whose payload has not arrived), whatever cut the block (a safe boundary, the idle
+    /// flush, the size cap): it goes out with the next block, once what follows decides it,
+    /// or at the stream's end; never more than [`MAX_HELD`] bytes.
+    pub(crate) fn with_hold(mut self, hold: fn(&str) -> Option<usize>) -> Self {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// `block` after what was held, less its own undecided end; `None` when all of it waits.
+    fn release(&mut self, block: String) -> Option<String> {
+        let mut text = std::mem::take(&mut self.held);
+        text.push_str(&block);
+        if let Some(at) = self.hold.and_then(|hold| hold(&text))
+            && text.len() - at <= MAX_HELD
+        {
+            self.held = text.split_off(at);
+        }
+        (!text.is_empty()).then_some(text)
     }
 
     /// The source, to mark what was delivered.
@@ -127,10 +157,19 @@ impl<S: TextSource> BlockReader<S> {
     pub(crate) async fn next_block(&mut self) -> Option<Result<String, S::Error>> {
         loop {
             if let Some(block) = self.ready.pop_front() {
-                return Some(Ok(block));
+                if self.done && self.ready.is_empty() {
+                    // The last block: nothing more can decide its end.
+                    let mut text = std::mem::take(&mut self.held);
+                    text.push_str(&block);
+                    return Some(Ok(text));
+                }
+                match self.release(block) {
+                    Some(block) => return Some(Ok(block)),
+                    None => continue,
+                }
             }
             if self.done {
-                return None;
+                return (!self.held.is_empty()).then(|| Ok(std::mem::take(&mut self.held)));
             }
             let next = match self.idle {
                 Some(idle) if !self.cutter.pending().is_empty() => {
@@ -138,7 +177,10 @@ impl<S: TextSource> BlockReader<S> {
                         Ok(next) => next,
                         Err(_quiet) => {
                             if let Some(block) = self.cutter.flush_idle() {
-                                return Some(Ok(block));
+                                match self.release(block) {
+                                    Some(block) => return Some(Ok(block)),
+                                    None => continue,
+                                }
                             }
                             // Nothing safe to flush (inside a fence): keep waiting.
                             self.source.next().await
@@ -151,6 +193,8 @@ impl<S: TextSource> BlockReader<S> {
                 Some(Ok(delta)) => self.ready.extend(self.cutter.push(&delta)),
                 Some(Err(error)) => {
                     self.done = true;
+                    // What was held was never shown, like the cutter's pending text.
+                    self.held.clear();
                     return Some(Err(error));
                 }
                 None => {

@@ -608,6 +608,54 @@ pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
     Some(start..markup_end(text, start, marker.format))
 }
 
+/// Where `text`'s undecided end starts, for a streamed block about to be shown: the earliest
+/// marker placed to open a call whose payload has not arrived yet (`<tool_call>` and nothing
+/// but blanks after it: [`Opens::NeedMore`]), or an end that is the start of a marker
+/// (`<tool_`). `None` when everything in `text` is decided, markup or not. Markers that only
+/// open a reply (`functools[`, `>>>`) are the stream head's business, not a block's.
+pub(crate) fn undecided_from(text: &str) -> Option<usize> {
+    let mut from = None::<usize>;
+    if may_hold_marker(text)
+        && let Some(scanner) = scanner()
+    {
+        for Group { automaton, markers } in &scanner.groups {
+            for m in automaton.find_iter(text) {
+                let marker = markers[m.pattern().as_usize()];
+                if from.is_some_and(|f| f <= m.start()) {
+                    break;
+                }
+                if placed(text, m.range(), marker)
+                    && opens(marker.literal, &text[m.end()..]) == Opens::NeedMore
+                {
+                    from = Some(m.start());
+                    break;
+                }
+            }
+        }
+    }
+    // A marker cut short by the block's end: its longest start the text ends with.
+    let cut_short = MARKERS
+        .iter()
+        .filter(|m| m.place != Place::Start)
+        .filter_map(|m| {
+            (1..m.literal.len())
+                .rev()
+                .filter(|&k| m.literal.is_char_boundary(k))
+                .map(|k| (k, text.len().checked_sub(k)))
+                .find(|&(k, start)| {
+                    start.is_some_and(|start| {
+                        text.ends_with(&m.literal[..k]) && placed(text, start..text.len(), m)
+                    })
+                })
+                .and_then(|(_, start)| start)
+        })
+        .min();
+    match (from, cut_short) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// A bare function-call reply, as the gate sees it: the whole text, when it is one.
 #[cfg_attr(not(feature = "gate"), allow(dead_code))] // read by the gate only
 pub(crate) fn whole_reply_call(text: &str) -> Option<Range<usize>> {
@@ -621,6 +669,35 @@ mod tests {
 
     fn format(text: &str) -> Option<TextToolFormat> {
         find(text).map(|f| f.format)
+    }
+
+    #[test]
+    fn a_block_ending_in_an_undecided_marker_says_where_it_starts() {
+        let text = "Here is what I found for you.\n";
+        for tail in [
+            "<tool_call>\n",
+            "<tool_call>",
+            "<tool_",
+            "<",
+            "<|python_tag|>",
+            "[TOOL_",
+        ] {
+            let block = format!("{text}{tail}");
+            assert_eq!(undecided_from(&block), Some(text.len()), "{block:?}");
+        }
+        for decided in [
+            "Here is what I found for you.\n",
+            "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>",
+            "The tag <tool_call> is what Qwen emits.",
+            "a < b and b > c.",
+            // `functools[` and `>>>` open a reply only: the stream head's business.
+            "Then:\n>>>",
+        ] {
+            assert_eq!(undecided_from(decided), None, "{decided:?}");
+        }
+        // The earliest undecided place wins.
+        let two = "Text <tool_call>\n\n<";
+        assert_eq!(undecided_from(two), Some(5));
     }
 
     #[test]

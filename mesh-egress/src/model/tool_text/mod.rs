@@ -38,7 +38,7 @@ pub use call::TextToolProblem;
 pub use format::TextToolFormat;
 pub(crate) use head::{HeadCheck, HeadStep};
 #[cfg(feature = "gate")]
-pub(crate) use markers::{literals, markup_at, whole_reply_call};
+pub(crate) use markers::{literals, markup_at, undecided_from, whole_reply_call};
 
 use super::error::ModelError;
 use super::wire::{ChatMessage, ChatRequest, Completion, ToolCall, ToolDefinition, usable};

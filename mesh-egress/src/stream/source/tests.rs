@@ -56,3 +56,58 @@ async fn an_error_after_two_blocks_ends_the_stream_with_the_error() {
     assert!(r.next_block().await.is_none());
     assert_eq!(r.source_mut().delivered(), "One.\n\nTwo.\n\n");
 }
+
+/// A hold as the boundary's: a block's end from a `<call>` with nothing after it.
+fn held_from(text: &str) -> Option<usize> {
+    let at = text.rfind("<call>")?;
+    text[at + "<call>".len()..].trim().is_empty().then_some(at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undecided_end_waits_for_the_next_block_whatever_flushed_it() {
+    let start = Instant::now();
+    let source = ChunkSource::delayed([
+        (Duration::ZERO, "Found it for you.\n<call>\n"),
+        (Duration::from_secs(1), "{\"name\": \"search\"}\n\nDone.\n"),
+    ]);
+    let mut r = reader(source, Some(Duration::from_millis(500))).with_hold(held_from);
+    // The idle flush at 500 ms gives the line before the marker; the marker waits.
+    assert_eq!(
+        r.next_block().await.unwrap().unwrap(),
+        "Found it for you.\n"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(500));
+    assert_eq!(
+        r.next_block().await.unwrap().unwrap(),
+        "<call>\n{\"name\": \"search\"}\n\n"
+    );
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "Done.\n");
+    assert!(r.next_block().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_end_goes_out_at_the_end_and_an_error_drops_it() {
+    let mut r = reader(ChunkSource::new(["Text.\n\n<call>\n\n"]), None).with_hold(held_from);
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "Text.\n\n");
+    // Nothing more came: the held end is the last block, for its check to decide.
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "<call>\n\n");
+    assert!(r.next_block().await.is_none());
+    let source = ChunkSource::new(["Text.\n\n", "<call>\n\n", "x"]).then_fail("reset");
+    let mut r = reader(source, None).with_hold(held_from);
+    assert_eq!(r.next_block().await.unwrap().unwrap(), "Text.\n\n");
+    assert_eq!(r.next_block().await.unwrap().unwrap_err(), "reset");
+    assert!(r.next_block().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_is_bounded() {
+    let long = format!("<call>{}", " ".repeat(MAX_HELD));
+    let source = ChunkSource::new([
+        Box::leak(format!("{long}\n\n").into_boxed_str()) as &str,
+        "Next.\n\n",
+    ]);
+    let mut r = reader(source, None).with_hold(held_from);
+    // Past MAX_HELD the block goes to its check whole.
+    assert!(r.next_block().await.unwrap().unwrap().starts_with("<call>"));
+}
