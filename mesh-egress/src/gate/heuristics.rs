@@ -13,7 +13,7 @@ use crate::gate::finding::{Demotion, Finding, Rule};
 use crate::gate::normalise::Projection;
 use crate::gate::overlap::PromptOverlap;
 use crate::gate::rules::{
-    APOLOGY_OPENERS, Check, DEFLECTIONS, TECHNICAL_WORDS, TRIGGERS, TagFamily,
+    APOLOGY_OPENERS, Check, DEFLECTIONS, OWN_CAUSES, TECHNICAL_WORDS, TRIGGERS, TagFamily, Trigger,
 };
 use crate::gate::seams::Seams;
 use crate::gate::tool_markup;
@@ -67,7 +67,12 @@ impl Heuristics {
     ) -> Result<Self, CompileError> {
         let mut entries = Vec::with_capacity(TRIGGERS.len() * 2 + canaries.len());
         let mut regexes: Vec<(&str, Regex)> = Vec::new();
-        for trigger in TRIGGERS {
+        let own = OWN_CAUSES.iter().map(|&pattern| Trigger {
+            pattern,
+            rule: Rule::LlmRequestFailed,
+            check: Check::Always,
+        });
+        for trigger in TRIGGERS.iter().copied().chain(own) {
             let regex = match trigger.check {
                 Check::Regex(src) => Some(match regexes.iter().find(|(s, _)| *s == src) {
                     Some((_, r)) => r.clone(),
