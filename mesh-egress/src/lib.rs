@@ -80,6 +80,8 @@
 
 pub mod address;
 mod answer;
+#[cfg(feature = "model")]
+mod asked;
 pub mod block;
 pub mod bot;
 pub mod boundary;

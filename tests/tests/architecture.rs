@@ -31,6 +31,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("future", &[]),
     // Where Markdown holds code; an agent's silence tokens.
     ("code_region", &[]),
+    // What the person's own message makes an answer (quoted, asked about).
+    ("asked", &[]),
     ("silence", &[]),
     // The block cutter: text in, blocks out, nothing of ours.
     ("stream", &[]),
@@ -94,6 +96,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "setting",
             "ownership",
             "code_region",
+            "asked",
             "answer",
             "failure",
             "future",
@@ -114,6 +117,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "ownership",
             "block",
             "code_region",
+            "asked",
             "verdict",
             "future",
         ],

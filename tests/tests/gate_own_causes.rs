@@ -331,8 +331,7 @@ async fn a_pasted_cause_reaches_no_one_through_the_bot() {
     use mesh_egress::channel::Recorder;
     use mesh_egress::{Address, Bot, EgressError, egress_boundary};
 
-    const CAUSE: &str =
-        "model provider answered HTTP 503 (server_error): upstream overloaded: pod llm-7f9c OOMKilled";
+    const CAUSE: &str = "model provider answered HTTP 503 (server_error): upstream overloaded: pod llm-7f9c OOMKilled";
 
     #[egress_boundary(interactive)]
     async fn pasted(turn: &Turn) -> Result<AgentMessage, EgressError> {
@@ -347,5 +346,9 @@ async fn a_pasted_cause_reaches_no_one_through_the_bot() {
     let delivery = bot.send(&turn, pasted(&turn).await).await.expect("sent");
     assert_eq!(delivery.outcome(), Outcome::Holding);
     let sent = recorder.sent();
-    assert!(sent.iter().all(|s| !s.contains("503") && !s.contains("llm-7f9c")), "{sent:#?}");
+    assert!(
+        sent.iter()
+            .all(|s| !s.contains("503") && !s.contains("llm-7f9c")),
+        "{sent:#?}"
+    );
 }

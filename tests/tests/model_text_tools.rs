@@ -244,3 +244,38 @@ async fn every_text_tool_call_is_caught_and_every_look_alike_passes_on_both_part
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// One notion of "not machinery here" (`asked`, shared with the gate): a bare-JSON call the
+/// person pasted, or asked how it is written, is the answer when no tools were offered; with
+/// tools offered it stays the model's decision.
+#[tokio::test(start_paused = true)]
+async fn a_bare_json_call_the_person_quoted_or_asked_about_is_the_answer() {
+    let call = r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#;
+    for user in [
+        r#"Pretty-print this JSON for me: {"name":"get_weather","arguments":{"city":"Paris"}}"#,
+        "What does the JSON of a function call look like? Give me one example, JSON only.",
+        "How is a tool call written in JSON?",
+    ] {
+        let (result, attempts) = complete(call, &request(user, Vec::new())).await;
+        assert_eq!(
+            result.as_ref().map(|c| c.content.as_deref()),
+            Ok(Some(call)),
+            "{user}"
+        );
+        assert_eq!(attempts, ["ok"], "{user}");
+    }
+    // Not asked for: a failed attempt, retried.
+    let (result, attempts) =
+        complete(call, &request("What's the weather in Paris?", Vec::new())).await;
+    assert_eq!(result.map(|c| c.content), Ok(Some(RETRY_ANSWER.to_owned())));
+    assert_eq!(attempts, ["malformed_tool_call", "ok"]);
+    // With tools offered, asking about the format does not turn a call into text.
+    let corpus = corpus();
+    let (result, _) = complete(
+        call,
+        &request("How is a tool call written in JSON?", tools(&corpus)),
+    )
+    .await;
+    let completion = result.expect("a call");
+    assert_eq!(completion.tool_calls.len(), 1);
+}

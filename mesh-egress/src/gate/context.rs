@@ -43,16 +43,7 @@ pub(crate) fn asks_about(rule: Rule, user_lower: &str) -> bool {
             "panic",
         ],
         // Someone asking how tool calling is written is shown how it is written.
-        Rule::ToolCallMarkup => &[
-            "tool call",
-            "tool-call",
-            "tool_call",
-            "function call",
-            "function-call",
-            "tool use",
-            "chat template",
-            "tool parser",
-        ],
+        Rule::ToolCallMarkup => crate::asked::TOOL_CALL_TOPICS,
         Rule::ToolTrace => &[
             "tool trace",
             "tool progress",
@@ -65,11 +56,7 @@ pub(crate) fn asks_about(rule: Rule, user_lower: &str) -> bool {
         ],
         _ => return false,
     };
-    let question = user_lower.contains('?')
-        || ["what", "why", "how", "explain"]
-            .iter()
-            .any(|w| user_lower.trim_start().starts_with(w));
-    question && topics.iter().any(|t| user_lower.contains(t))
+    crate::asked::asks(user_lower, topics)
 }
 
 /// `Name: first-token` at the start of a line (`keyerror: 'price'`), if it is one.

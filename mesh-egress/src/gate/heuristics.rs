@@ -272,6 +272,12 @@ impl Heuristics {
         if !tags.is_empty() {
             pair_tags(text, &tags, raw);
         }
+        for span in tool_markup::pictograph_traces(text) {
+            raw.push(Raw {
+                finding: Finding::new(Rule::ToolTrace, span, text),
+                key: None,
+            });
+        }
         for canary in canaries.iter().filter(|c| !c.is_empty()) {
             if let Some(at) = text.find(canary) {
                 raw.push(Raw {

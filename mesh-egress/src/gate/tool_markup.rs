@@ -147,6 +147,80 @@ pub(crate) fn trace_line(text: &str, at: usize) -> Option<Range<usize>> {
     (tool_shaped && colon).then_some(line_start..line_end)
 }
 
+/// Whether `c` is a pictograph an agent may lead a tool's progress line with (emoji blocks;
+/// not letters, digits, punctuation or CJK).
+fn is_pictograph(c: char) -> bool {
+    matches!(u32::from(c),
+        0x2300..=0x23FF | 0x2600..=0x27BF | 0x2B00..=0x2BFF | 0x1F000..=0x1FAFF)
+}
+
+/// Commands a trace line's payload may open with (`🔍 run_query: git log -3`).
+const COMMANDS: &[&str] = &[
+    "ls ", "cat ", "git ", "grep ", "rg ", "curl ", "wget ", "python", "node ", "npm ", "pip ",
+    "cargo ", "docker ", "kubectl ", "cd ", "rm ", "mkdir ", "echo ", "sed ", "find ", "sudo ",
+];
+
+/// Whether what follows a tool name's `:` is a command, a path or a query: quoted, a path, a
+/// URL, or a shell command. A value (`max_temp: 18°C`) is none of them.
+fn is_payload(rest: &str) -> bool {
+    let rest = rest.trim_start();
+    rest.starts_with(['"', '\'', '`', '/', '~', '\u{201c}'])
+        || rest.starts_with("./")
+        || rest.starts_with("http://")
+        || rest.starts_with("https://")
+        || COMMANDS.iter().any(|c| rest.starts_with(c))
+}
+
+/// Trace lines that open with a pictograph outside [`TRACE_SYMBOLS`] (agents give each tool
+/// its own: `🔍 web_search: "…"`, `📖 read_file: /etc/app.conf`): a line whose first mark is a
+/// pictograph, then a tool's name and `:` and a command, path or query. A known tool name
+/// (`💬 terminal: …`) needs only something after its `:`; any other snake_case or dotted name
+/// needs the payload ([`is_payload`]), so a line that describes (`## 🚀 What's new`, `- 🔧
+/// Fixed the search tool`, `🌡️ max_temp: 18°C`) is not a trace.
+pub(crate) fn pictograph_traces(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        while start < text.len() {
+            let line_start = start;
+            let line_end = text[start..]
+                .find('\n')
+                .map_or(text.len(), |i| start + i + 1);
+            start = line_end;
+            let line = &text[line_start..line_end];
+            let body = line.trim_start_matches(|c: char| {
+                c.is_whitespace() || matches!(c, '>' | '-' | '*' | '•')
+            });
+            let Some(first) = body.chars().next() else {
+                continue;
+            };
+            if !is_pictograph(first) || TRACE_SYMBOLS.iter().any(|s| body.starts_with(s)) {
+                continue;
+            }
+            let after = body
+                .trim_start_matches(|c: char| !c.is_ascii() && !c.is_alphanumeric())
+                .trim_start();
+            let name_len = after
+                .bytes()
+                .take_while(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.')
+                })
+                .count();
+            let name = &after[..name_len];
+            let Some(rest) = after[name_len..].strip_prefix(':') else {
+                continue;
+            };
+            let known = TOOL_NAMES.contains(&name) && !rest.trim().is_empty();
+            let shaped = name.contains(['_', '.'])
+                && name.starts_with(|c: char| c.is_ascii_lowercase())
+                && is_payload(rest);
+            if known || shaped {
+                return Some(line_start..line_end);
+            }
+        }
+        None
+    })
+}
+
 /// Openings of a reply that only announces what the model was about to do.
 const ANNOUNCEMENTS: &[&str] = &[
     "let me",

@@ -441,7 +441,12 @@ pub(crate) fn opens(literal: &str, rest: &str) -> Opens {
         // space it is a sentence naming the token, unless a call follows anyway.
         "<|python_tag|>" => match rest.chars().next() {
             None => Opens::NeedMore,
-            Some(c) if !c.is_whitespace() || c == '\n' => Opens::Yes,
+            // Code or a call starts at once; punctuation after the token (`<|python_tag|>,`,
+            // `<|python_tag|>.`) is a sentence naming it.
+            Some(c) if c.is_alphanumeric() || matches!(c, '_' | '{' | '[' | '\n' | '#') => {
+                Opens::Yes
+            }
+            Some(c) if !c.is_whitespace() => Opens::No,
             Some(_) => match starts_with_any(rest, &["{", "["]) {
                 Opens::No => named_then(rest, &["("]),
                 other => other,

@@ -238,9 +238,12 @@ pub(crate) fn unrepaired(correction: &Correction) -> ModelError {
     }
 }
 
-/// Whether the person's own message holds the markup `text` carries (they asked about it, or
-/// pasted it): the reply quoting it back is an answer, as the gate treats error text the user
-/// quoted. Only asked once a call was found.
+/// Whether the person's own message makes the call `text` carries an answer (see
+/// [`asked`](crate::asked), the notion the gate shares): it holds the markup's marker (they
+/// asked about it, or pasted it), it holds the reply itself (a bare JSON call they pasted), or
+/// it asks how tool calling or its JSON is written. The last two only when the request offered
+/// no tools: with tools, a call naming one is the model's decision whatever the person said.
+/// Only asked once a call was found.
 pub(crate) fn quoted_by_user(text: &str, request: &ChatRequest) -> bool {
     let Some(user) = request
         .messages
@@ -252,6 +255,9 @@ pub(crate) fn quoted_by_user(text: &str, request: &ChatRequest) -> bool {
         return false;
     };
     markers::literals().any(|literal| user.contains(literal) && text.contains(literal))
+        || request.tools.is_empty()
+            && (crate::asked::quotes(user, text)
+                || crate::asked::asks(&user.to_lowercase(), crate::asked::TOOL_CALL_TOPICS))
 }
 
 /// A stream's text tool call (`text` is the whole reply the head held), read with the request's
