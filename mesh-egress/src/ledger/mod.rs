@@ -236,6 +236,7 @@ pub use layer_c::{
     BoundaryErrorRecord, CommitmentRecord, CommitmentState, DegradationOutcome, DegradationRecord,
     SilenceRecord,
 };
+#[cfg(feature = "model")]
 pub(crate) use recovery::Attempts;
 pub use recovery::{AttemptOutcome, AttemptRecord, JoinedBy, RecoveryReport, StreamReport};
 

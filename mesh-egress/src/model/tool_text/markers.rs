@@ -618,6 +618,7 @@ pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
 /// but blanks after it: [`Opens::NeedMore`]), or an end that is the start of a marker
 /// (`<tool_`). `None` when everything in `text` is decided, markup or not. Markers that only
 /// open a reply (`functools[`, `>>>`) are the stream head's business, not a block's.
+#[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the streaming boundary
 pub(crate) fn undecided_from(text: &str) -> Option<usize> {
     let mut from = None::<usize>;
     if may_hold_marker(text)

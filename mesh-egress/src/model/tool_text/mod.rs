@@ -37,8 +37,10 @@ mod python;
 pub use call::TextToolProblem;
 pub use format::TextToolFormat;
 pub(crate) use head::{HeadCheck, HeadStep};
+#[cfg(feature = "markdown")]
+pub(crate) use markers::undecided_from;
 #[cfg(feature = "gate")]
-pub(crate) use markers::{literals, markup_at, undecided_from, whole_reply_call};
+pub(crate) use markers::{literals, markup_at, whole_reply_call};
 
 use super::error::ModelError;
 use super::wire::{ChatMessage, ChatRequest, Completion, ToolCall, ToolDefinition, usable};
