@@ -36,11 +36,18 @@ async fn paused(
 
 /// What the person was shown of `deltas`, each message, and how the turn ended.
 async fn shown(deltas: &[&str]) -> (Vec<String>, Outcome, String) {
+    shown_through(deltas, true).await
+}
+
+/// [`shown`], with the gate on or with none configured.
+async fn shown_through(deltas: &[&str], gate: bool) -> (Vec<String>, Outcome, String) {
     let recorder = Recorder::new();
-    let bot = Bot::new()
+    let mut bot = Bot::new()
         .with_client(recorder.clone())
-        .with_gate(QualityGate::builder().build().expect("the default gate"))
         .with_idle_flush(Some(Duration::from_millis(500)));
+    if gate {
+        bot = bot.with_gate(QualityGate::builder().build().expect("the default gate"));
+    }
     let turn = bot.turn(Address::Plain, Attribution::new("agent", "c1", "r1"));
     let deltas = deltas.iter().map(|d| (*d).to_owned()).collect();
     let reply = paused(&turn, deltas, Duration::from_secs(1)).await;
@@ -88,5 +95,36 @@ async fn an_answer_that_only_names_the_tag_streams_whole() {
     assert_eq!(
         delivered.trim_end(),
         "Qwen wraps each call in a tag: the `<tool_call>` tag, then a JSON object."
+    );
+}
+
+/// The holds that need no gate: without one configured, a call written as text mid-stream still
+/// never reaches the person, split by a pause or whole in one block.
+#[tokio::test(start_paused = true)]
+async fn without_a_gate_the_call_is_not_shown_either() {
+    for deltas in [
+        vec![format!("{PREFACE}<tool_call>\n"), CALL.to_owned()],
+        vec![format!(
+            "{PREFACE}\n<tool_call>\n{CALL}\n\nMore text after it."
+        )],
+    ] {
+        let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
+        let (sent, outcome, _) = shown_through(&deltas, false).await;
+        assert_no_markup(&sent);
+        assert_eq!(outcome, Outcome::Holding, "{sent:#?}");
+    }
+    // Prose that names the tag streams whole with no gate too.
+    let (_, outcome, delivered) = shown_through(
+        &[
+            "Qwen wraps each call in a tag: ",
+            "the `<tool_call>` tag, then JSON.\n",
+        ],
+        false,
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Answered);
+    assert_eq!(
+        delivered.trim_end(),
+        "Qwen wraps each call in a tag: the `<tool_call>` tag, then JSON."
     );
 }

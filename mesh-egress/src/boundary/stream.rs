@@ -139,13 +139,16 @@ impl<'a> StreamPlan<'a> {
         delivered: &str,
         block: Block<Unchecked>,
     ) -> Result<Block<Checked>, EgressError> {
+        if !self.gate.is_on() {
+            refuse_markup(&block)?;
+        }
         self.gate
             .check_block(turn, self.input, delivered, block)
             .await
     }
 
-    /// Without the gate, a block passes unchanged (the holds that need no gate, Layer A's
-    /// tool-call markers and the silence tokens, are in the source the blocks are cut from).
+    /// Without the gate, a block passes unchanged unless it holds a text tool call
+    /// ([`refuse_markup`]; the silence tokens are cut in the source the blocks are cut from).
     #[cfg(not(feature = "gate"))]
     async fn check(
         &self,
@@ -153,6 +156,7 @@ impl<'a> StreamPlan<'a> {
         _delivered: &str,
         block: Block<Unchecked>,
     ) -> Result<Block<Checked>, EgressError> {
+        refuse_markup(&block)?;
         Ok(block.passed())
     }
 
@@ -174,6 +178,24 @@ impl<'a> StreamPlan<'a> {
     pub(crate) fn with_rerun(mut self, rerun: Rerun) -> Self {
         self.rerun = Some(rerun);
         self
+    }
+}
+
+/// The holds that need no gate: a block holding a text tool call written with one of Layer A's
+/// markers (outside code: `<tool_call>{…}`, `[TOOL_CALLS][…]`) ends the stream as a failure
+/// Layer C answers for, the model having stopped answering to call a tool. With the gate on,
+/// the gate's own tool-markup rule decides (it reads the person's message too).
+fn refuse_markup(block: &Block<Unchecked>) -> Result<(), EgressError> {
+    use crate::model::{ModelError, TextToolCallError, TextToolFormat};
+    match crate::model::text_tool_format(block.text()) {
+        // A whole block that is one JSON value or call list is left to the head check, which
+        // knows the request; mid-stream it is data far more often than a call.
+        None | Some(TextToolFormat::BareJson | TextToolFormat::PythonicList) => Ok(()),
+        Some(format) => Err(EgressError::semantic(
+            ModelError::malformed_tool_call()
+                .with_source(TextToolCallError::NoToolsOffered { format }),
+            block.attribution().clone(),
+        )),
     }
 }
 
