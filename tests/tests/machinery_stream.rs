@@ -13,18 +13,18 @@ const PREFACE: &str = "Here is what I found for you.\n";
 const CALL: &str =
     "{\"name\": \"search\", \"arguments\": {\"q\": \"deploy status\"}}\n</tool_call>";
 
-/// `deltas` sent with `pause` before each after the first.
+/// `deltas` sent with `pauses[i - 1]` (cycled) before each after the first.
 #[egress_boundary(interactive)]
 async fn paused(
     turn: &Turn,
     deltas: Vec<String>,
-    pause: Duration,
+    pauses: Vec<Duration>,
 ) -> Result<AnswerStream, EgressError> {
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(async move {
         for (i, delta) in deltas.into_iter().enumerate() {
             if i > 0 {
-                tokio::time::sleep(pause).await;
+                tokio::time::sleep(pauses[(i - 1) % pauses.len()]).await;
             }
             if tx.send(Ok(delta)).await.is_err() {
                 return;
@@ -50,13 +50,28 @@ async fn shown_through(deltas: &[&str], gate: bool) -> (Vec<String>, Outcome, St
     }
     let turn = bot.turn(Address::Plain, Attribution::new("agent", "c1", "r1"));
     let deltas = deltas.iter().map(|d| (*d).to_owned()).collect();
-    let reply = paused(&turn, deltas, Duration::from_secs(1)).await;
+    let reply = paused(&turn, deltas, vec![Duration::from_secs(1)]).await;
     let delivery = bot.send(&turn, reply).await.expect("delivered");
     (
         recorder.sent(),
         delivery.outcome(),
         delivery.delivered().to_owned(),
     )
+}
+
+/// What was shown of `deltas` sent with `pauses` between them, and how the turn ended.
+async fn shown_split(deltas: &[String], pauses: &[Duration], gate: bool) -> (Vec<String>, Outcome) {
+    let recorder = Recorder::new();
+    let mut bot = Bot::new()
+        .with_client(recorder.clone())
+        .with_idle_flush(Some(Duration::from_millis(500)));
+    if gate {
+        bot = bot.with_gate(QualityGate::builder().build().expect("the default gate"));
+    }
+    let turn = bot.turn(Address::Plain, Attribution::new("agent", "c1", "r1"));
+    let reply = paused(&turn, deltas.to_vec(), pauses.to_vec()).await;
+    let delivery = bot.send(&turn, reply).await.expect("delivered");
+    (recorder.sent(), delivery.outcome())
 }
 
 fn assert_no_markup(sent: &[String]) {
@@ -127,4 +142,62 @@ async fn without_a_gate_the_call_is_not_shown_either() {
         delivered.trim_end(),
         "Qwen wraps each call in a tag: the `<tool_call>` tag, then JSON."
     );
+}
+
+mod split_anywhere {
+    use proptest::prelude::*;
+
+    use super::{Duration, Outcome, PREFACE, shown_split};
+
+    /// Calls as models write them into text (the formats Layer A knows), each after the
+    /// preface.
+    const CALLS: &[&str] = &[
+        "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"deploy\"}}\n</tool_call>",
+        "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {\"q\": \"deploy\"}}]",
+        "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"deploy\"}}",
+        "<function=search>{\"q\": \"deploy\"}</function>",
+        "<|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"deploy\"}}]",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Split into deltas at any character boundaries, with any pauses between them (the
+        /// idle flush firing anywhere), gate on or off: nothing of the call is ever shown.
+        #[test]
+        fn no_character_of_a_call_is_shown(
+            call in prop::sample::select(CALLS),
+            cuts in prop::collection::vec(0usize..400, 1..4),
+            pauses in prop::collection::vec(0u64..1500, 3),
+            gate in any::<bool>(),
+        ) {
+            let text = format!("{PREFACE}{call}");
+            let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            let mut at: Vec<usize> = cuts.iter().map(|c| bounds[c % bounds.len()]).collect();
+            at.sort_unstable();
+            at.dedup();
+            let mut deltas = Vec::new();
+            let mut from = 0;
+            for cut in at.into_iter().chain([text.len()]) {
+                if cut > from {
+                    deltas.push(text[from..cut].to_owned());
+                    from = cut;
+                }
+            }
+            let pauses: Vec<Duration> = pauses.into_iter().map(Duration::from_millis).collect();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let (sent, outcome) = runtime.block_on(shown_split(&deltas, &pauses, gate));
+            prop_assert_eq!(outcome, Outcome::Holding, "{:?}", sent);
+            // Every message but the holding line is part of the preface.
+            let (line, answer) = sent.split_last().expect("a holding line");
+            prop_assert!(!line.contains(['<', '[', '{', '|']), "{:?}", sent);
+            for part in answer {
+                prop_assert!(PREFACE.contains(part.trim()), "{:?} shown: {:?}", part, sent);
+            }
+        }
+    }
 }
