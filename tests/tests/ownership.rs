@@ -97,16 +97,22 @@ async fn ownership_lost_mid_delivery_stops_before_the_next_part() {
     let error = counting.deliver(msg).await.unwrap_err();
     assert_eq!(sends.load(Ordering::SeqCst), 1);
     assert_eq!(error.delivered().len(), 1);
+    assert!(
+        error.is_ownership_lost(),
+        "expected a lost ownership, got {error:?}"
+    );
     let rest = match error {
-        DeliveryError::OwnershipLost { undelivered } => undelivered,
-        other => panic!("expected OwnershipLost, got {other:?}"),
+        DeliveryError::Send { undelivered, .. } => undelivered,
+        other => panic!("expected the rest back, got {other:?}"),
     };
     assert!(!rest.parts().is_empty());
     // Delivering the rest is refused too while ownership stays lost.
-    assert!(matches!(
-        counting.deliver(*rest).await,
-        Err(DeliveryError::OwnershipLost { .. })
-    ));
+    assert!(
+        counting
+            .deliver(*rest)
+            .await
+            .is_err_and(|e| e.is_ownership_lost())
+    );
     assert_eq!(sends.load(Ordering::SeqCst), 1);
 }
 

@@ -319,7 +319,7 @@ async fn a_sender_whose_lease_lapsed_during_a_rate_limit_never_posts_what_the_ne
         "posted once, by B: A never posts after its lease lapsed"
     );
     assert!(
-        matches!(a_result, Err(DeliveryError::OwnershipLost { .. })),
+        matches!(&a_result, Err(e @ DeliveryError::Send { .. }) if e.is_ownership_lost()),
         "A handed the part back for its lost ownership: {a_result:?}"
     );
     let rows = case.rows().await;

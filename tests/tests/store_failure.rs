@@ -11,6 +11,7 @@ mod store_support;
 
 use std::time::Duration;
 
+use mesh_egress::CommitError;
 use mesh_egress::Surface as Api;
 use mesh_egress::bot::Delivery;
 use mesh_egress::channel::SendPolicy;
@@ -168,7 +169,10 @@ async fn a_store_failure_mid_stream_hands_back_the_block_never_shown_and_a_resen
         .result
         .expect_err("the turn ends with the store's error");
     assert!(error.is_store_failure(), "{error:?}");
-    assert!(matches!(error, DeliveryError::Store(_)), "{error:?}");
+    assert!(
+        matches!(error, DeliveryError::Commit(CommitError::Store(_))),
+        "{error:?}"
+    );
     let rows = run.store.parts("failing").await.unwrap();
     assert_eq!(states(&rows), [PartState::Sent; 4]);
     assert!(run.ledger.entries().iter().all(|e| !matches!(

@@ -292,7 +292,7 @@ enum Exit {
 /// [`StreamedTurnReceipt`]'s; parts it did not confirm (its stream failed for good) are sent
 /// again as messages of their own, in order, except uncertain ones, which may be shown already.
 /// When a durable outbox's store fails mid-stream nothing more goes from here and the turn ends
-/// with [`DeliveryError::Store`]: the parts not shown are `pending` in the outbox for a worker.
+/// with the store's [`CommitError::Store`](crate::CommitError::Store): the parts not shown are `pending` in the outbox for a worker.
 ///
 /// Returns the [`StreamedTurnReceipt`], or the [`DeliveryError`] of a block or line the channel
 /// could not take (nothing is sent after it).
@@ -404,8 +404,7 @@ where
                 }
                 out.blocks.extend(receipt);
             }
-            Err(DeliveryError::Commit(CommitError::OwnershipLost))
-            | Err(DeliveryError::OwnershipLost { .. }) => {
+            Err(error) if error.is_ownership_lost() => {
                 break Exit::Stopped(StreamEnd::Stopped(StopReason::OwnershipLost));
             }
             Err(error) => {
@@ -519,7 +518,7 @@ async fn finish_live<C: Channel + ?Sized>(
                 unconfirmed = error.unconfirmed().len(),
                 "the durable outbox failed mid-stream; the rest is left to a worker"
             );
-            Err(DeliveryError::Store(Box::new(error)))
+            Err(DeliveryError::Commit(CommitError::Store(Box::new(error))))
         }
         // The outbox refused the next call: the conversation is someone else's now, so
         // nothing more goes.
@@ -545,7 +544,7 @@ async fn finish_live<C: Channel + ?Sized>(
                     out.blocks.extend(receipts);
                     Ok(false)
                 }
-                Err(DeliveryError::OwnershipLost { .. }) => Ok(true),
+                Err(error) if error.is_ownership_lost() => Ok(true),
                 Err(error) => Err(error),
             }
         }

@@ -224,9 +224,13 @@ async fn send_in_order<C: Channel + ?Sized>(
         if !part.is_owned() {
             // Ownership moved on mid-delivery (a lease expired, another worker took over): the
             // rest is not ours to send.
-            let mut parts = vec![part];
+            let mut source = SendError::ownership_lost(part);
+            let mut parts: Vec<CommittedPart> = source.part.take().into_iter().collect();
             parts.extend(pending);
-            return Err(DeliveryError::OwnershipLost {
+            return Err(DeliveryError::Send {
+                failed: index,
+                total,
+                source,
                 undelivered: Box::new(Undelivered {
                     delivery,
                     parts,
@@ -243,17 +247,6 @@ async fn send_in_order<C: Channel + ?Sized>(
             Err(mut error) => {
                 let mut parts: Vec<CommittedPart> = error.part.take().into_iter().collect();
                 parts.extend(pending);
-                if error.is_ownership_lost() {
-                    // The connector saw it before a try: the same end as the check above.
-                    return Err(DeliveryError::OwnershipLost {
-                        undelivered: Box::new(Undelivered {
-                            delivery,
-                            parts,
-                            delivered,
-                            commitment,
-                        }),
-                    });
-                }
                 return Err(DeliveryError::Send {
                     failed: index,
                     total,
@@ -562,24 +555,14 @@ pub enum DeliveryError {
     /// The message could not cross the commit boundary; nothing was sent.
     #[error("the message could not be committed")]
     Commit(#[from] CommitError),
-    /// The conversation's ownership was lost after commit, before every part had gone: nothing
-    /// more was sent. The rest comes back (delivering it again is refused while ownership is
-    /// lost).
-    #[error("ownership of the conversation was lost during delivery ({} part(s) had gone)", undelivered.delivered.len())]
-    OwnershipLost {
-        /// The parts not sent.
-        undelivered: Box<Undelivered>,
-    },
     /// No client serves the conversation's address (a front door's turn addressed to a
     /// surface it has no client for); nothing was rendered or sent.
     #[error(transparent)]
     Unserved(#[from] super::unserved::UnservedAddress),
-    /// The durable outbox could not record the delivery (its database failed mid-reply): the
-    /// rest was not sent here; what the outbox holds is sent by a worker once the store
-    /// answers again.
-    #[error("the durable outbox could not record the delivery")]
-    Store(#[source] Box<dyn StdError + Send + Sync>),
-    /// A part failed to send.
+    /// A part was not sent: the surface refused it or could not be reached, or the
+    /// conversation's ownership was lost after commit ([`is_ownership_lost`](Self::is_ownership_lost);
+    /// nothing more was sent, and delivering the rest again is refused while ownership is lost).
+    /// The rest comes back.
     #[error("part {} of {total} was not sent ({} had gone)", failed + 1, undelivered.delivered.len())]
     Send {
         /// The index of the part that failed.
@@ -598,15 +581,23 @@ impl DeliveryError {
     /// Whether the durable outbox failed (a commit it could not write, or a send it could not
     /// record), rather than the surface or the ownership.
     pub fn is_store_failure(&self) -> bool {
-        matches!(self, Self::Store(_) | Self::Commit(CommitError::Store(_)))
+        matches!(self, Self::Commit(CommitError::Store(_)))
+    }
+
+    /// Whether the conversation's ownership was lost: before commit (nothing was sent) or
+    /// while sending (the parts that had not gone come back).
+    pub fn is_ownership_lost(&self) -> bool {
+        match self {
+            Self::Commit(CommitError::OwnershipLost) => true,
+            Self::Send { source, .. } => source.is_ownership_lost(),
+            _ => false,
+        }
     }
 
     /// The parts still to send, if the failure happened while sending.
     pub fn into_undelivered(self) -> Option<Undelivered> {
         match self {
-            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
-                Some(*undelivered)
-            }
+            Self::Send { undelivered, .. } => Some(*undelivered),
             _ => None,
         }
     }
@@ -614,9 +605,7 @@ impl DeliveryError {
     /// The delivery (message) id, if the failure happened while sending.
     pub fn delivery_id(&self) -> Option<DeliveryId> {
         match self {
-            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
-                Some(undelivered.delivery_id())
-            }
+            Self::Send { undelivered, .. } => Some(undelivered.delivery_id()),
             _ => None,
         }
     }
@@ -624,9 +613,7 @@ impl DeliveryError {
     /// The receipts of the parts that had gone before the failure.
     pub fn delivered(&self) -> &[PartReceipt] {
         match self {
-            Self::Send { undelivered, .. } | Self::OwnershipLost { undelivered } => {
-                undelivered.delivered()
-            }
+            Self::Send { undelivered, .. } => undelivered.delivered(),
             _ => &[],
         }
     }

@@ -237,7 +237,7 @@
 //! stream stops, and the parts it had marked for earlier calls and the surface never showed
 //! (a block whose edit was rate limited, say) go back to `pending`, best effort. The boundary
 //! sends nothing more and ends the turn with
-//! [`DeliveryError::Store`](crate::channel::DeliveryError::Store) (`turn` exits 1 with one
+//! `DeliveryError::Commit(CommitError::Store(..))` ([`is_store_failure`](crate::channel::DeliveryError::is_store_failure)) (`turn` exits 1 with one
 //! `error:` line, never a cause); the blocks committed after the failure, and those handed
 //! back, are `pending` for a [`Worker`](crate::worker::Worker), which sends them once the
 //! store answers again. When even the hand-back cannot be written, those rows stay `sending`
