@@ -278,7 +278,7 @@ fn the_shapes_are_found_in_the_code() {
         "model provider answered HTTP {status}",
         "model returned an empty completion",
         "the streamed answer had nothing to show",
-        "the durable outbox could not record the delivery",
+        "the message could not be committed",
     ] {
         assert!(
             causes.iter().any(|c| c == expected),

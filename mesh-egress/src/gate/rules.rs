@@ -137,7 +137,6 @@ pub(crate) const OWN_CAUSES: &[&str] = &[
     "the commit record could not be written",
     "the conversation's ownership was lost, or its lease had too little time left for a try",
     "the conversation's ownership was lost; the rest of the reply was not sent",
-    "the durable outbox could not record the delivery",
     "the event is not valid utf-8",
     "the event nests deeper than",
     "the event's conversation is not an address",
