@@ -537,7 +537,11 @@ fn close_gaps(mut text: String, cuts: &[usize]) -> String {
             while last < bytes.len() && bytes[last] == b'\n' {
                 last += 1;
             }
-            if first == 0 || last == text.len() {
+            if last == text.len() {
+                // The reply's end: no blank lines or spaces left trailing.
+                let kept = text[..first].trim_end().len();
+                text.truncate(kept);
+            } else if first == 0 {
                 text.replace_range(first..last, "");
             } else if last - first > 2 {
                 text.replace_range(first..last, "\n\n");
