@@ -41,26 +41,17 @@ async fn shown(deltas: &[&str]) -> (Vec<String>, Outcome, String) {
 
 /// [`shown`], with the gate on or with none configured.
 async fn shown_through(deltas: &[&str], gate: bool) -> (Vec<String>, Outcome, String) {
-    let recorder = Recorder::new();
-    let mut bot = Bot::new()
-        .with_client(recorder.clone())
-        .with_idle_flush(Some(Duration::from_millis(500)));
-    if gate {
-        bot = bot.with_gate(QualityGate::builder().build().expect("the default gate"));
-    }
-    let turn = bot.turn(Address::Plain, Attribution::new("agent", "c1", "r1"));
-    let deltas = deltas.iter().map(|d| (*d).to_owned()).collect();
-    let reply = paused(&turn, deltas, vec![Duration::from_secs(1)]).await;
-    let delivery = bot.send(&turn, reply).await.expect("delivered");
-    (
-        recorder.sent(),
-        delivery.outcome(),
-        delivery.delivered().to_owned(),
-    )
+    let deltas: Vec<String> = deltas.iter().map(|d| (*d).to_owned()).collect();
+    shown_split(&deltas, &[Duration::from_secs(1)], gate).await
 }
 
-/// What was shown of `deltas` sent with `pauses` between them, and how the turn ended.
-async fn shown_split(deltas: &[String], pauses: &[Duration], gate: bool) -> (Vec<String>, Outcome) {
+/// What was shown of `deltas` sent with `pauses` between them (cycled), gate on or off: each
+/// message, how the turn ended, and the Markdown delivered.
+async fn shown_split(
+    deltas: &[String],
+    pauses: &[Duration],
+    gate: bool,
+) -> (Vec<String>, Outcome, String) {
     let recorder = Recorder::new();
     let mut bot = Bot::new()
         .with_client(recorder.clone())
@@ -71,7 +62,11 @@ async fn shown_split(deltas: &[String], pauses: &[Duration], gate: bool) -> (Vec
     let turn = bot.turn(Address::Plain, Attribution::new("agent", "c1", "r1"));
     let reply = paused(&turn, deltas.to_vec(), pauses.to_vec()).await;
     let delivery = bot.send(&turn, reply).await.expect("delivered");
-    (recorder.sent(), delivery.outcome())
+    (
+        recorder.sent(),
+        delivery.outcome(),
+        delivery.delivered().to_owned(),
+    )
 }
 
 fn assert_no_markup(sent: &[String]) {
@@ -190,7 +185,7 @@ mod split_anywhere {
                 .start_paused(true)
                 .build()
                 .unwrap();
-            let (sent, outcome) = runtime.block_on(shown_split(&deltas, &pauses, gate));
+            let (sent, outcome, _) = runtime.block_on(shown_split(&deltas, &pauses, gate));
             prop_assert_eq!(outcome, Outcome::Holding, "{:?}", sent);
             // Every message but the holding line is part of the preface.
             let (line, answer) = sent.split_last().expect("a holding line");

@@ -58,6 +58,15 @@ fn splits(text: &str) -> impl Iterator<Item = [&str; 2]> {
         .map(|i| [&text[..i], &text[i..]])
 }
 
+/// `text` shows as `shown` (`None`: silence) sent whole, and streamed in two deltas split at
+/// every character boundary.
+async fn assert_shows(text: &str, shown: Option<&str>) {
+    assert_eq!(whole_shows(text).await.as_deref(), shown, "{text:?}");
+    for split in splits(text) {
+        assert_eq!(stream_shows(&split).await.as_deref(), shown, "{split:?}");
+    }
+}
+
 /// Glued to text in a script without spaces, the token is still the agent's.
 const GLUED: [(&str, &str); 4] = [
     ("部署已完成NO_REPLY", "部署已完成"),
@@ -72,14 +81,7 @@ const GLUED: [(&str, &str); 4] = [
 #[tokio::test]
 async fn a_token_glued_to_text_without_spaces_is_cut_whole_and_streamed() {
     for (text, shown) in GLUED {
-        assert_eq!(whole_shows(text).await.as_deref(), Some(shown), "{text}");
-        for split in splits(text) {
-            assert_eq!(
-                stream_shows(&split).await.as_deref(),
-                Some(shown),
-                "{split:?}"
-            );
-        }
+        assert_shows(text, Some(shown)).await;
     }
 }
 
@@ -90,15 +92,8 @@ async fn a_longer_ascii_word_is_not_a_token() {
         "NO_REPLY2 is the new name.",
         "xNO_REPLY",
     ] {
-        assert_eq!(whole_shows(text).await.as_deref(), Some(text));
         // Split anywhere, the word before the token's first letter still joins it.
-        for split in splits(text) {
-            assert_eq!(
-                stream_shows(&split).await.as_deref(),
-                Some(text),
-                "{split:?}"
-            );
-        }
+        assert_shows(text, Some(text)).await;
     }
 }
 
@@ -126,14 +121,7 @@ async fn a_token_in_code_is_the_codes() {
         "Answer with `NO_REPLY` to stay quiet.",
         "~~~\nNO_REPLY\n~~~",
     ] {
-        assert_eq!(whole_shows(text).await.as_deref(), Some(text), "{text}");
-        for split in splits(text) {
-            assert_eq!(
-                stream_shows(&split).await.as_deref(),
-                Some(text),
-                "{split:?}"
-            );
-        }
+        assert_shows(text, Some(text)).await;
     }
     // After the block closes, a token is the agent's again.
     let text = "```\nNO_REPLY\n```\nNO_REPLY";
@@ -151,10 +139,7 @@ async fn a_reply_of_only_a_token_is_silence_in_backticks_or_bold() {
         "**NO_REPLY**",
         "  `HEARTBEAT_OK`\n",
     ] {
-        assert_eq!(whole_shows(text).await, None, "{text}");
-        for split in splits(text) {
-            assert_eq!(stream_shows(&split).await, None, "{split:?}");
-        }
+        assert_shows(text, None).await;
     }
     // A lone backtick is literal text: the token after it is still the agent's.
     assert_eq!(

@@ -316,7 +316,8 @@ where
     // A block is never shown ending in a marker that may still open a tool call: its end
     // waits for what decides it, whatever cut the block.
     #[cfg(feature = "model")]
-    let reader = reader.with_hold(crate::model::tool_text::undecided_from);
+    let reader = reader
+        .with_hold(|text| crate::model::tool_text::undecided_from(text, crate::stream::MAX_HELD));
     let mut reader = reader;
     let mut out = StreamedTurnReceipt {
         blocks: Vec::new(),

@@ -136,15 +136,28 @@ pub(crate) fn trace_line(text: &str, at: usize) -> Option<Range<usize>> {
     if TRACE_VERBS.iter().any(|v| lower_after.starts_with(v)) {
         return Some(line_start..line_end);
     }
+    named_call(after, |_| true).then_some(line_start..line_end)
+}
+
+/// Whether `after` (a trace line past its symbol) names a tool and says what it did with it:
+/// a known tool's name (`terminal`, `exec`) and `:` with something after it, or a snake_case or
+/// dotted name (`web_search`, `functions.read_file`) and `:` with something `payload` accepts.
+fn named_call(after: &str, payload: impl Fn(&str) -> bool) -> bool {
     let name_len = after
         .bytes()
         .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.'))
         .count();
     let name = &after[..name_len];
-    let tool_shaped = TOOL_NAMES.contains(&name)
-        || (name.contains(['_', '.']) && name.starts_with(|c: char| c.is_ascii_lowercase()));
-    let colon = after[name_len..].starts_with(':') && !after[name_len + 1..].trim().is_empty();
-    (tool_shaped && colon).then_some(line_start..line_end)
+    let Some(rest) = after[name_len..].strip_prefix(':') else {
+        return false;
+    };
+    if rest.trim().is_empty() {
+        return false;
+    }
+    TOOL_NAMES.contains(&name)
+        || (name.contains(['_', '.'])
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && payload(rest))
 }
 
 /// Whether `c` is a pictograph an agent may lead a tool's progress line with (emoji blocks;
@@ -173,9 +186,8 @@ fn is_payload(rest: &str) -> bool {
 
 /// Trace lines that open with a pictograph outside [`TRACE_SYMBOLS`] (agents give each tool
 /// its own: `🔍 web_search: "…"`, `📖 read_file: /etc/app.conf`): a line whose first mark is a
-/// pictograph, then a tool's name and `:` and a command, path or query. A known tool name
-/// (`💬 terminal: …`) needs only something after its `:`; any other snake_case or dotted name
-/// needs the payload ([`is_payload`]), so a line that describes (`## 🚀 What's new`, `- 🔧
+/// pictograph, then a tool's name and `:` and a command, path or query ([`named_call`], with
+/// [`is_payload`] for a name that is not a known tool's), so a line that describes (`## 🚀 What's new`, `- 🔧
 /// Fixed the search tool`, `🌡️ max_temp: 18°C`) is not a trace.
 pub(crate) fn pictograph_traces(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
     let mut start = 0;
@@ -199,21 +211,7 @@ pub(crate) fn pictograph_traces(text: &str) -> impl Iterator<Item = Range<usize>
             let after = body
                 .trim_start_matches(|c: char| !c.is_ascii() && !c.is_alphanumeric())
                 .trim_start();
-            let name_len = after
-                .bytes()
-                .take_while(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.')
-                })
-                .count();
-            let name = &after[..name_len];
-            let Some(rest) = after[name_len..].strip_prefix(':') else {
-                continue;
-            };
-            let known = TOOL_NAMES.contains(&name) && !rest.trim().is_empty();
-            let shaped = name.contains(['_', '.'])
-                && name.starts_with(|c: char| c.is_ascii_lowercase())
-                && is_payload(rest);
-            if known || shaped {
+            if named_call(after, is_payload) {
                 return Some(line_start..line_end);
             }
         }

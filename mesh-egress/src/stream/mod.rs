@@ -9,5 +9,5 @@ mod source;
 
 pub use cutter::{BlockCutter, CutterConfig};
 #[cfg(feature = "markdown")]
-pub(crate) use source::BlockReader;
+pub(crate) use source::{BlockReader, MAX_HELD};
 pub use source::{ChunkSource, TextSource};

@@ -616,50 +616,66 @@ pub(crate) fn markup_at(text: &str, at: usize) -> Option<Range<usize>> {
 /// Where `text`'s undecided end starts, for a streamed block about to be shown: the earliest
 /// marker placed to open a call whose payload has not arrived yet (`<tool_call>` and nothing
 /// but blanks after it: [`Opens::NeedMore`]), or an end that is the start of a marker
-/// (`<tool_`). `None` when everything in `text` is decided, markup or not. Markers that only
-/// open a reply (`functools[`, `>>>`) are the stream head's business, not a block's.
+/// (`<tool_`). Only the last `within` bytes are read (a caller holds no more than that), so a
+/// block costs the same however long it is. `None` when that end is decided, markup or not.
+/// Markers that only open a reply (`functools[`, `>>>`) are the stream head's business.
 #[cfg_attr(not(feature = "markdown"), allow(dead_code))] // read by the streaming boundary
-pub(crate) fn undecided_from(text: &str) -> Option<usize> {
+pub(crate) fn undecided_from(text: &str, within: usize) -> Option<usize> {
+    let longest = MARKERS.iter().map(|m| m.literal.len()).max().unwrap_or(0);
+    let floor = floor_boundary(text, text.len().saturating_sub(within + longest));
+    let tail = &text[floor..];
     let mut from = None::<usize>;
-    if may_hold_marker(text)
+    if may_hold_marker(tail)
         && let Some(scanner) = scanner()
     {
         for Group { automaton, markers } in &scanner.groups {
-            for m in automaton.find_iter(text) {
-                let marker = markers[m.pattern().as_usize()];
-                if from.is_some_and(|f| f <= m.start()) {
+            for m in automaton.find_iter(tail) {
+                let (start, end) = (floor + m.start(), floor + m.end());
+                if from.is_some_and(|f| f <= start) {
                     break;
                 }
-                if placed(text, m.range(), marker)
-                    && opens(marker.literal, &text[m.end()..]) == Opens::NeedMore
+                let marker = markers[m.pattern().as_usize()];
+                if placed(text, start..end, marker)
+                    && opens(marker.literal, &text[end..]) == Opens::NeedMore
                 {
-                    from = Some(m.start());
+                    from = Some(start);
                     break;
                 }
             }
         }
     }
-    // A marker cut short by the block's end: its longest start the text ends with.
-    let cut_short = MARKERS
+    // A marker cut short by the block's end: its longest start the text ends with (only where
+    // the end holds a marker's first byte at all).
+    let end = &text.as_bytes()[text.len().saturating_sub(longest)..];
+    let cut_short = end
         .iter()
-        .filter(|m| m.place != Place::Start)
-        .filter_map(|m| {
-            (1..m.literal.len())
-                .rev()
-                .filter(|&k| m.literal.is_char_boundary(k))
-                .map(|k| (k, text.len().checked_sub(k)))
-                .find(|&(k, start)| {
-                    start.is_some_and(|start| {
-                        text.ends_with(&m.literal[..k]) && placed(text, start..text.len(), m)
-                    })
+        .any(|&b| SCANNED[usize::from(b)])
+        .then(|| {
+            MARKERS
+                .iter()
+                .filter(|m| m.place != Place::Start)
+                .filter_map(|m| {
+                    (1..m.literal.len())
+                        .rev()
+                        .filter(|&k| m.literal.is_char_boundary(k) && text.len() >= k)
+                        .map(|k| text.len() - k)
+                        .find(|&start| {
+                            text.ends_with(&m.literal[..text.len() - start])
+                                && placed(text, start..text.len(), m)
+                        })
                 })
-                .and_then(|(_, start)| start)
+                .min()
         })
-        .min();
-    match (from, cut_short) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+        .flatten();
+    [from, cut_short].into_iter().flatten().min()
+}
+
+/// The nearest char boundary at or before `at`.
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
     }
+    at
 }
 
 /// A bare function-call reply, as the gate sees it: the whole text, when it is one.
@@ -689,7 +705,7 @@ mod tests {
             "[TOOL_",
         ] {
             let block = format!("{text}{tail}");
-            assert_eq!(undecided_from(&block), Some(text.len()), "{block:?}");
+            assert_eq!(undecided_from(&block, 1024), Some(text.len()), "{block:?}");
         }
         for decided in [
             "Here is what I found for you.\n",
@@ -699,11 +715,15 @@ mod tests {
             // `functools[` and `>>>` open a reply only: the stream head's business.
             "Then:\n>>>",
         ] {
-            assert_eq!(undecided_from(decided), None, "{decided:?}");
+            assert_eq!(undecided_from(decided, 1024), None, "{decided:?}");
         }
         // The earliest undecided place wins.
         let two = "Text <tool_call>\n\n<";
-        assert_eq!(undecided_from(two), Some(5));
+        assert_eq!(undecided_from(two, 1024), Some(5));
+        // Only the end is read: a marker further back than the window is decided already.
+        let far = format!("<tool_call>{}", " ".repeat(2048));
+        assert_eq!(undecided_from(&far, 1024), None);
+        assert_eq!(undecided_from(&far, 4096), Some(0));
     }
 
     #[test]
