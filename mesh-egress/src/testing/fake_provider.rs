@@ -207,8 +207,13 @@ impl FakeResponse {
 pub struct ReceivedRequest {
     /// The request path (e.g. `/v1/chat/completions`).
     pub path: String,
+    /// The query string after `?`, if any (e.g. `alt=sse`).
+    pub query: Option<String>,
     /// The `authorization` header, if sent.
     pub authorization: Option<String>,
+    /// Every header, names lower-case, in the order received (`x-api-key`,
+    /// `anthropic-version`, `x-goog-api-key`, ...).
+    pub headers: Vec<(String, String)>,
     /// The JSON body (`Null` if it was not JSON).
     pub body: serde_json::Value,
 }
@@ -338,6 +343,15 @@ async fn respond(
     request: Request<Incoming>,
 ) -> Result<Response<FakeBody>, Infallible> {
     let path = request.uri().path().to_owned();
+    let query = request.uri().query().map(str::to_owned);
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
     let authorization = request
         .headers()
         .get("authorization")
@@ -351,7 +365,9 @@ async fn respond(
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
         state.received.push(ReceivedRequest {
             path,
+            query,
             authorization,
+            headers,
             body,
         });
         state.script.pop_front().or_else(|| state.otherwise.clone())
