@@ -53,6 +53,13 @@ pub enum FailureReason {
     UnknownModel,
     /// Another 4xx (409 conflicts are retryable, the rest terminal).
     ClientError,
+    /// The provider refused or filtered the answer (Anthropic's `refusal` stop, a Responses
+    /// `content_filter`, Gemini's blocked prompt or `SAFETY`/`RECITATION` finish): terminal for
+    /// the route; another model may answer.
+    Refused,
+    /// The answer was cut by the output limit (`max_tokens`, `length`, `MAX_TOKENS`,
+    /// `max_output_tokens`): terminal for the route; what was shown of it stays.
+    Truncated,
 }
 
 impl FailureReason {
@@ -77,6 +84,8 @@ impl FailureReason {
             Self::ResponseTooLarge => "response_too_large",
             Self::UnknownModel => "unknown_model",
             Self::ClientError => "client_error",
+            Self::Refused => "refused",
+            Self::Truncated => "truncated",
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct Classification {
 /// | connection refused/reset/closed, transport timeout | retryable |
 /// | empty completion, tool call unparseable after the repair, undecodable body | retryable |
 /// | response body over the connector's cap | terminal for the route, `response_too_large` (falls back) |
+/// | a refusal, content filter, blocked prompt, safety or recitation finish | terminal for the route, `refused` (falls back) |
+/// | an answer cut by the output limit | terminal for the route, `truncated` (falls back) |
 /// | other 400, 422, a request that could not be built | terminal |
 /// | 401, 403 | terminal |
 /// | 404 | terminal (unknown model) |
@@ -85,6 +87,8 @@ pub fn classify(error: &ModelError) -> Classification {
         ModelErrorKind::InvalidResponse => (true, FailureReason::InvalidResponse),
         ModelErrorKind::InvalidRequest => (false, FailureReason::InvalidRequest),
         ModelErrorKind::ResponseTooLarge => (false, FailureReason::ResponseTooLarge),
+        ModelErrorKind::Refused => (false, FailureReason::Refused),
+        ModelErrorKind::Truncated => (false, FailureReason::Truncated),
     };
     Classification {
         retryable,

@@ -28,6 +28,11 @@ pub enum ModelErrorKind {
     /// The response body was larger than the connector's cap for it (a completion or an error
     /// body); the read stopped at the cap.
     ResponseTooLarge,
+    /// The provider answered but refused or filtered the answer: a refusal stop, a content
+    /// filter, a blocked prompt, a safety or recitation finish with nothing usable.
+    Refused,
+    /// The answer stopped at the output-token limit.
+    Truncated,
 }
 
 /// How long the provider's exhausted limit lasts, from a structured field (Gemini's
@@ -265,6 +270,8 @@ impl fmt::Display for ModelError {
             ModelErrorKind::ResponseTooLarge => {
                 f.write_str("model response body was larger than its cap")?;
             }
+            ModelErrorKind::Refused => f.write_str("model refused or filtered the answer")?,
+            ModelErrorKind::Truncated => f.write_str("model answer stopped at its output limit")?,
         }
         if let Some(code) = self.code() {
             write!(f, " ({code})")?;

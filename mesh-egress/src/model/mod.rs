@@ -35,10 +35,15 @@ mod classify;
 mod config;
 mod error;
 pub(crate) mod fast;
+mod finish;
+#[cfg(feature = "http")]
+mod http;
 mod limits;
 mod message;
 #[cfg(feature = "http")]
 mod openai;
+#[cfg(feature = "http")]
+mod provider;
 mod recovery;
 mod response;
 mod route;
@@ -66,6 +71,9 @@ pub use message::UnusableCompletion;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use openai::OpenAiCompatible;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use provider::{Api, Provider};
 pub use route::{RecoveryError, Route};
 pub use router::Router;
 pub use stream::{ChunkTransport, ModelStream, StreamChunk, ToolCallDelta};

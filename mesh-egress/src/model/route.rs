@@ -4,8 +4,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::ModelConnector;
 use super::error::ModelError;
+use super::stream::ModelStream;
+use super::wire::{ChatRequest, Completion};
 use crate::failure::FailureReason;
+use crate::future::BoxFuture;
 
 /// One model the Router may ask, in policy order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +18,78 @@ pub struct Route {
     pub(super) model: Arc<str>,
     pub(super) context_window: Option<u32>,
     pub(super) prefill: bool,
+    /// The route's own connector, when it is not the Router's (another API, base URL or key).
+    pub(super) via: Option<Via>,
+}
+
+/// A route's own connector, behind the dyn-compatible seam (a route list holds routes of
+/// different connector types). Two routes are equal only through the same connector value.
+#[derive(Clone)]
+pub(super) struct Via(Arc<dyn DynConnector>);
+
+impl Via {
+    pub(super) fn complete<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        self.0.complete_boxed(model, request)
+    }
+
+    pub(super) fn stream<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ModelStream, ModelError>> {
+        self.0.stream_boxed(model, request)
+    }
+}
+
+impl PartialEq for Via {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Via {}
+
+impl fmt::Debug for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Via(..)")
+    }
+}
+
+/// [`ModelConnector`] with boxed futures: what a route's own connector is called through.
+trait DynConnector: Send + Sync {
+    fn complete_boxed<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>>;
+
+    fn stream_boxed<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ModelStream, ModelError>>;
+}
+
+impl<C: ModelConnector> DynConnector for C {
+    fn complete_boxed<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(self.complete(model, request))
+    }
+
+    fn stream_boxed<'a>(
+        &'a self,
+        model: &'a str,
+        request: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ModelStream, ModelError>> {
+        Box::pin(self.stream(model, request))
+    }
 }
 
 impl Route {
@@ -23,7 +99,31 @@ impl Route {
             model: Arc::from(model.into()),
             context_window: None,
             prefill: false,
+            via: None,
         }
+    }
+
+    /// Asks this route's model through `connector` instead of the Router's: a fallback on
+    /// another API, base URL or key (an Anthropic primary with a chat-completions backup, say).
+    /// A route without one uses the connector the Router was built with.
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")] {
+    /// use mesh_egress::model::{RetryConfig, Route, Router};
+    /// use mesh_egress::testing::{ScriptedConnector, Step};
+    /// let primary = ScriptedConnector::new().on("claude", [Step::status(529)]);
+    /// let backup = ScriptedConnector::new().on("gpt", [Step::answer("All green.")]);
+    /// let router = Router::with_routes(
+    ///     primary,
+    ///     Route::new("claude"),
+    ///     [Route::new("gpt").via(backup)],
+    ///     RetryConfig::default(),
+    /// );
+    /// # let _ = router; }
+    /// ```
+    pub fn via(mut self, connector: impl ModelConnector + 'static) -> Self {
+        self.via = Some(Via(Arc::new(connector)));
+        self
     }
 
     /// Declares the model's context window (tokens). A context overflow on one route may fall
@@ -85,6 +185,10 @@ pub(crate) enum FallbackReason {
     /// A stream failed after part of it reached the person: the route is abandoned and the
     /// next one continues from the delivered text.
     StreamFailedAfterDelivery,
+    /// The route refused or filtered the answer; another model may answer.
+    Refused,
+    /// The route's answer was cut by the output limit.
+    Truncated,
 }
 
 impl FallbackReason {
@@ -101,6 +205,8 @@ impl FallbackReason {
             Self::FirstTokenTimeout => "first_token_timeout",
             Self::StreamIdleTimeout => "stream_idle_timeout",
             Self::StreamFailedAfterDelivery => "stream_failed_after_delivery",
+            Self::Refused => "refused",
+            Self::Truncated => "truncated",
         }
     }
 }

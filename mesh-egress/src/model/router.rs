@@ -157,7 +157,9 @@ impl<C: ModelConnector> Router<C> {
         } else {
             None
         };
-        if !has_time || stopped.is_some() {
+        if !has_time || stopped.is_some() || self.routes[0].via.is_some() {
+            // A stop before the first attempt; or a primary on its own connector, which the
+            // attempt loop calls.
             let first = stopped.map(First::Stopped);
             let recovery = self.recovery(turn, request, start);
             return Box::pin(self.recover::<std::future::Pending<_>>(recovery, first)).await;
@@ -302,18 +304,16 @@ impl<C: ModelConnector> Router<C> {
                 Some(First::Failed(error)) => Ok(Err(error)),
                 Some(First::Pending(call)) => Self::finish(turn, call, bound, by_share).await,
                 Some(First::Stopped(reason)) => return Err(RouteEnd::stopped(reason)),
-                None => {
-                    // The connector is polled once before anything else: a call that answers at
-                    // once never builds the timer or subscribes to the turn's signals (the stop
-                    // check above already ran).
-                    let mut call = pin!(Some(self.connector.complete(&route.model, request)));
-                    let first_poll =
-                        poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await;
-                    match first_poll {
-                        Poll::Ready(result) => Ok(result),
-                        Poll::Pending => Self::finish(turn, call, bound, by_share).await,
+                None => match &route.via {
+                    None => {
+                        let call = self.connector.complete(&route.model, request);
+                        Self::attempt(turn, call, bound, by_share).await
                     }
-                }
+                    Some(via) => {
+                        let call = via.complete(&route.model, request);
+                        Self::attempt(turn, call, bound, by_share).await
+                    }
+                },
             };
             let outcome = match result {
                 // Empty, or a tool decision that cannot be used (a text-protocol call with no
@@ -384,6 +384,24 @@ impl<C: ModelConnector> Router<C> {
         }
     }
 
+    /// One attempt's call, polled once before anything else: a call that answers at once never
+    /// builds the timer or subscribes to the turn's signals (the stop check already ran).
+    async fn attempt<F>(
+        turn: &Turn,
+        call: F,
+        bound: Instant,
+        by_share: bool,
+    ) -> Result<Result<Completion, ModelError>, Attempted>
+    where
+        F: Future<Output = Result<Completion, ModelError>>,
+    {
+        let mut call = pin!(Some(call));
+        match poll_fn(|cx| Poll::Ready(poll_in_flight(call.as_mut(), cx))).await {
+            Poll::Ready(result) => Ok(result),
+            Poll::Pending => Self::finish(turn, call, bound, by_share).await,
+        }
+    }
+
     /// Drives an attempt that did not answer on its first poll to its end, under `bound`, then
     /// drops the call (cancelling it if it is still in flight). The turn's stop beats the bound
     /// when both fire at the same instant.
@@ -422,6 +440,10 @@ impl<C: ModelConnector> Router<C> {
             FailureReason::RequestTooLarge | FailureReason::ResponseTooLarge => {
                 return next.map(|to| (to, FallbackReason::TooLarge));
             }
+            // The provider's verdict on this model's answer (its filter, its output limit), not
+            // on the request: Anthropic's docs advise another model for a refusal.
+            FailureReason::Refused => return next.map(|to| (to, FallbackReason::Refused)),
+            FailureReason::Truncated => return next.map(|to| (to, FallbackReason::Truncated)),
             _ => {}
         }
         if self.fallback_on_terminal {

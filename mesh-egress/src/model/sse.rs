@@ -340,7 +340,7 @@ pub fn decode_chunk(data: &str, error_event: bool) -> Result<StreamChunk, ModelE
 }
 
 /// The error an in-stream error event describes.
-fn stream_error(data: &str, error: Option<&serde_json::Value>) -> ModelError {
+pub(crate) fn stream_error(data: &str, error: Option<&serde_json::Value>) -> ModelError {
     let status = error.map_or(500, status_of_stream_error);
     ModelError::from_http_response(status, |_| None, data.as_bytes(), SystemTime::now())
 }
@@ -370,10 +370,22 @@ fn status_of_stream_error(error: &serde_json::Value) -> u16 {
         429
     } else if says(&["overloaded_error"]) {
         529
-    } else if says(&["context_length_exceeded", "invalid_request_error"]) {
+    } else if says(&[
+        "context_length_exceeded",
+        "invalid_request_error",
+        "invalid_prompt",
+    ]) {
         400
     } else if says(&["authentication_error", "invalid_api_key"]) {
         401
+    } else if says(&["permission_error"]) {
+        403
+    } else if says(&["not_found_error"]) {
+        404
+    } else if says(&["request_too_large"]) {
+        413
+    } else if says(&["billing_error"]) {
+        402
     } else {
         500
     }

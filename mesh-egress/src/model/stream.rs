@@ -125,6 +125,10 @@ impl ToolCallAssembler {
 /// ```
 pub struct ModelStream {
     source: Box<dyn ChunkTransport>,
+    // The failure a finish reason reported, held while the content that came with it is
+    // handed out; then the stream is over.
+    failed: Option<Box<ModelError>>,
+    content_seen: bool,
 }
 
 impl ModelStream {
@@ -132,6 +136,8 @@ impl ModelStream {
     pub fn new(source: impl ChunkTransport + 'static) -> Self {
         Self {
             source: Box::new(source),
+            failed: None,
+            content_seen: false,
         }
     }
 
@@ -162,8 +168,32 @@ impl ModelStream {
     }
 
     /// The next chunk, a failure (the stream is then over), or `None` at a clean end.
+    ///
+    /// A finish reason that reports a failure (a refusal or filter, a cut by the output limit,
+    /// in any API's words) ends the stream with that failure: the content that came with it is
+    /// handed out first, then the failure, then `None`.
     pub async fn next(&mut self) -> Option<Result<StreamChunk, ModelError>> {
-        self.source.next_chunk().await
+        if let Some(failed) = self.failed.take() {
+            // Dropping the source here ends the request once its last word is read.
+            self.source = Box::new(Ready(VecDeque::new()));
+            return Some(Err(*failed));
+        }
+        let mut chunk = match self.source.next_chunk().await? {
+            Ok(chunk) => chunk,
+            Err(error) => return Some(Err(error)),
+        };
+        self.content_seen |= chunk.has_content();
+        if let Some(reason) = chunk.finish_reason.as_deref()
+            && let Some(error) = super::finish::failure(Some(reason), !self.content_seen)
+        {
+            if !chunk.has_content() {
+                self.source = Box::new(Ready(VecDeque::new()));
+                return Some(Err(error));
+            }
+            chunk.finish_reason = None;
+            self.failed = Some(Box::new(error));
+        }
+        Some(Ok(chunk))
     }
 }
 

@@ -462,24 +462,30 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
         }
         let route = &router.routes[self.route];
         let request: &'a ChatRequest = recovery.request;
+        let open = |request: &'a ChatRequest| -> OpenFuture<'a> {
+            match &route.via {
+                None => Box::pin(router.connector.stream(&route.model, request)),
+                Some(via) => via.stream(&route.model, request),
+            }
+        };
         let (future, joiner): (OpenFuture<'a>, _) = if held.is_empty() {
-            (
-                Box::pin(router.connector.stream(&route.model, request)),
-                None,
-            )
+            (open(request), None)
         } else if route.prefill {
             let prefilled = with_prefix(request, held);
             let connector = &router.connector;
+            let via = route.via.as_ref();
             let model = &route.model;
             (
-                Box::pin(async move { connector.stream(model, &prefilled).await }),
+                Box::pin(async move {
+                    match via {
+                        None => connector.stream(model, &prefilled).await,
+                        Some(via) => via.stream(model, &prefilled).await,
+                    }
+                }),
                 Some(Joiner::new(held, JoinMode::Prefill)),
             )
         } else {
-            (
-                Box::pin(router.connector.stream(&route.model, request)),
-                Some(Joiner::new(held, JoinMode::Afresh)),
-            )
+            (open(request), Some(Joiner::new(held, JoinMode::Afresh)))
         };
         if let Some(joiner) = &joiner {
             self.stream_report.joined_by = Some(joiner.mode());

@@ -291,13 +291,24 @@ impl Completion {
     }
 }
 
-/// The one place an empty completion becomes a failure: a completion with no text and no tool
-/// call is a retryable `empty_completion` (used by the Router and the HTTP connector alike).
+/// The one place an unusable completion becomes a failure: a finish reason that reports one (a
+/// refusal or filter, a cut by the output limit: [`finish`](super::finish)), else no text and no
+/// tool call, a retryable `empty_completion` (used by the Router and the HTTP connector alike).
 pub(crate) fn usable(
     result: Result<Completion, super::ModelError>,
 ) -> Result<Completion, super::ModelError> {
     match result {
-        Ok(completion) if completion.is_empty() => Err(super::ModelError::empty_completion()),
+        Ok(completion) => {
+            let empty = completion.is_empty();
+            if let Some(error) = super::finish::failure(completion.finish_reason.as_deref(), empty)
+            {
+                return Err(error);
+            }
+            if empty {
+                return Err(super::ModelError::empty_completion());
+            }
+            Ok(completion)
+        }
         other => other,
     }
 }
