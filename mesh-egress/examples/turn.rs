@@ -103,7 +103,7 @@ use mesh_egress::channel::stream::StreamMode;
 use mesh_egress::channel::{BoxedChannel, Stdout};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp, Mode};
 use mesh_egress::gate::QualityGate;
-use mesh_egress::model::{RetryConfig, Router};
+
 use mesh_egress::silence::SilenceTokens;
 use mesh_egress::{Address, Attribution, Bot};
 
@@ -266,7 +266,7 @@ async fn main() -> ExitCode {
         }
         Err(message) => return usage_error(&message),
     };
-    let (connector, model) = match model_from_env() {
+    let models = match model_from_env() {
         Ok(found) => found,
         Err(message) => return usage_error(&message),
     };
@@ -289,7 +289,7 @@ async fn main() -> ExitCode {
     init_logs();
 
     let gate = if args.gate {
-        match build_gate(&connector, args.system_prompt.as_deref(), judge_model()) {
+        match build_gate(&models, args.system_prompt.as_deref(), judge_model()) {
             Ok(gate) => gate,
             Err(message) => return usage_error(&message),
         }
@@ -302,7 +302,7 @@ async fn main() -> ExitCode {
         Ok(persistent) => persistent,
         Err(code) => return code,
     };
-    let router = Arc::new(Router::new(connector, model, RetryConfig::from_env()));
+    let router = Arc::new(models.router());
 
     let started = Instant::now();
     let run = SystemTime::now()

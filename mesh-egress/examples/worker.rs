@@ -49,7 +49,7 @@ use cli::{
 };
 use mesh_egress::channel::{Stdout, SurfaceClient};
 use mesh_egress::degrade::{DegradationPolicy, FollowUp};
-use mesh_egress::model::{RetryConfig, Router};
+
 use mesh_egress::store::Lease;
 use mesh_egress::{Bot, Cancellation};
 
@@ -139,7 +139,7 @@ async fn main() -> ExitCode {
     let Some(url) = store_url(args.store.clone()) else {
         return usage_error("missing --store URL (or MESH_STORE_URL)");
     };
-    let (connector, model) = match model_from_env() {
+    let models = match model_from_env() {
         Ok(found) => found,
         Err(message) => return usage_error(&message),
     };
@@ -158,11 +158,7 @@ async fn main() -> ExitCode {
     let policy =
         DegradationPolicy::default().with_follow_up(follow_up.first_delay, follow_up.attempts);
     let (ttl, _warnings) = Lease::ttl_from_env();
-    let router = Arc::new(Router::new(
-        connector.clone(),
-        model,
-        RetryConfig::from_env(),
-    ));
+    let router = Arc::new(models.router());
     let ledger = match store.durable_ledger() {
         Ok(ledger) => ledger,
         Err(error) => {
@@ -192,9 +188,9 @@ async fn main() -> ExitCode {
     let model = turn_bot::Model {
         router: Arc::clone(&router),
     };
-    let _route = bot.route(turn_bot::ROUTE, turn_bot::checked(model, connector.clone()));
+    let _route = bot.route(turn_bot::ROUTE, turn_bot::checked(model, models.clone()));
     // Promises an older `turn --store` stored under its own handler name are kept too.
-    let _legacy = bot.route(LEGACY_HANDLER, legacy_route(router, connector));
+    let _legacy = bot.route(LEGACY_HANDLER, legacy_route(router, models));
     let Some(worker) = bot.worker(holder_name("worker")) else {
         return usage_error("missing --store URL (or MESH_STORE_URL)");
     };

@@ -20,7 +20,7 @@ use mesh_egress::channel::{
 };
 use mesh_egress::degrade::{Mode, Reply};
 use mesh_egress::gate::{ModelJudge, QualityGate};
-use mesh_egress::model::{ChatMessage, ChatRequest, OpenAiCompatible, RetryConfig, Route, Router};
+use mesh_egress::model::{Api, ChatMessage, ChatRequest, Provider, RetryConfig, Route, Router};
 use mesh_egress::{Address, CommittedPart};
 use mesh_egress::{AgentMessage, EgressError, Turn, egress_boundary};
 
@@ -485,28 +485,121 @@ pub(crate) fn delivery_failed(
     ExitCode::FAILURE
 }
 
-/// The model endpoint `MESH_MODEL_BASE_URL` / `MESH_MODEL` / `MESH_MODEL_API_KEY` name: the
-/// connector and the primary model, or the usage error to print.
-pub(crate) fn model_from_env() -> Result<(OpenAiCompatible, String), String> {
-    let (base_url, model) = match (
-        required_env("MESH_MODEL_BASE_URL"),
-        required_env("MESH_MODEL"),
-    ) {
-        (Ok(base_url), Ok(model)) => (base_url, model),
-        (Err(message), _) | (_, Err(message)) => return Err(message),
+/// The models the environment names: the primary's API (`MESH_MODEL_API`, default `chat`),
+/// base URL, key and model (`MESH_MODEL_BASE_URL`, `MESH_MODEL_API_KEY`, `MESH_MODEL`), and the
+/// fallback routes (`MESH_MODEL_FALLBACK_MODELS`), each entry `api=model` on that API's
+/// `MESH_MODEL_<API>_BASE_URL` and `MESH_MODEL_<API>_API_KEY`, or a model name on the primary's.
+#[derive(Clone)]
+pub(crate) struct Models {
+    /// The primary's connector: the Router's own.
+    pub(crate) provider: Provider,
+    /// The primary model.
+    pub(crate) primary: String,
+    fallbacks: Vec<Route>,
+}
+
+impl Models {
+    /// The Router of a turn: the primary, then the fallbacks, under `MESH_MODEL_RETRY_*`.
+    pub(crate) fn router(&self) -> Router<Provider> {
+        Router::with_routes(
+            self.provider.clone(),
+            Route::new(self.primary.as_str()),
+            self.fallbacks.iter().cloned(),
+            RetryConfig::from_env(),
+        )
+    }
+
+    /// A Router of one route, `entry` in the fallback entries' syntax (the judges').
+    pub(crate) fn single(&self, entry: &str) -> Result<Router<Provider>, String> {
+        Ok(Router::with_routes(
+            self.provider.clone(),
+            route_of(entry)?,
+            [],
+            RetryConfig::from_env(),
+        ))
+    }
+}
+
+/// The most tokens an answer may use, sent to every API: `MESH_MODEL_MAX_TOKENS`, default 4096.
+pub(crate) fn max_tokens() -> Result<u32, String> {
+    match std::env::var("MESH_MODEL_MAX_TOKENS") {
+        Ok(value) if !value.trim().is_empty() => value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("MESH_MODEL_MAX_TOKENS {value:?} is not a positive number")),
+        _ => Ok(4096),
+    }
+}
+
+/// The connector for `api` from the environment: the primary's variables, or a named API's
+/// `MESH_MODEL_<API>_BASE_URL` and `MESH_MODEL_<API>_API_KEY`, both required.
+fn provider_of(api: Api, primary: bool) -> Result<Provider, String> {
+    let (base_name, key_name) = if primary {
+        ("MESH_MODEL_BASE_URL".to_owned(), "MESH_MODEL_API_KEY".to_owned())
+    } else {
+        let upper = api.name().to_ascii_uppercase();
+        (
+            format!("MESH_MODEL_{upper}_BASE_URL"),
+            format!("MESH_MODEL_{upper}_API_KEY"),
+        )
     };
-    let connector = OpenAiCompatible::new(&base_url)
-        .map_err(|_| format!("MESH_MODEL_BASE_URL {base_url:?} is not a valid URL"))?;
-    Ok((
-        connector.with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default()),
-        model,
-    ))
+    let base_url = required_env(&base_name)?;
+    let key = if primary {
+        std::env::var(&key_name).unwrap_or_default()
+    } else {
+        required_env(&key_name)?
+    };
+    let provider = Provider::new(api, &base_url)
+        .map_err(|_| format!("{base_name} {base_url:?} is not a valid URL"))?;
+    Ok(provider.with_api_key(key))
+}
+
+/// One fallback (or judge) entry: `api=model` on that API when the text before the first `=`
+/// names one, else a model name on the primary's API (`llama3:8b` stays a model name).
+fn route_of(entry: &str) -> Result<Route, String> {
+    let entry = entry.trim();
+    match entry.split_once('=') {
+        Some((api, model)) if Api::from_name(api.trim()).is_some() => {
+            let api = Api::from_name(api.trim()).unwrap_or(Api::Chat);
+            let model = model.trim();
+            if model.is_empty() {
+                return Err(format!("the model entry {entry:?} names no model"));
+            }
+            Ok(Route::new(model).via(provider_of(api, false)?))
+        }
+        _ => Ok(Route::new(entry)),
+    }
+}
+
+/// The models the environment names ([`Models`]), or the usage error to print.
+pub(crate) fn model_from_env() -> Result<Models, String> {
+    let api = match std::env::var("MESH_MODEL_API") {
+        Ok(name) if !name.trim().is_empty() => Api::from_name(name.trim()).ok_or_else(|| {
+            format!("unknown MESH_MODEL_API {name:?} (chat|responses|anthropic|gemini)")
+        })?,
+        _ => Api::Chat,
+    };
+    let provider = provider_of(api, true)?;
+    let primary = required_env("MESH_MODEL")?;
+    max_tokens()?;
+    let fallbacks = RetryConfig::from_env()
+        .fallback_models()
+        .iter()
+        .map(|entry| route_of(entry))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Models {
+        provider,
+        primary,
+        fallbacks,
+    })
 }
 
 /// The gate `--gate on` runs: the system-prompt overlap check when there is a system prompt,
 /// and the judge `judge_model` names (on the same endpoint) when there is one.
 pub(crate) fn build_gate(
-    connector: &OpenAiCompatible,
+    models: &Models,
     system_prompt: Option<&str>,
     judge_model: Option<String>,
 ) -> Result<QualityGate, String> {
@@ -515,13 +608,11 @@ pub(crate) fn build_gate(
         builder = builder.system_prompt(prompt.to_owned(), 0.5);
     }
     if let Some(judge_model) = judge_model {
-        // The judge rides the same endpoint and plumbing as the turn, on one route of its own.
-        let judge = Router::with_routes(
-            connector.clone(),
-            Route::new(judge_model),
-            [],
-            RetryConfig::from_env(),
-        );
+        // The judge rides the same plumbing as the turn, on one route of its own (its entry
+        // may name another API).
+        let judge = models
+            .single(&judge_model)
+            .map_err(|error| format!("MESH_GATE_JUDGE_MODEL: {error}"))?;
         builder = builder.judge(ModelJudge::new(judge));
     }
     builder
@@ -537,11 +628,11 @@ pub(crate) const LEGACY_HANDLER: &str = "turn-example.answer";
 /// The gate a stored promise's turn ran, built as `turn --gate on` builds it. A gate that
 /// cannot be built fails closed on known leaks: the heuristics-only gate.
 pub(crate) fn stored_gate(
-    connector: &OpenAiCompatible,
+    models: &Models,
     system_prompt: Option<&str>,
     judge: Option<String>,
 ) -> QualityGate {
-    build_gate(connector, system_prompt, judge).unwrap_or_else(|error| {
+    build_gate(models, system_prompt, judge).unwrap_or_else(|error| {
         tracing::warn!(target: "mesh_egress::gate", error = %error, "stored gate settings rejected; heuristics only");
         QualityGate::builder()
             .build()
@@ -556,7 +647,8 @@ pub(crate) fn chat_request(system_prompt: Option<&str>, prompt: &str) -> ChatReq
         messages.push(ChatMessage::system(system.to_owned()));
     }
     messages.push(ChatMessage::user(prompt.to_owned()));
-    ChatRequest::new(messages)
+    // The bound was checked when the models were read; an unreadable one is the default.
+    ChatRequest::new(messages).with_max_tokens(max_tokens().unwrap_or(4096))
 }
 
 /// The route `worker` registers under [`LEGACY_HANDLER`], for promises an older `turn --store`
@@ -567,8 +659,8 @@ pub(crate) fn chat_request(system_prompt: Option<&str>, prompt: &str) -> ChatReq
 /// the stored settings (heuristics only when the row has none), as the worker did for these
 /// rows before routes.
 pub(crate) fn legacy_route(
-    router: Arc<Router<OpenAiCompatible>>,
-    connector: OpenAiCompatible,
+    router: Arc<Router<Provider>>,
+    models: Models,
 ) -> impl Fn(Turn, LegacyAsked) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
 + Send
 + Sync
@@ -581,7 +673,7 @@ pub(crate) fn legacy_route(
             .and_then(|gate| gate.get("judge_model"))
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned);
-        let gate = stored_gate(&connector, asked.system_prompt.as_deref(), judge);
+        let gate = stored_gate(&models, asked.system_prompt.as_deref(), judge);
         Box::pin(async move {
             match turn.mode() {
                 Mode::Interactive => legacy_ask(&turn, &router, &asked, &gate).await,
@@ -594,7 +686,7 @@ pub(crate) fn legacy_route(
 #[egress_boundary(interactive)]
 async fn legacy_ask(
     turn: &Turn,
-    router: &Router<OpenAiCompatible>,
+    router: &Router<Provider>,
     asked: &LegacyAsked,
     gate: &QualityGate,
 ) -> Result<AgentMessage, EgressError> {
@@ -604,7 +696,7 @@ async fn legacy_ask(
 #[egress_boundary(proactive)]
 async fn legacy_digest(
     turn: &Turn,
-    router: &Router<OpenAiCompatible>,
+    router: &Router<Provider>,
     asked: &LegacyAsked,
     gate: &QualityGate,
 ) -> Result<AgentMessage, EgressError> {
@@ -614,7 +706,7 @@ async fn legacy_digest(
 /// The legacy promise's answer: asked again, cut after what was shown, then gated.
 async fn legacy_answer(
     turn: &Turn,
-    router: &Router<OpenAiCompatible>,
+    router: &Router<Provider>,
     asked: &LegacyAsked,
     gate: &QualityGate,
 ) -> Result<AgentMessage, EgressError> {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use mesh_egress::bot::Promise;
 use mesh_egress::bot::Sendable;
 use mesh_egress::degrade::Mode;
-use mesh_egress::model::{OpenAiCompatible, Router};
+use mesh_egress::model::{Provider, Router};
 use mesh_egress::{AgentMessage, AnswerStream, Bot, EgressError, Reply, StreamedReply, Turn};
 use mesh_egress::{Attribution, egress_boundary};
 
@@ -54,7 +54,7 @@ pub(crate) struct GateSettings {
 /// The model the handlers ask: the router, cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Model {
-    pub(crate) router: Arc<Router<OpenAiCompatible>>,
+    pub(crate) router: Arc<Router<Provider>>,
 }
 
 impl Model {
@@ -251,7 +251,7 @@ async fn digest_checked(
 /// follows what was shown.
 pub(crate) fn checked(
     model: Model,
-    connector: OpenAiCompatible,
+    models: crate::cli::Models,
 ) -> impl Fn(Turn, Asked) -> std::pin::Pin<Box<dyn Future<Output = Reply> + Send>>
 + Clone
 + Send
@@ -261,7 +261,7 @@ pub(crate) fn checked(
         let model = model.clone();
         let gate = asked.gate.as_ref().map(|gate| {
             crate::cli::stored_gate(
-                &connector,
+                &models,
                 asked.system_prompt.as_deref(),
                 gate.judge_model.clone(),
             )

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, OpenAiCompatible, RetryConfig, Router};
+use mesh_egress::model::{ChatMessage, ChatRequest, Jitter, Provider, RetryConfig, Router};
 use mesh_egress::testing::{ScriptedConnector, Step};
 use mesh_egress::web::{ChatInput, ChatRole};
 use mesh_egress::{AnswerStream, EgressError, Turn, egress_boundary};
@@ -46,7 +46,7 @@ pub(crate) enum Model {
     /// The scripted fake provider, in memory.
     Scripted(Scripted),
     /// The endpoint the `MESH_MODEL_*` variables name.
-    Real(Arc<Router<OpenAiCompatible>>),
+    Real(Arc<Router<Provider>>),
 }
 
 /// The release assistant's answer to one message of the chat: the model's stream. A promise
@@ -77,7 +77,7 @@ fn request_of(input: &ChatInput<Options>) -> ChatRequest {
         });
     }
     messages.push(ChatMessage::user(input.text().to_owned()));
-    ChatRequest::new(messages)
+    ChatRequest::new(messages).with_max_tokens(crate::cli::max_tokens().unwrap_or(4096))
 }
 
 /// The scripted provider: per turn, a script for the fault the page chose. A turn's promise

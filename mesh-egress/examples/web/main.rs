@@ -41,7 +41,7 @@ use std::sync::Arc;
 use axum::routing::get;
 use mesh_egress::degrade::FollowUp;
 use mesh_egress::gate::QualityGate;
-use mesh_egress::model::{RetryConfig, Router};
+
 use mesh_egress::web::{ChatInput, WebChat};
 use mesh_egress::{Bot, Cancellation, Turn};
 
@@ -102,12 +102,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
 /// The model: the endpoint `MESH_MODEL_BASE_URL` names, or the scripted fake provider.
 fn model() -> Result<Model, String> {
     if std::env::var("MESH_MODEL_BASE_URL").is_ok_and(|v| !v.trim().is_empty()) {
-        let (connector, model) = model_from_env()?;
-        Ok(Model::Real(Arc::new(Router::new(
-            connector,
-            model,
-            RetryConfig::from_env(),
-        ))))
+        Ok(Model::Real(Arc::new(model_from_env()?.router())))
     } else {
         Ok(Model::Scripted(Scripted::default()))
     }
