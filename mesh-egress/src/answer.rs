@@ -125,6 +125,15 @@ impl AnswerStream {
         }
     }
 
+    /// Whether the answer began again before the last item (see
+    /// [`TextSource::restarted`](crate::stream::TextSource::restarted)); asking clears it.
+    pub(crate) fn restarted(&mut self) -> bool {
+        match &mut self.source {
+            Source::Driven(driven) => std::mem::take(&mut driven.restarted),
+            _ => false,
+        }
+    }
+
     /// Reports that `text` (yielded before) reached the person.
     pub(crate) fn mark_delivered(&mut self, text: &str) {
         if let Source::Driven(driven) = &mut self.source {
@@ -139,6 +148,13 @@ impl fmt::Debug for AnswerStream {
             .field("attribution", &self.attribution)
             .finish_non_exhaustive()
     }
+}
+
+/// What a [`Driven`] stream's driver sends back for a [`Pull::Next`]: its source's next item,
+/// and whether the source began its answer again before it.
+pub(crate) struct Pulled {
+    pub(crate) item: Option<Result<String, EgressError>>,
+    pub(crate) restarted: bool,
 }
 
 /// What a [`Driven`] stream's driver is asked to do.
@@ -156,12 +172,14 @@ pub(crate) enum Pull {
 pub(crate) struct Driven {
     driver: Option<BoxFuture<'static, ()>>,
     pulls: Option<mpsc::UnboundedSender<Pull>>,
-    items: mpsc::UnboundedReceiver<Option<Result<String, EgressError>>>,
+    items: mpsc::UnboundedReceiver<Pulled>,
     /// A pull is outstanding: its item has not come back yet.
     waiting: bool,
     /// Delivered text not reported yet (it goes with the next pull).
     delivered: String,
     ended: bool,
+    /// The last item began the answer again.
+    restarted: bool,
 }
 
 impl Driven {
@@ -170,7 +188,7 @@ impl Driven {
     pub(crate) fn new(
         driver: BoxFuture<'static, ()>,
         pulls: mpsc::UnboundedSender<Pull>,
-        items: mpsc::UnboundedReceiver<Option<Result<String, EgressError>>>,
+        items: mpsc::UnboundedReceiver<Pulled>,
     ) -> Self {
         Self {
             driver: Some(driver),
@@ -179,6 +197,7 @@ impl Driven {
             waiting: false,
             delivered: String::new(),
             ended: false,
+            restarted: false,
         }
     }
 
@@ -202,7 +221,11 @@ impl Driven {
             let driver = self.driver.as_mut();
             tokio::select! {
                 biased;
-                item = self.items.recv() => break item.flatten(),
+                pulled = self.items.recv() => {
+                    let Some(pulled) = pulled else { break None };
+                    self.restarted = pulled.restarted;
+                    break pulled.item;
+                }
                 // The driver makes progress only while it is polled here; it ends after its
                 // stream does (or when the pulls channel closes).
                 () = async {
@@ -361,7 +384,10 @@ mod tests {
                         record.lock().unwrap().push(delivered);
                         let item = left.pop().map(Ok);
                         let end = item.is_none();
-                        let _ = items.send(item);
+                        let _ = items.send(Pulled {
+                            item,
+                            restarted: false,
+                        });
                         if end {
                             // Waits for the close, as a routed stream's driver does.
                         }

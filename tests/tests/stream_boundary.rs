@@ -120,9 +120,57 @@ async fn before_the_first_block_a_broken_stream_is_retried_invisibly() {
     let (_turn, channel, result) = stream_interactive(&router).await;
     let delivery = result.expect("delivered");
     assert_eq!(delivery.outcome(), Outcome::Answered);
-    // The half block held by the cutter was joined to the retry: no word twice.
+    // The half block held by the cutter was dropped, the retry's whole answer used: no word
+    // twice.
     assert_eq!(channel.texts(), trimmed(&[B1, B2]));
     assert_eq!(connector.calls_to("primary").len(), 2);
+}
+
+/// A primary that streams a few words of its answer, then fails before the first block is
+/// shown; the fallback, another model, answers in its own words. Nothing was shown, so the
+/// fallback's whole answer is the reply: no join of one model's words onto another's (which
+/// used to end in Layer C, `stream_unjoinable`, with `delivered_bytes: 0`).
+#[tokio::test(start_paused = true)]
+async fn before_the_first_block_a_failure_starts_over_clean_on_the_fallback() {
+    let connector = ScriptedConnector::new()
+        .on(
+            "primary",
+            [Step::chunks(["The dep", "loy is still", " running"])
+                .chunk_delay(MS(50))
+                .fail_after(2, || ModelError::status(500))],
+        )
+        .on("fb", [Step::chunks([B1, B2]).chunk_delay(MS(50))]);
+    let config = RetryConfig::default().with_attempts(1);
+    let router = router(&connector, config, &["primary", "fb"]);
+    let (turn, channel, result) = stream_interactive(&router).await;
+    let delivery = result.expect("delivered");
+    assert_eq!(delivery.outcome(), Outcome::Answered);
+    assert_eq!(channel.texts(), trimmed(&[B1, B2]));
+    assert!(
+        channel.texts().iter().all(|t| !t.contains("The dep")),
+        "the primary's unshown words are dropped: {:?}",
+        channel.texts()
+    );
+    assert_eq!(delivery.delivered(), [B1, B2].concat());
+    let report = recovery(&turn);
+    assert_eq!(report.answered_by, Some(1), "the fallback answered");
+}
+
+/// The same on one route: the retry answers in other words than the failed attempt's first
+/// ones (a model samples afresh), and its whole answer is used.
+#[tokio::test(start_paused = true)]
+async fn before_the_first_block_a_retry_in_other_words_starts_over_clean() {
+    let connector = ScriptedConnector::new().on(
+        "primary",
+        [
+            Step::chunks(["Sure! The deploy", " of v2"]).fail_after(1, || ModelError::status(503)),
+            Step::chunks([B1, B2]),
+        ],
+    );
+    let router = router(&connector, RetryConfig::default(), &["primary"]);
+    let (_turn, channel, result) = stream_interactive(&router).await;
+    assert_eq!(result.expect("delivered").outcome(), Outcome::Answered);
+    assert_eq!(channel.texts(), trimmed(&[B1, B2]));
 }
 
 #[tokio::test(start_paused = true)]

@@ -537,7 +537,10 @@ pub(crate) fn max_tokens() -> Result<u32, String> {
 /// `MESH_MODEL_<API>_BASE_URL` and `MESH_MODEL_<API>_API_KEY`, both required.
 fn provider_of(api: Api, primary: bool) -> Result<Provider, String> {
     let (base_name, key_name) = if primary {
-        ("MESH_MODEL_BASE_URL".to_owned(), "MESH_MODEL_API_KEY".to_owned())
+        (
+            "MESH_MODEL_BASE_URL".to_owned(),
+            "MESH_MODEL_API_KEY".to_owned(),
+        )
     } else {
         let upper = api.name().to_ascii_uppercase();
         (

@@ -88,6 +88,10 @@ where
     fn mark_delivered(&mut self, text: &str) {
         self.source.mark_delivered(text);
     }
+
+    fn restarted(&mut self) -> bool {
+        self.source.restarted()
+    }
 }
 
 #[cfg(test)]

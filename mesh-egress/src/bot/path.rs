@@ -275,7 +275,13 @@ pub(crate) async fn collect(turn: &Turn, mut stream: AnswerStream, mode: Mode) -
     let mut text = String::new();
     loop {
         match stream.next().await {
-            Some(Ok(delta)) => text.push_str(&delta),
+            Some(Ok(delta)) => {
+                if stream.restarted() {
+                    // Nothing was shown: the answer starts again with this delta.
+                    text.clear();
+                }
+                text.push_str(&delta);
+            }
             Some(Err(error)) => return resolve_in(turn, mode, turn.policy_for(mode), Err(error)),
             None => break,
         }

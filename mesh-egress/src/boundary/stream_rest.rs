@@ -21,6 +21,10 @@ impl TextSource for RoutedStream<'_> {
     fn mark_delivered(&mut self, text: &str) {
         RoutedStream::mark_delivered(self, text);
     }
+
+    fn restarted(&mut self) -> bool {
+        RoutedStream::restarted(self)
+    }
 }
 
 /// An [`AnswerStream`] is cancel-safe too: a chunk list and a Tokio channel lose nothing to a
@@ -35,6 +39,10 @@ impl TextSource for AnswerStream {
 
     fn mark_delivered(&mut self, text: &str) {
         AnswerStream::mark_delivered(self, text);
+    }
+
+    fn restarted(&mut self) -> bool {
+        AnswerStream::restarted(self)
     }
 }
 

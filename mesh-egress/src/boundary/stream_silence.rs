@@ -12,7 +12,10 @@ use crate::stream::TextSource;
 pub(crate) struct Unsilenced<S> {
     source: S,
     filter: Option<SilenceFilter>,
+    /// The declared tokens, for a fresh filter when the source begins its answer again.
+    tokens: SilenceTokens,
     ended: bool,
+    restarted: bool,
 }
 
 impl<S: TextSource> Unsilenced<S> {
@@ -20,7 +23,9 @@ impl<S: TextSource> Unsilenced<S> {
         Self {
             source,
             filter: (!tokens.is_empty()).then(|| tokens.filter()),
+            tokens: tokens.clone(),
             ended: false,
+            restarted: false,
         }
     }
 
@@ -62,6 +67,11 @@ impl<S: TextSource> TextSource for Unsilenced<S> {
             }
             match self.source.next().await {
                 Some(Ok(delta)) => {
+                    if self.source.restarted() {
+                        // What the filter held back was never shown either.
+                        *filter = self.tokens.filter();
+                        self.restarted = true;
+                    }
                     let shown = filter.push(&delta);
                     if !shown.is_empty() {
                         return Some(Ok(shown));
@@ -80,5 +90,9 @@ impl<S: TextSource> TextSource for Unsilenced<S> {
 
     fn mark_delivered(&mut self, text: &str) {
         self.source.mark_delivered(text);
+    }
+
+    fn restarted(&mut self) -> bool {
+        std::mem::take(&mut self.restarted) | self.source.restarted()
     }
 }

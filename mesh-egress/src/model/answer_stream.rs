@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::ModelConnector;
 use super::router::Router;
 use super::wire::ChatRequest;
-use crate::answer::{AnswerStream, Driven, Pull};
+use crate::answer::{AnswerStream, Driven, Pull, Pulled};
 use crate::turn::Turn;
 
 impl<C: ModelConnector + 'static> Router<C> {
@@ -58,7 +58,12 @@ impl<C: ModelConnector + 'static> Router<C> {
                 if !delivered.is_empty() {
                     stream.mark_delivered(&delivered);
                 }
-                if !next || items.send(stream.next().await).is_err() {
+                if !next {
+                    break;
+                }
+                let item = stream.next().await;
+                let restarted = stream.restarted();
+                if items.send(Pulled { item, restarted }).is_err() {
                     break;
                 }
             }

@@ -53,6 +53,8 @@ pub struct RoutedStream<'a> {
     source: Source<'a>,
     held: String,
     delivered: String,
+    /// The last item began the answer again (see [`restarted`](Self::restarted)).
+    restarted: bool,
 }
 
 enum Source<'a> {
@@ -77,6 +79,7 @@ impl<'a> RoutedStream<'a> {
             },
             held: String::new(),
             delivered: String::new(),
+            restarted: false,
         }
     }
 
@@ -104,12 +107,29 @@ impl<'a> RoutedStream<'a> {
                     item
                 }
             }
-            Source::Routed(driver) => driver.next(&self.held, self.delivered.len()).await,
+            Source::Routed(driver) => {
+                let item = driver.next(&self.held, self.delivered.len()).await;
+                if driver.take_restart() {
+                    self.held.clear();
+                    self.restarted = true;
+                }
+                item
+            }
         };
         if let Some(Ok(text)) = &item {
             self.held.push_str(text);
         }
         item
+    }
+
+    /// Whether the answer began again before the last item [`next`](Self::next) yielded:
+    /// an attempt failed after yielding text that was not yet reported delivered, and the
+    /// next attempt (or route) answers afresh, so what was yielded since the last
+    /// [`mark_delivered`](Self::mark_delivered) is void and the item starts the whole answer.
+    /// Asking clears it. Nothing that was reported delivered is ever restarted: after that, a
+    /// later route continues the delivered text.
+    pub fn restarted(&mut self) -> bool {
+        std::mem::take(&mut self.restarted)
     }
 
     /// Reports that `text` reached the person (appended to the delivered prefix).
@@ -182,6 +202,8 @@ trait Drive: Send {
         delivered: usize,
     ) -> BoxFuture<'s, Option<Result<String, EgressError>>>;
     fn close(&mut self, delivered: usize);
+    /// Whether the last item began the answer again (asking clears it).
+    fn take_restart(&mut self) -> bool;
     fn tool_calls(&self) -> Vec<ToolCall>;
     fn finish_reason(&self) -> Option<&str>;
 }
@@ -233,11 +255,13 @@ impl<C: ModelConnector> Router<C> {
             stream_report: StreamReport::default(),
             tool_calls: ToolCallAssembler::default(),
             finish_reason: None,
+            restart: false,
         };
         RoutedStream {
             source: Source::Routed(Box::new(driver)),
             held: String::new(),
             delivered: String::new(),
+            restarted: false,
         }
     }
 }
@@ -263,6 +287,8 @@ struct Driver<'a, C> {
     stream_report: StreamReport,
     tool_calls: ToolCallAssembler,
     finish_reason: Option<String>,
+    /// An attempt was started afresh over text yielded but never shown.
+    restart: bool,
 }
 
 /// The attempt in flight.
@@ -335,6 +361,10 @@ impl<'a, C: ModelConnector> Drive for Driver<'a, C> {
         }
     }
 
+    fn take_restart(&mut self) -> bool {
+        std::mem::take(&mut self.restart)
+    }
+
     fn tool_calls(&self) -> Vec<ToolCall> {
         self.tool_calls.calls()
     }
@@ -367,6 +397,19 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                 }
             }
             let read = if self.attempt.is_none() {
+                // Nothing was shown yet: the next attempt's whole answer is used, and what was
+                // yielded but not shown is dropped by the consumer (a backup model never
+                // continues another model's first words).
+                let held = if delivered == 0 && !held.is_empty() && self.opening.is_none() {
+                    self.restart = true;
+                    self.tool_calls = ToolCallAssembler::default();
+                    ""
+                } else if delivered == 0 && self.restart {
+                    // A restarted attempt still being opened (its call was cancelled).
+                    ""
+                } else {
+                    held
+                };
                 match self.open(held).await {
                     Ok(()) => Read::Nothing,
                     Err(end) => Read::Ended(end),

@@ -64,6 +64,11 @@ pub struct BlockCutter {
 }
 
 impl BlockCutter {
+    /// Drops everything pending, as a new cutter with the same settings would start.
+    pub(crate) fn reset(&mut self) {
+        *self = Self::new(self.config.clone());
+    }
+
     /// A cutter with the given sizes; `min_block` is at least 1 and `max_block` at least 64
     /// (a cap smaller than a line marker would cut every line).
     pub fn new(config: CutterConfig) -> Self {

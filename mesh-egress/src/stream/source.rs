@@ -23,6 +23,15 @@ pub trait TextSource: Send {
     fn next(&mut self) -> impl Future<Output = Option<Result<String, Self::Error>>> + Send;
     /// Records that `text` reached the person, so a continuation starts after it.
     fn mark_delivered(&mut self, text: &str);
+
+    /// Asked after each item [`next`](Self::next) yields: whether the source began its
+    /// answer again before that item, so everything it yielded since the last
+    /// [`mark_delivered`](Self::mark_delivered) is void (never shown) and the item starts the
+    /// whole answer. A routed stream does this when an attempt fails before anything was
+    /// shown and another attempt answers afresh. The default never restarts.
+    fn restarted(&mut self) -> bool {
+        false
+    }
 }
 
 /// An in-memory source for tests and docs: chunks, each after its own delay (measured on
@@ -189,6 +198,12 @@ impl<S: TextSource> BlockReader<S> {
                 }
                 _ => self.source.next().await,
             };
+            if matches!(next, Some(Ok(_))) && self.source.restarted() {
+                // Nothing cut so far was shown: the source's whole answer starts again here.
+                self.ready.clear();
+                self.held.clear();
+                self.cutter.reset();
+            }
             match next {
                 Some(Ok(delta)) => self.ready.extend(self.cutter.push(&delta)),
                 Some(Err(error)) => {

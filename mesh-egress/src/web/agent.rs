@@ -158,7 +158,7 @@ pub struct ChatTurn<'a, O> {
 /// back for each (see [`Driven`]).
 struct Pump {
     pulls: mpsc::UnboundedReceiver<Pull>,
-    items: mpsc::UnboundedSender<Option<Result<String, EgressError>>>,
+    items: mpsc::UnboundedSender<crate::answer::Pulled>,
 }
 
 impl<'a, O> ChatTurn<'a, O> {
@@ -201,7 +201,15 @@ impl<'a, O> ChatTurn<'a, O> {
             if !delivered.is_empty() {
                 source.mark_delivered(&delivered);
             }
-            if !next || items.send(source.next().await).is_err() {
+            if !next {
+                break;
+            }
+            let item = source.next().await;
+            let restarted = source.restarted();
+            if items
+                .send(crate::answer::Pulled { item, restarted })
+                .is_err()
+            {
                 break;
             }
         }
