@@ -33,7 +33,12 @@ use std::process::ExitCode;
 use mesh_egress::Surface;
 use mesh_egress::engagement::{Complexity, Engagement};
 use mesh_egress::ingress::{Identity, Ingress, MAX_EVENT_BYTES, check_document};
-use mesh_egress::model::{OpenAiCompatible, RetryConfig, Route, Router};
+use mesh_egress::model::{RetryConfig, Router};
+
+// Only the judge's settings are read here; the rest serves `turn`, `worker` and `web`.
+#[allow(dead_code)]
+#[path = "support/providers.rs"]
+mod providers;
 
 /// The longest input line read: an event at its bound plus the wrapper around it.
 const MAX_LINE: usize = MAX_EVENT_BYTES + 4096;
@@ -114,23 +119,22 @@ fn build() -> Result<Ingress, String> {
         identity = identity.telegram_id(id);
     }
     let mut builder = Ingress::builder(identity);
-    if let Some(model) = env("MESH_INGRESS_JUDGE_MODEL") {
-        let base_url = env("MESH_MODEL_BASE_URL").ok_or_else(|| {
-            "MESH_INGRESS_JUDGE_MODEL needs MESH_MODEL_BASE_URL (the judge's endpoint)".to_owned()
-        })?;
-        let connector = OpenAiCompatible::new(&base_url)
-            .map_err(|_| format!("MESH_MODEL_BASE_URL {base_url:?} is not a valid URL"))?
-            .with_api_key(std::env::var("MESH_MODEL_API_KEY").unwrap_or_default());
+    if let Some(entry) = env("MESH_INGRESS_JUDGE_MODEL") {
+        // The judge's entry takes the fallback entries' syntax (`anthropic=claude-haiku-4-5`,
+        // or a model on the primary's API, base URL and key).
+        if env("MESH_MODEL_BASE_URL").is_none() {
+            return Err(
+                "MESH_INGRESS_JUDGE_MODEL needs MESH_MODEL_BASE_URL (the judge's endpoint)"
+                    .to_owned(),
+            );
+        }
+        let primary = providers::provider_of(providers::primary_api()?, true)?;
         let config = RetryConfig::from_env();
         for warning in config.warnings() {
             tracing::warn!(target: "mesh_egress::model", warning = %warning, "retry setting ignored");
         }
-        builder = builder.judge(Router::with_routes(
-            connector,
-            Route::new(model),
-            [],
-            config,
-        ));
+        let route = providers::route_of(&entry)?;
+        builder = builder.judge(Router::with_routes(primary, route, [], config));
     }
     builder.build().map_err(|error| error.to_string())
 }

@@ -66,7 +66,7 @@ pub struct BlockCutter {
 impl BlockCutter {
     /// Drops everything pending, as a new cutter with the same settings would start.
     pub(crate) fn reset(&mut self) {
-        *self = Self::new(self.config.clone());
+        *self = Self::new(self.config);
     }
 
     /// A cutter with the given sizes; `min_block` is at least 1 and `max_block` at least 64
