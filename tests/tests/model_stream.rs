@@ -90,11 +90,12 @@ async fn silence_between_chunks_past_the_idle_bound_is_a_stalled_route_at_that_i
         .on("fb", [Step::chunks(["a", "b", "c", "d"])]);
     let config = RetryConfig::default().with_stream_idle_timeout(Some(MS(500)));
     let router = router(&connector, config, &["primary", "fb"]);
-    // Nothing is marked delivered: recovery is invisible, and the fallback's answer is
-    // joined to what was already yielded, so no letter comes twice.
+    // Nothing is marked delivered: recovery is invisible, and the fallback's whole answer
+    // replaces what was yielded (the stream says it restarted), so no letter comes twice.
     let Streamed { turn, start, seen } = stream_to_end(&router, false).await;
     assert!(seen.error.is_none());
     assert_eq!(seen.text(), "abcd");
+    assert_eq!(seen.restarts, 1);
     // Last content at 200 ms, idle bound 500 ms.
     assert_eq!(connector.calls_to("fb")[0].at - start, MS(700));
     let report = recovery(&turn);
@@ -117,6 +118,10 @@ async fn before_anything_is_delivered_a_broken_stream_retries_the_same_route_inv
     let Streamed { start, seen, .. } = stream_to_end(&router, false).await;
     assert!(seen.error.is_none());
     assert_eq!(seen.text(), "Hello");
+    assert_eq!(
+        seen.restarts, 1,
+        "the retry's whole answer replaces the unshown 'Hel'"
+    );
     let calls = connector.calls_to("primary");
     assert_eq!(calls.len(), 2);
     // The first backoff step (500 ms, no jitter).

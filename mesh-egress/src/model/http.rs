@@ -104,6 +104,7 @@ impl Http {
             ),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            body_done: false,
             finished: false,
             decoder,
         })
@@ -150,6 +151,8 @@ struct SseBody<D> {
     sse: SseDecoder,
     events: VecDeque<SseEvent>,
     scratch: Vec<SseEvent>,
+    /// The body has ended; what its last bytes completed is still being read.
+    body_done: bool,
     finished: bool,
     decoder: D,
 }
@@ -178,6 +181,10 @@ impl<D: Events> SseBody<D> {
                     }
                 }
             }
+            if self.body_done {
+                self.finished = true;
+                return self.decoder.ended().map(Err);
+            }
             match self.response.chunk().await {
                 Ok(Some(bytes)) => {
                     if let Err(error) = self.sse.feed(&bytes, &mut self.scratch) {
@@ -187,8 +194,9 @@ impl<D: Events> SseBody<D> {
                     self.events.extend(self.scratch.drain(..));
                 }
                 Ok(None) => {
-                    self.finished = true;
-                    return self.decoder.ended().map(Err);
+                    self.body_done = true;
+                    self.sse.finish(&mut self.scratch);
+                    self.events.extend(self.scratch.drain(..));
                 }
                 Err(error) => {
                     self.finished = true;

@@ -48,7 +48,7 @@ pub enum Api {
 
 impl Api {
     /// Every API, in the order of their names.
-    pub const ALL: [Self; 4] = [Self::Chat, Self::Responses, Self::Anthropic, Self::Gemini];
+    const ALL: [Self; 4] = [Self::Chat, Self::Responses, Self::Anthropic, Self::Gemini];
 
     /// The API named `name` (`chat`, `responses`, `anthropic`, `gemini`), if any.
     ///
@@ -79,8 +79,10 @@ impl fmt::Display for Api {
 }
 
 /// A connector for any of the four [`Api`]s, over reqwest (rustls), with the same caps and
-/// failure reading as [`OpenAiCompatible`] (bodies read under caps, an error body's status,
-/// type, code and wait kept for classification and its text only in the internal cause).
+/// failure reading as [`OpenAiCompatible`] (a completion body, a whole stream included, read
+/// under 8 MiB and one stream line under 1 MiB, an error body under 64 KiB; an error body's
+/// status, type, code and wait kept for classification and its text only in the internal
+/// cause).
 ///
 /// With [`Api::Chat`] it is an [`OpenAiCompatible`]. A route of a [`Router`](super::Router) may
 /// use another provider than the primary's ([`Route::via`](super::Route::via)), so a fallback
@@ -155,21 +157,8 @@ impl Provider {
         self
     }
 
-    /// Caps a completion body (a whole stream included) at `bytes` (default 8 MiB); a larger
-    /// body fails the attempt with `ResponseTooLarge`.
-    pub fn with_max_completion_body(mut self, bytes: usize) -> Self {
-        self.http_mut().max_completion_body = bytes;
-        self
-    }
-
-    /// Caps an error body at `bytes` (default 64 KiB); the rest is dropped unread.
-    pub fn with_max_error_body(mut self, bytes: usize) -> Self {
-        self.http_mut().max_error_body = bytes;
-        self
-    }
-
     /// The API this connector speaks.
-    pub fn api(&self) -> Api {
+    fn api(&self) -> Api {
         match &self.inner {
             Inner::Chat(_) => Api::Chat,
             Inner::Responses(_) => Api::Responses,

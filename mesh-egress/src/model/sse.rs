@@ -89,6 +89,9 @@ pub struct SseDecoder {
     max_line: usize,
     max_total: usize,
     total: usize,
+    /// A JSON document written into the stream outside any field (see [`line_done`]), while
+    /// its lines arrive; `None` when none is open.
+    stray: Option<String>,
 }
 
 impl SseDecoder {
@@ -104,6 +107,7 @@ impl SseDecoder {
             max_line,
             max_total,
             total: 0,
+            stray: None,
         }
     }
 
@@ -192,10 +196,26 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// One whole line. Beyond the standard: a line opening with `{` outside any event starts a
+    /// stray document, collected up to the next blank line; one that parses as an object with
+    /// an `error` is an error event. Gemini writes its overload error so, pretty-printed, into
+    /// a 200 stream after some chunks (vercel/ai#5217, diegosouzapw/OmniRoute#4177); read as
+    /// the standard says (unknown fields), it would vanish and the stream would end as if cut.
     fn line_done(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
         if line.is_empty() {
+            self.stray_done(out);
             self.dispatch(out);
             return Ok(());
+        }
+        if let Some(stray) = self.stray.as_mut() {
+            stray.push_str(&String::from_utf8_lossy(line));
+            stray.push('\n');
+            let len = stray.len();
+            return self.check_line(len);
+        }
+        if line[0] == b'{' && !self.has_data {
+            self.stray = Some(format!("{}\n", String::from_utf8_lossy(line)));
+            return self.check_line(line.len());
         }
         if line[0] == b':' {
             // A comment: a keep-alive.
@@ -226,6 +246,27 @@ impl SseDecoder {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The body ended: a stray document still open is read as at a blank line (a partial
+    /// event is dropped, as the standard says).
+    pub(crate) fn finish(&mut self, out: &mut Vec<SseEvent>) {
+        self.stray_done(out);
+    }
+
+    /// Ends a stray document: an error event when it is one.
+    fn stray_done(&mut self, out: &mut Vec<SseEvent>) {
+        let Some(stray) = self.stray.take() else {
+            return;
+        };
+        let is_error = serde_json::from_str::<serde_json::Value>(&stray)
+            .is_ok_and(|doc| doc.get("error").is_some_and(|e| !e.is_null()));
+        if is_error {
+            out.push(SseEvent::Data {
+                data: stray,
+                error: true,
+            });
+        }
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
@@ -364,6 +405,7 @@ fn status_of_stream_error(error: &serde_json::Value) -> u16 {
     if says(&[
         "rate_limit_exceeded",
         "rate_limit_error",
+        "too_many_requests",
         "insufficient_quota",
         "tokens",
     ]) {

@@ -187,9 +187,11 @@ impl FakeResponse {
         }
     }
 
-    /// Adds a response header.
+    /// Sets a response header, replacing one of the same name (so a `content-type` of
+    /// `text/event-stream` replaces the JSON default).
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
         if let Behaviour::Reply { headers, .. } = &mut self.behaviour {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             headers.push((name.to_owned(), value.to_owned()));
         }
         self

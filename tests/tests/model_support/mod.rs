@@ -83,6 +83,9 @@ pub struct Seen {
     pub ended: Duration,
     pub finish_reason: Option<String>,
     pub delivered: String,
+    /// How many times the stream began its answer again over deltas not marked delivered
+    /// (those deltas are dropped from `deltas`, as a reader drops what it never showed).
+    pub restarts: usize,
 }
 
 impl Seen {
@@ -96,9 +99,15 @@ impl Seen {
 pub async fn consume(stream: &mut RoutedStream<'_>, start: Instant, deliver: bool) -> Seen {
     let mut deltas = Vec::new();
     let mut error = None;
+    let mut restarts = 0;
     for _ in 0..1000 {
         match stream.next().await {
             Some(Ok(delta)) => {
+                if stream.restarted() {
+                    // Nothing is marked delivered when a stream restarts: all of it goes.
+                    deltas.clear();
+                    restarts += 1;
+                }
                 if deliver {
                     stream.mark_delivered(&delta);
                 }
@@ -117,6 +126,7 @@ pub async fn consume(stream: &mut RoutedStream<'_>, start: Instant, deliver: boo
         ended: Instant::now() - start,
         finish_reason: stream.finish_reason().map(str::to_owned),
         delivered: stream.delivered().to_owned(),
+        restarts,
     }
 }
 

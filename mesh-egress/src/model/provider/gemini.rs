@@ -265,11 +265,14 @@ fn read_answer(answer: Answer, model: &str, data: &[u8]) -> Result<Completion, M
     })
 }
 
-/// The Gemini stream: each event one `GenerateContentResponse`; the one carrying a
-/// `finishReason` is the last.
+/// The Gemini stream: each event one `GenerateContentResponse`, read to the body's end. Some
+/// models send `finishReason: "STOP"` on every chunk (the Gemini cookbook's streaming
+/// notebook), and an error can follow a chunk that said `STOP` (vercel/ai#5217), so a finish
+/// reason does not end the read; a body that ends before any finish reason was cut short.
 #[derive(Default)]
 struct AnswerEvents {
     calls: u32,
+    finish_seen: bool,
 }
 
 impl Events for AnswerEvents {
@@ -300,15 +303,19 @@ impl Events for AnswerEvents {
                 }
             })
             .collect();
-        let last = read.finish.is_some();
+        // A `STOP` repeated on every chunk is handed on once, at the end of the body: only
+        // a finish that reports a failure (a cut, a filter) ends the stream at once.
+        let finish = read.finish.filter(|reason| {
+            let normal = finish::verdict(reason, false).is_none() && reason != "OTHER";
+            self.finish_seen = true;
+            !normal
+        });
         let chunk = StreamChunk {
             text: read.text.concat(),
             tool_calls,
-            finish_reason: read.finish,
+            finish_reason: finish,
         };
-        if last {
-            Decoded::Last(chunk)
-        } else if chunk.has_content() {
+        if chunk.has_content() || chunk.finish_reason.is_some() {
             Decoded::Chunk(chunk)
         } else {
             Decoded::Skip
@@ -316,7 +323,7 @@ impl Events for AnswerEvents {
     }
 
     fn ended(&mut self) -> Option<ModelError> {
-        Some(cut_short("model stream ended before a finishReason"))
+        (!self.finish_seen).then(|| cut_short("model stream ended before a finishReason"))
     }
 }
 
@@ -382,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn the_last_chunk_carries_text_and_finish_and_a_stream_without_one_was_cut() {
+    fn a_chunk_carries_text_and_finish_an_error_may_follow_and_a_stream_without_one_was_cut() {
         let mut reader = AnswerEvents::default();
         let last = reader.decode(SseEvent::Data {
             data:
@@ -390,7 +397,7 @@ mod tests {
                     .to_owned(),
             error: false,
         });
-        assert!(matches!(last, Decoded::Last(c) if c.text == "done."));
+        assert!(matches!(last, Decoded::Chunk(c) if c.text == "done."));
         let error = reader.decode(SseEvent::Data {
             data: r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#
                 .to_owned(),
@@ -399,7 +406,11 @@ mod tests {
         assert!(
             matches!(error, Decoded::Failed(e) if classify(&e).reason == FailureReason::ServerError)
         );
-        assert!(reader.ended().is_some());
+        assert!(reader.ended().is_none(), "a finish reason was seen");
+        assert!(
+            AnswerEvents::default().ended().is_some(),
+            "none was seen: cut short"
+        );
     }
 
     #[test]
