@@ -21,7 +21,9 @@
 //! the strings: failure text disguised as ordinary model output.
 //!
 //! Layer A lives in [`model`]: a [`model::Router`] wraps any [`model::ModelConnector`] (the
-//! OpenAI-compatible one is `model::OpenAiCompatible`, feature `http`) with classification,
+//! HTTP ones, feature `http`: `model::OpenAiCompatible` for chat completions, and
+//! `model::Provider` for Anthropic's Messages API, OpenAI's Responses API, Gemini's
+//! `generateContent` and chat completions alike; a route may carry its own) with classification,
 //! bounded retries, deadlines and route fallback, and returns a completion or an
 //! [`EgressError`]. The `testing` feature holds scripted connectors and a loopback fake
 //! provider for your own tests.

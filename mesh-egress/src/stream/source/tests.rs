@@ -111,3 +111,51 @@ async fn a_hold_is_bounded() {
     // Past MAX_HELD the block goes to its check whole.
     assert!(r.next_block().await.unwrap().unwrap().starts_with("<call>"));
 }
+
+/// A source that begins its answer again at the `restart_at`th item (as a routed stream does
+/// when an attempt fails before anything was shown).
+struct Restarting {
+    items: VecDeque<&'static str>,
+    at: usize,
+    restart_at: usize,
+    restarted: bool,
+}
+
+impl TextSource for Restarting {
+    type Error = &'static str;
+
+    async fn next(&mut self) -> Option<Result<String, &'static str>> {
+        let item = self.items.pop_front()?;
+        self.restarted = self.at == self.restart_at;
+        self.at += 1;
+        Some(Ok(item.to_owned()))
+    }
+
+    fn mark_delivered(&mut self, _text: &str) {}
+
+    fn restarted(&mut self) -> bool {
+        std::mem::take(&mut self.restarted)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_source_drops_every_block_and_byte_it_had_not_given_out() {
+    let cutter = BlockCutter::new(CutterConfig {
+        min_block: 1,
+        max_block: 4000,
+    });
+    let source = Restarting {
+        // "One.\n\n" is cut but not given out before the restart; "The dep" is pending.
+        items: ["One.\n\nThe dep", "Deploys are green.\n\n", "Done.\n"].into(),
+        at: 0,
+        restart_at: 1,
+        restarted: false,
+    };
+    let mut r = BlockReader::new(source, cutter, None);
+    let mut blocks = Vec::new();
+    while let Some(block) = r.next_block().await {
+        blocks.push(block.expect("no failure"));
+    }
+    // The first block went out before the restart was known: only what was still held goes.
+    assert_eq!(blocks, ["One.\n\n", "Deploys are green.\n\n", "Done.\n"]);
+}
