@@ -14,14 +14,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mesh_egress::ledger::LedgerRecord;
 use mesh_egress::model::{
-    Api, ChatMessage, ChatRequest, Jitter, Provider, RecoveryReport, RetryConfig, Route, Router,
+    Api, ChatMessage, ChatRequest, Jitter, Provider, RetryConfig, Route, Router,
 };
 use mesh_egress::testing::{FakeProvider, FakeResponse};
 use mesh_egress::{Attribution, Turn};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+mod model_support;
+use model_support::recovery;
 
 const CORPUS: &str = include_str!("data/provider_native.json");
 
@@ -76,16 +78,6 @@ fn held_out(id: &str) -> bool {
     Sha256::digest(id.as_bytes())[0] < 64
 }
 
-fn recovery(turn: &Turn) -> Option<RecoveryReport> {
-    turn.ledger()
-        .entries()
-        .into_iter()
-        .find_map(|e| match e.into_record() {
-            LedgerRecord::Recovery(r) => Some(r),
-            _ => None,
-        })
-}
-
 /// What the Router made of one sample: `Ok(text)` answered, `Err((reason, retryable))` the
 /// first attempt's failure as the ledger holds it.
 async fn ask(sample: &Sample) -> Result<String, (String, bool)> {
@@ -130,7 +122,7 @@ async fn ask(sample: &Sample) -> Result<String, (String, bool)> {
             .ok()
             .map(|c| c.content.unwrap_or_default())
     };
-    let report = recovery(&turn).expect("a recovery report");
+    let report = recovery(&turn);
     let first = report.attempts().first().expect("an attempt");
     match answered {
         Some(text) if first.outcome.as_str() == "ok" => Ok(text),

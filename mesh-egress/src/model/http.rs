@@ -12,6 +12,7 @@ use reqwest::header::HeaderMap;
 use super::error::ModelError;
 use super::sse::{DEFAULT_MAX_SSE_LINE, SseDecoder, SseEvent};
 use super::stream::{ChunkTransport, ModelStream, StreamChunk};
+use super::wire::Completion;
 use crate::future::BoxFuture;
 
 /// The transport's own ceiling on one HTTP exchange, beyond the Router's deadlines.
@@ -93,9 +94,36 @@ impl Http {
         }
     }
 
+    /// A whole answer: `request` sent, its body read under the completion cap and by `read`.
+    pub(crate) async fn whole(
+        &self,
+        request: reqwest::RequestBuilder,
+        read: impl FnOnce(&[u8]) -> Result<Completion, ModelError>,
+    ) -> Result<Completion, ModelError> {
+        let mut response = self.send(request).await?;
+        read(&self.body(&mut response).await?)
+    }
+
+    /// A streamed answer: `request` sent, its body's events read by `events`; a body that is
+    /// one JSON document (a gateway that ignored `stream`) is read whole by `read`, as one
+    /// chunk.
+    pub(crate) async fn streamed<D: Events>(
+        &self,
+        request: reqwest::RequestBuilder,
+        events: D,
+        read: impl FnOnce(&[u8]) -> Result<Completion, ModelError>,
+    ) -> Result<ModelStream, ModelError> {
+        let mut response = self.send(request).await?;
+        if is_json(&response) {
+            let body = self.body(&mut response).await?;
+            return read(&body).map(ModelStream::from_completion);
+        }
+        Ok(self.events(response, events))
+    }
+
     /// A success's body decoded as server-sent events by `decoder`, under the completion cap
     /// (for the whole stream) and a 1 MiB cap on one line.
-    pub(crate) fn events<D: Events>(&self, response: reqwest::Response, decoder: D) -> ModelStream {
+    fn events<D: Events>(&self, response: reqwest::Response, decoder: D) -> ModelStream {
         ModelStream::new(SseBody {
             response,
             sse: SseDecoder::new(
@@ -112,7 +140,7 @@ impl Http {
 }
 
 /// Whether a response says its body is one JSON document (a gateway that ignored `stream`).
-pub(crate) fn is_json(response: &reqwest::Response) -> bool {
+fn is_json(response: &reqwest::Response) -> bool {
     response
         .headers()
         .get("content-type")

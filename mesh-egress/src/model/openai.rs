@@ -123,14 +123,13 @@ impl OpenAiCompatible {
     }
 
     async fn post(&self, model: &str, request: &ChatRequest) -> Result<Completion, ModelError> {
-        let mut response = self
-            .http
-            .send(self.request(&WireRequest { model, request }))
-            .await?;
-        let body = self.http.body(&mut response).await?;
-        let wire: WireResponse =
-            serde_json::from_slice(&body).map_err(ModelError::invalid_response)?;
-        Ok(wire.into_completion(model))
+        let read = |body: &[u8]| {
+            let wire: WireResponse =
+                serde_json::from_slice(body).map_err(ModelError::invalid_response)?;
+            Ok(wire.into_completion(model))
+        };
+        let post = self.request(&WireRequest { model, request });
+        self.http.whole(post, read).await
     }
 
     /// One attempt: the request, and the one in-attempt repair a tool decision that cannot be

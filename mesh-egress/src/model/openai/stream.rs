@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::OpenAiCompatible;
 use crate::model::error::ModelError;
-use crate::model::http::{Decoded, Events, cut_short, is_json};
+use crate::model::http::{Decoded, Events, cut_short};
 use crate::model::sse::{SseEvent, decode_chunk};
 use crate::model::stream::ModelStream;
 use crate::model::wire::{ChatRequest, WireResponse};
@@ -33,14 +33,14 @@ impl OpenAiCompatible {
             request,
             stream: true,
         };
-        let mut response = self.http.send(self.request(&body)).await?;
-        if is_json(&response) {
-            let body = self.http.body(&mut response).await?;
+        let read = |body: &[u8]| {
             let wire: WireResponse =
-                serde_json::from_slice(&body).map_err(ModelError::invalid_response)?;
-            return Ok(ModelStream::from_completion(wire.into_completion(model)));
-        }
-        Ok(self.http.events(response, ChatEvents::default()))
+                serde_json::from_slice(body).map_err(ModelError::invalid_response)?;
+            Ok(wire.into_completion(model))
+        };
+        self.http
+            .streamed(self.request(&body), ChatEvents::default(), read)
+            .await
     }
 }
 

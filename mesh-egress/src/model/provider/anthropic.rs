@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::{DEFAULT_MAX_TOKENS, arguments_value, joined, system_text};
 use crate::model::error::ModelError;
-use crate::model::http::{Decoded, Events, Http, cut_short, is_json};
+use crate::model::http::{Decoded, Events, Http, cut_short};
 use crate::model::sse::{SseEvent, stream_error};
 use crate::model::stream::{ModelStream, StreamChunk, ToolCallDelta};
 use crate::model::wire::{ChatRequest, Completion, Role, ToolCall};
@@ -34,9 +34,8 @@ pub(super) async fn complete(
     model: &str,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
-    let mut response = http.send(post(http, &body(model, request, false))).await?;
-    let body = http.body(&mut response).await?;
-    read_message(&body, model)
+    let post = post(http, &body(model, request, false));
+    http.whole(post, |body| read_message(body, model)).await
 }
 
 pub(super) async fn stream(
@@ -44,12 +43,9 @@ pub(super) async fn stream(
     model: &str,
     request: &ChatRequest,
 ) -> Result<ModelStream, ModelError> {
-    let mut response = http.send(post(http, &body(model, request, true))).await?;
-    if is_json(&response) {
-        let body = http.body(&mut response).await?;
-        return read_message(&body, model).map(ModelStream::from_completion);
-    }
-    Ok(http.events(response, MessageEvents))
+    let post = post(http, &body(model, request, true));
+    http.streamed(post, MessageEvents, |body| read_message(body, model))
+        .await
 }
 
 fn post(http: &Http, body: &Value) -> reqwest::RequestBuilder {

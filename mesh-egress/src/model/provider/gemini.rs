@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::{arguments_value, joined, system_text};
 use crate::model::error::{ModelError, ModelErrorKind};
 use crate::model::finish;
-use crate::model::http::{Decoded, Events, Http, cut_short, is_json};
+use crate::model::http::{Decoded, Events, Http, cut_short};
 use crate::model::sse::{SseEvent, stream_error};
 use crate::model::stream::{ModelStream, StreamChunk, ToolCallDelta};
 use crate::model::wire::{ChatRequest, Completion, Role, ToolCall};
@@ -32,11 +32,8 @@ pub(super) async fn complete(
     model: &str,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
-    let url = url(http, model, "generateContent")?;
-    let mut response = http.send(post(http, url, &body(request))).await?;
-    let body = http.body(&mut response).await?;
-    let answer: Answer = serde_json::from_slice(&body).map_err(ModelError::invalid_response)?;
-    read_answer(answer, model, &body)
+    let post = post(http, url(http, model, "generateContent")?, &body(request));
+    http.whole(post, |body| read_answer(body, model)).await
 }
 
 pub(super) async fn stream(
@@ -45,13 +42,11 @@ pub(super) async fn stream(
     request: &ChatRequest,
 ) -> Result<ModelStream, ModelError> {
     let url = url(http, model, "streamGenerateContent?alt=sse")?;
-    let mut response = http.send(post(http, url, &body(request))).await?;
-    if is_json(&response) {
-        let body = http.body(&mut response).await?;
-        let answer: Answer = serde_json::from_slice(&body).map_err(ModelError::invalid_response)?;
-        return read_answer(answer, model, &body).map(ModelStream::from_completion);
-    }
-    Ok(http.events(response, AnswerEvents::default()))
+    let post = post(http, url, &body(request));
+    http.streamed(post, AnswerEvents::default(), |body| {
+        read_answer(body, model)
+    })
+    .await
 }
 
 /// `{base}/models/{model}:{method}`; a model named `models/x` is `x`. A name that would change
@@ -238,7 +233,8 @@ fn read(answer: Answer, data: &[u8]) -> Result<Read, ModelError> {
     })
 }
 
-fn read_answer(answer: Answer, model: &str, data: &[u8]) -> Result<Completion, ModelError> {
+fn read_answer(data: &[u8], model: &str) -> Result<Completion, ModelError> {
+    let answer: Answer = serde_json::from_slice(data).map_err(ModelError::invalid_response)?;
     let model = answer
         .model_version
         .clone()
@@ -334,8 +330,7 @@ mod tests {
     use crate::model::{FailureReason, classify};
 
     fn answer(body: &str) -> Result<Completion, ModelError> {
-        let parsed: Answer = serde_json::from_str(body).expect("json");
-        usable(read_answer(parsed, "gemini", body.as_bytes()))
+        usable(read_answer(body.as_bytes(), "gemini"))
     }
 
     #[test]
