@@ -122,6 +122,11 @@ impl SlackAddress {
     }
 
     /// [`new`](Self::new) for an id from untrusted input: checked and bounded.
+    ///
+    /// # Errors
+    ///
+    /// [`AddressError::Empty`] for an empty id, [`AddressError::TooLong`] past 256 bytes, and
+    /// [`AddressError::BadCharacter`] for a blank, a control or a non-ASCII character.
     pub fn parse(channel: impl Into<String>) -> Result<Self, AddressError> {
         Ok(Self::new(checked(
             channel.into(),
@@ -193,6 +198,11 @@ impl DiscordAddress {
     }
 
     /// [`new`](Self::new) for an id from untrusted input: a snowflake (digits only), bounded.
+    ///
+    /// # Errors
+    ///
+    /// [`AddressError::Empty`] for an empty id, [`AddressError::TooLong`] past 256 bytes, and
+    /// [`AddressError::BadCharacter`] for anything but ASCII digits.
     pub fn parse(channel_id: impl Into<String>) -> Result<Self, AddressError> {
         let address = Self::new(channel_id);
         address.validate()?;
@@ -231,6 +241,12 @@ impl TelegramAddress {
     }
 
     /// [`new`](Self::new) for an id from untrusted input: a number or an `@username`, bounded.
+    ///
+    /// # Errors
+    ///
+    /// [`AddressError::Empty`] for an empty id, [`AddressError::TooLong`] past 256 bytes, and
+    /// [`AddressError::BadCharacter`] for an id that is neither a number nor `@` followed by
+    /// letters, digits and `_`.
     pub fn parse(chat_id: impl Into<String>) -> Result<Self, AddressError> {
         let address = Self::new(chat_id);
         address.validate()?;
@@ -298,6 +314,11 @@ impl WebAddress {
     }
 
     /// [`new`](Self::new) for an id from a request: letters, digits, `-` and `_`, bounded.
+    ///
+    /// # Errors
+    ///
+    /// [`AddressError::Empty`] for an empty id, [`AddressError::TooLong`] past 256 bytes, and
+    /// [`AddressError::BadCharacter`] for anything but ASCII letters, digits, `-` and `_`.
     pub fn parse(chat_id: impl Into<String>) -> Result<Self, AddressError> {
         let address = Self::new(chat_id);
         address.validate()?;

@@ -385,6 +385,10 @@ pub enum Egress {
 
 impl Egress {
     /// The everyday form.
+    ///
+    /// # Errors
+    ///
+    /// The [`EgressError`] when this is [`Egress::Error`](Self::Error).
     pub fn into_result(self) -> Result<AgentMessage, EgressError> {
         match self {
             Self::Message(msg) => Ok(msg),
@@ -425,9 +429,19 @@ impl From<Result<AgentMessage, EgressError>> for Egress {
 /// ```
 pub trait EgressResultExt<T> {
     /// Wraps the error as a retryable transport [`EgressError`] with the turn's attribution.
+    ///
+    /// # Errors
+    ///
+    /// When `self` is `Err`: its error, as a retryable transport [`EgressError`] attributed to
+    /// `turn`.
     fn egress<A: AsRef<Attribution> + ?Sized>(self, turn: &A) -> Result<T, EgressError>;
 
     /// Like [`egress`](Self::egress), with an explicit attribution.
+    ///
+    /// # Errors
+    ///
+    /// When `self` is `Err`: its error, as a retryable transport [`EgressError`] attributed to
+    /// `attribution`.
     fn egress_for(self, attribution: &Attribution) -> Result<T, EgressError>;
 }
 

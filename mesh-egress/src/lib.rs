@@ -78,6 +78,8 @@
 #![forbid(unsafe_code)]
 // A type a public signature shows must be nameable; only the sealed helpers are exempt.
 #![warn(unnameable_types)]
+// Every fallible public function says when it fails.
+#![warn(clippy::missing_errors_doc)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod address;

@@ -136,6 +136,11 @@ impl Outbound<Unrendered> {
     /// tab) or a bidi embedding, override or isolate character: they are removed here, so a
     /// user-written renderer cannot let them through either. A render with nothing visible left
     /// is [`RenderError::Empty`].
+    ///
+    /// # Errors
+    ///
+    /// [`RenderError::Empty`] when nothing visible is left; otherwise the [`RenderError`]
+    /// `renderer` returns.
     pub fn render(self, renderer: &impl Render) -> Result<Outbound<Rendered>, RenderError> {
         let rendered = renderer.render_parts(self.data.body())?;
         let cut = rendered.cut().copied();
@@ -193,6 +198,12 @@ impl Outbound<Rendered> {
     /// [`Turn::message`](crate::Turn::message) or the turn-aware boundary) is refused once it is
     /// lost, whatever the channel; then `boundary` checks its own conditions and, where
     /// configured, writes a durable record. Only a committed message can be sent.
+    ///
+    /// # Errors
+    ///
+    /// [`CommitError::OwnershipLost`] when the message's ownership is lost (nothing is
+    /// written); otherwise what `boundary` refuses with, such as [`CommitError::Store`] when
+    /// the durable record cannot be written.
     pub async fn commit<B>(self, boundary: &B) -> Result<Outbound<Committed>, CommitError>
     where
         B: CommitBoundary + ?Sized,

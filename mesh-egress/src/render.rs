@@ -26,12 +26,22 @@ pub const DEFAULT_MAX_PARTS: usize = 10;
 pub trait Render: Send + Sync {
     /// Renders `body` into one or more parts, in order. A body with nothing to show is an error
     /// ([`RenderError::Empty`]), never an empty send.
+    ///
+    /// # Errors
+    ///
+    /// [`RenderError::Empty`] for a body with nothing to show; another [`RenderError`] when the
+    /// renderer cannot fit the body (a limit smaller than one unsplittable piece, a body too
+    /// large, too many entities).
     fn render(&self, body: &Markdown) -> Result<Vec<String>, RenderError>;
 
     /// Renders `body` like [`render`](Self::render) and says whether a part budget cut the
     /// reply short. The default wraps `render` and reports no cut; the built-in renderers
     /// report the cut their [`with_max_parts`](crate::channel::SlackMrkdwn::with_max_parts)
     /// budget made, and their `render` returns the same parts.
+    ///
+    /// # Errors
+    ///
+    /// As [`render`](Self::render).
     fn render_parts(&self, body: &Markdown) -> Result<RenderedParts, RenderError> {
         self.render(body).map(RenderedParts::new)
     }

@@ -97,6 +97,12 @@ impl SilenceTokens {
     }
 
     /// The tokens given; each must be one word of letters, digits and `_`, up to 64 bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`SilenceTokenError::Empty`] for a blank token, [`SilenceTokenError::NotAWord`] for one
+    /// that is not one word of letters, digits and `_`, and [`SilenceTokenError::TooLong`] for
+    /// one longer than 64 bytes.
     pub fn new<I, S>(tokens: I) -> Result<Self, SilenceTokenError>
     where
         I: IntoIterator<Item = S>,
@@ -125,6 +131,10 @@ impl SilenceTokens {
     /// The tokens in `value`, comma-separated (how `MESH_SILENCE_TOKENS` is written); empty
     /// entries are skipped, so an unset or blank value declares none.
     ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), for an entry that is not a valid token.
+    ///
     /// ```
     /// use mesh_egress::silence::SilenceTokens;
     /// let tokens = SilenceTokens::parse("NO_REPLY, HEARTBEAT_OK,").expect("valid");
@@ -138,6 +148,11 @@ impl SilenceTokens {
 
     /// The tokens declared by `MESH_SILENCE_TOKENS` in the process environment (none when it
     /// is unset).
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse), when `MESH_SILENCE_TOKENS` holds an entry that is not a valid
+    /// token.
     pub fn from_env() -> Result<Self, SilenceTokenError> {
         Self::parse(&std::env::var(ENV_SILENCE_TOKENS).unwrap_or_default())
     }

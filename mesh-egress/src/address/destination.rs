@@ -66,6 +66,11 @@ impl Address {
 
     /// Checks every field as the `parse` constructors do: what a deserialised address (a
     /// stored row, a request) goes through before it is used.
+    ///
+    /// # Errors
+    ///
+    /// The [`AddressError`] of the first field that fails its surface's check (`Empty`,
+    /// `TooLong` or `BadCharacter`). [`Address::Plain`] never fails.
     pub fn validate(&self) -> Result<(), AddressError> {
         match self {
             Self::Slack(a) => a.validate(),

@@ -29,9 +29,17 @@ mod sealed {
 /// in order) as any other.
 pub trait DynChannel: sealed::SealedDyn + Send + Sync {
     /// The channel's renderer, applied to `body`.
+    ///
+    /// # Errors
+    ///
+    /// The [`RenderError`] the channel's renderer returns.
     fn render_dyn(&self, body: &Markdown) -> Result<Vec<String>, RenderError>;
 
     /// The channel's renderer, applied to `body`, with the part budget's cut.
+    ///
+    /// # Errors
+    ///
+    /// The [`RenderError`] the channel's renderer returns.
     fn render_parts_dyn(&self, body: &Markdown) -> Result<RenderedParts, RenderError>;
 
     /// The channel's [`Channel::address`].

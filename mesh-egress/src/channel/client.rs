@@ -36,6 +36,11 @@ pub trait SurfaceClient: Send + Sync {
 
     /// The channel to the conversation at `address`, or why this client cannot send there
     /// (another surface's address, or one this client does not serve).
+    ///
+    /// # Errors
+    ///
+    /// [`UnservedAddress`] when `address` is another surface's, or one this client does not
+    /// serve.
     fn channel_for(&self, address: &Address) -> Result<BoxedChannel, UnservedAddress>;
 }
 

@@ -51,6 +51,11 @@ impl BlockEvaluation {
     /// the stream: nothing after a blocked block is sent, the rest goes to Layer C. A checked
     /// block may be blank (a reasoning block stripped whole): there is nothing to send, and
     /// the stream goes on.
+    ///
+    /// # Errors
+    ///
+    /// A semantic [`EgressError`] (cause: [`GateBlocked`], naming the rules that fired) when
+    /// the gate blocked the block (retryable as its verdict says) or left no checked block.
     pub fn into_result(self) -> Result<Block<Checked>, EgressError> {
         match (self.verdict, self.checked) {
             (GateVerdict::Blocked { .. }, _) | (_, None) => {
@@ -77,6 +82,11 @@ impl QualityGate {
     /// (8 KiB) followed by the block, and judges the findings that touch the
     /// block with the same verdict table as [`evaluate`](Self::evaluate). A gate that is off
     /// passes the block unchanged, doing no work.
+    ///
+    /// # Errors
+    ///
+    /// A semantic [`EgressError`] (cause: [`GateBlocked`]) when the gate blocks `block`: nothing
+    /// after it is sent, the rest goes to Layer C. A gate that is off never fails.
     ///
     /// ```
     /// use mesh_egress::block::Block;

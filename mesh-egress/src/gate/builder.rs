@@ -140,6 +140,14 @@ impl QualityGateBuilder {
     }
 
     /// Compiles the heuristics once.
+    ///
+    /// # Errors
+    ///
+    /// [`GateConfigError::Ngram`] when the n-gram length is not 1 to 32 words,
+    /// [`GateConfigError::JudgeTimeout`] when the judge time bound is zero,
+    /// [`GateConfigError::EmptyCanary`] when a canary is empty or whitespace,
+    /// [`GateConfigError::Threshold`] when the overlap threshold is outside `(0, 1]`, and (for a
+    /// gate that is on) [`GateConfigError::Compile`] when the heuristics do not compile.
     pub fn build(self) -> Result<QualityGate, GateConfigError> {
         if !(1..=overlap::MAX_NGRAM).contains(&self.ngram) {
             return Err(GateConfigError::Ngram(self.ngram));

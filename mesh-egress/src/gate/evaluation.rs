@@ -108,6 +108,11 @@ impl Evaluation {
     }
 
     /// The message to send, or a semantic [`EgressError`] (cause: [`GateBlocked`]) for Layer C.
+    ///
+    /// # Errors
+    ///
+    /// A semantic [`EgressError`] (cause: [`GateBlocked`], naming the rules that fired) when
+    /// the gate blocked the message (retryable as its verdict says) or left no message.
     pub fn into_result(self) -> Result<AgentMessage, EgressError> {
         match (self.verdict, self.message) {
             (GateVerdict::Blocked { .. }, _) | (_, None) => {

@@ -64,6 +64,10 @@ impl JudgeVerdict {
     /// [`JudgeError::Unparseable`], which the gate treats as a judge failure: a candidate that
     /// steered the judge into rambling must not win by the first word.
     ///
+    /// # Errors
+    ///
+    /// [`JudgeError::Unparseable`] for anything but a clean `ALLOW` or `BLOCK`.
+    ///
     /// ```
     /// use mesh_egress::gate::JudgeVerdict;
     /// assert_eq!(JudgeVerdict::parse("ALLOW").unwrap(), JudgeVerdict::Allow);

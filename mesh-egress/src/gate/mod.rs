@@ -196,6 +196,11 @@ impl QualityGate {
     /// a semantic [`EgressError`] for Layer C; an error passes through untouched. With the gate
     /// off this does no work.
     ///
+    /// # Errors
+    ///
+    /// `result`'s own [`EgressError`], untouched, when it is one; a semantic [`EgressError`]
+    /// (cause: [`GateBlocked`]) when the gate blocks the answer.
+    ///
     /// ```
     /// use mesh_egress::degrade::{DegradationPolicy, Mode, Reply};
     /// use mesh_egress::boundary::resolve;

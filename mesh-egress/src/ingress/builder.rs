@@ -165,6 +165,12 @@ impl IngressBuilder {
     }
 
     /// Compiles the matchers once.
+    ///
+    /// # Errors
+    ///
+    /// [`IngressConfigError::JudgeTimeout`] when the judge time bound is zero,
+    /// [`IngressConfigError::Window`] when the thread window allows no message or no time, and
+    /// [`IngressConfigError::Compile`] when the matchers do not compile.
     pub fn build(self) -> Result<Ingress, IngressConfigError> {
         if self.judge_timeout.is_zero() {
             return Err(IngressConfigError::JudgeTimeout);

@@ -135,6 +135,12 @@ fn string_end(bytes: &[u8], mut at: usize) -> usize {
 /// and no deeper than [`MAX_DEPTH`] (one linear scan that counts brackets outside strings, so a
 /// deeply nested document costs no recursion at all). Returns the document as text.
 ///
+/// # Errors
+///
+/// [`InboundError::TooLarge`] past [`MAX_EVENT_BYTES`], [`InboundError::InvalidUtf8`] when
+/// the document is not UTF-8, and [`InboundError::TooDeep`] when it nests deeper than
+/// [`MAX_DEPTH`].
+///
 /// ```
 /// use mesh_egress::ingress::{check_document, InboundError, MAX_DEPTH};
 /// assert!(check_document(br#"{"a":[1,{"b":"]]]"}]}"#).is_ok());

@@ -171,6 +171,10 @@ impl Ingress {
     }
 
     /// Reads one raw event of `surface` ([`Inbound::parse`] with our identity).
+    ///
+    /// # Errors
+    ///
+    /// As [`Inbound::parse`].
     pub fn parse(&self, surface: Surface, event: &[u8]) -> Result<Inbound, InboundError> {
         Inbound::parse(surface, event, self.identity())
     }

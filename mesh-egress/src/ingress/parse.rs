@@ -11,6 +11,13 @@ impl Inbound {
     /// Reads one event of `surface` (Slack: the Events API envelope or its inner `message` /
     /// `app_mention` event; Discord: a `MESSAGE_CREATE`/`MESSAGE_UPDATE` gateway dispatch or
     /// the message object; Telegram: an `Update`), bounded by [`check_document`].
+    ///
+    /// # Errors
+    ///
+    /// What [`check_document`] refuses; [`InboundError::Unsupported`] for a surface other than
+    /// Slack, Discord or Telegram; otherwise the surface's reader's [`InboundError`]: not the
+    /// surface's shape (`Malformed`), not a message (`NotAMessage`), too many mentions
+    /// (`TooManyMentions`) or a conversation that is not an address (`Address`).
     pub fn parse(surface: Surface, event: &[u8], us: &Identity) -> Result<Self, InboundError> {
         let text = check_document(event)?;
         match surface {

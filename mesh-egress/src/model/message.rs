@@ -32,6 +32,12 @@ impl Completion {
     /// delivery. A completion with text and tool calls gives its text; run the tools first if
     /// they matter to the answer.
     ///
+    /// # Errors
+    ///
+    /// A semantic, retryable [`EgressError`] attributed to the turn when the completion has no
+    /// text (cause: [`UnusableCompletion::Empty`], or [`UnusableCompletion::ToolCallsOnly`] when it
+    /// carries only tool calls).
+    ///
     /// ```
     /// use mesh_egress::model::{Completion, ToolCall};
     /// use mesh_egress::{Attribution, FailureClass, Turn};

@@ -51,11 +51,19 @@ pub struct OpenAiCompatible {
 impl OpenAiCompatible {
     /// A connector for `base_url` (e.g. `https://openrouter.ai/api/v1`), with a 120 s HTTP
     /// timeout and a 10 s connect timeout.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` when `base_url` is not a URL or the HTTP client cannot be built.
     pub fn new(base_url: impl AsRef<str>) -> Result<Self, ModelError> {
         Http::new(base_url.as_ref()).map(Self::on)
     }
 
     /// A connector for `base_url` with explicit transport timeouts.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` when `base_url` is not a URL or the HTTP client cannot be built.
     pub fn with_timeouts(
         base_url: impl AsRef<str>,
         timeout: Duration,
@@ -70,6 +78,10 @@ impl OpenAiCompatible {
     }
 
     /// A connector for `base_url` using `client` as is.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRequest` when `base_url` is not a URL.
     pub fn with_client(
         base_url: impl AsRef<str>,
         client: reqwest::Client,

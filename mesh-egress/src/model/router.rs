@@ -131,6 +131,14 @@ impl<C: ModelConnector> Router<C> {
     /// Completes `request`, recovering from transient failures, and records a
     /// [`RecoveryReport`] on the turn's ledger. Returns the completion, or an [`EgressError`]
     /// (class Transport, attributed to the turn, with the attempt count) for the boundary.
+    ///
+    /// # Errors
+    ///
+    /// A transport [`EgressError`] attributed to the turn, with the attempt count, when no route
+    /// gave a usable completion: retries and fallbacks ran out, a failure was terminal, the total
+    /// or the turn's deadline passed, or the turn was cancelled or lost its ownership. Its cause
+    /// is a [`RecoveryError`](super::RecoveryError) saying why; whether it is retryable depends
+    /// on why.
     pub async fn complete(
         &self,
         turn: &Turn,

@@ -116,8 +116,11 @@ impl SseDecoder {
         self.total
     }
 
-    /// Decodes `bytes`, appending every event they complete to `out`. Fails with
-    /// `ResponseTooLarge` past the total cap and `InvalidResponse` for a line (or an event's
+    /// Decodes `bytes`, appending every event they complete to `out`.
+    ///
+    /// # Errors
+    ///
+    /// `ResponseTooLarge` past the total cap, and `InvalidResponse` for a line (or an event's
     /// data) past its cap.
     pub fn feed(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
         self.total = self.total.saturating_add(bytes.len());
@@ -334,6 +337,11 @@ struct WireFunctionDelta {
 /// response, with the HTTP status its code names (a numeric `code`, or a known type such as
 /// `rate_limit_exceeded`), else 500: an error after a 200 is the provider failing mid-answer.
 /// Data that is not a chunk is a retryable `invalid_response`.
+///
+/// # Errors
+///
+/// A [`ModelError`] classified as above for a chunk that reports a failure, and
+/// `invalid_response` for data that is not a chunk.
 pub fn decode_chunk(data: &str, error_event: bool) -> Result<StreamChunk, ModelError> {
     let wire: WireChunk = match serde_json::from_str(data) {
         Ok(wire) => wire,

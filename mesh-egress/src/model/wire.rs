@@ -149,6 +149,10 @@ impl ToolCall {
     }
 
     /// The arguments parsed as JSON, or the parse error.
+    ///
+    /// # Errors
+    ///
+    /// The `serde_json::Error` when the arguments are not valid JSON.
     pub fn parsed_arguments(&self) -> Result<serde_json::Value, serde_json::Error> {
         serde_json::from_str(&self.function.arguments)
     }

@@ -100,6 +100,10 @@ impl OpenDestination {
 impl Store {
     /// [`claim_due`](Self::claim_due) for the commitments whose follow-up goes to `surface`:
     /// a worker serves one surface and leaves the others' promises to their workers.
+    ///
+    /// # Errors
+    ///
+    /// As [`claim_due`](Self::claim_due).
     pub async fn claim_due_on(
         &self,
         surface: Surface,
@@ -115,6 +119,11 @@ impl Store {
     /// a live claim on it): how the process that made a promise keeps it in-process on its
     /// own schedule while the store still records it. `None` when it could not be claimed
     /// ([`commitment_status`](Self::commitment_status) says why).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim_due`](Self::claim_due). A commitment that cannot be claimed is `None`, not an
+    /// error.
     pub async fn claim_commitment(
         &self,
         id: CommitmentId,
@@ -130,6 +139,11 @@ impl Store {
 
     /// Extends `claim` to `ttl` from now (database clock). `false` when it had expired or
     /// moved on: its holder must stop, the new holder decides.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails. A claim that expired or moved on is
+    /// `false`, not an error.
     pub async fn renew_claim(&self, claim: &Claim, ttl: Duration) -> Result<bool, StoreError> {
         self.fenced_claim_update(RENEW_CLAIM, claim, ttl).await
     }
@@ -138,6 +152,11 @@ impl Store {
     /// does on shutdown, or when another holder has the conversation, so the next worker can
     /// take it at once instead of after the claim's expiry. `false` when it had expired or
     /// moved on already.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails. A claim that expired or moved on is
+    /// `false`, not an error.
     pub async fn release_claim(&self, claim: &Claim, after: Duration) -> Result<bool, StoreError> {
         let released = self
             .fenced_claim_update(RELEASE_CLAIM, claim, after)
@@ -171,6 +190,10 @@ impl Store {
 
     /// [`pending_work`](Self::pending_work) for one surface: what a worker serving `surface`
     /// still has to do.
+    ///
+    /// # Errors
+    ///
+    /// As [`pending_work`](Self::pending_work).
     pub async fn pending_work_on(&self, surface: Surface) -> Result<PendingWork, StoreError> {
         self.pending_work_where(DUE_COUNT_ON, Some(surface.as_str()))
             .await
@@ -178,6 +201,10 @@ impl Store {
 
     /// Up to `limit` conversations with parts still `pending` or `sending` on `surface`, the
     /// one waiting longest first: where [`resend`](Self::resend) has work.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails.
     pub async fn open_conversations(
         &self,
         surface: Surface,
@@ -241,6 +268,10 @@ impl Store {
 
     /// How long until the next part on `surface` that waits for its backoff may be tried, if
     /// one does: how long a worker with nothing else to do may sleep.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails.
     pub async fn next_attempt_on(&self, surface: Surface) -> Result<Option<Duration>, StoreError> {
         let statement = &self.inner.sql.next_attempt_on;
         let now = self.clock_ms();
@@ -261,6 +292,11 @@ impl Store {
     }
 
     /// Where commitment `id` is, or `None` when the store has no such commitment.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails, and [`StoreError::Corrupt`] when the
+    /// stored state is not one the store knows.
     pub async fn commitment_status(
         &self,
         id: CommitmentId,

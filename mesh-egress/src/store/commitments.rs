@@ -387,6 +387,12 @@ impl Store {
     /// keeper that runs before the line goes) passes
     /// that channel's [`Channel::address`](crate::channel::Channel::address). An address that
     /// fails [`Address::validate`] is refused ([`StoreError::BadAddress`]).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadAddress`] when `to` fails [`Address::validate`],
+    /// [`StoreError::Corrupt`] when the task's input, gate settings or plan cannot be serialized,
+    /// and [`StoreError::Database`] when the database fails (nothing is stored).
     pub async fn keep_commitment(
         &self,
         commitment: &Commitment,
@@ -430,6 +436,12 @@ impl Store {
     /// Claims up to `limit` commitments that are due (or whose claim expired) for `holder`,
     /// for `ttl`. PostgreSQL skips rows another worker is claiming (`FOR UPDATE SKIP
     /// LOCKED`); SQLite takes the claim in one `BEGIN IMMEDIATE` transaction.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails, and [`StoreError::Corrupt`] when a
+    /// claimed row cannot be read back (its id, mode, input, gate settings or plan). A stored
+    /// address that cannot be read is not an error: the claim carries none.
     pub async fn claim_due(
         &self,
         holder: &str,
@@ -495,6 +507,11 @@ impl Store {
 
     /// Puts a claimed commitment back after a retryable failure, due after the plan's next
     /// step. `false` when the claim had expired or moved on (the new holder decides).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails. A claim that expired or moved on is
+    /// `false`, not an error.
     pub async fn retry_later(&self, claim: &Claim) -> Result<bool, StoreError> {
         let next = claim.attempts_made.saturating_add(2);
         let statement = sql(&self.inner.pool, RETRY_LATER);
@@ -513,6 +530,11 @@ impl Store {
     }
 
     /// Ends a claimed commitment. `false` when the claim had expired or moved on.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails. A claim that expired or moved on is
+    /// `false`, not an error.
     pub async fn end_commitment(
         &self,
         claim: &Claim,
@@ -535,6 +557,10 @@ impl Store {
 
     /// How much is pending or due: what `worker --once` waits on. Due-later commitments do not
     /// count; a commitment whose claim expired does.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails.
     pub async fn pending_work(&self) -> Result<PendingWork, StoreError> {
         self.pending_work_where(DUE_COUNT, None).await
     }
@@ -561,6 +587,12 @@ impl Store {
     }
 
     /// Every commitment stored for `conversation`, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails, [`StoreError::BadAddress`] for a stored
+    /// address that is not a valid one, and [`StoreError::Corrupt`] for a state the store does
+    /// not know.
     pub async fn commitments(
         &self,
         conversation: &str,

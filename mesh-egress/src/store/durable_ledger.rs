@@ -77,7 +77,11 @@ struct PendingRow {
 
 impl Store {
     /// A ledger sink writing to this store (see [`DurableLedger`]). It starts its writer on
-    /// the current Tokio runtime: [`StoreError::NoRuntime`] outside one.
+    /// the current Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoRuntime`] when called outside a Tokio runtime.
     pub fn durable_ledger(&self) -> Result<DurableLedger, StoreError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StoreError::NoRuntime)?;
         let (queue, jobs) = mpsc::channel(DurableLedger::QUEUE);
@@ -95,6 +99,11 @@ impl Store {
 
     /// The ledger rows recorded for `conversation` (only those of `run`, when given), oldest
     /// first.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails, and [`StoreError::Corrupt`] for a row
+    /// that is not a ledger entry.
     pub async fn ledger_entries(
         &self,
         conversation: &str,
@@ -134,7 +143,10 @@ impl DurableLedger {
         Self::QUEUE.saturating_sub(self.inner.queue.capacity())
     }
 
-    /// Waits until every row recorded so far is written. Fails with
+    /// Waits until every row recorded so far is written.
+    ///
+    /// # Errors
+    ///
     /// [`StoreError::LedgerRowsLost`] when rows could not be written since the last flush (or
     /// when the writer is gone).
     pub async fn flush(&self) -> Result<(), StoreError> {

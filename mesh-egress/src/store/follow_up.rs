@@ -28,6 +28,11 @@ impl<C: Channel> Durable<C> {
     /// Stores `commitment` for the holding line this channel delivers: its follow-up goes
     /// where the holding line went, this channel's [`address`](Channel::address). See
     /// [`Store::keep_commitment`](super::Store::keep_commitment).
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::keep_commitment`](super::Store::keep_commitment), with this channel's
+    /// address as `to`.
     pub async fn keep_commitment(
         &self,
         commitment: &Commitment,

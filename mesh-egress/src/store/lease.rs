@@ -166,6 +166,11 @@ impl Store {
     /// Takes the lease on `conversation` for `holder`, for `ttl`: granted when nobody holds a
     /// live lease on it (or `holder` itself does, which starts a new lease and ends the old
     /// one). The token is strictly greater than any before for this conversation.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseHeld`] when another holder has a live lease on `conversation`, and
+    /// [`StoreError::Database`] when the database fails.
     pub async fn acquire(
         &self,
         conversation: &str,
@@ -276,9 +281,13 @@ impl Store {
         }
     }
 
-    /// Extends `lease` to `ttl` from now (database clock). Fails, and revokes the lease's
-    /// ownership, when it had already expired or moved on: a lost lease is never regained by
+    /// Extends `lease` to `ttl` from now (database clock). A lost lease is never regained by
     /// renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`], and the lease's ownership revoked, when it had already
+    /// expired or moved on; [`StoreError::Database`] when the database fails.
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<(), StoreError> {
         self.renew_fence(&lease.fence, &lease.ownership, ttl).await
     }
@@ -361,6 +370,10 @@ impl Store {
 
     /// Ends `lease` now, so another worker may take the conversation at once. Its ownership is
     /// revoked first, whatever the database answers.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails; the ownership is revoked all the same.
     pub async fn release(&self, lease: Lease) -> Result<(), StoreError> {
         lease.ownership.revoke();
         let sql = &self.inner.sql.release;

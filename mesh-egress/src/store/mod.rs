@@ -376,6 +376,14 @@ impl Clock {
 impl Store {
     /// Opens the store `url` names, creating and migrating it: `sqlite:PATH` (feature
     /// `sqlite`) or `postgres://…` (feature `postgres`).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::UnsupportedUrl`] for a scheme other than `sqlite:` or `postgres://`,
+    /// [`StoreError::BackendDisabled`] when the backend's feature is off,
+    /// [`StoreError::NotDurable`] for an in-memory SQLite database, [`StoreError::Database`]
+    /// when the database cannot be opened or read, and [`StoreError::Migrate`] when the
+    /// migrations cannot be applied.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let (pool, sql) = backend::open(url).await?;
         let read_ms: i64 = on_pool!(&pool, pool => {
@@ -453,6 +461,12 @@ impl Store {
     }
 
     /// Every part recorded for `conversation`, in commit order: what operators and tests read.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails, [`StoreError::Corrupt`] for a row it
+    /// cannot read (a negative index, an unknown state), and [`StoreError::BadAddress`] for a
+    /// stored address that is not a valid one.
     pub async fn parts(&self, conversation: &str) -> Result<Vec<StoredPart>, StoreError> {
         let sql = &self.inner.sql.parts;
         on_pool!(&self.inner.pool, pool => {

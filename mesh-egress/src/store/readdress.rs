@@ -63,6 +63,11 @@ impl Store {
     /// needs no lease: a worker only ever ends rows that still have no address. An address
     /// that fails [`Address::validate`] is refused ([`StoreError::BadAddress`]).
     ///
+    /// # Errors
+    ///
+    /// [`StoreError::BadAddress`] when `to` fails [`Address::validate`], and
+    /// [`StoreError::Database`] when the database fails (one transaction: nothing is changed).
+    ///
     /// ```no_run
     /// use mesh_egress::address::SlackAddress;
     /// use mesh_egress::store::Store;

@@ -80,6 +80,13 @@ impl Store {
     ///
     /// Cost, for a plainly pending part: one statement that finds and claims it, the send, and
     /// one that records it; and one more to find that nothing is left.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] when `lease` is lost before or during the resend (nothing more
+    /// is sent); [`StoreError::BadAddress`] when `channel`'s address is not a valid one;
+    /// [`StoreError::Database`] or [`StoreError::Corrupt`] when the store fails or holds a row it
+    /// cannot read. A part the surface refuses is not an error: the [`ResendReport`] counts it.
     pub async fn resend<C: Channel>(
         &self,
         channel: &Durable<C>,

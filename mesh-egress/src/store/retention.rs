@@ -24,6 +24,10 @@ impl Store {
     /// Never deleted, however old: `pending`, `sending`, `uncertain` and `failed` parts (the
     /// last two are what operators act on), and commitments not yet ended. Conversation leases
     /// are never deleted either, so fencing tokens keep growing.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when the database fails (one transaction: nothing is deleted).
     pub async fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
         let sql = &self.inner.sql;
         let age = millis(older_than);

@@ -190,6 +190,11 @@ pub struct FakeApi {
 impl FakeApi {
     /// Starts a fake of `surface` (Slack, Discord or Telegram; another surface is an
     /// [`InvalidInput`](std::io::ErrorKind::InvalidInput) error) that accepts bot `token`.
+    ///
+    /// # Errors
+    ///
+    /// An [`InvalidInput`](std::io::ErrorKind::InvalidInput) error for a surface with no fake,
+    /// and the I/O error when no loopback port can be bound.
     pub async fn start(surface: Surface, token: impl Into<String>) -> std::io::Result<Self> {
         let Some(surface) = Api::of(surface) else {
             return Err(std::io::Error::new(

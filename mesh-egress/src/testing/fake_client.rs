@@ -17,6 +17,10 @@ impl FakeApi {
     /// surface is an [`InvalidInput`](std::io::ErrorKind::InvalidInput) error), accepting the
     /// token its [`client`](Self::client) sends.
     ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    ///
     /// ```
     /// use mesh_egress::testing::FakeApi;
     /// use mesh_egress::{Address, Surface};

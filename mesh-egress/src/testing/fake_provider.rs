@@ -247,6 +247,10 @@ pub struct FakeProvider {
 
 impl FakeProvider {
     /// Starts a server on an ephemeral `127.0.0.1` port playing `script`.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when no loopback port can be bound.
     pub async fn start(script: impl IntoIterator<Item = FakeResponse>) -> io::Result<Self> {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
     }
@@ -254,6 +258,10 @@ impl FakeProvider {
     /// Starts a server on an ephemeral `127.0.0.1` port playing `steps`, the in-memory
     /// [`ScriptedConnector`](super::ScriptedConnector)'s vocabulary, each as the HTTP response
     /// that makes the connector see the same outcome.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when no loopback port can be bound.
     ///
     /// ```
     /// use mesh_egress::testing::{FakeProvider, Step};
@@ -266,6 +274,10 @@ impl FakeProvider {
     }
 
     /// Starts a server on `addr` (use a loopback address) playing `script`.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error when `addr` cannot be bound.
     pub async fn start_on(
         addr: SocketAddr,
         script: impl IntoIterator<Item = FakeResponse>,

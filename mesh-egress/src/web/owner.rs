@@ -37,6 +37,11 @@ pub enum OwnerError {
 
 impl Owner {
     /// `id` as an identity: non-empty, at most [`MAX_OWNER`] bytes, no control characters.
+    ///
+    /// # Errors
+    ///
+    /// [`OwnerError::Empty`] for an empty `id`, [`OwnerError::TooLong`] past [`MAX_OWNER`]
+    /// bytes, and [`OwnerError::Control`] when it holds a control character.
     pub fn new(id: impl Into<String>) -> Result<Self, OwnerError> {
         let id = id.into();
         if id.is_empty() {

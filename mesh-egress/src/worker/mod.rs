@@ -343,6 +343,12 @@ impl Worker {
     /// ([`PartRetry`]), and conversations another holder has a live lease on. So however many
     /// conversations are busy or failing, a destination with a part due is reached within
     /// `⌈due destinations / 64⌉ + 1` passes: none waits behind the others forever.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the store fails during the pass; what was done before it stays
+    /// done. A conversation another holder leases, or a part the surface refuses, is not an
+    /// error.
     pub async fn pass(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut report = WorkerReport::default();
         self.lock_reports().unaddressed.clear();
@@ -439,6 +445,11 @@ impl Worker {
     /// `shutdown` fires. Work on other surfaces is left to their workers; parts a client of
     /// this worker refuses to serve ([`UnservedAddress`], which the HTTP clients never do for
     /// their own surface) keep it waiting, as work another holder has does.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the store fails during a pass or while counting what is left; what
+    /// was done before it stays done.
     pub async fn run_once(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut total = WorkerReport::default();
         loop {
@@ -468,6 +479,11 @@ impl Worker {
     }
 
     /// Passes until `shutdown` fires, waiting between passes that found nothing to do.
+    ///
+    /// # Errors
+    ///
+    /// None: a pass that fails (the store not answering) is logged at `warn`, and the next pass
+    /// tries again.
     pub async fn run(&self, shutdown: &Cancellation) -> Result<WorkerReport, StoreError> {
         let mut total = WorkerReport::default();
         loop {
@@ -492,6 +508,10 @@ impl Worker {
     /// and tries, until it ends. If another worker holds it meanwhile, waits for that one;
     /// if it ended elsewhere, says how. A shutdown while waiting returns
     /// [`Kept::Released`] (nothing is held).
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when the store fails while claiming, reading or ending the commitment.
     pub async fn keep_in_process(
         &self,
         id: crate::reply::CommitmentId,

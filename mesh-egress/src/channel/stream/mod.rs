@@ -124,7 +124,10 @@ pub trait StreamingChannel: Channel {
 
     /// Starts streaming one reply. It makes no call yet: the first part starts the stream.
     ///
-    /// Fails only when no Tokio runtime is running to drive the stream.
+    /// # Errors
+    ///
+    /// [`StreamOpenError::NoRuntime`] when no Tokio runtime is running to drive the stream
+    /// (the only way it fails).
     fn open_stream(&self, attribution: &Attribution) -> Result<ReplyStream, StreamOpenError>;
 
     /// Whether the surface shows a stream its own way (`true`, the default, and every HTTP

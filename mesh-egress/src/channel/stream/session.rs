@@ -429,6 +429,13 @@ impl ReplyStream {
     }
 
     /// Sends what is left, closes the surface's stream, and returns what it confirmed.
+    ///
+    /// # Errors
+    ///
+    /// A [`SurfaceStreamError`] when the stream stopped before every part was confirmed: the
+    /// surface refused a call or could not be reached, an observer refused the next call
+    /// ([`is_refused`](SurfaceStreamError::is_refused)), or the stream's worker had stopped. It
+    /// carries what the surface confirmed and the parts it did not.
     pub async fn finish(mut self) -> Result<SurfaceStreamReceipt, SurfaceStreamError> {
         self.shared.lock().done = true;
         self.shared.wake.notify_one();
