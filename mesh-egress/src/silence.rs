@@ -331,6 +331,12 @@ pub(crate) struct SilenceFilter {
 const MAX_UNSAID: usize = 4096;
 
 impl SilenceFilter {
+    /// Forgets everything held and shown, as when the stream begins its answer again: the
+    /// filter then reads the new answer as a fresh one.
+    pub(crate) fn restart(&mut self) {
+        *self = Self::new(std::mem::take(&mut self.tokens));
+    }
+
     fn new(tokens: Vec<String>) -> Self {
         Self {
             tokens,

@@ -7,6 +7,8 @@
 //! back with exactly the sample's text; a failure must be recorded on the ledger with the
 //! sample's class and retry verdict, and never come back as text.
 //!
+//! The file also holds the native connectors' body bounds (below), on the same loopback path.
+//!
 //! The held-out part is fixed by a SHA-256 of each sample's id (first byte below 64) and was
 //! committed with the corpus before the connectors were checked against it; its figure is
 //! printed and held apart.
@@ -85,22 +87,33 @@ async fn ask(sample: &Sample) -> Result<String, (String, bool)> {
     for (name, value) in &sample.headers {
         response = response.with_header(name, value);
     }
+    served(sample.api, sample.streamed, response).await
+}
+
+/// `response` served over loopback and asked through a one-route Router over `api`'s
+/// `Provider`, whole or streamed (every delta marked delivered): the answer's text, or the
+/// first attempt's failure class and retry verdict as the ledger holds them.
+async fn served(
+    api: Api,
+    streamed: bool,
+    response: FakeResponse,
+) -> Result<String, (String, bool)> {
     let fake = FakeProvider::start([response]).await.expect("fake starts");
-    let provider = Provider::new(sample.api, fake.base_url())
+    let provider = Provider::new(api, fake.base_url())
         .expect("url")
         .with_api_key("test-key");
     let config = RetryConfig::default()
         .with_attempts(1)
-        .with_total_deadline(Duration::from_secs(5));
+        .with_total_deadline(Duration::from_secs(20));
     let router = Router::with_routes(provider, Route::new("corpus-model"), [], config)
         .with_jitter(Jitter::fixed(0.0));
-    let turn = Turn::new(Attribution::new("corpus", sample.id.as_str(), "run"));
+    let turn = Turn::new(Attribution::new("corpus", api.name(), "run"));
     let request = ChatRequest::new(vec![ChatMessage::user("Is the build green?")]);
-    let answered = if sample.streamed {
+    let answered = if streamed {
         let mut stream = router.stream(&turn, &request);
         let mut text = String::new();
         let mut failed = false;
-        for _ in 0..10_000 {
+        for _ in 0..100_000 {
             match stream.next().await {
                 Some(Ok(delta)) => {
                     stream.mark_delivered(&delta);
@@ -189,4 +202,76 @@ async fn every_native_shape_is_an_answer_or_a_classified_failure_never_text() {
         misses.len(),
         misses.join("\n")
     );
+}
+
+// The bounds a user relies on, held by every native API's connector: a whole body past the
+// 8 MiB completion cap, a stream past it in total, and one stream line past the 1 MiB line cap
+// each end the attempt with a typed failure, never an unbounded read (the shared transport's
+// caps, `model/http.rs`; chat completions' are held by `model_http.rs`).
+
+const MIB: usize = 1024 * 1024;
+
+/// The first attempt's failure class for `response`; an answer is a test failure.
+async fn failure(api: Api, streamed: bool, response: FakeResponse) -> String {
+    match served(api, streamed, response).await {
+        Err((reason, _)) => reason,
+        Ok(text) => panic!("{api}: answered {} bytes past a bound", text.len()),
+    }
+}
+
+/// `count` keep-alive events of `api`'s stream, each a few dozen bytes.
+fn keep_alives(api: Api, count: usize) -> String {
+    let one = match api {
+        Api::Anthropic => "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        Api::Responses => {
+            "event: response.in_progress\ndata: {\"type\":\"response.in_progress\"}\n\n"
+        }
+        _ => "data: {\"candidates\": [{\"content\": {\"parts\": []}}]}\n\n",
+    };
+    one.repeat(count)
+}
+
+const NATIVE: [Api; 3] = [Api::Anthropic, Api::Responses, Api::Gemini];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_body_past_the_completion_cap_is_response_too_large() {
+    for api in NATIVE {
+        let got = failure(api, false, FakeResponse::large_body(200, 9 * MIB)).await;
+        assert_eq!(got, "response_too_large", "{api}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_past_the_completion_cap_in_total_is_response_too_large() {
+    for api in NATIVE {
+        // Over 8 MiB of well-formed events that carry nothing: only the total cap ends it.
+        let body = keep_alives(api, 9 * MIB / 40);
+        assert!(body.len() > 8 * MIB);
+        let response =
+            FakeResponse::raw(200, body).with_header("content-type", "text/event-stream");
+        let got = failure(api, true, response).await;
+        assert_eq!(got, "response_too_large", "{api}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stream_line_past_its_cap_is_an_invalid_response() {
+    for api in NATIVE {
+        // A line that never ends, and a JSON document written outside any field that never
+        // closes: both are cut at the 1 MiB line cap.
+        let endless =
+            FakeResponse::large_body(200, 3 * MIB).with_header("content-type", "text/event-stream");
+        assert_eq!(
+            failure(api, true, endless).await,
+            "invalid_response",
+            "{api}"
+        );
+        let stray = format!("{{\n{}", "  \"error\": 1,\n".repeat(2 * MIB / 14));
+        let stray = FakeResponse::raw(200, stray).with_header("content-type", "text/event-stream");
+        assert_eq!(
+            failure(api, true, stray).await,
+            "invalid_response",
+            "{api} stray"
+        );
+    }
 }

@@ -27,7 +27,7 @@ use mesh_egress::model::{ChatMessage, ChatRequest, Provider, Router};
 mod providers;
 use mesh_egress::{Address, CommittedPart};
 use mesh_egress::{AgentMessage, EgressError, Turn, egress_boundary};
-pub(crate) use providers::{Models, max_tokens, model_from_env};
+pub(crate) use providers::{Models, max_tokens, model_from_env, required_env};
 
 /// The chat surface whose format the parts are rendered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -445,13 +445,6 @@ pub(crate) fn surface_named(name: &str) -> Option<Surface> {
     ]
     .into_iter()
     .find(|s| s.name() == name)
-}
-
-pub(crate) fn required_env(name: &str) -> Result<String, String> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| format!("{name} is not set"))
 }
 
 pub(crate) fn usage_error(message: &str) -> ExitCode {

@@ -67,11 +67,11 @@ pub(crate) fn provider_of(api: Api, primary: bool) -> Result<Provider, String> {
             format!("MESH_MODEL_{upper}_API_KEY"),
         )
     };
-    let base_url = required(&base_name)?;
+    let base_url = required_env(&base_name)?;
     let key = if primary {
         std::env::var(&key_name).unwrap_or_default()
     } else {
-        required(&key_name)?
+        required_env(&key_name)?
     };
     let provider = Provider::new(api, &base_url)
         .map_err(|_| format!("{base_name} {base_url:?} is not a valid URL"))?;
@@ -108,7 +108,7 @@ pub(crate) fn primary_api() -> Result<Api, String> {
 /// The models the environment names ([`Models`]), or the usage error to print.
 pub(crate) fn model_from_env() -> Result<Models, String> {
     let provider = provider_of(primary_api()?, true)?;
-    let primary = required("MESH_MODEL")?;
+    let primary = required_env("MESH_MODEL")?;
     max_tokens()?;
     let fallbacks = RetryConfig::from_env()
         .fallback_models()
@@ -123,7 +123,7 @@ pub(crate) fn model_from_env() -> Result<Models, String> {
 }
 
 /// A variable that must be set and not blank.
-fn required(name: &str) -> Result<String, String> {
+pub(crate) fn required_env(name: &str) -> Result<String, String> {
     std::env::var(name)
         .ok()
         .filter(|v| !v.trim().is_empty())

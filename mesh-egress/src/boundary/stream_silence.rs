@@ -12,8 +12,6 @@ use crate::stream::TextSource;
 pub(crate) struct Unsilenced<S> {
     source: S,
     filter: Option<SilenceFilter>,
-    /// The declared tokens, for a fresh filter when the source begins its answer again.
-    tokens: SilenceTokens,
     ended: bool,
     restarted: bool,
 }
@@ -23,7 +21,6 @@ impl<S: TextSource> Unsilenced<S> {
         Self {
             source,
             filter: (!tokens.is_empty()).then(|| tokens.filter()),
-            tokens: tokens.clone(),
             ended: false,
             restarted: false,
         }
@@ -69,7 +66,7 @@ impl<S: TextSource> TextSource for Unsilenced<S> {
                 Some(Ok(delta)) => {
                     if self.source.restarted() {
                         // What the filter held back was never shown either.
-                        *filter = self.tokens.filter();
+                        filter.restart();
                         self.restarted = true;
                     }
                     let shown = filter.push(&delta);

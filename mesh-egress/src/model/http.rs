@@ -39,9 +39,19 @@ pub(crate) struct Http {
 impl Http {
     /// A transport for `base_url` with the default timeouts and caps.
     pub(crate) fn new(base_url: &str) -> Result<Self, ModelError> {
+        Self::with_timeouts(base_url, DEFAULT_HTTP_TIMEOUT, DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// A transport for `base_url` whose exchanges are bounded by `timeout` and whose connects
+    /// by `connect_timeout`.
+    pub(crate) fn with_timeouts(
+        base_url: &str,
+        timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Result<Self, ModelError> {
         let client = reqwest::Client::builder()
-            .timeout(DEFAULT_HTTP_TIMEOUT)
-            .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
+            .timeout(timeout)
+            .connect_timeout(connect_timeout)
             .build()
             .map_err(ModelError::invalid_request)?;
         Self::with_client(base_url, client)
@@ -63,6 +73,21 @@ impl Http {
     /// Keeps `key` (an empty key is none).
     pub(crate) fn set_api_key(&mut self, key: String) {
         self.api_key = (!key.trim().is_empty()).then_some(key);
+    }
+
+    /// A JSON POST of `body` to `url`, with the key where the API takes it.
+    pub(crate) fn post(
+        &self,
+        url: &str,
+        key: KeyIn,
+        body: &impl serde::Serialize,
+    ) -> reqwest::RequestBuilder {
+        let builder = self.client.post(url).json(body);
+        match (&self.api_key, key) {
+            (Some(api_key), KeyIn::Bearer) => builder.bearer_auth(api_key),
+            (Some(api_key), KeyIn::Header(name)) => builder.header(name, api_key),
+            (None, _) => builder,
+        }
     }
 
     /// Sends `request`; a non-success status is read under the error cap and becomes its
@@ -137,6 +162,15 @@ impl Http {
             decoder,
         })
     }
+}
+
+/// Where an API takes its key.
+#[derive(Clone, Copy)]
+pub(crate) enum KeyIn {
+    /// `Authorization: Bearer <key>` (chat completions, Responses).
+    Bearer,
+    /// A header of its own (`x-api-key`, `x-goog-api-key`).
+    Header(&'static str),
 }
 
 /// Whether a response says its body is one JSON document (a gateway that ignored `stream`).
@@ -239,11 +273,6 @@ impl<D: Events> ChunkTransport for SseBody<D> {
     fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<StreamChunk, ModelError>>> {
         Box::pin(self.next())
     }
-}
-
-/// A stream cut before the API's terminal event: the connection failed mid-answer.
-pub(crate) fn cut_short(what: &'static str) -> ModelError {
-    ModelError::connection(what)
 }
 
 pub(crate) fn transport_error(error: reqwest::Error) -> ModelError {

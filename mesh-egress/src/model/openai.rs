@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::ModelConnector;
 use super::error::ModelError;
-use super::http::Http;
+use super::http::{Http, KeyIn};
 use super::stream::ModelStream;
 use super::tool_text::{Inspected, inspect, repair_request, unrepaired};
 use super::wire::{ChatRequest, Completion, WireRequest, WireResponse, usable};
@@ -69,12 +69,7 @@ impl OpenAiCompatible {
         timeout: Duration,
         connect_timeout: Duration,
     ) -> Result<Self, ModelError> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(connect_timeout)
-            .build()
-            .map_err(ModelError::invalid_request)?;
-        Self::with_client(base_url, client)
+        Http::with_timeouts(base_url.as_ref(), timeout, connect_timeout).map(Self::on)
     }
 
     /// A connector for `base_url` using `client` as is.
@@ -127,11 +122,7 @@ impl OpenAiCompatible {
 
     /// A POST of `body` to the endpoint, with the bearer key.
     fn request(&self, body: &impl serde::Serialize) -> reqwest::RequestBuilder {
-        let builder = self.http.client.post(&self.endpoint).json(body);
-        match &self.http.api_key {
-            Some(key) => builder.bearer_auth(key),
-            None => builder,
-        }
+        self.http.post(&self.endpoint, KeyIn::Bearer, body)
     }
 
     async fn post(&self, model: &str, request: &ChatRequest) -> Result<Completion, ModelError> {

@@ -228,6 +228,17 @@ fn arguments_value(call: &ToolCall) -> serde_json::Value {
         .unwrap_or_else(|_| serde_json::json!({ "arguments": call.function.arguments }))
 }
 
+/// The sampling settings and the stream flag, where Anthropic and Responses take them (the top
+/// level of the body).
+fn sampled(body: &mut serde_json::Value, request: &ChatRequest, stream: bool) {
+    if let Some(temperature) = request.temperature {
+        body["temperature"] = serde_json::json!(temperature);
+    }
+    if stream {
+        body["stream"] = serde_json::Value::Bool(true);
+    }
+}
+
 /// The text of an answer: its parts joined, `None` when there are none.
 fn joined(parts: Vec<String>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.concat())

@@ -400,12 +400,11 @@ impl<'a, C: ModelConnector> Driver<'a, C> {
                 // Nothing was shown yet: the next attempt's whole answer is used, and what was
                 // yielded but not shown is dropped by the consumer (a backup model never
                 // continues another model's first words).
+                // (An attempt still being opened, its call cancelled, was started with the
+                // held text it needed: `open` reads `held` only to start one.)
                 let held = if delivered == 0 && !held.is_empty() && self.opening.is_none() {
                     self.restart = true;
                     self.tool_calls = ToolCallAssembler::default();
-                    ""
-                } else if delivered == 0 && self.restart {
-                    // A restarted attempt still being opened (its call was cancelled).
                     ""
                 } else {
                     held

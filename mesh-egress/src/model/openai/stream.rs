@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::OpenAiCompatible;
 use crate::model::error::ModelError;
-use crate::model::http::{Decoded, Events, cut_short};
+use crate::model::http::{Decoded, Events};
 use crate::model::sse::{SseEvent, decode_chunk};
 use crate::model::stream::ModelStream;
 use crate::model::wire::{ChatRequest, WireResponse};
@@ -68,7 +68,8 @@ impl Events for ChatEvents {
     fn ended(&mut self) -> Option<ModelError> {
         // Some servers close after the last chunk without `[DONE]`; a stream cut before any
         // finish reason was cut, not finished.
-        (!self.finish_seen)
-            .then(|| cut_short("model stream ended before its finish reason or [DONE]"))
+        (!self.finish_seen).then(|| {
+            ModelError::connection("model stream ended before its finish reason or [DONE]")
+        })
     }
 }

@@ -19,9 +19,9 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{DEFAULT_MAX_TOKENS, arguments_value, joined, system_text};
+use super::{DEFAULT_MAX_TOKENS, arguments_value, joined, sampled, system_text};
 use crate::model::error::ModelError;
-use crate::model::http::{Decoded, Events, Http, cut_short};
+use crate::model::http::{Decoded, Events, Http, KeyIn};
 use crate::model::sse::{SseEvent, stream_error};
 use crate::model::stream::{ModelStream, StreamChunk, ToolCallDelta};
 use crate::model::wire::{ChatRequest, Completion, Role, ToolCall};
@@ -49,15 +49,9 @@ pub(super) async fn stream(
 }
 
 fn post(http: &Http, body: &Value) -> reqwest::RequestBuilder {
-    let builder = http
-        .client
-        .post(format!("{}/messages", http.base))
+    let url = format!("{}/messages", http.base);
+    http.post(&url, KeyIn::Header("x-api-key"), body)
         .header("anthropic-version", VERSION)
-        .json(body);
-    match &http.api_key {
-        Some(key) => builder.header("x-api-key", key),
-        None => builder,
-    }
 }
 
 /// The request body: system messages as `system`, tool calls as `tool_use` blocks and their
@@ -118,12 +112,7 @@ fn body(model: &str, request: &ChatRequest, stream: bool) -> Value {
             })
             .collect();
     }
-    if let Some(temperature) = request.temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if stream {
-        body["stream"] = Value::Bool(true);
-    }
+    sampled(&mut body, request, stream);
     body
 }
 
@@ -278,7 +267,9 @@ impl Events for MessageEvents {
     }
 
     fn ended(&mut self) -> Option<ModelError> {
-        Some(cut_short("model stream ended before message_stop"))
+        Some(ModelError::connection(
+            "model stream ended before message_stop",
+        ))
     }
 }
 

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::{arguments_value, joined, system_text};
 use crate::model::error::{ModelError, ModelErrorKind};
 use crate::model::finish;
-use crate::model::http::{Decoded, Events, Http, cut_short};
+use crate::model::http::{Decoded, Events, Http, KeyIn};
 use crate::model::sse::{SseEvent, stream_error};
 use crate::model::stream::{ModelStream, StreamChunk, ToolCallDelta};
 use crate::model::wire::{ChatRequest, Completion, Role, ToolCall};
@@ -32,7 +32,7 @@ pub(super) async fn complete(
     model: &str,
     request: &ChatRequest,
 ) -> Result<Completion, ModelError> {
-    let post = post(http, url(http, model, "generateContent")?, &body(request));
+    let post = post(http, &url(http, model, "generateContent")?, &body(request));
     http.whole(post, |body| read_answer(body, model)).await
 }
 
@@ -42,7 +42,7 @@ pub(super) async fn stream(
     request: &ChatRequest,
 ) -> Result<ModelStream, ModelError> {
     let url = url(http, model, "streamGenerateContent?alt=sse")?;
-    let post = post(http, url, &body(request));
+    let post = post(http, &url, &body(request));
     http.streamed(post, AnswerEvents::default(), |body| {
         read_answer(body, model)
     })
@@ -61,12 +61,8 @@ fn url(http: &Http, model: &str, method: &str) -> Result<String, ModelError> {
     Ok(format!("{}/models/{name}:{method}", http.base))
 }
 
-fn post(http: &Http, url: String, body: &Value) -> reqwest::RequestBuilder {
-    let builder = http.client.post(url).json(body);
-    match &http.api_key {
-        Some(key) => builder.header("x-goog-api-key", key),
-        None => builder,
-    }
+fn post(http: &Http, url: &str, body: &Value) -> reqwest::RequestBuilder {
+    http.post(url, KeyIn::Header("x-goog-api-key"), body)
 }
 
 /// The request body: turns as `contents` (`user` and `model`), system messages as
@@ -193,6 +189,19 @@ struct Call {
     args: Option<Value>,
 }
 
+impl Call {
+    /// The call as the crate names it; Gemini's calls come whole, and without an id from
+    /// older models (`call_{n}` then, `n` its place in the answer).
+    fn into_tool_call(self, n: u32) -> ToolCall {
+        let arguments = self.args.unwrap_or_else(|| json!({})).to_string();
+        ToolCall::function(
+            self.id.unwrap_or_else(|| format!("call_{n}")),
+            self.name,
+            arguments,
+        )
+    }
+}
+
 /// The parts of the first candidate: its text pieces and calls, and its finish reason.
 struct Read {
     text: Vec<String>,
@@ -244,14 +253,7 @@ fn read_answer(data: &[u8], model: &str) -> Result<Completion, ModelError> {
         .calls
         .into_iter()
         .zip(0u32..)
-        .map(|(call, n)| {
-            let arguments = call.args.unwrap_or_else(|| json!({})).to_string();
-            ToolCall::function(
-                call.id.unwrap_or_else(|| format!("call_{n}")),
-                call.name,
-                arguments,
-            )
-        })
+        .map(|(call, n)| call.into_tool_call(n))
         .collect();
     Ok(Completion {
         model,
@@ -291,11 +293,12 @@ impl Events for AnswerEvents {
             .map(|call| {
                 let index = self.calls;
                 self.calls = self.calls.saturating_add(1);
+                let call = call.into_tool_call(index);
                 ToolCallDelta {
                     index,
-                    id: Some(call.id.unwrap_or_else(|| format!("call_{index}"))),
-                    name: Some(call.name),
-                    arguments: call.args.unwrap_or_else(|| json!({})).to_string(),
+                    id: Some(call.id),
+                    name: Some(call.function.name),
+                    arguments: call.function.arguments,
                 }
             })
             .collect();
@@ -319,7 +322,8 @@ impl Events for AnswerEvents {
     }
 
     fn ended(&mut self) -> Option<ModelError> {
-        (!self.finish_seen).then(|| cut_short("model stream ended before a finishReason"))
+        (!self.finish_seen)
+            .then(|| ModelError::connection("model stream ended before a finishReason"))
     }
 }
 

@@ -18,9 +18,9 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{arguments_value, joined};
+use super::{arguments_value, joined, sampled};
 use crate::model::error::ModelError;
-use crate::model::http::{Decoded, Events, Http, cut_short};
+use crate::model::http::{Decoded, Events, Http, KeyIn};
 use crate::model::sse::{SseEvent, stream_error};
 use crate::model::stream::{ModelStream, StreamChunk, ToolCallDelta};
 use crate::model::wire::{ChatRequest, Completion, Role, ToolCall};
@@ -47,14 +47,7 @@ pub(super) async fn stream(
 }
 
 fn post(http: &Http, body: &Value) -> reqwest::RequestBuilder {
-    let builder = http
-        .client
-        .post(format!("{}/responses", http.base))
-        .json(body);
-    match &http.api_key {
-        Some(key) => builder.bearer_auth(key),
-        None => builder,
-    }
+    http.post(&format!("{}/responses", http.base), KeyIn::Bearer, body)
 }
 
 /// The request body: messages as input items, tool calls as `function_call` items and their
@@ -98,12 +91,7 @@ fn body(model: &str, request: &ChatRequest, stream: bool) -> Value {
             })
             .collect();
     }
-    if let Some(temperature) = request.temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if stream {
-        body["stream"] = Value::Bool(true);
-    }
+    sampled(&mut body, request, stream);
     body
 }
 
@@ -349,7 +337,9 @@ impl Events for ResponseEvents {
     }
 
     fn ended(&mut self) -> Option<ModelError> {
-        Some(cut_short("model stream ended before response.completed"))
+        Some(ModelError::connection(
+            "model stream ended before response.completed",
+        ))
     }
 }
 

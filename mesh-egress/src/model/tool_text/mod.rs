@@ -208,9 +208,10 @@ pub(crate) fn settle(
 #[inline]
 pub(crate) fn plainly_usable(completion: &Completion) -> bool {
     completion.tool_calls.is_empty()
-        && completion.finish_reason.as_deref().is_none_or(|reason| {
-            reason == "stop" || crate::model::finish::verdict(reason, false).is_none()
-        })
+        && completion
+            .finish_reason
+            .as_deref()
+            .is_none_or(|reason| crate::model::finish::verdict(reason, false).is_none())
         && completion.content.as_deref().is_some_and(|text| {
             // Not blank (a printable first byte says so at once), and no call in it.
             (text.as_bytes().first().is_some_and(u8::is_ascii_graphic) || completion.has_text())
